@@ -1,0 +1,32 @@
+//! The CPU backend: rayon over all cores, the same tree and algorithm as the CUDA backend.
+
+mod closest_pairs;
+pub mod search;
+
+/// Tuning constants the CUDA backend shares with the CPU one.
+pub mod search_constants {
+    pub use super::closest_pairs::BOUND_WINDOW;
+}
+
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::points::Points;
+use crate::query::{Nearest, Pair, PairsOptions};
+use crate::real::Real;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+impl Backend for CpuBackend {
+    fn describe(&self) -> String {
+        format!("cpu ({} threads)", rayon::current_num_threads())
+    }
+
+    fn nearest<T: Real>(&self, a: &Points<T>, b: &Points<T>, max_distance: Option<T>) -> Result<Nearest<T>> {
+        closest_pairs::nearest(a, b, max_distance)
+    }
+
+    fn closest_pairs<T: Real>(&self, a: &Points<T>, b: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
+        closest_pairs::closest_pairs(a, b, opts)
+    }
+}

@@ -1,0 +1,203 @@
+// Closest A–B pairs and the all-nearest join (the plan is in src/cpu/closest_pairs.rs; the
+// searches mirror src/cpu/search.rs line for line, so both backends return the same bits).
+
+#define STACK 64
+
+// search::nearest — nearest point before (bd, bid) in (squared distance, id) order.
+template <typename T>
+__device__ void nearest_search(const Tree<T>& t, T qx, T qy, T qz, T& bd, u32& bid) {
+    u32 stack_node[STACK];
+    T stack_d[STACK];
+    int sp = 0;
+    u32 node = 1;
+    if (!before(box_dist2(t, 1, qx, qy, qz), t.min_id[1], bd, bid)) return;
+    for (;;) {
+        if (node >= t.leaf_base) {
+            u64 s = min((u64)(node - t.leaf_base) * t.leaf_size, (u64)t.n);
+            u64 e = min(s + t.leaf_size, (u64)t.n);
+            for (u64 i = s; i < e; i++) {
+                T d = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
+                u32 id = t.id[i];
+                if (before(d, id, bd, bid)) { bd = d; bid = id; }
+            }
+        } else {
+            u32 l = 2 * node, r = l + 1;
+            T dl = box_dist2(t, l, qx, qy, qz), dr = box_dist2(t, r, qx, qy, qz);
+            u32 ml = t.min_id[l], mr = t.min_id[r];
+            bool right_first = before(dr, mr, dl, ml);
+            u32 nn = right_first ? r : l, nf = right_first ? l : r;
+            T dn = right_first ? dr : dl, df = right_first ? dl : dr;
+            u32 mn = right_first ? mr : ml, mf = right_first ? ml : mr;
+            if (before(dn, mn, bd, bid)) {
+                if (before(df, mf, bd, bid)) { stack_node[sp] = nf; stack_d[sp] = df; sp++; }
+                node = nn;
+                continue;
+            }
+        }
+        bool next = false;
+        while (sp > 0) {
+            sp--;
+            if (before(stack_d[sp], t.min_id[stack_node[sp]], bd, bid)) { node = stack_node[sp]; next = true; break; }
+        }
+        if (!next) return;
+    }
+}
+
+// search::window_upper_bound.
+template <typename T>
+__device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, u32 window, T* bound) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= na) return;
+    T qx = ax[i], qy = ay[i], qz = az[i];
+    u64 code = morton_code(t.frame, qx, qy, qz);
+    u32 lo = 0, hi = t.n;  // first key >= code
+    while (lo < hi) {
+        u32 mid = lo + (hi - lo) / 2;
+        if (t.keys[mid] < code) lo = mid + 1; else hi = mid;
+    }
+    u32 s = lo > window ? lo - window : 0;
+    u32 e = max(min(lo + window, t.n), s + 1);
+    T best = t_inf<T>();
+    for (u32 j = s; j < e; j++) best = t_min(best, dist2(qx, qy, qz, t.x[j], t.y[j], t.z[j]));
+    bound[i] = best;
+}
+NK_INSTANTIATE(window_bound, (const R* ax, const R* ay, const R* az, u32 na, Tree<R> t, u32 window, R* bound),
+               (ax, ay, az, na, t, window, bound))
+
+// Histogram of the top 16 bits of each squared distance (bits are monotone for values >= 0).
+template <typename T>
+__device__ void d2_histogram_impl(const T* d2, u32 n, u32* hist) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&hist[ordered_bits(d2[i]) >> (sizeof(T) * 8 - 16)], 1u);
+}
+NK_INSTANTIATE(d2_histogram, (const R* d2, u32 n, u32* hist), (d2, n, hist))
+
+// One block of 1024: finds the bin holding the k-th smallest value and lowers *tau to that
+// bin's largest value (an upper bound on the k-th smallest). Fewer than k values: no change.
+template <typename T>
+__device__ void select_threshold_impl(const u32* hist, u32 k, T* tau) {
+    typedef cub::BlockScan<u32, 1024> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    const u32 per = 65536 / 1024;
+    u32 base = threadIdx.x * per, sum = 0;
+    for (u32 j = 0; j < per; j++) sum += hist[base + j];
+    u32 before_me;
+    Scan(tmp).ExclusiveSum(sum, before_me);
+    if (before_me < k && before_me + sum >= k) {
+        u32 acc = before_me, bin = base;
+        for (u32 j = 0; j < per; j++) {
+            acc += hist[base + j];
+            if (acc >= k) { bin = base + j; break; }
+        }
+        const int shift = sizeof(T) * 8 - 16;
+        u64 top = ((u64)(bin + 1) << shift) - 1;
+        T v = top >= ordered_bits(t_inf<T>()) ? t_inf<T>() : from_ordered_bits<T>(top);
+        *tau = t_min(*tau, v);
+    }
+}
+NK_INSTANTIATE(select_threshold, (const u32* hist, u32 k, R* tau), (hist, k, tau))
+
+// Every query's nearest point within *r2 (inclusive); NO_ID and +inf when none.
+template <typename T>
+__device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, const T* r2, u32* out_b, T* out_d2) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= na) return;
+    T bd = *r2;
+    u32 bid = NO_ID;
+    nearest_search(t, ax[i], ay[i], az[i], bd, bid);
+    out_b[i] = bid;
+    out_d2[i] = bid == NO_ID ? t_inf<T>() : bd;
+}
+NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, u32 na, Tree<R> t, const R* r2, u32* out_b, R* out_d2),
+               (ax, ay, az, na, t, r2, out_b, out_d2))
+
+// Queries whose nearest point lies within *tau append (d2, a_offset + i, b) to the candidates.
+template <typename T>
+__device__ void nearest_candidates_impl(const T* ax, const T* ay, const T* az, u32 na, u32 a_offset, Tree<T> t,
+                                        const T* tau, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= na) return;
+    T bd = *tau;
+    u32 bid = NO_ID;
+    nearest_search(t, ax[i], ay[i], az[i], bd, bid);
+    if (bid != NO_ID) {
+        u32 slot = atomicAdd(count, 1u);
+        cand_d2[slot] = ordered_bits(bd);
+        cand_a[slot] = a_offset + i;
+        cand_b[slot] = bid;
+    }
+}
+NK_INSTANTIATE(nearest_candidates, (const R* ax, const R* ay, const R* az, u32 na, u32 a_offset, Tree<R> t,
+                                    const R* tau, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b),
+               (ax, ay, az, na, a_offset, t, tau, count, cand_d2, cand_a, cand_b))
+
+// search::knn for all-pairs: up to k nearest within *tau per query, kept sorted in a slice
+// of global memory, then appended to the candidates. Few queries run this (at most k).
+template <typename T>
+__device__ void knn_candidates_impl(const T* qx_, const T* qy_, const T* qz_, const u32* qid, u32 nq, Tree<T> t, u32 k,
+                                    const T* tau, T* heap_d, u32* heap_id, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b) {
+    u32 q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= nq) return;
+    T qx = qx_[q], qy = qy_[q], qz = qz_[q];
+    T* hd = heap_d + (u64)q * k;
+    u32* hi = heap_id + (u64)q * k;
+    u32 m = 0;
+    T r2 = *tau;
+    u32 stack_node[STACK];
+    T stack_d[STACK];
+    int sp = 0;
+    stack_node[sp] = 1; stack_d[sp] = box_dist2(t, 1, qx, qy, qz); sp++;
+    while (sp > 0) {
+        sp--;
+        u32 node = stack_node[sp];
+        T d = stack_d[sp];
+        T bd = m == k ? hd[k - 1] : r2;
+        u32 bid = m == k ? hi[k - 1] : NO_ID;
+        if (!before(d, t.min_id[node], bd, bid)) continue;
+        if (node >= t.leaf_base) {
+            u64 s = min((u64)(node - t.leaf_base) * t.leaf_size, (u64)t.n);
+            u64 e = min(s + t.leaf_size, (u64)t.n);
+            for (u64 i = s; i < e; i++) {
+                T pd = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
+                u32 pid = t.id[i];
+                T bd2 = m == k ? hd[k - 1] : r2;
+                u32 bid2 = m == k ? hi[k - 1] : NO_ID;
+                if (!before(pd, pid, bd2, bid2)) continue;
+                u32 pos = m < k ? m : k - 1;
+                while (pos > 0 && before(pd, pid, hd[pos - 1], hi[pos - 1])) { hd[pos] = hd[pos - 1]; hi[pos] = hi[pos - 1]; pos--; }
+                hd[pos] = pd; hi[pos] = pid;
+                if (m < k) m++;
+            }
+        } else {
+            u32 l = 2 * node, r = l + 1;
+            T dl = box_dist2(t, l, qx, qy, qz), dr = box_dist2(t, r, qx, qy, qz);
+            if (before(dr, t.min_id[r], dl, t.min_id[l])) {
+                stack_node[sp] = l; stack_d[sp] = dl; sp++;
+                stack_node[sp] = r; stack_d[sp] = dr; sp++;
+            } else {
+                stack_node[sp] = r; stack_d[sp] = dr; sp++;
+                stack_node[sp] = l; stack_d[sp] = dl; sp++;
+            }
+        }
+    }
+    u32 slot = atomicAdd(count, m);
+    for (u32 j = 0; j < m; j++) {
+        cand_d2[slot + j] = ordered_bits(hd[j]);
+        cand_a[slot + j] = qid[q];
+        cand_b[slot + j] = hi[j];
+    }
+}
+NK_INSTANTIATE(knn_candidates, (const R* qx, const R* qy, const R* qz, const u32* qid, u32 nq, Tree<R> t, u32 k, const R* tau,
+                                R* heap_d, u32* heap_id, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b),
+               (qx, qy, qz, qid, nq, t, k, tau, heap_d, heap_id, count, cand_d2, cand_a, cand_b))
+
+// Moves the candidates listed by `perm` to the front, in that order (after a sort).
+extern "C" __global__ void permute_candidates(const u32* perm, u32 n, const u64* d2, const u32* a, const u32* b,
+                                              u64* d2_out, u32* a_out, u32* b_out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u32 j = perm[i];
+    d2_out[i] = d2[j];
+    a_out[i] = a[j];
+    b_out[i] = b[j];
+}

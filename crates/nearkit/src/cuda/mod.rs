@@ -1,0 +1,164 @@
+//! The CUDA backend: cudarc with run-time loading, so the project builds and the CPU path
+//! runs on machines without CUDA. Kernels are compiled by NVRTC on first use (see
+//! `compile`) and every heavy step runs on the device.
+
+mod closest_pairs;
+pub mod compile;
+mod radix_sort;
+mod tree_build;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig};
+use cudarc::nvrtc::Ptx;
+
+pub use closest_pairs::DevicePoints;
+pub use tree_build::DeviceTree;
+
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::points::Points;
+use crate::query::{Nearest, Pair, PairsOptions};
+use crate::real::Real;
+
+pub struct CudaBackend {
+    ordinal: usize,
+    name: String,
+    arch: String,
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    functions: Mutex<HashMap<String, CudaFunction>>,
+    /// One query at a time per device: they share the stream.
+    busy: Mutex<()>,
+}
+
+pub(crate) fn cuda_err(e: DriverError) -> Error {
+    Error::Cuda(format!("{e:?}"))
+}
+
+/// Whether libcuda can be loaded at all (cudarc panics on use when it cannot).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the library.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+impl CudaBackend {
+    /// The process-wide backend for GPU `ordinal`, created (context + kernels) on first use.
+    pub fn shared(ordinal: usize) -> Result<Arc<CudaBackend>> {
+        static BACKENDS: OnceLock<Mutex<HashMap<usize, Arc<CudaBackend>>>> = OnceLock::new();
+        let mut map = BACKENDS.get_or_init(Default::default).lock().unwrap();
+        if let Some(b) = map.get(&ordinal) {
+            return Ok(b.clone());
+        }
+        let b = Arc::new(CudaBackend::new(ordinal)?);
+        map.insert(ordinal, b.clone());
+        Ok(b)
+    }
+
+    fn new(ordinal: usize) -> Result<CudaBackend> {
+        if !driver_present() {
+            return Err(Error::CudaUnavailable("no NVIDIA driver (libcuda) on this machine".into()));
+        }
+        if !compile::nvrtc_present() {
+            return Err(Error::CudaUnavailable(
+                "libnvrtc was not found (install the CUDA toolkit or add its lib folder to LD_LIBRARY_PATH)".into(),
+            ));
+        }
+        let count = CudaContext::device_count().map_err(|e| Error::CudaUnavailable(format!("{e:?}")))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::CudaUnavailable(format!("GPU {ordinal} asked for, but {count} found")));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| Error::CudaUnavailable(format!("{e:?}")))?;
+        // One stream per backend: cross-stream event tracking would only add overhead.
+        // SAFETY: no other stream of this context touches our buffers.
+        unsafe { ctx.disable_event_tracking() };
+        let (major, minor) = ctx.compute_capability().map_err(cuda_err)?;
+        let arch = format!("sm_{major}{minor}");
+        let cubin = compile::compile_cubin(compile::KERNEL_SOURCE, &arch, true)?;
+        let module = ctx.load_module(Ptx::from_binary(cubin)).map_err(cuda_err)?;
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        Ok(CudaBackend {
+            ordinal,
+            name,
+            arch,
+            stream: ctx.default_stream(),
+            module,
+            functions: Mutex::new(HashMap::new()),
+            busy: Mutex::new(()),
+        })
+    }
+
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub(crate) fn func(&self, name: &str) -> Result<CudaFunction> {
+        let mut map = self.functions.lock().unwrap();
+        if let Some(f) = map.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self.module.load_function(name).map_err(|e| Error::Cuda(format!("kernel {name}: {e:?}")))?;
+        map.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// The kernel `base` instantiated for `T` (`base_f32` / `base_f64`).
+    pub(crate) fn func_t<T: Real>(&self, base: &str) -> Result<CudaFunction> {
+        self.func(&format!("{base}_{}", T::NAME))
+    }
+
+    pub(crate) fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(&self, n: usize) -> Result<CudaSlice<T>> {
+        self.stream.alloc_zeros::<T>(n.max(1)).map_err(cuda_err)
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(cuda_err)
+    }
+}
+
+/// A 1-D launch of `n` threads in blocks of `block`.
+pub(crate) fn grid(n: usize, block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n.div_ceil(block as usize)).max(1) as u32, 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+impl Backend for CudaBackend {
+    fn describe(&self) -> String {
+        format!("cuda:{} ({}, {})", self.ordinal, self.name, self.arch)
+    }
+
+    fn nearest<T: Real>(&self, a: &Points<T>, b: &Points<T>, max_distance: Option<T>) -> Result<Nearest<T>> {
+        let _guard = self.busy.lock().unwrap();
+        closest_pairs::nearest(self, a, b, max_distance)
+    }
+
+    fn closest_pairs<T: Real>(&self, a: &Points<T>, b: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
+        let _guard = self.busy.lock().unwrap();
+        closest_pairs::closest_pairs(self, a, b, opts)
+    }
+}
+
+impl CudaBackend {
+    /// Copies a point set to the device (for timing queries on device-resident data).
+    pub fn upload<T: Real>(&self, p: &Points<T>) -> Result<DevicePoints<T>> {
+        DevicePoints::upload(self, p)
+    }
+
+    /// `closest_pairs` on data already on the device: tree build, queries and top-k all run
+    /// there; only the k result rows come back.
+    pub fn closest_pairs_resident<T: Real>(&self, a: &DevicePoints<T>, b: &DevicePoints<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
+        let _guard = self.busy.lock().unwrap();
+        closest_pairs::closest_pairs_resident(self, a, b, opts)
+    }
+
+    /// Builds B's tree on the device and brings it back (tests compare it with the CPU build).
+    pub fn build_tree_to_host<T: Real>(&self, b: &Points<T>) -> Result<crate::tree::MortonTree<T>> {
+        let _guard = self.busy.lock().unwrap();
+        let db = DevicePoints::upload(self, b)?;
+        DeviceTree::build(self, &db)?.to_host(self)
+    }
+}

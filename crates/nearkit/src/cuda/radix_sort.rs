@@ -1,0 +1,66 @@
+//! Launches radix_sort.cu: device-wide stable sort of (u64 key, u32 value) pairs, and scans.
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+
+use super::{cuda_err, grid, CudaBackend};
+use crate::error::Result;
+
+const SORT_TILE: usize = 256 * 8;
+const SCAN_TILE: usize = 1024 * 4;
+
+/// Exclusive prefix sum of the first `n` entries of `data`, in place.
+pub(crate) fn exclusive_scan(be: &CudaBackend, data: &mut CudaSlice<u32>, n: usize) -> Result<()> {
+    let tiles = n.div_ceil(SCAN_TILE);
+    let n32 = n as u32;
+    if tiles <= 16 {
+        let f = be.func("scan_single_block")?;
+        let mut l = be.stream.launch_builder(&f);
+        l.arg(&mut *data).arg(&n32);
+        unsafe { l.launch(grid(1024, 1024)) }.map_err(cuda_err)?;
+        return Ok(());
+    }
+    let mut sums = be.alloc::<u32>(tiles)?;
+    let f = be.func("scan_tile_sums")?;
+    let mut l = be.stream.launch_builder(&f);
+    l.arg(&*data).arg(&n32).arg(&mut sums);
+    unsafe { l.launch(grid(tiles * 1024, 1024)) }.map_err(cuda_err)?;
+    exclusive_scan(be, &mut sums, tiles)?;
+    let f = be.func("scan_apply")?;
+    let mut l = be.stream.launch_builder(&f);
+    l.arg(&mut *data).arg(&n32).arg(&sums);
+    unsafe { l.launch(grid(tiles * 1024, 1024)) }.map_err(cuda_err)?;
+    Ok(())
+}
+
+/// Sorts the first `n` (key, value) pairs by the low `bits` bits of the key, stably.
+pub(crate) fn sort_pairs(be: &CudaBackend, keys: &mut CudaSlice<u64>, vals: &mut CudaSlice<u32>, n: usize, bits: u32) -> Result<()> {
+    if n <= 1 || bits == 0 {
+        return Ok(());
+    }
+    let tiles = n.div_ceil(SORT_TILE);
+    let mut keys_alt = be.alloc::<u64>(n)?;
+    let mut vals_alt = be.alloc::<u32>(n)?;
+    let mut counts = be.alloc::<u32>(256 * tiles)?;
+    let (up, down) = (be.func("radix_upsweep")?, be.func("radix_downsweep")?);
+    let n32 = n as u32;
+    let cfg = grid(tiles * 256, 256);
+    let mut shift = 0u32;
+    while shift < bits {
+        let mut l = be.stream.launch_builder(&up);
+        l.arg(&*keys).arg(&n32).arg(&shift).arg(&mut counts);
+        unsafe { l.launch(cfg) }.map_err(cuda_err)?;
+        exclusive_scan(be, &mut counts, 256 * tiles)?;
+        let mut l = be.stream.launch_builder(&down);
+        l.arg(&*keys).arg(&*vals).arg(&mut keys_alt).arg(&mut vals_alt).arg(&n32).arg(&shift).arg(&counts);
+        unsafe { l.launch(cfg) }.map_err(cuda_err)?;
+        std::mem::swap(keys, &mut keys_alt);
+        std::mem::swap(vals, &mut vals_alt);
+        shift += 8;
+    }
+    Ok(())
+}
+
+/// Bits needed to hold values `0..n`.
+pub(crate) fn bits_for(n: usize) -> u32 {
+    (usize::BITS - n.saturating_sub(1).leading_zeros()).max(1)
+}

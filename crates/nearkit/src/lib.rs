@@ -1,0 +1,42 @@
+//! nearkit: exact 3-D proximity queries on multi-core CPUs and CUDA GPUs, with bitwise
+//! identical answers on both.
+//!
+//! ```
+//! use nearkit::{closest_pairs, Device, PairMode, Points};
+//! let a = Points::from_rows(&[[0.0f32, 0.0, 0.0], [10.0, 0.0, 0.0]]);
+//! let b = Points::from_rows(&[[1.0f32, 0.0, 0.0], [10.0, 0.5, 0.0]]);
+//! let pairs = closest_pairs(&a, &b, 1, PairMode::NearestPerA, Device::Cpu).unwrap();
+//! assert_eq!((pairs[0].a, pairs[0].b, pairs[0].distance), (1, 1, 0.5));
+//! ```
+
+pub mod backend;
+pub mod cpu;
+pub mod cuda;
+pub mod device;
+pub mod error;
+pub mod generate;
+pub mod morton;
+pub mod points;
+pub mod query;
+pub mod real;
+pub mod tree;
+
+pub use backend::Backend;
+pub use device::{Device, Engine};
+pub use error::{Error, Result, Role};
+pub use points::Points;
+pub use query::{Nearest, Pair, PairMode, PairsOptions};
+pub use real::Real;
+pub use tree::NO_ID;
+
+/// The k closest A–B pairs (see [`PairMode`]), ascending by distance; ties by smaller A id,
+/// then smaller B id.
+pub fn closest_pairs<T: Real>(a: &Points<T>, b: &Points<T>, k: usize, mode: PairMode, device: Device) -> Result<Vec<Pair<T>>> {
+    let opts = PairsOptions { k, mode, max_distance: None };
+    Engine::open(device)?.0.closest_pairs(a, b, &opts)
+}
+
+/// Every A's nearest B (id and distance); ties by smaller B id.
+pub fn nearest<T: Real>(a: &Points<T>, b: &Points<T>, device: Device) -> Result<Nearest<T>> {
+    Engine::open(device)?.0.nearest(a, b, None)
+}
