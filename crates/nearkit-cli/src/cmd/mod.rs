@@ -1,0 +1,4 @@
+pub mod bench;
+pub mod gen;
+pub mod nearest;
+pub mod pairs;

@@ -1,0 +1,56 @@
+//! The `nearkit` command. Each subcommand lives in `cmd/`; this file only dispatches and
+//! turns errors into one line on stderr and exit code 2.
+
+mod cmd;
+mod common;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nearkit",
+    version,
+    about = "Exact 3-D proximity queries on multi-core CPUs and CUDA GPUs",
+    long_about = "Exact 3-D proximity queries on multi-core CPUs and CUDA GPUs.\n\n\
+Results are exact on any input (uniform, clustered, on surfaces, with duplicates) and\n\
+bitwise identical between the CPU and the GPU; ties go to the smaller id.",
+    after_help = "Start with `nearkit pairs` (a built-in example), then `nearkit pairs --help`."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The k closest A–B pairs (seed A's "closest enemy pairs").
+    Pairs(cmd::pairs::PairsArgs),
+    /// Every A's nearest B, written to a file.
+    Nearest(cmd::nearest::NearestArgs),
+    /// Generate reproducible test data.
+    #[command(subcommand)]
+    Gen(cmd::gen::GenCommand),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Pairs(a) => cmd::pairs::run(a),
+        Command::Nearest(a) => cmd::nearest::run(a),
+        Command::Gen(g) => cmd::gen::run(g),
+        Command::Bench(b) => cmd::bench::run(b),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", e.0);
+            ExitCode::from(2)
+        }
+    }
+}

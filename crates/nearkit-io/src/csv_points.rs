@@ -1,0 +1,86 @@
+//! CSV points: x,y,z columns (more columns allowed), header optional; `--columns` picks others.
+
+use std::io::Read;
+use std::path::Path;
+
+use nearkit::{Points, Real};
+
+use crate::{IoError, Location, ReadOptions, Result};
+
+pub fn read<T: Real, R: Read>(reader: R, path: &Path, opts: &ReadOptions) -> Result<Points<T>> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .comment(Some(b'#'))
+        .from_reader(reader);
+    let mut points = Points::new(Vec::new(), Vec::new(), Vec::new()).expect("empty columns");
+    let mut cols: Option<[usize; 3]> = None;
+    let mut record = csv::StringRecord::new();
+    let mut first = true;
+    loop {
+        let more = rdr.read_record(&mut record).map_err(|e| {
+            let line = e.position().map(|p| p.line() as usize).unwrap_or(0);
+            IoError::at(path, Location::Line(line), format!("malformed CSV: {e}"))
+        })?;
+        if !more {
+            break;
+        }
+        let line = record.position().map(|p| p.line() as usize).unwrap_or(0);
+        if record.iter().all(|f| f.is_empty()) {
+            continue;
+        }
+        if first {
+            first = false;
+            let is_header = record.iter().any(|f| f.parse::<f64>().is_err());
+            if is_header {
+                cols = Some(pick_columns(path, line, Some(&record), opts)?);
+                continue;
+            }
+            cols = Some(pick_columns(path, line, None, opts)?);
+        }
+        let c = cols.expect("set on the first record");
+        let mut v = [T::ZERO; 3];
+        for (d, &ci) in c.iter().enumerate() {
+            let field = record.get(ci).ok_or_else(|| {
+                IoError::at(path, Location::Line(line), format!("{} columns, but column {} is needed for {}", record.len(), ci + 1, ["x", "y", "z"][d]))
+            })?;
+            let parsed: f64 = field
+                .parse()
+                .map_err(|_| IoError::at(path, Location::Line(line), format!("column {}: '{field}' is not a number", ci + 1)))?;
+            if !parsed.is_finite() {
+                return Err(IoError::at(path, Location::Line(line), format!("coordinate {} is {field}; coordinates must be finite numbers", ["x", "y", "z"][d])));
+            }
+            v[d] = T::from_f64(parsed);
+        }
+        points.push(v[0], v[1], v[2]);
+    }
+    Ok(points)
+}
+
+fn pick_columns(path: &Path, line: usize, header: Option<&csv::StringRecord>, opts: &ReadOptions) -> Result<[usize; 3]> {
+    let Some(names) = &opts.columns else {
+        if let Some(h) = header {
+            // With a header, prefer columns named x, y, z; else the first three.
+            let find = |n: &str| h.iter().position(|f| f.eq_ignore_ascii_case(n));
+            if let (Some(x), Some(y), Some(z)) = (find("x"), find("y"), find("z")) {
+                return Ok([x, y, z]);
+            }
+        }
+        return Ok([0, 1, 2]);
+    };
+    let mut out = [0; 3];
+    for (d, name) in names.iter().enumerate() {
+        out[d] = match (name.parse::<usize>(), header) {
+            (Ok(i), _) => i,
+            (Err(_), Some(h)) => h.iter().position(|f| f == name).ok_or_else(|| {
+                let have: Vec<_> = h.iter().collect();
+                IoError::at(path, Location::Line(line), format!("no column named '{name}' (columns: {})", have.join(", ")))
+            })?,
+            (Err(_), None) => {
+                return Err(IoError::at(path, Location::Line(line), format!("column '{name}' given by name, but the file has no header row")))
+            }
+        };
+    }
+    Ok(out)
+}

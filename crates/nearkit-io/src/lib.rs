@@ -1,0 +1,93 @@
+//! File formats for nearkit. Point sets are read by extension — `.csv`, `.npy`, `.ply`
+//! (ascii and binary), `.off`, `.xyz` — and results are written as `.csv`, `.json` or `.npy`.
+//! Every error names the file and, where it applies, the line or row.
+
+mod csv_points;
+mod error;
+mod npy_points;
+mod off;
+mod output;
+mod ply_points;
+mod xyz;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+pub use error::{IoError, Location, Result};
+pub use output::{write_atomically, write_nearest, write_pairs, write_points, OutputFormat};
+
+use nearkit::{Points, Real};
+
+/// Input formats, chosen by file extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Csv,
+    Npy,
+    Ply,
+    Off,
+    Xyz,
+}
+
+impl Format {
+    pub fn from_path(path: &Path) -> Result<Format> {
+        let ext = path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("csv") => Ok(Format::Csv),
+            Some("npy") => Ok(Format::Npy),
+            Some("ply") => Ok(Format::Ply),
+            Some("off") => Ok(Format::Off),
+            Some("xyz") | Some("txt") => Ok(Format::Xyz),
+            Some(e) => Err(IoError::new(path, format!("unknown extension '.{e}': use .csv, .npy, .ply, .off or .xyz"))),
+            None => Err(IoError::new(path, "no file extension: use .csv, .npy, .ply, .off or .xyz")),
+        }
+    }
+}
+
+/// How to read a point file.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// CSV only: which columns hold x, y, z — names (with a header) or 0-based indices.
+    pub columns: Option<[String; 3]>,
+}
+
+/// Reads a point file, choosing the format by its extension.
+pub fn read_points<T: Real>(path: &Path, opts: &ReadOptions) -> Result<Points<T>> {
+    let format = Format::from_path(path)?;
+    let file = std::fs::File::open(path).map_err(|e| IoError::new(path, format!("cannot open: {e}")))?;
+    read_points_from(BufReader::with_capacity(1 << 20, file), format, path, opts)
+}
+
+/// Reads points from any reader (e.g. one wrapped in a progress bar); `path` names it in errors.
+pub fn read_points_from<T: Real, R: Read>(reader: R, format: Format, path: &Path, opts: &ReadOptions) -> Result<Points<T>> {
+    let mut reader = BufReader::with_capacity(1 << 20, reader);
+    let (points, rows_are_lines) = match format {
+        Format::Csv => (csv_points::read(&mut reader, path, opts)?, None),
+        Format::Npy => (npy_points::read(&mut reader, path)?, None),
+        Format::Ply => (ply_points::read(&mut reader, path)?, None),
+        Format::Off => off::read(&mut reader, path).map(|(p, lines)| (p, Some(lines)))?,
+        Format::Xyz => xyz::read(&mut reader, path).map(|(p, lines)| (p, Some(lines)))?,
+    };
+    check_finite(&points, path, rows_are_lines.as_deref())?;
+    Ok(points)
+}
+
+/// Non-finite coordinates are an error naming the row (or line) — never silently dropped.
+fn check_finite<T: Real>(p: &Points<T>, path: &Path, lines: Option<&[usize]>) -> Result<()> {
+    for i in 0..p.len() {
+        for (axis, v) in [('x', p.x[i]), ('y', p.y[i]), ('z', p.z[i])] {
+            if !v.is_finite() {
+                let loc = match lines {
+                    Some(l) => Location::Line(l[i]),
+                    None => Location::Row(i),
+                };
+                return Err(IoError::at(path, loc, format!("coordinate {axis} is {v}; coordinates must be finite numbers")));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn read_line<R: BufRead>(r: &mut R, buf: &mut String, path: &Path) -> Result<usize> {
+    buf.clear();
+    r.read_line(buf).map_err(|e| IoError::new(path, format!("read failed: {e}")))
+}

@@ -1,0 +1,55 @@
+//! OFF meshes: the vertex list is the point set (faces are not needed here).
+
+use std::io::BufRead;
+use std::path::Path;
+
+use nearkit::{Points, Real};
+
+use crate::{read_line, IoError, Location, Result};
+
+/// Returns the vertices and each vertex's 1-based line number.
+pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, Vec<usize>)> {
+    let mut buf = String::new();
+    let mut line = 0usize;
+    // Next non-empty, non-comment line, split into fields.
+    let mut next = |r: &mut R, line: &mut usize| -> Result<Option<Vec<String>>> {
+        loop {
+            if read_line(r, &mut buf, path)? == 0 {
+                return Ok(None);
+            }
+            *line += 1;
+            let content = buf.split('#').next().unwrap_or("").trim();
+            if !content.is_empty() {
+                return Ok(Some(content.split_whitespace().map(str::to_string).collect()));
+            }
+        }
+    };
+    let first = next(r, &mut line)?.ok_or_else(|| IoError::new(path, "empty file: an OFF header is needed"))?;
+    if !first[0].ends_with("OFF") {
+        return Err(IoError::at(path, Location::Line(line), format!("expected 'OFF', found '{}'", first[0])));
+    }
+    if first[0] != "OFF" {
+        return Err(IoError::at(path, Location::Line(line), format!("'{}' files are not supported: only plain OFF", first[0])));
+    }
+    // The counts may follow OFF on the same line.
+    let counts = if first.len() > 1 { first[1..].to_vec() } else { next(r, &mut line)?.ok_or_else(|| IoError::new(path, "missing vertex/face counts"))? };
+    let nv: usize = counts
+        .first()
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| IoError::at(path, Location::Line(line), "expected the vertex count"))?;
+    let mut p = Points::with_capacity(nv);
+    let mut lines = Vec::with_capacity(nv);
+    for i in 0..nv {
+        let f = next(r, &mut line)?.ok_or_else(|| IoError::new(path, format!("file ends after {i} of {nv} vertices")))?;
+        if f.len() < 3 {
+            return Err(IoError::at(path, Location::Line(line), format!("vertex {i} has {} coordinates, 3 are needed", f.len())));
+        }
+        let mut v = [T::ZERO; 3];
+        for d in 0..3 {
+            v[d] = T::from_f64(f[d].parse::<f64>().map_err(|_| IoError::at(path, Location::Line(line), format!("'{}' is not a number", f[d])))?);
+        }
+        p.push(v[0], v[1], v[2]);
+        lines.push(line);
+    }
+    Ok((p, lines))
+}

@@ -1,0 +1,144 @@
+//! Writing results and points. Files are written to a temporary name and renamed into place,
+//! so a failed run never leaves a partial output file behind.
+
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use nearkit::{Nearest, Pair, Points, Real, NO_ID};
+use serde::Serialize;
+
+use crate::{IoError, Result};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Csv,
+    Json,
+    Npy,
+}
+
+impl OutputFormat {
+    pub fn from_path(path: &Path) -> Result<Self> {
+        match path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() {
+            Some("csv") => Ok(Self::Csv),
+            Some("json") => Ok(Self::Json),
+            Some("npy") => Ok(Self::Npy),
+            _ => Err(IoError::new(path, "unknown output extension: use .csv, .json or .npy")),
+        }
+    }
+}
+
+/// Writes through `f` into a temporary file beside `path`, then renames it into place.
+pub fn write_atomically(path: &Path, f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let file = std::fs::File::create(&tmp)?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        f(&mut w)?;
+        w.flush()?;
+        std::fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        IoError::new(path, format!("cannot write: {e}"))
+    })
+}
+
+#[derive(Serialize)]
+struct PairRow {
+    rank: usize,
+    a: u32,
+    b: u32,
+    distance: f64,
+}
+
+/// Pairs as `.csv` (`rank,a,b,distance`, ranks from 1), `.json` (array of those records) or
+/// `.npy` (N×4 float64: rank, a, b, distance — ids are exact in float64).
+pub fn write_pairs<T: Real>(path: &Path, pairs: &[Pair<T>]) -> Result<()> {
+    let format = OutputFormat::from_path(path)?;
+    write_atomically(path, |w| match format {
+        OutputFormat::Csv => {
+            writeln!(w, "rank,a,b,distance")?;
+            for (i, p) in pairs.iter().enumerate() {
+                writeln!(w, "{},{},{},{}", i + 1, p.a, p.b, p.distance)?;
+            }
+            Ok(())
+        }
+        OutputFormat::Json => {
+            let rows: Vec<PairRow> =
+                pairs.iter().enumerate().map(|(i, p)| PairRow { rank: i + 1, a: p.a, b: p.b, distance: p.distance.to_f64() }).collect();
+            serde_json::to_writer_pretty(&mut *w, &rows)?;
+            writeln!(w)
+        }
+        OutputFormat::Npy => write_npy_f64(w, pairs.len(), 4, pairs.iter().enumerate().flat_map(|(i, p)| {
+            [(i + 1) as f64, p.a as f64, p.b as f64, p.distance.to_f64()]
+        })),
+    })
+}
+
+/// Each A's nearest B: `.csv` (`a,b,distance`; b = -1 and distance = inf when none lies
+/// within the max distance), `.json`, or `.npy` (N×3 float64: a, b, distance).
+pub fn write_nearest<T: Real>(path: &Path, n: &Nearest<T>) -> Result<()> {
+    let format = OutputFormat::from_path(path)?;
+    let b = |i: usize| if n.b[i] == NO_ID { -1i64 } else { n.b[i] as i64 };
+    write_atomically(path, |w| match format {
+        OutputFormat::Csv => {
+            writeln!(w, "a,b,distance")?;
+            for i in 0..n.b.len() {
+                writeln!(w, "{},{},{}", i, b(i), n.distance[i])?;
+            }
+            Ok(())
+        }
+        OutputFormat::Json => {
+            #[derive(Serialize)]
+            struct Row {
+                a: usize,
+                b: i64,
+                distance: Option<f64>,
+            }
+            let rows: Vec<Row> = (0..n.b.len())
+                .map(|i| Row { a: i, b: b(i), distance: Some(n.distance[i].to_f64()).filter(|d| d.is_finite()) })
+                .collect();
+            serde_json::to_writer(&mut *w, &rows)?;
+            writeln!(w)
+        }
+        OutputFormat::Npy => write_npy_f64(w, n.b.len(), 3, (0..n.b.len()).flat_map(|i| [i as f64, b(i) as f64, n.distance[i].to_f64()])),
+    })
+}
+
+/// Points as `.csv` (`x,y,z`), `.npy` (N×3 in the working precision), `.xyz` or ascii `.ply`.
+pub fn write_points<T: Real>(path: &Path, p: &Points<T>) -> Result<()> {
+    let ext = path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("csv") => write_atomically(path, |w| {
+            writeln!(w, "x,y,z")?;
+            (0..p.len()).try_for_each(|i| writeln!(w, "{},{},{}", p.x[i], p.y[i], p.z[i]))
+        }),
+        Some("xyz") => write_atomically(path, |w| (0..p.len()).try_for_each(|i| writeln!(w, "{} {} {}", p.x[i], p.y[i], p.z[i]))),
+        Some("ply") => write_atomically(path, |w| {
+            write!(w, "ply\nformat ascii 1.0\nelement vertex {}\nproperty {t} x\nproperty {t} y\nproperty {t} z\nend_header\n", p.len(), t = if T::NAME == "f32" { "float" } else { "double" })?;
+            (0..p.len()).try_for_each(|i| writeln!(w, "{} {} {}", p.x[i], p.y[i], p.z[i]))
+        }),
+        Some("npy") => write_atomically(path, |w| {
+            if T::NAME == "f32" {
+                let it = (0..p.len()).flat_map(|i| [p.x[i], p.y[i], p.z[i]].map(|v| v.to_f64() as f32));
+                write_npy(w, p.len(), 3, it)
+            } else {
+                write_npy_f64(w, p.len(), 3, (0..p.len()).flat_map(|i| [p.x[i], p.y[i], p.z[i]].map(|v| v.to_f64())))
+            }
+        }),
+        _ => Err(IoError::new(path, "unknown extension for points: use .csv, .npy, .ply or .xyz")),
+    }
+}
+
+fn write_npy_f64(w: &mut dyn Write, rows: usize, cols: usize, values: impl Iterator<Item = f64>) -> std::io::Result<()> {
+    write_npy(w, rows, cols, values)
+}
+
+fn write_npy<V: npyz::Serialize + npyz::AutoSerialize>(w: &mut dyn Write, rows: usize, cols: usize, values: impl Iterator<Item = V>) -> std::io::Result<()> {
+    use npyz::WriterBuilder;
+    let mut out = npyz::WriteOptions::new().default_dtype().shape(&[rows as u64, cols as u64]).writer(w).begin_nd()?;
+    out.extend(values)?;
+    out.finish()
+}
