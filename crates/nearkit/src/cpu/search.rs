@@ -3,13 +3,13 @@
 //! Order is lexicographic on (squared distance, id): a candidate replaces the best only if it
 //! is strictly smaller in that order, and a subtree is skipped only if its (box distance,
 //! smallest id) cannot beat the current bound. That gives exact answers with ties broken by
-//! the smaller id, without an epsilon anywhere.
+//! the smaller id, without an epsilon anywhere. src/cuda/closest_pairs.cu mirrors this file.
 
 use crate::real::{dist2, Real};
-use crate::tree::{MortonTree, NO_ID};
+use crate::tree::{MortonTree, CHILD_POINT, NO_ID};
 
-/// Deep enough for any tree of `u32` leaves (depth <= 32) with nearest-first descent.
-const STACK: usize = 64;
+/// Deeper than any radix tree over 63-bit keys and 31-bit indices (depth <= 95).
+pub const STACK: usize = 128;
 
 #[inline(always)]
 fn before<T: Real>(d: T, id: u32, bd: T, bid: u32) -> bool {
@@ -21,41 +21,57 @@ fn before<T: Real>(d: T, id: u32, bd: T, bid: u32) -> bool {
 #[inline]
 pub fn nearest<T: Real>(tree: &MortonTree<T>, q: [T; 3], bound_d2: T, bound_id: u32) -> (T, u32) {
     let (mut bd, mut bid) = (bound_d2, bound_id);
-    let base = tree.leaf_base as usize;
-    let mut stack: [(u32, T); STACK] = [(0, T::ZERO); STACK];
-    let mut sp = 0usize;
-    let mut node = 1usize;
-    if !before(tree.box_dist2(1, q), tree.min_id[1], bd, bid) {
+    let leaf = tree.leaf_size as usize;
+    let scan = |s: usize, e: usize, bd: &mut T, bid: &mut u32| {
+        for i in s..e {
+            let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+            if before(d, tree.id[i], *bd, *bid) {
+                *bd = d;
+                *bid = tree.id[i];
+            }
+        }
+    };
+    let n = tree.len();
+    if n <= leaf || n == 1 {
+        scan(0, n, &mut bd, &mut bid);
         return (bd, bid);
     }
+    if !before(tree.box_dist2(0, q), tree.min_id[0], bd, bid) {
+        return (bd, bid);
+    }
+    let mut stack: [(u32, T); STACK] = [(0, T::ZERO); STACK];
+    let mut sp = 0usize;
+    let mut node = 0usize;
     loop {
-        if node >= base {
-            let (s, e) = tree.leaf_range((node - base) as u32);
-            for i in s..e {
-                let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
-                if before(d, tree.id[i], bd, bid) {
-                    bd = d;
-                    bid = tree.id[i];
+        let (s, e) = tree.range(node);
+        if e - s <= leaf {
+            scan(s, e, &mut bd, &mut bid);
+        } else {
+            // Point children are tested at once; internal ones are ordered nearest first.
+            let mut kids = [(0usize, T::ZERO, 0u32); 2];
+            let mut nk = 0;
+            for c in [tree.left[node], tree.right[node]] {
+                if c & CHILD_POINT != 0 {
+                    let p = (c & !CHILD_POINT) as usize;
+                    scan(p, p + 1, &mut bd, &mut bid);
+                } else {
+                    let c = c as usize;
+                    kids[nk] = (c, tree.box_dist2(c, q), tree.min_id[c]);
+                    nk += 1;
                 }
             }
-        } else {
-            let (l, r) = (2 * node, 2 * node + 1);
-            let (dl, dr) = (tree.box_dist2(l, q), tree.box_dist2(r, q));
-            let (ml, mr) = (tree.min_id[l], tree.min_id[r]);
-            let ((near, dn, mn), (far, df, mf)) = if before(dr, mr, dl, ml) {
-                ((r, dr, mr), (l, dl, ml))
-            } else {
-                ((l, dl, ml), (r, dr, mr))
-            };
-            if before(dn, mn, bd, bid) {
-                if before(df, mf, bd, bid) {
-                    stack[sp] = (far as u32, df);
+            if nk == 2 && before(kids[1].1, kids[1].2, kids[0].1, kids[0].2) {
+                kids.swap(0, 1);
+            }
+            if nk >= 1 && before(kids[0].1, kids[0].2, bd, bid) {
+                if nk == 2 && before(kids[1].1, kids[1].2, bd, bid) {
+                    stack[sp] = (kids[1].0 as u32, kids[1].1);
                     sp += 1;
                 }
-                node = near;
+                node = kids[0].0;
                 continue;
             }
-            // `far` never beats the bound when `near` does not: it is after `near`.
+            // The farther child never beats the bound when the nearer one does not.
         }
         loop {
             if sp == 0 {
@@ -72,54 +88,57 @@ pub fn nearest<T: Real>(tree: &MortonTree<T>, q: [T; 3], bound_d2: T, bound_id: 
 }
 
 /// The up-to-`k` nearest points to `q` with squared distance <= `r2`, ascending by
-/// (squared distance, id), appended into `out` (cleared first).
+/// (squared distance, id), written into `out` (cleared first).
 pub fn knn<T: Real>(tree: &MortonTree<T>, q: [T; 3], k: usize, r2: T, out: &mut Vec<(T, u32)>) {
     out.clear();
     if k == 0 {
         return;
     }
-    let base = tree.leaf_base as usize;
     // The bound is the k-th entry once there are k, else the radius (ties included).
-    let bound = |out: &Vec<(T, u32)>| {
-        if out.len() == k {
-            out[k - 1]
-        } else {
-            (r2, NO_ID)
+    let bound = |out: &Vec<(T, u32)>| if out.len() == k { out[k - 1] } else { (r2, NO_ID) };
+    let offer = |i: usize, out: &mut Vec<(T, u32)>| {
+        let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+        let (bd, bid) = bound(out);
+        if before(d, tree.id[i], bd, bid) {
+            let pos = out.partition_point(|&(od, oid)| before(od, oid, d, tree.id[i]));
+            if out.len() == k {
+                out.pop();
+            }
+            out.insert(pos, (d, tree.id[i]));
         }
     };
+    let n = tree.len();
+    let leaf = tree.leaf_size as usize;
+    if n <= leaf || n == 1 {
+        (0..n).for_each(|i| offer(i, out));
+        return;
+    }
     let mut stack: Vec<(u32, T)> = Vec::with_capacity(STACK);
-    stack.push((1, tree.box_dist2(1, q)));
-    while let Some((n, d)) = stack.pop() {
+    stack.push((0, tree.box_dist2(0, q)));
+    while let Some((node, d)) = stack.pop() {
+        let node = node as usize;
         let (bd, bid) = bound(out);
-        let node = n as usize;
         if !before(d, tree.min_id[node], bd, bid) {
             continue;
         }
-        if node >= base {
-            let (s, e) = tree.leaf_range((node - base) as u32);
-            for i in s..e {
-                let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
-                let (bd, bid) = bound(out);
-                if before(d, tree.id[i], bd, bid) {
-                    let pos = out.partition_point(|&(od, oid)| before(od, oid, d, tree.id[i]));
-                    if out.len() == k {
-                        out.pop();
-                    }
-                    out.insert(pos, (d, tree.id[i]));
-                }
-            }
-        } else {
-            let (l, r) = (2 * node, 2 * node + 1);
-            let (dl, dr) = (tree.box_dist2(l, q), tree.box_dist2(r, q));
-            // Push the far child first so the near one is searched first.
-            if before(dr, tree.min_id[r], dl, tree.min_id[l]) {
-                stack.push((l as u32, dl));
-                stack.push((r as u32, dr));
+        let (s, e) = tree.range(node);
+        if e - s <= leaf {
+            (s..e).for_each(|i| offer(i, out));
+            continue;
+        }
+        let mut kids: Vec<(u32, T)> = Vec::with_capacity(2);
+        for c in [tree.left[node], tree.right[node]] {
+            if c & CHILD_POINT != 0 {
+                offer((c & !CHILD_POINT) as usize, out);
             } else {
-                stack.push((r as u32, dr));
-                stack.push((l as u32, dl));
+                kids.push((c, tree.box_dist2(c as usize, q)));
             }
         }
+        // Push the far child first so the near one is searched first.
+        if kids.len() == 2 && before(kids[0].1, tree.min_id[kids[0].0 as usize], kids[1].1, tree.min_id[kids[1].0 as usize]) {
+            kids.swap(0, 1);
+        }
+        stack.extend(kids);
     }
 }
 

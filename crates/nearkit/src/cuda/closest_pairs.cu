@@ -1,36 +1,51 @@
 // Closest A–B pairs and the all-nearest join (the plan is in src/cpu/closest_pairs.rs; the
 // searches mirror src/cpu/search.rs line for line, so both backends return the same bits).
 
-#define STACK 64
+#define STACK 128
+
+template <typename T>
+__device__ __forceinline__ void scan_points(const Tree<T>& t, u32 s, u32 e, T qx, T qy, T qz, T& bd, u32& bid) {
+    for (u32 i = s; i < e; i++) {
+        T d = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
+        u32 id = t.id[i];
+        if (before(d, id, bd, bid)) { bd = d; bid = id; }
+    }
+}
 
 // search::nearest — nearest point before (bd, bid) in (squared distance, id) order.
 template <typename T>
 __device__ void nearest_search(const Tree<T>& t, T qx, T qy, T qz, T& bd, u32& bid) {
+    if (t.n <= t.leaf_size || t.n == 1) { scan_points(t, 0, t.n, qx, qy, qz, bd, bid); return; }
+    if (!before(box_dist2(t, 0, qx, qy, qz), t.min_id[0], bd, bid)) return;
     u32 stack_node[STACK];
     T stack_d[STACK];
     int sp = 0;
-    u32 node = 1;
-    if (!before(box_dist2(t, 1, qx, qy, qz), t.min_id[1], bd, bid)) return;
+    u32 node = 0;
     for (;;) {
-        if (node >= t.leaf_base) {
-            u64 s = min((u64)(node - t.leaf_base) * t.leaf_size, (u64)t.n);
-            u64 e = min(s + t.leaf_size, (u64)t.n);
-            for (u64 i = s; i < e; i++) {
-                T d = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
-                u32 id = t.id[i];
-                if (before(d, id, bd, bid)) { bd = d; bid = id; }
-            }
+        u32 j = t.other_end[node];
+        u32 s = min(node, j), e = max(node, j) + 1;
+        if (e - s <= t.leaf_size) {
+            scan_points(t, s, e, qx, qy, qz, bd, bid);
         } else {
-            u32 l = 2 * node, r = l + 1;
-            T dl = box_dist2(t, l, qx, qy, qz), dr = box_dist2(t, r, qx, qy, qz);
-            u32 ml = t.min_id[l], mr = t.min_id[r];
-            bool right_first = before(dr, mr, dl, ml);
-            u32 nn = right_first ? r : l, nf = right_first ? l : r;
-            T dn = right_first ? dr : dl, df = right_first ? dl : dr;
-            u32 mn = right_first ? mr : ml, mf = right_first ? ml : mr;
-            if (before(dn, mn, bd, bid)) {
-                if (before(df, mf, bd, bid)) { stack_node[sp] = nf; stack_d[sp] = df; sp++; }
-                node = nn;
+            u32 kid[2]; T kd[2]; u32 km[2];
+            int nk = 0;
+            u32 cs[2] = {t.left[node], t.right[node]};
+            for (int c = 0; c < 2; c++) {
+                if (cs[c] & CHILD_POINT) {
+                    u32 p = cs[c] & ~CHILD_POINT;
+                    scan_points(t, p, p + 1, qx, qy, qz, bd, bid);
+                } else {
+                    kid[nk] = cs[c]; kd[nk] = box_dist2(t, cs[c], qx, qy, qz); km[nk] = t.min_id[cs[c]]; nk++;
+                }
+            }
+            if (nk == 2 && before(kd[1], km[1], kd[0], km[0])) {
+                u32 a = kid[0]; kid[0] = kid[1]; kid[1] = a;
+                T b = kd[0]; kd[0] = kd[1]; kd[1] = b;
+                u32 m = km[0]; km[0] = km[1]; km[1] = m;
+            }
+            if (nk >= 1 && before(kd[0], km[0], bd, bid)) {
+                if (nk == 2 && before(kd[1], km[1], bd, bid)) { stack_node[sp] = kid[1]; stack_d[sp] = kd[1]; sp++; }
+                node = kid[0];
                 continue;
             }
         }
@@ -98,22 +113,25 @@ __device__ void select_threshold_impl(const u32* hist, u32 k, T* tau) {
 NK_INSTANTIATE(select_threshold, (const u32* hist, u32 k, R* tau), (hist, k, tau))
 
 // Every query's nearest point within *r2 (inclusive); NO_ID and +inf when none.
+// Queries arrive in Morton order; a_ids[i] is query i's position in the caller's order.
 template <typename T>
-__device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, const T* r2, u32* out_b, T* out_d2) {
+__device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u32* a_ids, u32 na, Tree<T> t, const T* r2,
+                                 u32* out_b, T* out_d2) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= na) return;
     T bd = *r2;
     u32 bid = NO_ID;
     nearest_search(t, ax[i], ay[i], az[i], bd, bid);
-    out_b[i] = bid;
-    out_d2[i] = bid == NO_ID ? t_inf<T>() : bd;
+    u32 o = a_ids[i];
+    out_b[o] = bid;
+    out_d2[o] = bid == NO_ID ? t_inf<T>() : bd;
 }
-NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, u32 na, Tree<R> t, const R* r2, u32* out_b, R* out_d2),
-               (ax, ay, az, na, t, r2, out_b, out_d2))
+NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, Tree<R> t, const R* r2, u32* out_b, R* out_d2),
+               (ax, ay, az, a_ids, na, t, r2, out_b, out_d2))
 
-// Queries whose nearest point lies within *tau append (d2, a_offset + i, b) to the candidates.
+// Queries whose nearest point lies within *tau append (d2, a_offset + a_ids[i], b) to the candidates.
 template <typename T>
-__device__ void nearest_candidates_impl(const T* ax, const T* ay, const T* az, u32 na, u32 a_offset, Tree<T> t,
+__device__ void nearest_candidates_impl(const T* ax, const T* ay, const T* az, const u32* a_ids, u32 na, u32 a_offset, Tree<T> t,
                                         const T* tau, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= na) return;
@@ -123,13 +141,28 @@ __device__ void nearest_candidates_impl(const T* ax, const T* ay, const T* az, u
     if (bid != NO_ID) {
         u32 slot = atomicAdd(count, 1u);
         cand_d2[slot] = ordered_bits(bd);
-        cand_a[slot] = a_offset + i;
+        cand_a[slot] = a_offset + a_ids[i];
         cand_b[slot] = bid;
     }
 }
-NK_INSTANTIATE(nearest_candidates, (const R* ax, const R* ay, const R* az, u32 na, u32 a_offset, Tree<R> t,
+NK_INSTANTIATE(nearest_candidates, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, u32 a_offset, Tree<R> t,
                                     const R* tau, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b),
-               (ax, ay, az, na, a_offset, t, tau, count, cand_d2, cand_a, cand_b))
+               (ax, ay, az, a_ids, na, a_offset, t, tau, count, cand_d2, cand_a, cand_b))
+
+// Offers point i to a sorted (d, id) list of capacity k (search::knn's insertion).
+template <typename T>
+__device__ __forceinline__ void knn_offer(const Tree<T>& t, u32 i, T qx, T qy, T qz, u32 k, T r2, T* hd, u32* hi, u32& m) {
+    T pd = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
+    u32 pid = t.id[i];
+    T bd = m == k ? hd[k - 1] : r2;
+    u32 bid = m == k ? hi[k - 1] : NO_ID;
+    if (!before(pd, pid, bd, bid)) return;
+    u32 pos = m < k ? m : k - 1;
+    while (pos > 0 && before(pd, pid, hd[pos - 1], hi[pos - 1])) { hd[pos] = hd[pos - 1]; hi[pos] = hi[pos - 1]; pos--; }
+    hd[pos] = pd;
+    hi[pos] = pid;
+    if (m < k) m++;
+}
 
 // search::knn for all-pairs: up to k nearest within *tau per query, kept sorted in a slice
 // of global memory, then appended to the candidates. Few queries run this (at most k).
@@ -143,40 +176,38 @@ __device__ void knn_candidates_impl(const T* qx_, const T* qy_, const T* qz_, co
     u32* hi = heap_id + (u64)q * k;
     u32 m = 0;
     T r2 = *tau;
-    u32 stack_node[STACK];
-    T stack_d[STACK];
-    int sp = 0;
-    stack_node[sp] = 1; stack_d[sp] = box_dist2(t, 1, qx, qy, qz); sp++;
-    while (sp > 0) {
-        sp--;
-        u32 node = stack_node[sp];
-        T d = stack_d[sp];
-        T bd = m == k ? hd[k - 1] : r2;
-        u32 bid = m == k ? hi[k - 1] : NO_ID;
-        if (!before(d, t.min_id[node], bd, bid)) continue;
-        if (node >= t.leaf_base) {
-            u64 s = min((u64)(node - t.leaf_base) * t.leaf_size, (u64)t.n);
-            u64 e = min(s + t.leaf_size, (u64)t.n);
-            for (u64 i = s; i < e; i++) {
-                T pd = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
-                u32 pid = t.id[i];
-                T bd2 = m == k ? hd[k - 1] : r2;
-                u32 bid2 = m == k ? hi[k - 1] : NO_ID;
-                if (!before(pd, pid, bd2, bid2)) continue;
-                u32 pos = m < k ? m : k - 1;
-                while (pos > 0 && before(pd, pid, hd[pos - 1], hi[pos - 1])) { hd[pos] = hd[pos - 1]; hi[pos] = hi[pos - 1]; pos--; }
-                hd[pos] = pd; hi[pos] = pid;
-                if (m < k) m++;
+    if (t.n <= t.leaf_size || t.n == 1) {
+        for (u32 i = 0; i < t.n; i++) knn_offer(t, i, qx, qy, qz, k, r2, hd, hi, m);
+    } else {
+        u32 stack_node[STACK];
+        T stack_d[STACK];
+        int sp = 0;
+        stack_node[sp] = 0; stack_d[sp] = box_dist2(t, 0, qx, qy, qz); sp++;
+        while (sp > 0) {
+            sp--;
+            u32 node = stack_node[sp];
+            T bd = m == k ? hd[k - 1] : r2;
+            u32 bid = m == k ? hi[k - 1] : NO_ID;
+            if (!before(stack_d[sp], t.min_id[node], bd, bid)) continue;
+            u32 j = t.other_end[node];
+            u32 s = min(node, j), e = max(node, j) + 1;
+            if (e - s <= t.leaf_size) {
+                for (u32 i = s; i < e; i++) knn_offer(t, i, qx, qy, qz, k, r2, hd, hi, m);
+                continue;
             }
-        } else {
-            u32 l = 2 * node, r = l + 1;
-            T dl = box_dist2(t, l, qx, qy, qz), dr = box_dist2(t, r, qx, qy, qz);
-            if (before(dr, t.min_id[r], dl, t.min_id[l])) {
-                stack_node[sp] = l; stack_d[sp] = dl; sp++;
-                stack_node[sp] = r; stack_d[sp] = dr; sp++;
+            u32 kid[2]; T kd[2];
+            int nk = 0;
+            u32 cs[2] = {t.left[node], t.right[node]};
+            for (int c = 0; c < 2; c++) {
+                if (cs[c] & CHILD_POINT) knn_offer(t, cs[c] & ~CHILD_POINT, qx, qy, qz, k, r2, hd, hi, m);
+                else { kid[nk] = cs[c]; kd[nk] = box_dist2(t, cs[c], qx, qy, qz); nk++; }
+            }
+            // Push the far child first so the near one is searched first.
+            if (nk == 2 && before(kd[0], t.min_id[kid[0]], kd[1], t.min_id[kid[1]])) {
+                stack_node[sp] = kid[1]; stack_d[sp] = kd[1]; sp++;
+                stack_node[sp] = kid[0]; stack_d[sp] = kd[0]; sp++;
             } else {
-                stack_node[sp] = r; stack_d[sp] = dr; sp++;
-                stack_node[sp] = l; stack_d[sp] = dl; sp++;
+                for (int c = 0; c < nk; c++) { stack_node[sp] = kid[c]; stack_d[sp] = kd[c]; sp++; }
             }
         }
     }

@@ -64,29 +64,64 @@ fn chunk_size() -> usize {
         .unwrap_or(1 << 24)
 }
 
-/// Runs `f` on each chunk of A as device views `(x, y, z, len, offset)`.
+/// One chunk of A, sorted into Morton order on the device: `ids[i]` is sorted point i's
+/// index within the chunk.
+struct SortedChunk<T> {
+    points: DevicePoints<T>,
+    ids: CudaSlice<u32>,
+    offset: usize,
+    last: bool,
+}
+
+/// Runs `f` on each chunk of A, sorted in Morton order (in `tree`'s frame) so that
+/// neighbouring threads search neighbouring parts of the tree.
 fn for_each_chunk<T: Real>(
     be: &CudaBackend,
     a: &Source<'_, T>,
-    mut f: impl FnMut(&CudaView<'_, T>, &CudaView<'_, T>, &CudaView<'_, T>, usize, usize, bool) -> Result<()>,
+    tree: &DeviceTree<T>,
+    mut f: impl FnMut(&SortedChunk<T>) -> Result<()>,
 ) -> Result<()> {
     let (n, c) = (a.len(), chunk_size());
     let mut s = 0;
     while s < n {
         let e = (s + c).min(n);
-        let last = e == n;
-        match a {
+        let chunk = match a {
             Source::Host(p) => {
                 let d = DevicePoints::upload_range(be, p, s, e)?;
-                f(&d.x.as_view(), &d.y.as_view(), &d.z.as_view(), e - s, s, last)?;
+                sort_chunk(be, tree, &d.x.as_view(), &d.y.as_view(), &d.z.as_view(), e - s)?
             }
-            Source::Device(d) => {
-                f(&d.x.slice(s..e), &d.y.slice(s..e), &d.z.slice(s..e), e - s, s, last)?;
-            }
-        }
+            Source::Device(d) => sort_chunk(be, tree, &d.x.slice(s..e), &d.y.slice(s..e), &d.z.slice(s..e), e - s)?,
+        };
+        f(&SortedChunk { offset: s, last: e == n, ..chunk })?;
         s = e;
     }
     Ok(())
+}
+
+fn sort_chunk<T: Real>(
+    be: &CudaBackend,
+    tree: &DeviceTree<T>,
+    x: &CudaView<'_, T>,
+    y: &CudaView<'_, T>,
+    z: &CudaView<'_, T>,
+    len: usize,
+) -> Result<SortedChunk<T>> {
+    let st = &be.stream;
+    let len32 = len as u32;
+    let mut keys = be.alloc::<u64>(len)?;
+    let mut ids = be.alloc::<u32>(len)?;
+    let f = be.func_t::<T>("morton_keys")?;
+    let mut l = st.launch_builder(&f);
+    l.arg(x).arg(y).arg(z).arg(&len32).arg(&tree.frame).arg(&mut keys).arg(&mut ids);
+    unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
+    sort_pairs(be, &mut keys, &mut ids, len, 63)?;
+    drop(keys);
+    let (mut sx, mut sy, mut sz) = (be.alloc::<T>(len)?, be.alloc::<T>(len)?, be.alloc::<T>(len)?);
+    let f = be.func_t::<T>("gather_points")?;
+    let mut l = st.launch_builder(&f);
+    l.arg(x).arg(y).arg(z).arg(&ids).arg(&len32).arg(&mut sx).arg(&mut sy).arg(&mut sz);
+    unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
+    Ok(SortedChunk { points: DevicePoints { x: sx, y: sy, z: sz, len }, ids, offset: 0, last: false })
 }
 
 pub(super) fn nearest<T: Real>(be: &CudaBackend, a: &Points<T>, b: &Points<T>, max_distance: Option<T>) -> Result<Nearest<T>> {
@@ -97,12 +132,14 @@ pub(super) fn nearest<T: Real>(be: &CudaBackend, a: &Points<T>, b: &Points<T>, m
     let r2_dev = be.stream.clone_htod(&[r2]).map_err(cuda_err)?;
     let f = be.func_t::<T>("nearest_all")?;
     let mut out = Nearest { b: Vec::with_capacity(a.len()), distance: Vec::with_capacity(a.len()) };
-    for_each_chunk(be, &Source::Host(a), |x, y, z, len, _off, _last| {
+    for_each_chunk(be, &Source::Host(a), &tree, |c| {
+        let len = c.points.len;
         let mut ob = be.alloc::<u32>(len)?;
         let mut od = be.alloc::<T>(len)?;
         let len32 = len as u32;
+        let p = &c.points;
         let mut l = be.stream.launch_builder(&f);
-        l.arg(x).arg(y).arg(z).arg(&len32).arg(&args).arg(&r2_dev).arg(&mut ob).arg(&mut od);
+        l.arg(&p.x).arg(&p.y).arg(&p.z).arg(&c.ids).arg(&len32).arg(&args).arg(&r2_dev).arg(&mut ob).arg(&mut od);
         unsafe { l.launch(super::grid(len, BLOCK)) }.map_err(cuda_err)?;
         let hb = be.stream.clone_dtoh(&ob).map_err(cuda_err)?;
         let hd = be.stream.clone_dtoh(&od).map_err(cuda_err)?;
@@ -243,7 +280,9 @@ fn nearest_per_a<T: Real>(be: &CudaBackend, tree: &DeviceTree<T>, a: &Source<'_,
     );
     let window = BOUND_WINDOW as u32;
     let k32 = k as u32;
-    for_each_chunk(be, a, |x, y, z, len, off, last| {
+    for_each_chunk(be, a, tree, |c| {
+        let (len, off, last) = (c.points.len, c.offset, c.last);
+        let (x, y, z) = (&c.points.x, &c.points.y, &c.points.z);
         let len32 = len as u32;
         let off32 = off as u32;
         if k < len {
@@ -259,7 +298,7 @@ fn nearest_per_a<T: Real>(be: &CudaBackend, tree: &DeviceTree<T>, a: &Source<'_,
             unsafe { l.launch(grid(1024, 1024)) }.map_err(cuda_err)?;
         }
         let mut l = st.launch_builder(&f_near);
-        l.arg(x).arg(y).arg(z).arg(&len32).arg(&off32).arg(&args).arg(&tau);
+        l.arg(x).arg(y).arg(z).arg(&c.ids).arg(&len32).arg(&off32).arg(&args).arg(&tau);
         l.arg(&mut cands.count).arg(&mut cands.d2).arg(&mut cands.a).arg(&mut cands.b);
         unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
         if !last {

@@ -39,19 +39,20 @@ __device__ __forceinline__ bool before(T d, u32 id, T bd, u32 bid) {
 }
 
 // The tree of src/tree.rs, as device pointers. `frame` holds origin x, y, z and scale.
+#define CHILD_POINT 0x80000000u
 template <typename T>
 struct Tree {
     const T* lo_x; const T* lo_y; const T* lo_z;
     const T* hi_x; const T* hi_y; const T* hi_z;
     const u32* min_id;
+    const u32* left; const u32* right; const u32* other_end;
     const T* x; const T* y; const T* z;
     const u32* id;
     const u64* keys;
     const T* frame;
     u32 n;
     u32 leaf_size;
-    u32 leaf_base;
-    u32 pad;
+    u32 pad0, pad1;
 };
 
 // MortonTree::box_dist2: a lower bound, in floating point, of the distance to every point inside.

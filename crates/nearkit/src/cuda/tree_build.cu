@@ -71,47 +71,89 @@ __device__ void gather_points_impl(const T* x, const T* y, const T* z, const u32
 NK_INSTANTIATE(gather_points, (const R* x, const R* y, const R* z, const u32* perm, u32 n, R* sx, R* sy, R* sz),
                (x, y, z, perm, n, sx, sy, sz))
 
-// One thread per leaf slot (MortonTree::fill_leaf_boxes). `box` is 6 arrays of 2*leaf_base.
-template <typename T>
-__device__ void leaf_boxes_impl(const T* x, const T* y, const T* z, const u32* id, u32 n, u32 leaf_size, u32 leaf_base,
-                                T* lo_x, T* lo_y, T* lo_z, T* hi_x, T* hi_y, T* hi_z, u32* min_id) {
-    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= leaf_base) return;
-    u64 s = min((u64)j * leaf_size, (u64)n), e = min(s + leaf_size, (u64)n);
-    T lo[3] = {t_inf<T>(), t_inf<T>(), t_inf<T>()};
-    T hi[3] = {-t_inf<T>(), -t_inf<T>(), -t_inf<T>()};
-    u32 mid = NO_ID;
-    for (u64 i = s; i < e; i++) {
-        T p[3] = {x[i], y[i], z[i]};
-        for (int d = 0; d < 3; d++) { lo[d] = t_min(lo[d], p[d]); hi[d] = t_max(hi[d], p[d]); }
-        mid = min(mid, id[i]);
-    }
-    u32 node = leaf_base + j;
-    lo_x[node] = lo[0]; lo_y[node] = lo[1]; lo_z[node] = lo[2];
-    hi_x[node] = hi[0]; hi_y[node] = hi[1]; hi_z[node] = hi[2];
-    min_id[node] = mid;
+// tree.rs: common_prefix (Karras's delta) and radix_node.
+__device__ __forceinline__ int common_prefix(const u64* keys, u32 n, u32 i, long long j) {
+    if (j < 0 || j >= (long long)n) return -1;
+    u64 a = keys[i], b = keys[j];
+    if (a == b) return 64 + __clz(i ^ (u32)j);
+    return __clzll(a ^ b);
 }
-NK_INSTANTIATE(leaf_boxes, (const R* x, const R* y, const R* z, const u32* id, u32 n, u32 leaf_size, u32 leaf_base,
-                            R* lo_x, R* lo_y, R* lo_z, R* hi_x, R* hi_y, R* hi_z, u32* min_id),
-               (x, y, z, id, n, leaf_size, leaf_base, lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, min_id))
 
-// Nodes [level, 2*level) from their children. Levels below 1024 nodes are finished by one
-// block looping upwards, to save launches.
-template <typename T>
-__device__ void internal_boxes_impl(u32 level, T* lo_x, T* lo_y, T* lo_z, T* hi_x, T* hi_y, T* hi_z, u32* min_id) {
+// One thread per internal node: children, other end, and parent links (parent[n-1+p] for
+// point p) for the bottom-up box pass.
+extern "C" __global__ void radix_nodes(const u64* keys, u32 n, u32* left, u32* right, u32* other_end, u32* parent) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i + 1 >= n) return;
+    long long ii = i;
+    long long d = common_prefix(keys, n, i, ii + 1) > common_prefix(keys, n, i, ii - 1) ? 1 : -1;
+    int dmin = common_prefix(keys, n, i, ii - d);
+    long long lmax = 2;
+    while (common_prefix(keys, n, i, ii + lmax * d) > dmin) lmax *= 2;
+    long long l = 0;
+    for (long long t = lmax / 2; t >= 1; t /= 2)
+        if (common_prefix(keys, n, i, ii + (l + t) * d) > dmin) l += t;
+    long long j = ii + l * d;
+    int dnode = common_prefix(keys, n, i, j);
+    long long s = 0, t = l;
     for (;;) {
-        u32 node = level + blockIdx.x * blockDim.x + threadIdx.x;
-        if (node < 2 * level) {
-            u32 l = 2 * node, r = l + 1;
-            lo_x[node] = t_min(lo_x[l], lo_x[r]); lo_y[node] = t_min(lo_y[l], lo_y[r]); lo_z[node] = t_min(lo_z[l], lo_z[r]);
-            hi_x[node] = t_max(hi_x[l], hi_x[r]); hi_y[node] = t_max(hi_y[l], hi_y[r]); hi_z[node] = t_max(hi_z[l], hi_z[r]);
-            min_id[node] = min(min_id[l], min_id[r]);
+        t = (t + 1) / 2;
+        if (common_prefix(keys, n, i, ii + (s + t) * d) > dnode) s += t;
+        if (t <= 1) break;
+    }
+    long long split = ii + s * d + (d < 0 ? d : 0);
+    long long first = ii < j ? ii : j, last = ii < j ? j : ii;
+    u32 lc = first == split ? ((u32)split | CHILD_POINT) : (u32)split;
+    u32 rc = last == split + 1 ? ((u32)(split + 1) | CHILD_POINT) : (u32)(split + 1);
+    left[i] = lc;
+    right[i] = rc;
+    other_end[i] = (u32)j;
+    parent[(lc & CHILD_POINT) ? (n - 1 + (lc & ~CHILD_POINT)) : lc] = i;
+    parent[(rc & CHILD_POINT) ? (n - 1 + (rc & ~CHILD_POINT)) : rc] = i;
+}
+
+// Bottom-up boxes: one thread per point climbs while it is the second to reach a node, so
+// every node is computed once, after both children. Children's boxes are read through L2
+// (__ldcg) because another block may have just written them.
+template <typename T>
+__device__ void radix_boxes_impl(const T* x, const T* y, const T* z, const u32* id, u32 n, const u32* left, const u32* right,
+                                 const u32* parent, u32* flags, T* lo_x, T* lo_y, T* lo_z, T* hi_x, T* hi_y, T* hi_z, u32* min_id) {
+    u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n || n < 2) return;
+    u32 node = parent[n - 1 + p];
+    for (;;) {
+        __threadfence();
+        if (atomicAdd(&flags[node], 1u) == 0) return;
+        T lo[3] = {t_inf<T>(), t_inf<T>(), t_inf<T>()};
+        T hi[3] = {-t_inf<T>(), -t_inf<T>(), -t_inf<T>()};
+        u32 mid = NO_ID;
+        u32 kids[2] = {left[node], right[node]};
+        for (int k = 0; k < 2; k++) {
+            u32 c = kids[k];
+            T cl[3], ch[3];
+            u32 cm;
+            if (c & CHILD_POINT) {
+                u32 q = c & ~CHILD_POINT;
+                cl[0] = ch[0] = x[q]; cl[1] = ch[1] = y[q]; cl[2] = ch[2] = z[q];
+                cm = id[q];
+            } else {
+                cl[0] = __ldcg(&lo_x[c]); cl[1] = __ldcg(&lo_y[c]); cl[2] = __ldcg(&lo_z[c]);
+                ch[0] = __ldcg(&hi_x[c]); ch[1] = __ldcg(&hi_y[c]); ch[2] = __ldcg(&hi_z[c]);
+                cm = __ldcg(&min_id[c]);
+            }
+            // Same association as the CPU: min(left, right).
+            for (int d = 0; d < 3; d++) {
+                lo[d] = k == 0 ? cl[d] : t_min(lo[d], cl[d]);
+                hi[d] = k == 0 ? ch[d] : t_max(hi[d], ch[d]);
+            }
+            mid = k == 0 ? cm : min(mid, cm);
         }
-        if (gridDim.x > 1 || level == 1) return;
-        __threadfence_block();
-        __syncthreads();
-        level /= 2;
+        lo_x[node] = lo[0]; lo_y[node] = lo[1]; lo_z[node] = lo[2];
+        hi_x[node] = hi[0]; hi_y[node] = hi[1]; hi_z[node] = hi[2];
+        min_id[node] = mid;
+        if (node == 0) return;
+        node = parent[node];
     }
 }
-NK_INSTANTIATE(internal_boxes, (u32 level, R* lo_x, R* lo_y, R* lo_z, R* hi_x, R* hi_y, R* hi_z, u32* min_id),
-               (level, lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, min_id))
+NK_INSTANTIATE(radix_boxes, (const R* x, const R* y, const R* z, const u32* id, u32 n, const u32* left, const u32* right,
+                             const u32* parent, u32* flags, R* lo_x, R* lo_y, R* lo_z, R* hi_x, R* hi_y, R* hi_z, u32* min_id),
+               (x, y, z, id, n, left, right, parent, flags, lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, min_id))

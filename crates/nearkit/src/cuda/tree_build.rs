@@ -8,18 +8,20 @@ use super::{cuda_err, grid, CudaBackend};
 use crate::error::Result;
 use crate::morton::MortonFrame;
 use crate::real::Real;
-use crate::tree::{leaf_base_for, MortonTree, DEFAULT_LEAF_SIZE};
+use crate::tree::{MortonTree, DEFAULT_LEAF_SIZE};
 
 /// The tree's device buffers, in the layout of `MortonTree`.
 pub struct DeviceTree<T> {
     pub n: u32,
     pub leaf_size: u32,
-    pub leaf_base: u32,
     pub keys: CudaSlice<u64>,
     pub x: CudaSlice<T>,
     pub y: CudaSlice<T>,
     pub z: CudaSlice<T>,
     pub id: CudaSlice<u32>,
+    pub left: CudaSlice<u32>,
+    pub right: CudaSlice<u32>,
+    pub other_end: CudaSlice<u32>,
     pub lo: [CudaSlice<T>; 3],
     pub hi: [CudaSlice<T>; 3],
     pub min_id: CudaSlice<u32>,
@@ -31,13 +33,12 @@ pub struct DeviceTree<T> {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct TreeArgs {
-    ptrs: [u64; 13],
+    ptrs: [u64; 16],
     n: u32,
     leaf_size: u32,
-    leaf_base: u32,
-    pad: u32,
+    pad: [u32; 2],
 }
-// SAFETY: plain old data matching the C struct's layout (13 pointers, 4 u32).
+// SAFETY: plain old data matching the C struct's layout (16 pointers, 4 u32).
 unsafe impl DeviceRepr for TreeArgs {}
 
 impl<T: Real> DeviceTree<T> {
@@ -86,38 +87,29 @@ impl<T: Real> DeviceTree<T> {
         l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&id).arg(&n32).arg(&mut x).arg(&mut y).arg(&mut z);
         unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
 
-        let leaf_size = DEFAULT_LEAF_SIZE;
-        let leaf_base = leaf_base_for(n, leaf_size);
-        let nodes = 2 * leaf_base as usize;
-        let mut lo = [be.alloc::<T>(nodes)?, be.alloc::<T>(nodes)?, be.alloc::<T>(nodes)?];
-        let mut hi = [be.alloc::<T>(nodes)?, be.alloc::<T>(nodes)?, be.alloc::<T>(nodes)?];
-        let mut min_id = be.alloc::<u32>(nodes)?;
-        let f = be.func_t::<T>("leaf_boxes")?;
-        let mut l = s.launch_builder(&f);
-        l.arg(&x).arg(&y).arg(&z).arg(&id).arg(&n32).arg(&leaf_size).arg(&leaf_base);
-        {
+        // Radix tree topology, then boxes bottom-up.
+        let internal = n.saturating_sub(1);
+        let (mut left, mut right, mut other_end) = (be.alloc::<u32>(internal)?, be.alloc::<u32>(internal)?, be.alloc::<u32>(internal)?);
+        let mut lo = [be.alloc::<T>(internal)?, be.alloc::<T>(internal)?, be.alloc::<T>(internal)?];
+        let mut hi = [be.alloc::<T>(internal)?, be.alloc::<T>(internal)?, be.alloc::<T>(internal)?];
+        let mut min_id = be.alloc::<u32>(internal)?;
+        if internal > 0 {
+            let mut parent = be.alloc::<u32>(internal + n)?;
+            let f = be.func("radix_nodes")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(&keys).arg(&n32).arg(&mut left).arg(&mut right).arg(&mut other_end).arg(&mut parent);
+            unsafe { l.launch(grid(internal, 256)) }.map_err(cuda_err)?;
+            let mut flags = be.alloc::<u32>(internal)?;
+            let f = be.func_t::<T>("radix_boxes")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(&x).arg(&y).arg(&z).arg(&id).arg(&n32).arg(&left).arg(&right).arg(&parent).arg(&mut flags);
             let [lx, ly, lz] = &mut lo;
             let [hx, hy, hz] = &mut hi;
             l.arg(lx).arg(ly).arg(lz).arg(hx).arg(hy).arg(hz).arg(&mut min_id);
-            unsafe { l.launch(grid(leaf_base as usize, 256)) }.map_err(cuda_err)?;
+            unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
         }
-        // Wide levels one launch each; the last 1024 nodes in one block that loops upwards.
-        let f = be.func_t::<T>("internal_boxes")?;
-        let mut level = leaf_base / 2;
-        while level >= 1 {
-            let single = level <= 1024;
-            let cfg = if single { grid(level as usize, level.max(32)) } else { grid(level as usize, 256) };
-            let mut l = s.launch_builder(&f);
-            let [lx, ly, lz] = &mut lo;
-            let [hx, hy, hz] = &mut hi;
-            l.arg(&level).arg(lx).arg(ly).arg(lz).arg(hx).arg(hy).arg(hz).arg(&mut min_id);
-            unsafe { l.launch(cfg) }.map_err(cuda_err)?;
-            if single {
-                break;
-            }
-            level /= 2;
-        }
-        Ok(DeviceTree { n: n32, leaf_size, leaf_base, keys, x, y, z, id, lo, hi, min_id, frame })
+        let leaf_size = DEFAULT_LEAF_SIZE;
+        Ok(DeviceTree { n: n32, leaf_size, keys, x, y, z, id, left, right, other_end, lo, hi, min_id, frame })
     }
 
     pub(crate) fn args(&self, be: &CudaBackend) -> TreeArgs {
@@ -132,6 +124,9 @@ impl<T: Real> DeviceTree<T> {
                 p(&self.hi[1]),
                 p(&self.hi[2]),
                 self.min_id.device_ptr(s).0,
+                self.left.device_ptr(s).0,
+                self.right.device_ptr(s).0,
+                self.other_end.device_ptr(s).0,
                 p(&self.x),
                 p(&self.y),
                 p(&self.z),
@@ -141,46 +136,31 @@ impl<T: Real> DeviceTree<T> {
             ],
             n: self.n,
             leaf_size: self.leaf_size,
-            leaf_base: self.leaf_base,
-            pad: 0,
+            pad: [0; 2],
         }
     }
 
     pub fn to_host(&self, be: &CudaBackend) -> Result<MortonTree<T>> {
         let s = &be.stream;
-        let v = |c: &CudaSlice<T>| s.clone_dtoh(c).map_err(cuda_err);
-        let frame = v(&self.frame)?;
         let n = self.n as usize;
-        let nodes = 2 * self.leaf_base as usize;
-        let mut t = MortonTree {
+        let internal = n.saturating_sub(1);
+        let v = |c: &CudaSlice<T>, len: usize| s.clone_dtoh(&c.slice(0..len)).map_err(cuda_err);
+        let u = |c: &CudaSlice<u32>, len: usize| s.clone_dtoh(&c.slice(0..len)).map_err(cuda_err);
+        let frame = v(&self.frame, 4)?;
+        Ok(MortonTree {
             frame: MortonFrame { origin: [frame[0], frame[1], frame[2]], scale: frame[3] },
             leaf_size: self.leaf_size,
-            leaf_base: self.leaf_base,
-            keys: s.clone_dtoh(&self.keys).map_err(cuda_err)?,
-            x: v(&self.x)?,
-            y: v(&self.y)?,
-            z: v(&self.z)?,
-            id: s.clone_dtoh(&self.id).map_err(cuda_err)?,
-            lo: [v(&self.lo[0])?, v(&self.lo[1])?, v(&self.lo[2])?],
-            hi: [v(&self.hi[0])?, v(&self.hi[1])?, v(&self.hi[2])?],
-            min_id: s.clone_dtoh(&self.min_id).map_err(cuda_err)?,
-        };
-        for col in [&mut t.keys].into_iter() {
-            col.truncate(n);
-        }
-        t.x.truncate(n);
-        t.y.truncate(n);
-        t.z.truncate(n);
-        t.id.truncate(n);
-        // Node 0 is unused; make it match the CPU's untouched value.
-        for d in 0..3 {
-            t.lo[d].truncate(nodes);
-            t.hi[d].truncate(nodes);
-            t.lo[d][0] = T::INFINITY;
-            t.hi[d][0] = -T::INFINITY;
-        }
-        t.min_id.truncate(nodes);
-        t.min_id[0] = crate::tree::NO_ID;
-        Ok(t)
+            keys: s.clone_dtoh(&self.keys.slice(0..n)).map_err(cuda_err)?,
+            x: v(&self.x, n)?,
+            y: v(&self.y, n)?,
+            z: v(&self.z, n)?,
+            id: u(&self.id, n)?,
+            left: u(&self.left, internal)?,
+            right: u(&self.right, internal)?,
+            other_end: u(&self.other_end, internal)?,
+            lo: [v(&self.lo[0], internal)?, v(&self.lo[1], internal)?, v(&self.lo[2], internal)?],
+            hi: [v(&self.hi[0], internal)?, v(&self.hi[1], internal)?, v(&self.hi[2], internal)?],
+            min_id: u(&self.min_id, internal)?,
+        })
     }
 }
