@@ -47,7 +47,8 @@ fn parse_device(s: &str) -> Result<Device, String> {
 /// Parses `x,y,z` column names or indices for CSV input.
 pub fn parse_columns(s: &str) -> Result<[String; 3], String> {
     let parts: Vec<String> = s.split(',').map(|p| p.trim().to_string()).collect();
-    <[String; 3]>::try_from(parts).map_err(|p| format!("--columns needs three names or indices separated by commas, got {}", p.len()))
+    <[String; 3]>::try_from(parts)
+        .map_err(|p| format!("--columns needs three names or indices separated by commas, got {}", p.len()))
 }
 
 impl DeviceArgs {
@@ -80,7 +81,10 @@ pub fn load<T: Real>(path: &Path, role: Role, columns: &Option<[String; 3]>, qui
     bar.finish_and_clear();
     let points = points?;
     if points.is_empty() {
-        return Err(CliError(format!("{}: no points in the file (point set {role} must not be empty)", path.display())));
+        return Err(CliError(format!(
+            "{}: no points in the file (point set {role} must not be empty)",
+            path.display()
+        )));
     }
     Ok(points)
 }

@@ -43,13 +43,21 @@ pub fn read<T: Real, R: Read>(reader: R, path: &Path, opts: &ReadOptions) -> Res
         let mut v = [T::ZERO; 3];
         for (d, &ci) in c.iter().enumerate() {
             let field = record.get(ci).ok_or_else(|| {
-                IoError::at(path, Location::Line(line), format!("{} columns, but column {} is needed for {}", record.len(), ci + 1, ["x", "y", "z"][d]))
+                IoError::at(
+                    path,
+                    Location::Line(line),
+                    format!("{} columns, but column {} is needed for {}", record.len(), ci + 1, ["x", "y", "z"][d]),
+                )
             })?;
-            let parsed: f64 = field
-                .parse()
-                .map_err(|_| IoError::at(path, Location::Line(line), format!("column {}: '{field}' is not a number", ci + 1)))?;
+            let parsed: f64 = field.parse().map_err(|_| {
+                IoError::at(path, Location::Line(line), format!("column {}: '{field}' is not a number", ci + 1))
+            })?;
             if !parsed.is_finite() {
-                return Err(IoError::at(path, Location::Line(line), format!("coordinate {} is {field}; coordinates must be finite numbers", ["x", "y", "z"][d])));
+                return Err(IoError::at(
+                    path,
+                    Location::Line(line),
+                    format!("coordinate {} is {field}; coordinates must be finite numbers", ["x", "y", "z"][d]),
+                ));
             }
             v[d] = T::from_f64(parsed);
         }
@@ -58,7 +66,12 @@ pub fn read<T: Real, R: Read>(reader: R, path: &Path, opts: &ReadOptions) -> Res
     Ok(points)
 }
 
-fn pick_columns(path: &Path, line: usize, header: Option<&csv::StringRecord>, opts: &ReadOptions) -> Result<[usize; 3]> {
+fn pick_columns(
+    path: &Path,
+    line: usize,
+    header: Option<&csv::StringRecord>,
+    opts: &ReadOptions,
+) -> Result<[usize; 3]> {
     let Some(names) = &opts.columns else {
         if let Some(h) = header {
             // With a header, prefer columns named x, y, z; else the first three.
@@ -75,10 +88,18 @@ fn pick_columns(path: &Path, line: usize, header: Option<&csv::StringRecord>, op
             (Ok(i), _) => i,
             (Err(_), Some(h)) => h.iter().position(|f| f == name).ok_or_else(|| {
                 let have: Vec<_> = h.iter().collect();
-                IoError::at(path, Location::Line(line), format!("no column named '{name}' (columns: {})", have.join(", ")))
+                IoError::at(
+                    path,
+                    Location::Line(line),
+                    format!("no column named '{name}' (columns: {})", have.join(", ")),
+                )
             })?,
             (Err(_), None) => {
-                return Err(IoError::at(path, Location::Line(line), format!("column '{name}' given by name, but the file has no header row")))
+                return Err(IoError::at(
+                    path,
+                    Location::Line(line),
+                    format!("column '{name}' given by name, but the file has no header row"),
+                ))
             }
         };
     }

@@ -58,7 +58,12 @@ pub fn read_points<T: Real>(path: &Path, opts: &ReadOptions) -> Result<Points<T>
 }
 
 /// Reads points from any reader (e.g. one wrapped in a progress bar); `path` names it in errors.
-pub fn read_points_from<T: Real, R: Read>(reader: R, format: Format, path: &Path, opts: &ReadOptions) -> Result<Points<T>> {
+pub fn read_points_from<T: Real, R: Read>(
+    reader: R,
+    format: Format,
+    path: &Path,
+    opts: &ReadOptions,
+) -> Result<Points<T>> {
     let mut reader = BufReader::with_capacity(1 << 20, reader);
     let (points, rows_are_lines) = match format {
         Format::Csv => (csv_points::read(&mut reader, path, opts)?, None),
@@ -80,7 +85,11 @@ fn check_finite<T: Real>(p: &Points<T>, path: &Path, lines: Option<&[usize]>) ->
                     Some(l) => Location::Line(l[i]),
                     None => Location::Row(i),
                 };
-                return Err(IoError::at(path, loc, format!("coordinate {axis} is {v}; coordinates must be finite numbers")));
+                return Err(IoError::at(
+                    path,
+                    loc,
+                    format!("coordinate {axis} is {v}; coordinates must be finite numbers"),
+                ));
             }
         }
     }

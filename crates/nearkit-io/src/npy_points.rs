@@ -3,8 +3,8 @@
 use std::io::Read;
 use std::path::Path;
 
-use npyz::{DType, NpyFile, Order, TypeChar};
 use nearkit::{Points, Real};
+use npyz::{DType, NpyFile, Order, TypeChar};
 
 use crate::{IoError, Result};
 
@@ -22,9 +22,19 @@ pub fn read<T: Real, R: Read>(reader: R, path: &Path) -> Result<Points<T>> {
             (TypeChar::Float, 8) => convert(npy.into_vec::<f64>(), path)?,
             (TypeChar::Int, 4) => convert(npy.into_vec::<i32>(), path)?,
             (TypeChar::Int, 8) => convert(npy.into_vec::<i64>(), path)?,
-            _ => return Err(IoError::new(path, format!("element type '{}' is not supported: use float32, float64, int32 or int64", t))),
+            _ => {
+                return Err(IoError::new(
+                    path,
+                    format!("element type '{}' is not supported: use float32, float64, int32 or int64", t),
+                ))
+            }
         },
-        other => return Err(IoError::new(path, format!("structured dtype {other:?} is not supported: use a plain N×3 array"))),
+        other => {
+            return Err(IoError::new(
+                path,
+                format!("structured dtype {other:?} is not supported: use a plain N×3 array"),
+            ))
+        }
     };
     if flat.len() != n * 3 {
         return Err(IoError::new(path, format!("file holds {} values, the header promises {}", flat.len(), n * 3)));

@@ -29,10 +29,18 @@ pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, V
         return Err(IoError::at(path, Location::Line(line), format!("expected 'OFF', found '{}'", first[0])));
     }
     if first[0] != "OFF" {
-        return Err(IoError::at(path, Location::Line(line), format!("'{}' files are not supported: only plain OFF", first[0])));
+        return Err(IoError::at(
+            path,
+            Location::Line(line),
+            format!("'{}' files are not supported: only plain OFF", first[0]),
+        ));
     }
     // The counts may follow OFF on the same line.
-    let counts = if first.len() > 1 { first[1..].to_vec() } else { next(r, &mut line)?.ok_or_else(|| IoError::new(path, "missing vertex/face counts"))? };
+    let counts = if first.len() > 1 {
+        first[1..].to_vec()
+    } else {
+        next(r, &mut line)?.ok_or_else(|| IoError::new(path, "missing vertex/face counts"))?
+    };
     let nv: usize = counts
         .first()
         .and_then(|c| c.parse().ok())
@@ -40,13 +48,21 @@ pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, V
     let mut p = Points::with_capacity(nv);
     let mut lines = Vec::with_capacity(nv);
     for i in 0..nv {
-        let f = next(r, &mut line)?.ok_or_else(|| IoError::new(path, format!("file ends after {i} of {nv} vertices")))?;
+        let f =
+            next(r, &mut line)?.ok_or_else(|| IoError::new(path, format!("file ends after {i} of {nv} vertices")))?;
         if f.len() < 3 {
-            return Err(IoError::at(path, Location::Line(line), format!("vertex {i} has {} coordinates, 3 are needed", f.len())));
+            return Err(IoError::at(
+                path,
+                Location::Line(line),
+                format!("vertex {i} has {} coordinates, 3 are needed", f.len()),
+            ));
         }
         let mut v = [T::ZERO; 3];
         for d in 0..3 {
-            v[d] = T::from_f64(f[d].parse::<f64>().map_err(|_| IoError::at(path, Location::Line(line), format!("'{}' is not a number", f[d])))?);
+            v[d] = T::from_f64(
+                f[d].parse::<f64>()
+                    .map_err(|_| IoError::at(path, Location::Line(line), format!("'{}' is not a number", f[d])))?,
+            );
         }
         p.push(v[0], v[1], v[2]);
         lines.push(line);

@@ -66,14 +66,20 @@ pub fn write_pairs<T: Real>(path: &Path, pairs: &[Pair<T>]) -> Result<()> {
             Ok(())
         }
         OutputFormat::Json => {
-            let rows: Vec<PairRow> =
-                pairs.iter().enumerate().map(|(i, p)| PairRow { rank: i + 1, a: p.a, b: p.b, distance: p.distance.to_f64() }).collect();
+            let rows: Vec<PairRow> = pairs
+                .iter()
+                .enumerate()
+                .map(|(i, p)| PairRow { rank: i + 1, a: p.a, b: p.b, distance: p.distance.to_f64() })
+                .collect();
             serde_json::to_writer_pretty(&mut *w, &rows)?;
             writeln!(w)
         }
-        OutputFormat::Npy => write_npy_f64(w, pairs.len(), 4, pairs.iter().enumerate().flat_map(|(i, p)| {
-            [(i + 1) as f64, p.a as f64, p.b as f64, p.distance.to_f64()]
-        })),
+        OutputFormat::Npy => write_npy_f64(
+            w,
+            pairs.len(),
+            4,
+            pairs.iter().enumerate().flat_map(|(i, p)| [(i + 1) as f64, p.a as f64, p.b as f64, p.distance.to_f64()]),
+        ),
     })
 }
 
@@ -103,7 +109,9 @@ pub fn write_nearest<T: Real>(path: &Path, n: &Nearest<T>) -> Result<()> {
             serde_json::to_writer(&mut *w, &rows)?;
             writeln!(w)
         }
-        OutputFormat::Npy => write_npy_f64(w, n.b.len(), 3, (0..n.b.len()).flat_map(|i| [i as f64, b(i) as f64, n.distance[i].to_f64()])),
+        OutputFormat::Npy => {
+            write_npy_f64(w, n.b.len(), 3, (0..n.b.len()).flat_map(|i| [i as f64, b(i) as f64, n.distance[i].to_f64()]))
+        }
     })
 }
 
@@ -115,7 +123,9 @@ pub fn write_points<T: Real>(path: &Path, p: &Points<T>) -> Result<()> {
             writeln!(w, "x,y,z")?;
             (0..p.len()).try_for_each(|i| writeln!(w, "{},{},{}", p.x[i], p.y[i], p.z[i]))
         }),
-        Some("xyz") => write_atomically(path, |w| (0..p.len()).try_for_each(|i| writeln!(w, "{} {} {}", p.x[i], p.y[i], p.z[i]))),
+        Some("xyz") => {
+            write_atomically(path, |w| (0..p.len()).try_for_each(|i| writeln!(w, "{} {} {}", p.x[i], p.y[i], p.z[i])))
+        }
         Some("ply") => write_atomically(path, |w| {
             write!(w, "ply\nformat ascii 1.0\nelement vertex {}\nproperty {t} x\nproperty {t} y\nproperty {t} z\nend_header\n", p.len(), t = if T::NAME == "f32" { "float" } else { "double" })?;
             (0..p.len()).try_for_each(|i| writeln!(w, "{} {} {}", p.x[i], p.y[i], p.z[i]))
@@ -132,11 +142,21 @@ pub fn write_points<T: Real>(path: &Path, p: &Points<T>) -> Result<()> {
     }
 }
 
-fn write_npy_f64(w: &mut dyn Write, rows: usize, cols: usize, values: impl Iterator<Item = f64>) -> std::io::Result<()> {
+fn write_npy_f64(
+    w: &mut dyn Write,
+    rows: usize,
+    cols: usize,
+    values: impl Iterator<Item = f64>,
+) -> std::io::Result<()> {
     write_npy(w, rows, cols, values)
 }
 
-fn write_npy<V: npyz::Serialize + npyz::AutoSerialize>(w: &mut dyn Write, rows: usize, cols: usize, values: impl Iterator<Item = V>) -> std::io::Result<()> {
+fn write_npy<V: npyz::Serialize + npyz::AutoSerialize>(
+    w: &mut dyn Write,
+    rows: usize,
+    cols: usize,
+    values: impl Iterator<Item = V>,
+) -> std::io::Result<()> {
     use npyz::WriterBuilder;
     let mut out = npyz::WriteOptions::new().default_dtype().shape(&[rows as u64, cols as u64]).writer(w).begin_nd()?;
     out.extend(values)?;

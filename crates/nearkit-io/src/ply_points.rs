@@ -37,8 +37,13 @@ impl PropertyAccess for Vertex {
     }
 }
 
+/// ply-rs's messages span several lines; keep them to one.
+fn one_line(e: &std::io::Error) -> String {
+    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 pub fn read<T: Real, R: BufRead>(reader: &mut R, path: &Path) -> Result<Points<T>> {
-    let bad = |e: std::io::Error| IoError::new(path, format!("not a valid PLY file: {e}"));
+    let bad = |e: std::io::Error| IoError::new(path, format!("not a valid PLY file: {}", one_line(&e)));
     let vparser = Parser::<Vertex>::new();
     let header = vparser.read_header(reader).map_err(bad)?;
     let mut points = Points::with_capacity(0);
@@ -50,7 +55,7 @@ pub fn read<T: Real, R: BufRead>(reader: &mut R, path: &Path) -> Result<Points<T
                 }
             }
             let verts = vparser.read_payload_for_element(reader, def, &header).map_err(|e| {
-                IoError::new(path, format!("truncated or malformed vertex data ({} vertices promised): {e}", def.count))
+                IoError::new(path, format!("truncated or malformed vertex data ({} vertices promised): {}", def.count, one_line(&e)))
             })?;
             for (i, v) in verts.iter().enumerate() {
                 let [Some(x), Some(y), Some(z)] = v.0 else {

@@ -25,7 +25,10 @@ pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, V
         }
         let mut v = [T::ZERO; 3];
         for d in 0..3 {
-            v[d] = T::from_f64(f[d].parse::<f64>().map_err(|_| IoError::at(path, Location::Line(line), format!("'{}' is not a number", f[d])))?);
+            v[d] = T::from_f64(
+                f[d].parse::<f64>()
+                    .map_err(|_| IoError::at(path, Location::Line(line), format!("'{}' is not a number", f[d])))?,
+            );
         }
         p.push(v[0], v[1], v[2]);
         lines.push(line);

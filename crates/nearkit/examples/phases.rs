@@ -1,9 +1,9 @@
 //! Times the phases of a closest-pairs query on seed A's workload (a tuning aid).
-use std::time::Instant;
 use nearkit::cpu::search;
 use nearkit::generate::seed_a_armies;
 use nearkit::tree::{MortonTree, NO_ID};
 use rayon::prelude::*;
+use std::time::Instant;
 
 fn main() {
     let (a0, b) = seed_a_armies::<f32>(2026);
@@ -12,7 +12,8 @@ fn main() {
         let tree = MortonTree::build(&b, leaf);
         let build = t.elapsed();
         let t = Instant::now();
-        let mut order: Vec<(u64, u32)> = (0..a0.len()).into_par_iter().map(|i| (tree.frame.code(a0.x[i], a0.y[i], a0.z[i]), i as u32)).collect();
+        let mut order: Vec<(u64, u32)> =
+            (0..a0.len()).into_par_iter().map(|i| (tree.frame.code(a0.x[i], a0.y[i], a0.z[i]), i as u32)).collect();
         order.par_sort_unstable();
         let a: Vec<[f32; 3]> = order.par_iter().map(|&(_, i)| a0.get(i as usize)).collect();
         let sort = t.elapsed();

@@ -29,11 +29,11 @@ impl FromStr for Device {
             "auto" => Ok(Self::Auto),
             "cpu" => Ok(Self::Cpu),
             "cuda" | "gpu" => Ok(Self::Cuda(0)),
-            _ => s
-                .strip_prefix("cuda:")
-                .and_then(|n| n.parse().ok())
-                .map(Self::Cuda)
-                .ok_or_else(|| Error::InvalidArgument(format!("unknown device '{s}': use auto, cpu, cuda or cuda:N"))),
+            _ => {
+                s.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(Self::Cuda).ok_or_else(|| {
+                    Error::InvalidArgument(format!("unknown device '{s}': use auto, cpu, cuda or cuda:N"))
+                })
+            }
         }
     }
 }

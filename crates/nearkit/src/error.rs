@@ -27,12 +27,7 @@ pub enum Error {
     #[error("point set {role} is empty: give at least one point")]
     EmptySet { role: Role },
     #[error("point set {role}, point {index}: coordinate {axis} is {value} (coordinates must be finite numbers)")]
-    NonFinite {
-        role: Role,
-        index: usize,
-        axis: char,
-        value: f64,
-    },
+    NonFinite { role: Role, index: usize, axis: char, value: f64 },
     #[error("point set {role} has {len} points; at most {max} are supported")]
     TooLarge { role: Role, len: usize, max: usize },
     #[error("k must be at least 1 (got 0)")]

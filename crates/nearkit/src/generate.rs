@@ -31,14 +31,8 @@ pub enum Distribution {
 }
 
 impl Distribution {
-    pub const ALL: [Distribution; 6] = [
-        Self::UniformInt,
-        Self::Uniform,
-        Self::Clustered,
-        Self::Sphere,
-        Self::Plane,
-        Self::Duplicates,
-    ];
+    pub const ALL: [Distribution; 6] =
+        [Self::UniformInt, Self::Uniform, Self::Clustered, Self::Sphere, Self::Plane, Self::Duplicates];
     pub fn name(self) -> &'static str {
         match self {
             Self::UniformInt => "uniform-int",
@@ -87,9 +81,8 @@ fn gaussian(rng: &mut Pcg64Mcg) -> f64 {
 pub fn generate<T: Real>(dist: Distribution, count: usize, range: f64, seed: u64) -> Points<T> {
     // Shared parameters (cluster centres, duplicate pool) come from a stream of their own.
     let mut setup = stream(seed, u64::MAX);
-    let centres: Vec<[f64; 3]> = (0..32)
-        .map(|_| [0; 3].map(|_| range * (0.05 + 0.9 * setup.random::<f64>())))
-        .collect();
+    let centres: Vec<[f64; 3]> =
+        (0..32).map(|_| [0; 3].map(|_| range * (0.05 + 0.9 * setup.random::<f64>()))).collect();
     let pool: Vec<[f64; 3]> = (0..(count / 100).max(1))
         .map(|_| [0; 3].map(|_| (setup.random::<f64>() * range).floor().min(range - 1.0).max(0.0)))
         .collect();
@@ -106,7 +99,11 @@ pub fn generate<T: Real>(dist: Distribution, count: usize, range: f64, seed: u64
                 Distribution::Uniform => [0; 3].map(|_| rng.random::<f64>() * range),
                 Distribution::Clustered => {
                     let c = centres[rng.random_range(0..centres.len())];
-                    [c[0] + sigma * gaussian(&mut rng), c[1] + sigma * gaussian(&mut rng), c[2] + sigma * gaussian(&mut rng)]
+                    [
+                        c[0] + sigma * gaussian(&mut rng),
+                        c[1] + sigma * gaussian(&mut rng),
+                        c[2] + sigma * gaussian(&mut rng),
+                    ]
                 }
                 Distribution::Sphere => {
                     let v = [gaussian(&mut rng), gaussian(&mut rng), gaussian(&mut rng)];

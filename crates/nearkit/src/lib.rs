@@ -31,7 +31,13 @@ pub use tree::NO_ID;
 
 /// The k closest A–B pairs (see [`PairMode`]), ascending by distance; ties by smaller A id,
 /// then smaller B id.
-pub fn closest_pairs<T: Real>(a: &Points<T>, b: &Points<T>, k: usize, mode: PairMode, device: Device) -> Result<Vec<Pair<T>>> {
+pub fn closest_pairs<T: Real>(
+    a: &Points<T>,
+    b: &Points<T>,
+    k: usize,
+    mode: PairMode,
+    device: Device,
+) -> Result<Vec<Pair<T>>> {
     let opts = PairsOptions { k, mode, max_distance: None };
     Engine::open(device)?.0.closest_pairs(a, b, &opts)
 }

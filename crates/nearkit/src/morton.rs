@@ -37,11 +37,7 @@ pub struct MortonFrame<T> {
 impl<T: Real> MortonFrame<T> {
     pub fn from_bounds(lo: [T; 3], hi: [T; 3]) -> Self {
         let extent = (hi[0] - lo[0]).max(hi[1] - lo[1]).max(hi[2] - lo[2]);
-        let scale = if extent > T::ZERO {
-            T::from_f64((1u64 << MORTON3_BITS) as f64) / extent
-        } else {
-            T::ZERO
-        };
+        let scale = if extent > T::ZERO { T::from_f64((1u64 << MORTON3_BITS) as f64) / extent } else { T::ZERO };
         Self { origin: lo, scale }
     }
 
@@ -77,7 +73,8 @@ mod tests {
         let mut s = 12345u64;
         for _ in 0..10_000 {
             s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let (x, y, z) = ((s >> 5) as u32 & MORTON3_MAX, (s >> 26) as u32 & MORTON3_MAX, (s >> 43) as u32 & MORTON3_MAX);
+            let (x, y, z) =
+                ((s >> 5) as u32 & MORTON3_MAX, (s >> 26) as u32 & MORTON3_MAX, (s >> 43) as u32 & MORTON3_MAX);
             assert_eq!(morton3_64(x, y, z), slow(x, y, z));
         }
         assert_eq!(morton3_64(MORTON3_MAX, MORTON3_MAX, MORTON3_MAX), (1u64 << 63) - 1);

@@ -19,21 +19,13 @@ pub const MAX_POINTS: usize = (u32::MAX - 1) as usize;
 impl<T: Real> Points<T> {
     pub fn new(x: Vec<T>, y: Vec<T>, z: Vec<T>) -> Result<Self> {
         if x.len() != y.len() || x.len() != z.len() {
-            return Err(Error::RaggedColumns {
-                x: x.len(),
-                y: y.len(),
-                z: z.len(),
-            });
+            return Err(Error::RaggedColumns { x: x.len(), y: y.len(), z: z.len() });
         }
         Ok(Self { x, y, z })
     }
 
     pub fn with_capacity(n: usize) -> Self {
-        Self {
-            x: Vec::with_capacity(n),
-            y: Vec::with_capacity(n),
-            z: Vec::with_capacity(n),
-        }
+        Self { x: Vec::with_capacity(n), y: Vec::with_capacity(n), z: Vec::with_capacity(n) }
     }
 
     pub fn from_rows(rows: &[[T; 3]]) -> Self {
@@ -69,40 +61,23 @@ impl<T: Real> Points<T> {
     /// Converts to another precision (f32 <-> f64).
     pub fn cast<U: Real>(&self) -> Points<U> {
         let c = |v: &Vec<T>| v.iter().map(|&t| U::from_f64(t.to_f64())).collect();
-        Points {
-            x: c(&self.x),
-            y: c(&self.y),
-            z: c(&self.z),
-        }
+        Points { x: c(&self.x), y: c(&self.y), z: c(&self.z) }
     }
 
     /// Checks the set is non-empty, not too large, and every coordinate is finite.
     pub fn validate(&self, role: Role) -> Result<()> {
         if self.x.len() != self.y.len() || self.x.len() != self.z.len() {
-            return Err(Error::RaggedColumns {
-                x: self.x.len(),
-                y: self.y.len(),
-                z: self.z.len(),
-            });
+            return Err(Error::RaggedColumns { x: self.x.len(), y: self.y.len(), z: self.z.len() });
         }
         if self.is_empty() {
             return Err(Error::EmptySet { role });
         }
         if self.len() > MAX_POINTS {
-            return Err(Error::TooLarge {
-                role,
-                len: self.len(),
-                max: MAX_POINTS,
-            });
+            return Err(Error::TooLarge { role, len: self.len(), max: MAX_POINTS });
         }
         for (axis, col) in [('x', &self.x), ('y', &self.y), ('z', &self.z)] {
             if let Some(index) = col.iter().position(|v| !v.is_finite()) {
-                return Err(Error::NonFinite {
-                    role,
-                    index,
-                    axis,
-                    value: col[index].to_f64(),
-                });
+                return Err(Error::NonFinite { role, index, axis, value: col[index].to_f64() });
             }
         }
         Ok(())

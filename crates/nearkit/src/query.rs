@@ -24,9 +24,7 @@ impl FromStr for PairMode {
         match s {
             "nearest-per-a" => Ok(Self::NearestPerA),
             "all-pairs" => Ok(Self::AllPairs),
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown pair mode '{s}': use nearest-per-a or all-pairs"
-            ))),
+            _ => Err(Error::InvalidArgument(format!("unknown pair mode '{s}': use nearest-per-a or all-pairs"))),
         }
     }
 }
@@ -59,11 +57,7 @@ pub struct PairsOptions<T> {
 
 impl<T: Real> Default for PairsOptions<T> {
     fn default() -> Self {
-        Self {
-            k: 100,
-            mode: PairMode::NearestPerA,
-            max_distance: None,
-        }
+        Self { k: 100, mode: PairMode::NearestPerA, max_distance: None }
     }
 }
 
@@ -96,11 +90,7 @@ pub(crate) struct Candidate {
 
 impl Candidate {
     pub fn new<T: Real>(d2: T, a: u32, b: u32) -> Self {
-        Self {
-            d2_bits: d2.ordered_bits(),
-            a,
-            b,
-        }
+        Self { d2_bits: d2.ordered_bits(), a, b }
     }
 }
 
@@ -113,10 +103,7 @@ pub(crate) struct TopK {
 
 impl TopK {
     pub fn new(k: usize) -> Self {
-        Self {
-            k,
-            items: Vec::new(),
-        }
+        Self { k, items: Vec::new() }
     }
 
     pub fn push(&mut self, c: Candidate) {
@@ -150,11 +137,5 @@ impl TopK {
 
 /// Turns sorted candidates into pairs (squared distance -> distance).
 pub(crate) fn to_pairs<T: Real>(c: &[Candidate], d2_of: impl Fn(u64) -> T) -> Vec<Pair<T>> {
-    c.iter()
-        .map(|c| Pair {
-            a: c.a,
-            b: c.b,
-            distance: d2_of(c.d2_bits).sqrt(),
-        })
-        .collect()
+    c.iter().map(|c| Pair { a: c.a, b: c.b, distance: d2_of(c.d2_bits).sqrt() }).collect()
 }

@@ -66,11 +66,19 @@ macro_rules! impl_real {
             }
             #[inline(always)]
             fn min(self, other: Self) -> Self {
-                if other < self { other } else { self }
+                if other < self {
+                    other
+                } else {
+                    self
+                }
             }
             #[inline(always)]
             fn max(self, other: Self) -> Self {
-                if other > self { other } else { self }
+                if other > self {
+                    other
+                } else {
+                    self
+                }
             }
         }
     };

@@ -129,10 +129,8 @@ impl<T: Real> MortonTree<T> {
         let (lo, hi) = parallel_bounds(points);
         let frame = MortonFrame::from_bounds(lo, hi);
 
-        let mut order: Vec<(u64, u32)> = (0..n)
-            .into_par_iter()
-            .map(|i| (frame.code(points.x[i], points.y[i], points.z[i]), i as u32))
-            .collect();
+        let mut order: Vec<(u64, u32)> =
+            (0..n).into_par_iter().map(|i| (frame.code(points.x[i], points.y[i], points.z[i]), i as u32)).collect();
         order.par_sort_unstable();
         let keys: Vec<u64> = order.par_iter().map(|o| o.0).collect();
         let id: Vec<u32> = order.par_iter().map(|o| o.1).collect();
@@ -231,8 +229,11 @@ fn fill_boxes<T: Real>(
         }
     };
     let size = (node as i64 - other_end[node] as i64).unsigned_abs();
-    let ((la, ha, ma), (lb, hb, mb)) =
-        if size > 4096 { rayon::join(|| child(left[node]), || child(right[node])) } else { (child(left[node]), child(right[node])) };
+    let ((la, ha, ma), (lb, hb, mb)) = if size > 4096 {
+        rayon::join(|| child(left[node]), || child(right[node]))
+    } else {
+        (child(left[node]), child(right[node]))
+    };
     let lo = [la[0].min(lb[0]), la[1].min(lb[1]), la[2].min(lb[2])];
     let hi = [ha[0].max(hb[0]), ha[1].max(hb[1]), ha[2].max(hb[2])];
     let m = ma.min(mb);

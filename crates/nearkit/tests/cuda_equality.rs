@@ -31,7 +31,11 @@ fn same_tree<T: Real>(seed: u64) {
         assert_eq!(cpu.frame, dev.frame, "{name}: frame");
         assert_eq!(cpu.keys, dev.keys, "{name}: keys");
         assert_eq!(cpu.id, dev.id, "{name}: ids");
-        assert_eq!((&cpu.left, &cpu.right, &cpu.other_end), (&dev.left, &dev.right, &dev.other_end), "{name}: topology");
+        assert_eq!(
+            (&cpu.left, &cpu.right, &cpu.other_end),
+            (&dev.left, &dev.right, &dev.other_end),
+            "{name}: topology"
+        );
         assert_eq!(cpu.min_id, dev.min_id, "{name}: min ids");
         for d in 0..3 {
             let bits = |v: &Vec<T>| v.iter().map(|x| x.ordered_bits()).collect::<Vec<_>>();
@@ -61,7 +65,11 @@ fn same_answers<T: Real>(seed: u64, na: usize, nb: usize) {
         // And both against brute force, so "equal" cannot mean "equally wrong".
         let want = brute_nearest_per_a(&a, &b, 100, T::INFINITY);
         let got = gpu.closest_pairs(&a, &b, &PairsOptions { k: 100, ..Default::default() }).unwrap();
-        assert_eq!(got.iter().map(|p| (p.a, p.b)).collect::<Vec<_>>(), want.iter().map(|w| (w.1, w.2)).collect::<Vec<_>>(), "{name}");
+        assert_eq!(
+            got.iter().map(|p| (p.a, p.b)).collect::<Vec<_>>(),
+            want.iter().map(|w| (w.1, w.2)).collect::<Vec<_>>(),
+            "{name}"
+        );
     }
 }
 
@@ -100,7 +108,11 @@ fn gpu_matches_cpu_on_seed_a() {
     let (a, b) = nearkit::generate::seed_a_armies::<f32>(5);
     for mode in [PairMode::NearestPerA, PairMode::AllPairs] {
         let opts = PairsOptions { k: 100, mode, max_distance: None };
-        assert_eq!(CpuBackend.closest_pairs(&a, &b, &opts).unwrap(), gpu.closest_pairs(&a, &b, &opts).unwrap(), "{mode}");
+        assert_eq!(
+            CpuBackend.closest_pairs(&a, &b, &opts).unwrap(),
+            gpu.closest_pairs(&a, &b, &opts).unwrap(),
+            "{mode}"
+        );
     }
     assert_eq!(CpuBackend.nearest(&a, &b, None).unwrap(), gpu.nearest(&a, &b, None).unwrap());
 }

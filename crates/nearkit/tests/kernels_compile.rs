@@ -19,14 +19,31 @@ fn every_kernel_compiles_for_hopper() {
     // Every kernel the launchers name must be in the image.
     let image = String::from_utf8_lossy(&cubin);
     for name in [
-        "radix_upsweep", "radix_downsweep", "scan_tile_sums", "scan_single_block", "scan_apply",
-        "gather_u64", "gather_u32_as_u64", "iota_u32", "permute_candidates", "radix_nodes",
+        "radix_upsweep",
+        "radix_downsweep",
+        "scan_tile_sums",
+        "scan_single_block",
+        "scan_apply",
+        "gather_u64",
+        "gather_u32_as_u64",
+        "iota_u32",
+        "permute_candidates",
+        "radix_nodes",
     ] {
         assert!(image.contains(name), "kernel {name} missing from the cubin");
     }
     for base in [
-        "bounds", "frame", "morton_keys", "gather_points", "radix_boxes", "window_bound",
-        "d2_histogram", "select_threshold", "nearest_all", "nearest_candidates", "knn_candidates",
+        "bounds",
+        "frame",
+        "morton_keys",
+        "gather_points",
+        "radix_boxes",
+        "window_bound",
+        "d2_histogram",
+        "select_threshold",
+        "nearest_all",
+        "nearest_candidates",
+        "knn_candidates",
     ] {
         for t in ["f32", "f64"] {
             let name = format!("{base}_{t}");

@@ -102,10 +102,22 @@ fn run_t<T: Real>(args: &BenchPairsArgs) -> CliResult {
             resident = Some(time(args.runs, || cuda.closest_pairs_resident(&da, &db, &opts).map(drop))?);
         }
         let check = check_against_cpu(&engine, &a, &b, &opts, &reference, args.no_check)?;
-        rows.push(Row { workload: name.clone(), what: format!("top-{} nearest-per-a", args.k), resident, end_to_end: e2e, check });
+        rows.push(Row {
+            workload: name.clone(),
+            what: format!("top-{} nearest-per-a", args.k),
+            resident,
+            end_to_end: e2e,
+            check,
+        });
         if args.nearest {
             let all = time(args.runs, || engine.nearest(&a, &b, None).map(drop))?;
-            rows.push(Row { workload: name.clone(), what: "nearest of every A".into(), resident: None, end_to_end: all, check: "-".into() });
+            rows.push(Row {
+                workload: name.clone(),
+                what: "nearest of every A".into(),
+                resident: None,
+                end_to_end: all,
+                check: "-".into(),
+            });
         }
         if !args.dev.quiet {
             let p = &reference[0];
@@ -114,8 +126,16 @@ fn run_t<T: Real>(args: &BenchPairsArgs) -> CliResult {
     }
 
     println!();
-    println!("nearkit bench pairs — {device}, k = {}, median of {} runs, {}", args.k, args.runs, if T::NAME == "f32" { "f32" } else { "f64" });
-    println!("{:<28} {:<22} {:>12} {:>12} {:>10} {:>11}", "workload", "query", "resident", "end to end", "seed A", "same as cpu");
+    println!(
+        "nearkit bench pairs — {device}, k = {}, median of {} runs, {}",
+        args.k,
+        args.runs,
+        if T::NAME == "f32" { "f32" } else { "f64" }
+    );
+    println!(
+        "{:<28} {:<22} {:>12} {:>12} {:>10} {:>11}",
+        "workload", "query", "resident", "end to end", "seed A", "same as cpu"
+    );
     for r in &rows {
         let best = r.resident.unwrap_or(r.end_to_end).as_secs_f64() * 1e3;
         println!(
@@ -163,7 +183,12 @@ fn check_against_cpu<T: Real>(
         Ok("yes".into())
     } else {
         let first = cpu.iter().zip(got).position(|(c, g)| c != g).unwrap_or(cpu.len().min(got.len()));
-        Err(CliError(format!("CUDA and CPU results differ first at rank {} (cpu {:?}, cuda {:?})", first + 1, cpu.get(first), got.get(first))))
+        Err(CliError(format!(
+            "CUDA and CPU results differ first at rank {} (cpu {:?}, cuda {:?})",
+            first + 1,
+            cpu.get(first),
+            got.get(first)
+        )))
     }
 }
 

@@ -54,8 +54,12 @@ pub fn run(cmd: &GenCommand) -> CliResult {
         return Err(CliError(format!("--range must be a finite number > 0 (got {})", args.range)));
     }
     match args.precision {
-        Precision::F32 => nearkit_io::write_points(&args.out, &generate::<f32>(args.distribution, args.count, args.range, args.seed))?,
-        Precision::F64 => nearkit_io::write_points(&args.out, &generate::<f64>(args.distribution, args.count, args.range, args.seed))?,
+        Precision::F32 => {
+            nearkit_io::write_points(&args.out, &generate::<f32>(args.distribution, args.count, args.range, args.seed))?
+        }
+        Precision::F64 => {
+            nearkit_io::write_points(&args.out, &generate::<f64>(args.distribution, args.count, args.range, args.seed))?
+        }
     }
     Ok(())
 }

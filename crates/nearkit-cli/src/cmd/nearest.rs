@@ -28,7 +28,7 @@ pub struct NearestArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// Only neighbours at most this far away.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_distance: Option<f64>,
     /// CSV columns holding x,y,z (names or 0-based indices).
     #[arg(long, value_parser = parse_columns)]
@@ -65,9 +65,19 @@ fn run_t<T: Real>(args: &NearestArgs) -> CliResult {
     if !quiet {
         let missing = result.b.iter().filter(|&&b| b == NO_ID).count();
         if missing > 0 {
-            eprintln!("note: {} of {} A points have no B within the max distance (b = -1)", thousands(missing), thousands(a.len()));
+            eprintln!(
+                "note: {} of {} A points have no B within the max distance (b = -1)",
+                thousands(missing),
+                thousands(a.len())
+            );
         }
-        eprintln!("nearest B of {} A points among {} in {} on {}", thousands(a.len()), thousands(b.len()), ms(elapsed), engine.describe());
+        eprintln!(
+            "nearest B of {} A points among {} in {} on {}",
+            thousands(a.len()),
+            thousands(b.len()),
+            ms(elapsed),
+            engine.describe()
+        );
     }
     Ok(())
 }

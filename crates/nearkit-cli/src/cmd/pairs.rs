@@ -35,7 +35,7 @@ pub struct PairsArgs {
     #[arg(long, default_value = "nearest-per-a", value_parser = parse_mode)]
     pub mode: PairMode,
     /// Only pairs at most this far apart.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub max_distance: Option<f64>,
     /// CSV columns holding x,y,z: names (with a header row) or 0-based indices, e.g. "lon,lat,h" or "2,3,4".
     #[arg(long, value_parser = parse_columns)]
@@ -101,7 +101,12 @@ fn run_t<T: Real>(args: &PairsArgs) -> CliResult {
             PairMode::AllPairs => a.len().saturating_mul(b.len()),
         };
         if args.k > possible {
-            eprintln!("note: k = {} is more than the {} possible pairs; returning {} rows", args.k, thousands(possible), pairs.len());
+            eprintln!(
+                "note: k = {} is more than the {} possible pairs; returning {} rows",
+                args.k,
+                thousands(possible),
+                pairs.len()
+            );
         } else if pairs.len() < args.k {
             eprintln!("note: only {} pairs lie within the max distance", pairs.len());
         }

@@ -31,8 +31,11 @@ pub fn nearest<T: Real>(a: &Points<T>, b: &Points<T>, max_distance: Option<T>) -
     let r2 = check_inputs(a, b, max_distance)?;
     let tree = MortonTree::build(b, DEFAULT_LEAF_SIZE);
     let order = morton_order(&tree, a);
-    let found: Vec<(T, u32)> =
-        order.par_iter().with_min_len(QUERY_GRAIN).map(|&i| search::nearest(&tree, a.get(i as usize), r2, NO_ID)).collect();
+    let found: Vec<(T, u32)> = order
+        .par_iter()
+        .with_min_len(QUERY_GRAIN)
+        .map(|&i| search::nearest(&tree, a.get(i as usize), r2, NO_ID))
+        .collect();
     let mut out = Nearest { b: vec![NO_ID; a.len()], distance: vec![T::INFINITY; a.len()] };
     for (&i, &(d2, id)) in order.iter().zip(&found) {
         if id != NO_ID {
@@ -99,11 +102,7 @@ pub(crate) fn nearest_per_a<T: Real>(tree: &MortonTree<T>, a: &Points<T>, k: usi
 
 fn all_pairs<T: Real>(tree: &MortonTree<T>, a: &Points<T>, k: usize, r2: T, per_a: &[Candidate]) -> Vec<Candidate> {
     // Fewer than k owners means the radius, not the k-th pair, bounds the search.
-    let tau = if per_a.len() == k {
-        from_ordered_bits::<T>(per_a[k - 1].d2_bits)
-    } else {
-        r2
-    };
+    let tau = if per_a.len() == k { from_ordered_bits::<T>(per_a[k - 1].d2_bits) } else { r2 };
     per_a
         .par_iter()
         .fold(

@@ -135,7 +135,9 @@ pub fn knn<T: Real>(tree: &MortonTree<T>, q: [T; 3], k: usize, r2: T, out: &mut 
             }
         }
         // Push the far child first so the near one is searched first.
-        if kids.len() == 2 && before(kids[0].1, tree.min_id[kids[0].0 as usize], kids[1].1, tree.min_id[kids[1].0 as usize]) {
+        if kids.len() == 2
+            && before(kids[0].1, tree.min_id[kids[0].0 as usize], kids[1].1, tree.min_id[kids[1].0 as usize])
+        {
             kids.swap(0, 1);
         }
         stack.extend(kids);

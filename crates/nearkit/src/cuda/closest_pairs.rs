@@ -57,11 +57,7 @@ impl<T: Real> Source<'_, T> {
 }
 
 fn chunk_size() -> usize {
-    std::env::var("NEARKIT_CUDA_CHUNK")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&c| c > 0)
-        .unwrap_or(1 << 24)
+    std::env::var("NEARKIT_CUDA_CHUNK").ok().and_then(|v| v.parse::<usize>().ok()).filter(|&c| c > 0).unwrap_or(1 << 24)
 }
 
 /// One chunk of A, sorted into Morton order on the device: `ids[i]` is sorted point i's
@@ -124,7 +120,12 @@ fn sort_chunk<T: Real>(
     Ok(SortedChunk { points: DevicePoints { x: sx, y: sy, z: sz, len }, ids, offset: 0, last: false })
 }
 
-pub(super) fn nearest<T: Real>(be: &CudaBackend, a: &Points<T>, b: &Points<T>, max_distance: Option<T>) -> Result<Nearest<T>> {
+pub(super) fn nearest<T: Real>(
+    be: &CudaBackend,
+    a: &Points<T>,
+    b: &Points<T>,
+    max_distance: Option<T>,
+) -> Result<Nearest<T>> {
     let r2 = check_inputs(a, b, max_distance)?;
     let db = DevicePoints::upload(be, b)?;
     let tree = DeviceTree::build(be, &db)?;
@@ -150,7 +151,12 @@ pub(super) fn nearest<T: Real>(be: &CudaBackend, a: &Points<T>, b: &Points<T>, m
     Ok(out)
 }
 
-pub(super) fn closest_pairs<T: Real>(be: &CudaBackend, a: &Points<T>, b: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
+pub(super) fn closest_pairs<T: Real>(
+    be: &CudaBackend,
+    a: &Points<T>,
+    b: &Points<T>,
+    opts: &PairsOptions<T>,
+) -> Result<Vec<Pair<T>>> {
     let r2 = check_inputs(a, b, opts.max_distance)?;
     if opts.k == 0 {
         return Err(Error::ZeroK);
@@ -175,7 +181,13 @@ pub(super) fn closest_pairs_resident<T: Real>(
     run_pairs(be, &Source::Device(a), b, opts, r2)
 }
 
-fn run_pairs<T: Real>(be: &CudaBackend, a: &Source<'_, T>, b: &DevicePoints<T>, opts: &PairsOptions<T>, r2: T) -> Result<Vec<Pair<T>>> {
+fn run_pairs<T: Real>(
+    be: &CudaBackend,
+    a: &Source<'_, T>,
+    b: &DevicePoints<T>,
+    opts: &PairsOptions<T>,
+    r2: T,
+) -> Result<Vec<Pair<T>>> {
     let tree = DeviceTree::build(be, b)?;
     let per_a = nearest_per_a(be, &tree, a, opts.k, r2)?;
     let best = match opts.mode {
@@ -195,12 +207,7 @@ struct Candidates {
 
 impl Candidates {
     fn new(be: &CudaBackend, capacity: usize) -> Result<Self> {
-        Ok(Candidates {
-            d2: be.alloc(capacity)?,
-            a: be.alloc(capacity)?,
-            b: be.alloc(capacity)?,
-            count: be.alloc(1)?,
-        })
+        Ok(Candidates { d2: be.alloc(capacity)?, a: be.alloc(capacity)?, b: be.alloc(capacity)?, count: be.alloc(1)? })
     }
 
     fn count(&self, be: &CudaBackend) -> Result<usize> {
@@ -209,7 +216,15 @@ impl Candidates {
 
     /// Sorts the first `n` candidates by (d2, a, b) — stable passes from the least
     /// significant column up — and keeps the first `keep` as the new count.
-    fn sort_and_keep<T: Real>(&mut self, be: &CudaBackend, n: usize, na: usize, nb: usize, with_b: bool, keep: usize) -> Result<usize> {
+    fn sort_and_keep<T: Real>(
+        &mut self,
+        be: &CudaBackend,
+        n: usize,
+        na: usize,
+        nb: usize,
+        with_b: bool,
+        keep: usize,
+    ) -> Result<usize> {
         if n == 0 {
             return Ok(0);
         }
@@ -262,7 +277,13 @@ impl Candidates {
     }
 }
 
-fn nearest_per_a<T: Real>(be: &CudaBackend, tree: &DeviceTree<T>, a: &Source<'_, T>, k: usize, r2: T) -> Result<Vec<Candidate>> {
+fn nearest_per_a<T: Real>(
+    be: &CudaBackend,
+    tree: &DeviceTree<T>,
+    a: &Source<'_, T>,
+    k: usize,
+    r2: T,
+) -> Result<Vec<Candidate>> {
     let na = a.len();
     let nb = tree.n as usize;
     let st = &be.stream;
@@ -364,7 +385,12 @@ fn all_pairs<T: Real>(
         let mut heap_id = be.alloc::<u32>(q * k)?;
         let mut l = st.launch_builder(&f);
         l.arg(&qx).arg(&qy).arg(&qz).arg(&qid).arg(&q32).arg(&args).arg(&k32).arg(&tau);
-        l.arg(&mut heap_d).arg(&mut heap_id).arg(&mut cands.count).arg(&mut cands.d2).arg(&mut cands.a).arg(&mut cands.b);
+        l.arg(&mut heap_d)
+            .arg(&mut heap_id)
+            .arg(&mut cands.count)
+            .arg(&mut cands.d2)
+            .arg(&mut cands.a)
+            .arg(&mut cands.b);
         unsafe { l.launch(grid(q, 64)) }.map_err(cuda_err)?;
         if (ci + 1) * chunk < ids.len() {
             let n = cands.count(be)?;

@@ -128,9 +128,7 @@ fn nvrtc_compile(source: &str, opts: &[String]) -> Result<Vec<u8>> {
             Err(e) => Err(Error::Cuda(format!("NVRTC could not compile the kernels ({e:?}):\n{log}"))),
             Ok(()) => {
                 let mut size = 0usize;
-                sys::nvrtcGetCUBINSize(prog, &mut size)
-                    .result()
-                    .map_err(|e| Error::Cuda(format!("NVRTC: {e:?}")))?;
+                sys::nvrtcGetCUBINSize(prog, &mut size).result().map_err(|e| Error::Cuda(format!("NVRTC: {e:?}")))?;
                 let mut buf = vec![0u8; size];
                 sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char)
                     .result()

@@ -108,7 +108,10 @@ impl CudaBackend {
         self.func(&format!("{base}_{}", T::NAME))
     }
 
-    pub(crate) fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(&self, n: usize) -> Result<CudaSlice<T>> {
+    pub(crate) fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        n: usize,
+    ) -> Result<CudaSlice<T>> {
         self.stream.alloc_zeros::<T>(n.max(1)).map_err(cuda_err)
     }
 
@@ -150,7 +153,12 @@ impl CudaBackend {
 
     /// `closest_pairs` on data already on the device: tree build, queries and top-k all run
     /// there; only the k result rows come back.
-    pub fn closest_pairs_resident<T: Real>(&self, a: &DevicePoints<T>, b: &DevicePoints<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
+    pub fn closest_pairs_resident<T: Real>(
+        &self,
+        a: &DevicePoints<T>,
+        b: &DevicePoints<T>,
+        opts: &PairsOptions<T>,
+    ) -> Result<Vec<Pair<T>>> {
         let _guard = self.busy.lock().unwrap();
         closest_pairs::closest_pairs_resident(self, a, b, opts)
     }

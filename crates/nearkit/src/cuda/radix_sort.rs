@@ -33,7 +33,13 @@ pub(crate) fn exclusive_scan(be: &CudaBackend, data: &mut CudaSlice<u32>, n: usi
 }
 
 /// Sorts the first `n` (key, value) pairs by the low `bits` bits of the key, stably.
-pub(crate) fn sort_pairs(be: &CudaBackend, keys: &mut CudaSlice<u64>, vals: &mut CudaSlice<u32>, n: usize, bits: u32) -> Result<()> {
+pub(crate) fn sort_pairs(
+    be: &CudaBackend,
+    keys: &mut CudaSlice<u64>,
+    vals: &mut CudaSlice<u32>,
+    n: usize,
+    bits: u32,
+) -> Result<()> {
     if n <= 1 || bits == 0 {
         return Ok(());
     }

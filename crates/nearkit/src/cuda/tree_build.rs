@@ -89,7 +89,8 @@ impl<T: Real> DeviceTree<T> {
 
         // Radix tree topology, then boxes bottom-up.
         let internal = n.saturating_sub(1);
-        let (mut left, mut right, mut other_end) = (be.alloc::<u32>(internal)?, be.alloc::<u32>(internal)?, be.alloc::<u32>(internal)?);
+        let (mut left, mut right, mut other_end) =
+            (be.alloc::<u32>(internal)?, be.alloc::<u32>(internal)?, be.alloc::<u32>(internal)?);
         let mut lo = [be.alloc::<T>(internal)?, be.alloc::<T>(internal)?, be.alloc::<T>(internal)?];
         let mut hi = [be.alloc::<T>(internal)?, be.alloc::<T>(internal)?, be.alloc::<T>(internal)?];
         let mut min_id = be.alloc::<u32>(internal)?;

@@ -1,0 +1,150 @@
+//! The `nearkit` binary as a user meets it: results, and a clear one-line error with exit
+//! code 2 (and no output file) for every kind of bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nearkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nearkit")).args(args).output().expect("run nearkit")
+}
+
+fn write(dir: &Path, name: &str, content: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Runs a command that must fail: exit code 2, one line on stderr containing every `needle`,
+/// and no output file.
+fn fails(args: &[&str], needles: &[&str], out: Option<&Path>) {
+    let o = nearkit(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: exit code; stderr: {err}");
+    let lines: Vec<&str> =
+        err.lines().filter(|l| !l.starts_with("note:") && !l.is_empty() && !l.starts_with("For more information")).collect();
+    assert_eq!(lines.len(), 1, "{args:?}: one line of error expected, got: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: '{n}' missing from: {err}");
+    }
+    if let Some(p) = out {
+        assert!(!p.exists(), "{args:?}: output file left behind");
+    }
+}
+
+#[test]
+fn pairs_from_files_match_a_hand_computed_answer() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(d.path(), "a.csv", b"x,y,z\n0,0,0\n10,0,0\n20,0,0\n");
+    let b = write(d.path(), "b.xyz", b"# x y z\n0 0 3\n10 4 0\n");
+    let out = d.path().join("pairs.csv");
+    let o = nearkit(&["pairs", "--a", s(&a), "--b", s(&b), "-k", "2", "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "rank,a,b,distance\n1,0,0,3\n2,1,1,4\n");
+    // k above |A|: every A once, and a note.
+    let o = nearkit(&["pairs", "--a", s(&a), "--b", s(&b), "-k", "10", "--device", "cpu"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("returning 3 rows"));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 4);
+}
+
+#[test]
+fn nearest_writes_every_a_with_minus_one_beyond_max_distance() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(d.path(), "a.csv", b"0,0,0\n100,0,0\n");
+    let b = write(d.path(), "b.csv", b"1,0,0\n");
+    let out = d.path().join("nn.csv");
+    let o = nearkit(&[
+        "nearest", "--a", s(&a), "--b", s(&b), "--out", s(&out), "--max-distance", "5", "--device", "cpu",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "a,b,distance\n0,0,1\n1,-1,inf\n");
+}
+
+#[test]
+fn bad_inputs_fail_cleanly() {
+    let d = tempfile::tempdir().unwrap();
+    let good = write(d.path(), "good.csv", b"0,0,0\n1,1,1\n");
+    let out = d.path().join("out.csv");
+    let o = out.as_path();
+    let nan = write(d.path(), "nan.csv", b"x,y,z\n0,0,0\n1,nan,1\n");
+    fails(&["pairs", "--a", s(&nan), "--b", s(&good), "--out", s(o)], &["nan.csv", "line 3", "coordinate y is nan", "must be finite"], Some(o));
+    let inf = write(d.path(), "inf.xyz", b"0 0 0\n1 1 inf\n");
+    fails(&["pairs", "--a", s(&good), "--b", s(&inf), "--out", s(o)], &["inf.xyz", "line 2", "finite"], Some(o));
+    let empty = write(d.path(), "empty.csv", b"");
+    fails(&["pairs", "--a", s(&empty), "--b", s(&good), "--out", s(o)], &["empty.csv", "no points"], Some(o));
+    let header_only = write(d.path(), "header.csv", b"x,y,z\n");
+    fails(&["pairs", "--a", s(&header_only), "--b", s(&good)], &["header.csv", "no points"], None);
+    fails(&["pairs", "--a", s(&good), "--b", s(&good), "-k", "0", "--out", s(o)], &["k must be at least 1"], Some(o));
+    let short = write(d.path(), "short.csv", b"0,0,0\n1,2\n");
+    fails(&["pairs", "--a", s(&short), "--b", s(&good), "--out", s(o)], &["short.csv", "line 2", "column 3"], Some(o));
+    let text = write(d.path(), "text.csv", b"0,0,0\n1,two,3\n");
+    fails(&["pairs", "--a", s(&text), "--b", s(&good)], &["text.csv", "line 2", "'two' is not a number"], None);
+    let unknown = write(d.path(), "points.txt2", b"0 0 0\n");
+    fails(&["pairs", "--a", s(&unknown), "--b", s(&good)], &["points.txt2", "unknown extension"], None);
+    fails(&["pairs", "--a", s(&good), "--b", "/no/such/file.csv"], &["/no/such/file.csv", "cannot open"], None);
+    fails(&["pairs", "--a", s(&good), "--b", s(&good), "--out", &format!("{}/out.parquet", d.path().display())], &["out.parquet"], None);
+    fails(&["pairs", "--a", s(&good)], &["give both --a and --b"], None);
+    fails(&["pairs", "--a", s(&good), "--b", s(&good), "--max-distance", "-1"], &["max-distance"], None);
+    // A truncated binary file: a valid .npy header promising more rows than there are.
+    let npy = d.path().join("full.npy");
+    let o2 = nearkit(&["gen", "points", "--count", "100", "--out", s(&npy)]);
+    assert!(o2.status.success());
+    let bytes = std::fs::read(&npy).unwrap();
+    let cut = write(d.path(), "cut.npy", &bytes[..bytes.len() - 50]);
+    fails(&["pairs", "--a", s(&cut), "--b", s(&good), "--out", s(o)], &["cut.npy", "truncated"], Some(o));
+    let wrong_shape = write(d.path(), "wrong.npy", &npy_f64_2cols());
+    fails(&["pairs", "--a", s(&wrong_shape), "--b", s(&good)], &["wrong.npy", "N×3"], None);
+    let ply = write(d.path(), "cut.ply", b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nend_header\n0 0 0\n1 1 1\n");
+    fails(&["pairs", "--a", s(&ply), "--b", s(&good)], &["cut.ply"], None);
+    let off = write(d.path(), "bad.off", b"OFF\n3 1 0\n0 0 0\n1 1 1\n");
+    fails(&["pairs", "--a", s(&off), "--b", s(&good)], &["bad.off", "ends after 2 of 3 vertices"], None);
+    fails(&["pairs", "--device", "tpu"], &["unknown device 'tpu'"], None);
+}
+
+/// A 2×2 float64 .npy (a shape error, not a parse error).
+fn npy_f64_2cols() -> Vec<u8> {
+    let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }";
+    let mut h = header.to_string();
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(' ');
+    }
+    h.push('\n');
+    let mut v = b"\x93NUMPY\x01\x00".to_vec();
+    v.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    v.extend_from_slice(h.as_bytes());
+    for x in [1.0f64, 2.0, 3.0, 4.0] {
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v
+}
+
+#[test]
+fn help_teaches_with_examples() {
+    for cmd in [&["pairs", "--help"][..], &["nearest", "--help"], &["gen", "points", "--help"], &["bench", "pairs", "--help"]] {
+        let o = nearkit(cmd);
+        assert!(o.status.success());
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Examples:"), "{cmd:?}");
+    }
+}
+
+#[test]
+fn gen_is_reproducible_and_reads_back() {
+    let d = tempfile::tempdir().unwrap();
+    for ext in ["npy", "csv", "ply", "xyz"] {
+        let p1 = d.path().join(format!("p1.{ext}"));
+        let p2 = d.path().join(format!("p2.{ext}"));
+        for p in [&p1, &p2] {
+            let o = nearkit(&["gen", "points", "--count", "500", "--distribution", "clustered", "--seed", "9", "--out", s(p)]);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+        assert_eq!(std::fs::read(&p1).unwrap(), std::fs::read(&p2).unwrap(), "{ext}");
+        let o = nearkit(&["pairs", "--a", s(&p1), "--b", s(&p2), "-k", "1", "--device", "cpu"]);
+        assert!(o.status.success(), "{ext}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains(" 0.0000"), "{ext}: identical sets pair at distance 0");
+    }
+}
