@@ -24,8 +24,10 @@ fn fails(args: &[&str], needles: &[&str], out: Option<&Path>) {
     let o = nearkit(args);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{args:?}: exit code; stderr: {err}");
-    let lines: Vec<&str> =
-        err.lines().filter(|l| !l.starts_with("note:") && !l.is_empty() && !l.starts_with("For more information")).collect();
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| !l.starts_with("note:") && !l.is_empty() && !l.starts_with("For more information"))
+        .collect();
     assert_eq!(lines.len(), 1, "{args:?}: one line of error expected, got: {err}");
     assert!(!err.contains("panicked"), "{args:?}: {err}");
     for n in needles {
@@ -58,9 +60,8 @@ fn nearest_writes_every_a_with_minus_one_beyond_max_distance() {
     let a = write(d.path(), "a.csv", b"0,0,0\n100,0,0\n");
     let b = write(d.path(), "b.csv", b"1,0,0\n");
     let out = d.path().join("nn.csv");
-    let o = nearkit(&[
-        "nearest", "--a", s(&a), "--b", s(&b), "--out", s(&out), "--max-distance", "5", "--device", "cpu",
-    ]);
+    let o =
+        nearkit(&["nearest", "--a", s(&a), "--b", s(&b), "--out", s(&out), "--max-distance", "5", "--device", "cpu"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "a,b,distance\n0,0,1\n1,-1,inf\n");
 }
@@ -72,7 +73,11 @@ fn bad_inputs_fail_cleanly() {
     let out = d.path().join("out.csv");
     let o = out.as_path();
     let nan = write(d.path(), "nan.csv", b"x,y,z\n0,0,0\n1,nan,1\n");
-    fails(&["pairs", "--a", s(&nan), "--b", s(&good), "--out", s(o)], &["nan.csv", "line 3", "coordinate y is nan", "must be finite"], Some(o));
+    fails(
+        &["pairs", "--a", s(&nan), "--b", s(&good), "--out", s(o)],
+        &["nan.csv", "line 3", "coordinate y is nan", "must be finite"],
+        Some(o),
+    );
     let inf = write(d.path(), "inf.xyz", b"0 0 0\n1 1 inf\n");
     fails(&["pairs", "--a", s(&good), "--b", s(&inf), "--out", s(o)], &["inf.xyz", "line 2", "finite"], Some(o));
     let empty = write(d.path(), "empty.csv", b"");
@@ -87,7 +92,11 @@ fn bad_inputs_fail_cleanly() {
     let unknown = write(d.path(), "points.txt2", b"0 0 0\n");
     fails(&["pairs", "--a", s(&unknown), "--b", s(&good)], &["points.txt2", "unknown extension"], None);
     fails(&["pairs", "--a", s(&good), "--b", "/no/such/file.csv"], &["/no/such/file.csv", "cannot open"], None);
-    fails(&["pairs", "--a", s(&good), "--b", s(&good), "--out", &format!("{}/out.parquet", d.path().display())], &["out.parquet"], None);
+    fails(
+        &["pairs", "--a", s(&good), "--b", s(&good), "--out", &format!("{}/out.parquet", d.path().display())],
+        &["out.parquet"],
+        None,
+    );
     fails(&["pairs", "--a", s(&good)], &["give both --a and --b"], None);
     fails(&["pairs", "--a", s(&good), "--b", s(&good), "--max-distance", "-1"], &["max-distance"], None);
     // A truncated binary file: a valid .npy header promising more rows than there are.
@@ -125,7 +134,9 @@ fn npy_f64_2cols() -> Vec<u8> {
 
 #[test]
 fn help_teaches_with_examples() {
-    for cmd in [&["pairs", "--help"][..], &["nearest", "--help"], &["gen", "points", "--help"], &["bench", "pairs", "--help"]] {
+    for cmd in
+        [&["pairs", "--help"][..], &["nearest", "--help"], &["gen", "points", "--help"], &["bench", "pairs", "--help"]]
+    {
         let o = nearkit(cmd);
         assert!(o.status.success());
         assert!(String::from_utf8_lossy(&o.stdout).contains("Examples:"), "{cmd:?}");
@@ -139,7 +150,18 @@ fn gen_is_reproducible_and_reads_back() {
         let p1 = d.path().join(format!("p1.{ext}"));
         let p2 = d.path().join(format!("p2.{ext}"));
         for p in [&p1, &p2] {
-            let o = nearkit(&["gen", "points", "--count", "500", "--distribution", "clustered", "--seed", "9", "--out", s(p)]);
+            let o = nearkit(&[
+                "gen",
+                "points",
+                "--count",
+                "500",
+                "--distribution",
+                "clustered",
+                "--seed",
+                "9",
+                "--out",
+                s(p),
+            ]);
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         }
         assert_eq!(std::fs::read(&p1).unwrap(), std::fs::read(&p2).unwrap(), "{ext}");

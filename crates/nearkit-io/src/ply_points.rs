@@ -55,7 +55,10 @@ pub fn read<T: Real, R: BufRead>(reader: &mut R, path: &Path) -> Result<Points<T
                 }
             }
             let verts = vparser.read_payload_for_element(reader, def, &header).map_err(|e| {
-                IoError::new(path, format!("truncated or malformed vertex data ({} vertices promised): {}", def.count, one_line(&e)))
+                IoError::new(
+                    path,
+                    format!("truncated or malformed vertex data ({} vertices promised): {}", def.count, one_line(&e)),
+                )
             })?;
             for (i, v) in verts.iter().enumerate() {
                 let [Some(x), Some(y), Some(z)] = v.0 else {

@@ -232,3 +232,35 @@ extern "C" __global__ void permute_candidates(const u32* perm, u32 n, const u64*
     a_out[i] = a[j];
     b_out[i] = b[j];
 }
+
+// The whole candidate sort of Candidates::sort_and_keep in one block, for n <= 2048: stable
+// passes by b (all-pairs only), then a, then squared distance, through shared memory.
+#define SMALL_SORT_THREADS 256
+#define SMALL_SORT_ITEMS 8
+extern "C" __global__ void sort_candidates_small(const u64* d2, const u32* a, const u32* b, u32 n, u32 a_bits, u32 b_bits,
+                                                 u32 d2_bits, u64* d2_out, u32* a_out, u32* b_out) {
+    typedef cub::BlockRadixSort<u64, SMALL_SORT_THREADS, SMALL_SORT_ITEMS, u32> Sort;
+    __shared__ typename Sort::TempStorage tmp;
+    u64 k[SMALL_SORT_ITEMS];
+    u32 v[SMALL_SORT_ITEMS];
+    for (int j = 0; j < SMALL_SORT_ITEMS; j++) v[j] = threadIdx.x * SMALL_SORT_ITEMS + j;
+    // Padding (index >= n) carries the all-ones key and stays behind equal keys (stability).
+    if (b_bits > 0) {
+        for (int j = 0; j < SMALL_SORT_ITEMS; j++) k[j] = v[j] < n ? (u64)b[v[j]] : ~0ull;
+        Sort(tmp).Sort(k, v, 0, (int)b_bits);
+        __syncthreads();
+    }
+    for (int j = 0; j < SMALL_SORT_ITEMS; j++) k[j] = v[j] < n ? (u64)a[v[j]] : ~0ull;
+    Sort(tmp).Sort(k, v, 0, (int)a_bits);
+    __syncthreads();
+    for (int j = 0; j < SMALL_SORT_ITEMS; j++) k[j] = v[j] < n ? d2[v[j]] : ~0ull;
+    Sort(tmp).Sort(k, v, 0, (int)d2_bits);
+    for (int j = 0; j < SMALL_SORT_ITEMS; j++) {
+        u32 p = threadIdx.x * SMALL_SORT_ITEMS + j;
+        if (p < n) {
+            d2_out[p] = d2[v[j]];
+            a_out[p] = a[v[j]];
+            b_out[p] = b[v[j]];
+        }
+    }
+}

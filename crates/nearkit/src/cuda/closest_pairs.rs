@@ -16,6 +16,8 @@ use crate::query::{check_inputs, to_pairs, Candidate, Nearest, Pair, PairMode, P
 use crate::real::{from_ordered_bits, Real};
 
 const BLOCK: u32 = 256;
+/// Candidate counts up to this are sorted by one block (sort_candidates_small).
+const SMALL_SORT: usize = 256 * 8;
 
 /// A point set in device memory (structure of arrays).
 pub struct DevicePoints<T> {
@@ -104,15 +106,17 @@ fn sort_chunk<T: Real>(
 ) -> Result<SortedChunk<T>> {
     let st = &be.stream;
     let len32 = len as u32;
-    let mut keys = be.alloc::<u64>(len)?;
-    let mut ids = be.alloc::<u32>(len)?;
+    let mut keys = be.alloc_uninit::<u64>(len)?;
+    let mut ids = be.alloc_uninit::<u32>(len)?;
     let f = be.func_t::<T>("morton_keys")?;
+    // The top 32 bits of the code order queries well enough for coherence, in half the passes.
+    let shift = 31u32;
     let mut l = st.launch_builder(&f);
-    l.arg(x).arg(y).arg(z).arg(&len32).arg(&tree.frame).arg(&mut keys).arg(&mut ids);
+    l.arg(x).arg(y).arg(z).arg(&len32).arg(&tree.frame).arg(&shift).arg(&mut keys).arg(&mut ids);
     unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
-    sort_pairs(be, &mut keys, &mut ids, len, 63)?;
+    sort_pairs(be, &mut keys, &mut ids, len, 32)?;
     drop(keys);
-    let (mut sx, mut sy, mut sz) = (be.alloc::<T>(len)?, be.alloc::<T>(len)?, be.alloc::<T>(len)?);
+    let (mut sx, mut sy, mut sz) = (be.alloc_uninit::<T>(len)?, be.alloc_uninit::<T>(len)?, be.alloc_uninit::<T>(len)?);
     let f = be.func_t::<T>("gather_points")?;
     let mut l = st.launch_builder(&f);
     l.arg(x).arg(y).arg(z).arg(&ids).arg(&len32).arg(&mut sx).arg(&mut sy).arg(&mut sz);
@@ -135,8 +139,8 @@ pub(super) fn nearest<T: Real>(
     let mut out = Nearest { b: Vec::with_capacity(a.len()), distance: Vec::with_capacity(a.len()) };
     for_each_chunk(be, &Source::Host(a), &tree, |c| {
         let len = c.points.len;
-        let mut ob = be.alloc::<u32>(len)?;
-        let mut od = be.alloc::<T>(len)?;
+        let mut ob = be.alloc_uninit::<u32>(len)?;
+        let mut od = be.alloc_uninit::<T>(len)?;
         let len32 = len as u32;
         let p = &c.points;
         let mut l = be.stream.launch_builder(&f);
@@ -188,13 +192,56 @@ fn run_pairs<T: Real>(
     opts: &PairsOptions<T>,
     r2: T,
 ) -> Result<Vec<Pair<T>>> {
+    let mut phases = Phases::new(be);
     let tree = DeviceTree::build(be, b)?;
-    let per_a = nearest_per_a(be, &tree, a, opts.k, r2)?;
+    phases.mark("tree build")?;
+    let per_a = nearest_per_a(be, &tree, a, opts.k, r2, &mut phases)?;
     let best = match opts.mode {
         PairMode::NearestPerA => per_a,
-        PairMode::AllPairs => all_pairs(be, &tree, a, opts.k, r2, &per_a)?,
+        PairMode::AllPairs => {
+            let best = all_pairs(be, &tree, a, opts.k, r2, &per_a)?;
+            phases.mark("all-pairs kNN")?;
+            best
+        }
     };
+    phases.report();
     Ok(to_pairs(&best, from_ordered_bits::<T>))
+}
+
+/// With NEARKIT_PROFILE=1, times each phase (synchronising the stream at every mark) and
+/// prints them to stderr; otherwise does nothing.
+struct Phases<'a> {
+    be: &'a CudaBackend,
+    on: bool,
+    last: std::time::Instant,
+    done: Vec<(&'static str, f64)>,
+}
+
+impl<'a> Phases<'a> {
+    fn new(be: &'a CudaBackend) -> Self {
+        let on = std::env::var("NEARKIT_PROFILE").as_deref() == Ok("1");
+        if on {
+            let _ = be.synchronize();
+        }
+        Phases { be, on, last: std::time::Instant::now(), done: Vec::new() }
+    }
+
+    fn mark(&mut self, name: &'static str) -> Result<()> {
+        if self.on {
+            self.be.synchronize()?;
+            let now = std::time::Instant::now();
+            self.done.push((name, (now - self.last).as_secs_f64() * 1e3));
+            self.last = now;
+        }
+        Ok(())
+    }
+
+    fn report(&self) {
+        if self.on {
+            let parts: Vec<String> = self.done.iter().map(|(n, ms)| format!("{n} {ms:.3} ms")).collect();
+            eprintln!("profile: {}", parts.join(", "));
+        }
+    }
 }
 
 /// Candidate pairs on the device: (squared distance bits, a, b) and how many there are.
@@ -207,7 +254,12 @@ struct Candidates {
 
 impl Candidates {
     fn new(be: &CudaBackend, capacity: usize) -> Result<Self> {
-        Ok(Candidates { d2: be.alloc(capacity)?, a: be.alloc(capacity)?, b: be.alloc(capacity)?, count: be.alloc(1)? })
+        Ok(Candidates {
+            d2: be.alloc_uninit(capacity)?,
+            a: be.alloc_uninit(capacity)?,
+            b: be.alloc_uninit(capacity)?,
+            count: be.alloc(1)?,
+        })
     }
 
     fn count(&self, be: &CudaBackend) -> Result<usize> {
@@ -230,15 +282,29 @@ impl Candidates {
         }
         let st = &be.stream;
         let n32 = n as u32;
-        let mut perm = be.alloc::<u32>(n)?;
-        let mut keys = be.alloc::<u64>(n)?;
+        let d2_bits: u32 = if T::NAME == "f32" { 31 } else { 63 };
+        if n <= SMALL_SORT {
+            // One block does every pass in shared memory: one launch instead of dozens.
+            let mut out = Candidates::new(be, self.d2.len())?;
+            let (a_bits, b_bits) = (bits_for(na), if with_b { bits_for(nb) } else { 0 });
+            let f = be.func("sort_candidates_small")?;
+            let mut l = st.launch_builder(&f);
+            l.arg(&self.d2).arg(&self.a).arg(&self.b).arg(&n32).arg(&a_bits).arg(&b_bits).arg(&d2_bits);
+            l.arg(&mut out.d2).arg(&mut out.a).arg(&mut out.b);
+            unsafe { l.launch(grid(256, 256)) }.map_err(cuda_err)?;
+            let kept = keep.min(n);
+            st.memcpy_htod(&[kept as u32], &mut out.count).map_err(cuda_err)?;
+            *self = out;
+            return Ok(kept);
+        }
+        let mut perm = be.alloc_uninit::<u32>(n)?;
+        let mut keys = be.alloc_uninit::<u64>(n)?;
         let f = be.func("iota_u32")?;
         let mut l = st.launch_builder(&f);
         l.arg(&mut perm).arg(&n32);
         unsafe { l.launch(grid(n, BLOCK)) }.map_err(cuda_err)?;
         let g32 = be.func("gather_u32_as_u64")?;
         let g64 = be.func("gather_u64")?;
-        let d2_bits = if T::NAME == "f32" { 31 } else { 63 };
         let mut columns: Vec<(&CudaSlice<u32>, u32)> = Vec::new();
         if with_b {
             columns.push((&self.b, bits_for(nb)));
@@ -283,6 +349,7 @@ fn nearest_per_a<T: Real>(
     a: &Source<'_, T>,
     k: usize,
     r2: T,
+    phases: &mut Phases<'_>,
 ) -> Result<Vec<Candidate>> {
     let na = a.len();
     let nb = tree.n as usize;
@@ -291,8 +358,8 @@ fn nearest_per_a<T: Real>(
     let chunk = chunk_size().min(na);
     let mut tau = st.clone_htod(&[r2]).map_err(cuda_err)?;
     let mut cands = Candidates::new(be, chunk + k)?;
-    let mut bound = be.alloc::<T>(chunk)?;
-    let mut hist = be.alloc::<u32>(1 << 16)?;
+    let mut bound = be.alloc_uninit::<T>(chunk)?;
+    let mut hist = be.alloc::<u32>(1 << 16)?; // zeroed per chunk
     let (f_bound, f_hist, f_sel, f_near) = (
         be.func_t::<T>("window_bound")?,
         be.func_t::<T>("d2_histogram")?,
@@ -302,6 +369,7 @@ fn nearest_per_a<T: Real>(
     let window = BOUND_WINDOW as u32;
     let k32 = k as u32;
     for_each_chunk(be, a, tree, |c| {
+        phases.mark("A upload + Morton order")?;
         let (len, off, last) = (c.points.len, c.offset, c.last);
         let (x, y, z) = (&c.points.x, &c.points.y, &c.points.z);
         let len32 = len as u32;
@@ -317,11 +385,13 @@ fn nearest_per_a<T: Real>(
             let mut l = st.launch_builder(&f_sel);
             l.arg(&hist).arg(&k32).arg(&mut tau);
             unsafe { l.launch(grid(1024, 1024)) }.map_err(cuda_err)?;
+            phases.mark("bound + threshold")?;
         }
         let mut l = st.launch_builder(&f_near);
         l.arg(x).arg(y).arg(z).arg(&c.ids).arg(&len32).arg(&off32).arg(&args).arg(&tau);
         l.arg(&mut cands.count).arg(&mut cands.d2).arg(&mut cands.a).arg(&mut cands.b);
         unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
+        phases.mark("exact search")?;
         if !last {
             // Keep the best k and tighten tau to the k-th, so the buffer never overflows.
             let n = cands.count(be)?;
@@ -337,7 +407,9 @@ fn nearest_per_a<T: Real>(
     })?;
     let n = cands.count(be)?;
     let kept = cands.sort_and_keep::<T>(be, n, na, nb, false, k)?;
-    cands.download(be, kept)
+    let out = cands.download(be, kept);
+    phases.mark("top-k select + download")?;
+    out
 }
 
 fn all_pairs<T: Real>(
@@ -373,7 +445,8 @@ fn all_pairs<T: Real>(
                 )
             }
             Source::Device(d) => {
-                let (mut qx, mut qy, mut qz) = (be.alloc::<T>(q)?, be.alloc::<T>(q)?, be.alloc::<T>(q)?);
+                let (mut qx, mut qy, mut qz) =
+                    (be.alloc_uninit::<T>(q)?, be.alloc_uninit::<T>(q)?, be.alloc_uninit::<T>(q)?);
                 let g = be.func_t::<T>("gather_points")?;
                 let mut l = st.launch_builder(&g);
                 l.arg(&d.x).arg(&d.y).arg(&d.z).arg(&qid).arg(&q32).arg(&mut qx).arg(&mut qy).arg(&mut qz);
@@ -381,8 +454,8 @@ fn all_pairs<T: Real>(
                 (qx, qy, qz)
             }
         };
-        let mut heap_d = be.alloc::<T>(q * k)?;
-        let mut heap_id = be.alloc::<u32>(q * k)?;
+        let mut heap_d = be.alloc_uninit::<T>(q * k)?;
+        let mut heap_id = be.alloc_uninit::<u32>(q * k)?;
         let mut l = st.launch_builder(&f);
         l.arg(&qx).arg(&qy).arg(&qz).arg(&qid).arg(&q32).arg(&args).arg(&k32).arg(&tau);
         l.arg(&mut heap_d)

@@ -115,6 +115,12 @@ impl CudaBackend {
         self.stream.alloc_zeros::<T>(n.max(1)).map_err(cuda_err)
     }
 
+    /// Device memory the caller fully writes before any read (no zero-fill pass).
+    pub(crate) fn alloc_uninit<T: cudarc::driver::DeviceRepr>(&self, n: usize) -> Result<CudaSlice<T>> {
+        // SAFETY: every use site writes each element before reading it.
+        unsafe { self.stream.alloc::<T>(n.max(1)) }.map_err(cuda_err)
+    }
+
     pub fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(cuda_err)
     }

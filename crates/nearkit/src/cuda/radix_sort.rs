@@ -19,7 +19,7 @@ pub(crate) fn exclusive_scan(be: &CudaBackend, data: &mut CudaSlice<u32>, n: usi
         unsafe { l.launch(grid(1024, 1024)) }.map_err(cuda_err)?;
         return Ok(());
     }
-    let mut sums = be.alloc::<u32>(tiles)?;
+    let mut sums = be.alloc_uninit::<u32>(tiles)?;
     let f = be.func("scan_tile_sums")?;
     let mut l = be.stream.launch_builder(&f);
     l.arg(&*data).arg(&n32).arg(&mut sums);
@@ -44,9 +44,9 @@ pub(crate) fn sort_pairs(
         return Ok(());
     }
     let tiles = n.div_ceil(SORT_TILE);
-    let mut keys_alt = be.alloc::<u64>(n)?;
-    let mut vals_alt = be.alloc::<u32>(n)?;
-    let mut counts = be.alloc::<u32>(256 * tiles)?;
+    let mut keys_alt = be.alloc_uninit::<u64>(n)?;
+    let mut vals_alt = be.alloc_uninit::<u32>(n)?;
+    let mut counts = be.alloc_uninit::<u32>(256 * tiles)?;
     let (up, down) = (be.func("radix_upsweep")?, be.func("radix_downsweep")?);
     let n32 = n as u32;
     let cfg = grid(tiles * 256, 256);

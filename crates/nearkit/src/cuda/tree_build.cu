@@ -49,15 +49,16 @@ __device__ void frame_impl(const typename Ord<T>::U* acc, T* frame) {
 }
 NK_INSTANTIATE(frame, (const Ord<R>::U* acc, R* frame), (acc, frame))
 
+// Morton codes shifted right by `shift` (queries only need a coarse order: fewer sort passes).
 template <typename T>
-__device__ void morton_keys_impl(const T* x, const T* y, const T* z, u32 n, const T* frame, u64* keys, u32* vals) {
+__device__ void morton_keys_impl(const T* x, const T* y, const T* z, u32 n, const T* frame, u32 shift, u64* keys, u32* vals) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    keys[i] = morton_code(frame, x[i], y[i], z[i]);
+    keys[i] = morton_code(frame, x[i], y[i], z[i]) >> shift;
     vals[i] = i;
 }
-NK_INSTANTIATE(morton_keys, (const R* x, const R* y, const R* z, u32 n, const R* frame, u64* keys, u32* vals),
-               (x, y, z, n, frame, keys, vals))
+NK_INSTANTIATE(morton_keys, (const R* x, const R* y, const R* z, u32 n, const R* frame, u32 shift, u64* keys, u32* vals),
+               (x, y, z, n, frame, shift, keys, vals))
 
 template <typename T>
 __device__ void gather_points_impl(const T* x, const T* y, const T* z, const u32* perm, u32 n, T* sx, T* sy, T* sz) {

@@ -48,7 +48,7 @@ impl<T: Real> DeviceTree<T> {
         let s = &be.stream;
 
         // Bounds -> frame, with exact float min/max through order-preserving integers.
-        let mut frame = be.alloc::<T>(4)?;
+        let mut frame = be.alloc_uninit::<T>(4)?;
         let blocks = n.div_ceil(256).min(1024);
         if T::NAME == "f32" {
             let mut acc = s.clone_htod(&[u32::MAX, u32::MAX, u32::MAX, 0, 0, 0]).map_err(cuda_err)?;
@@ -73,15 +73,16 @@ impl<T: Real> DeviceTree<T> {
         }
 
         // Morton keys, sorted with the ids as values (stable, so ties stay in id order).
-        let mut keys = be.alloc::<u64>(n)?;
-        let mut id = be.alloc::<u32>(n)?;
+        let mut keys = be.alloc_uninit::<u64>(n)?;
+        let mut id = be.alloc_uninit::<u32>(n)?;
         let f = be.func_t::<T>("morton_keys")?;
         let mut l = s.launch_builder(&f);
-        l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&n32).arg(&frame).arg(&mut keys).arg(&mut id);
+        let shift = 0u32;
+        l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&n32).arg(&frame).arg(&shift).arg(&mut keys).arg(&mut id);
         unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
         sort_pairs(be, &mut keys, &mut id, n, 63)?;
 
-        let (mut x, mut y, mut z) = (be.alloc::<T>(n)?, be.alloc::<T>(n)?, be.alloc::<T>(n)?);
+        let (mut x, mut y, mut z) = (be.alloc_uninit::<T>(n)?, be.alloc_uninit::<T>(n)?, be.alloc_uninit::<T>(n)?);
         let f = be.func_t::<T>("gather_points")?;
         let mut l = s.launch_builder(&f);
         l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&id).arg(&n32).arg(&mut x).arg(&mut y).arg(&mut z);
@@ -90,17 +91,19 @@ impl<T: Real> DeviceTree<T> {
         // Radix tree topology, then boxes bottom-up.
         let internal = n.saturating_sub(1);
         let (mut left, mut right, mut other_end) =
-            (be.alloc::<u32>(internal)?, be.alloc::<u32>(internal)?, be.alloc::<u32>(internal)?);
-        let mut lo = [be.alloc::<T>(internal)?, be.alloc::<T>(internal)?, be.alloc::<T>(internal)?];
-        let mut hi = [be.alloc::<T>(internal)?, be.alloc::<T>(internal)?, be.alloc::<T>(internal)?];
-        let mut min_id = be.alloc::<u32>(internal)?;
+            (be.alloc_uninit::<u32>(internal)?, be.alloc_uninit::<u32>(internal)?, be.alloc_uninit::<u32>(internal)?);
+        let mut lo =
+            [be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?];
+        let mut hi =
+            [be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?];
+        let mut min_id = be.alloc_uninit::<u32>(internal)?;
         if internal > 0 {
-            let mut parent = be.alloc::<u32>(internal + n)?;
+            let mut parent = be.alloc_uninit::<u32>(internal + n)?;
             let f = be.func("radix_nodes")?;
             let mut l = s.launch_builder(&f);
             l.arg(&keys).arg(&n32).arg(&mut left).arg(&mut right).arg(&mut other_end).arg(&mut parent);
             unsafe { l.launch(grid(internal, 256)) }.map_err(cuda_err)?;
-            let mut flags = be.alloc::<u32>(internal)?;
+            let mut flags = be.alloc::<u32>(internal)?; // zeroed: arrival counters
             let f = be.func_t::<T>("radix_boxes")?;
             let mut l = s.launch_builder(&f);
             l.arg(&x).arg(&y).arg(&z).arg(&id).arg(&n32).arg(&left).arg(&right).arg(&parent).arg(&mut flags);
