@@ -39,7 +39,6 @@ fn every_kernel_compiles_for_hopper() {
         "gather_points",
         "radix_boxes",
         "window_bound",
-        "d2_histogram",
         "select_threshold",
         "nearest_all",
         "nearest_candidates",

@@ -36,6 +36,9 @@ pub struct BenchPairsArgs {
     pub b_count: usize,
     #[arg(short, long, default_value_t = 100)]
     pub k: usize,
+    /// nearest-per-a (seed A's query) or all-pairs.
+    #[arg(long, default_value = "nearest-per-a", value_parser = parse_mode)]
+    pub mode: PairMode,
     /// Comma-separated distributions to run (see `nearkit gen points --help`).
     #[arg(long, default_value = "uniform-int,clustered")]
     pub workloads: String,
@@ -60,6 +63,10 @@ pub fn run(cmd: &BenchCommand) -> CliResult {
     }
 }
 
+fn parse_mode(s: &str) -> Result<PairMode, String> {
+    s.parse().map_err(|e: nearkit::Error| e.to_string())
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -81,7 +88,7 @@ fn run_t<T: Real>(args: &BenchPairsArgs) -> CliResult {
     let startup = t0.elapsed();
     let device = engine.describe();
     eprintln!("device: {device}; start-up {} (not counted below)", ms(startup));
-    let opts = PairsOptions::<T> { k: args.k, mode: PairMode::NearestPerA, max_distance: None };
+    let opts = PairsOptions::<T> { k: args.k, mode: args.mode, max_distance: None };
     let mut rows = Vec::new();
     for dist in workloads {
         let name = format!("{dist} {}x{}", short(args.a_count), short(args.b_count));
@@ -104,7 +111,7 @@ fn run_t<T: Real>(args: &BenchPairsArgs) -> CliResult {
         let check = check_against_cpu(&engine, &a, &b, &opts, &reference, args.no_check)?;
         rows.push(Row {
             workload: name.clone(),
-            what: format!("top-{} nearest-per-a", args.k),
+            what: format!("top-{} {}", args.k, args.mode),
             resident,
             end_to_end: e2e,
             check,

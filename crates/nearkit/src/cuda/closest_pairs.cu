@@ -58,9 +58,10 @@ __device__ void nearest_search(const Tree<T>& t, T qx, T qy, T qz, T& bd, u32& b
     }
 }
 
-// search::window_upper_bound.
+// search::window_upper_bound, counted straight into a histogram of the top 16 bits of each
+// bound (bits are monotone for values >= 0); select_threshold reads the k-th from it.
 template <typename T>
-__device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, u32 window, T* bound) {
+__device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, u32 window, u32* hist) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= na) return;
     T qx = ax[i], qy = ay[i], qz = az[i];
@@ -74,18 +75,10 @@ __device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na,
     u32 e = max(min(lo + window, t.n), s + 1);
     T best = t_inf<T>();
     for (u32 j = s; j < e; j++) best = t_min(best, dist2(qx, qy, qz, t.x[j], t.y[j], t.z[j]));
-    bound[i] = best;
+    atomicAdd(&hist[ordered_bits(best) >> (sizeof(T) * 8 - 16)], 1u);
 }
-NK_INSTANTIATE(window_bound, (const R* ax, const R* ay, const R* az, u32 na, Tree<R> t, u32 window, R* bound),
-               (ax, ay, az, na, t, window, bound))
-
-// Histogram of the top 16 bits of each squared distance (bits are monotone for values >= 0).
-template <typename T>
-__device__ void d2_histogram_impl(const T* d2, u32 n, u32* hist) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) atomicAdd(&hist[ordered_bits(d2[i]) >> (sizeof(T) * 8 - 16)], 1u);
-}
-NK_INSTANTIATE(d2_histogram, (const R* d2, u32 n, u32* hist), (d2, n, hist))
+NK_INSTANTIATE(window_bound, (const R* ax, const R* ay, const R* az, u32 na, Tree<R> t, u32 window, u32* hist),
+               (ax, ay, az, na, t, window, hist))
 
 // One block of 1024: finds the bin holding the k-th smallest value and lowers *tau to that
 // bin's largest value (an upper bound on the k-th smallest). Fewer than k values: no change.

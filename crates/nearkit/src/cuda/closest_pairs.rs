@@ -131,8 +131,7 @@ pub(super) fn nearest<T: Real>(
     max_distance: Option<T>,
 ) -> Result<Nearest<T>> {
     let r2 = check_inputs(a, b, max_distance)?;
-    let db = DevicePoints::upload(be, b)?;
-    let tree = DeviceTree::build(be, &db)?;
+    let tree = DeviceTree::build(be, &DevicePoints::upload(be, b)?)?;
     let args = tree.args(be);
     let r2_dev = be.stream.clone_htod(&[r2]).map_err(cuda_err)?;
     let f = be.func_t::<T>("nearest_all")?;
@@ -165,8 +164,9 @@ pub(super) fn closest_pairs<T: Real>(
     if opts.k == 0 {
         return Err(Error::ZeroK);
     }
-    let db = DevicePoints::upload(be, b)?;
-    run_pairs(be, &Source::Host(a), &db, opts, r2)
+    // B's unsorted copy is freed as soon as its tree is built.
+    let tree = DeviceTree::build(be, &DevicePoints::upload(be, b)?)?;
+    run_pairs(be, &Source::Host(a), tree, opts, r2)
 }
 
 pub(super) fn closest_pairs_resident<T: Real>(
@@ -182,19 +182,18 @@ pub(super) fn closest_pairs_resident<T: Real>(
         return Err(Error::InvalidArgument("empty point set".into()));
     }
     let r2 = opts.max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
-    run_pairs(be, &Source::Device(a), b, opts, r2)
+    let tree = DeviceTree::build(be, b)?;
+    run_pairs(be, &Source::Device(a), tree, opts, r2)
 }
 
 fn run_pairs<T: Real>(
     be: &CudaBackend,
     a: &Source<'_, T>,
-    b: &DevicePoints<T>,
+    tree: DeviceTree<T>,
     opts: &PairsOptions<T>,
     r2: T,
 ) -> Result<Vec<Pair<T>>> {
     let mut phases = Phases::new(be);
-    let tree = DeviceTree::build(be, b)?;
-    phases.mark("tree build")?;
     let per_a = nearest_per_a(be, &tree, a, opts.k, r2, &mut phases)?;
     let best = match opts.mode {
         PairMode::NearestPerA => per_a,
@@ -358,14 +357,9 @@ fn nearest_per_a<T: Real>(
     let chunk = chunk_size().min(na);
     let mut tau = st.clone_htod(&[r2]).map_err(cuda_err)?;
     let mut cands = Candidates::new(be, chunk + k)?;
-    let mut bound = be.alloc_uninit::<T>(chunk)?;
     let mut hist = be.alloc::<u32>(1 << 16)?; // zeroed per chunk
-    let (f_bound, f_hist, f_sel, f_near) = (
-        be.func_t::<T>("window_bound")?,
-        be.func_t::<T>("d2_histogram")?,
-        be.func_t::<T>("select_threshold")?,
-        be.func_t::<T>("nearest_candidates")?,
-    );
+    let (f_bound, f_sel, f_near) =
+        (be.func_t::<T>("window_bound")?, be.func_t::<T>("select_threshold")?, be.func_t::<T>("nearest_candidates")?);
     let window = BOUND_WINDOW as u32;
     let k32 = k as u32;
     for_each_chunk(be, a, tree, |c| {
@@ -375,12 +369,9 @@ fn nearest_per_a<T: Real>(
         let len32 = len as u32;
         let off32 = off as u32;
         if k < len {
-            let mut l = st.launch_builder(&f_bound);
-            l.arg(x).arg(y).arg(z).arg(&len32).arg(&args).arg(&window).arg(&mut bound);
-            unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
             st.memset_zeros(&mut hist).map_err(cuda_err)?;
-            let mut l = st.launch_builder(&f_hist);
-            l.arg(&bound).arg(&len32).arg(&mut hist);
+            let mut l = st.launch_builder(&f_bound);
+            l.arg(x).arg(y).arg(z).arg(&len32).arg(&args).arg(&window).arg(&mut hist);
             unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
             let mut l = st.launch_builder(&f_sel);
             l.arg(&hist).arg(&k32).arg(&mut tau);
