@@ -75,35 +75,50 @@ __device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na,
     u32 e = max(min(lo + window, t.n), s + 1);
     T best = t_inf<T>();
     for (u32 j = s; j < e; j++) best = t_min(best, dist2(qx, qy, qz, t.x[j], t.y[j], t.z[j]));
-    atomicAdd(&hist[ordered_bits(best) >> (sizeof(T) * 8 - 16)], 1u);
+    // Morton-ordered neighbours mostly share a bin: one atomic per bin per warp.
+    u32 bin = (u32)(ordered_bits(best) >> (sizeof(T) * 8 - 16));
+    u32 active = __activemask();
+    u32 same = __match_any_sync(active, bin);
+    if ((threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(&hist[bin], (u32)__popc(same));
 }
 NK_INSTANTIATE(window_bound, (const R* ax, const R* ay, const R* az, u32 na, Tree<R> t, u32 window, u32* hist),
                (ax, ay, az, na, t, window, hist))
 
-// One block of 1024: finds the bin holding the k-th smallest value and lowers *tau to that
-// bin's largest value (an upper bound on the k-th smallest). Fewer than k values: no change.
+// The threshold from the histogram, in two coalesced steps: per-bucket sums of 256 bins
+// (select_threshold_sums, 256 blocks), then one block finds the bucket and the bin holding
+// the k-th smallest value and lowers *tau to that bin's largest value (an upper bound on the
+// k-th smallest). Fewer than k values: *tau is left as it is.
+extern "C" __global__ void select_threshold_sums(const u32* hist, u32* sums) {
+    typedef cub::BlockReduce<u32, 256> Reduce;
+    __shared__ typename Reduce::TempStorage tmp;
+    u32 total = Reduce(tmp).Sum(hist[blockIdx.x * 256 + threadIdx.x]);
+    if (threadIdx.x == 0) sums[blockIdx.x] = total;
+}
+
 template <typename T>
-__device__ void select_threshold_impl(const u32* hist, u32 k, T* tau) {
-    typedef cub::BlockScan<u32, 1024> Scan;
+__device__ void select_threshold_impl(const u32* hist, const u32* sums, u32 k, T* tau) {
+    typedef cub::BlockScan<u32, 256> Scan;
     __shared__ typename Scan::TempStorage tmp;
-    const u32 per = 65536 / 1024;
-    u32 base = threadIdx.x * per, sum = 0;
-    for (u32 j = 0; j < per; j++) sum += hist[base + j];
-    u32 before_me;
-    Scan(tmp).ExclusiveSum(sum, before_me);
-    if (before_me < k && before_me + sum >= k) {
-        u32 acc = before_me, bin = base;
-        for (u32 j = 0; j < per; j++) {
-            acc += hist[base + j];
-            if (acc >= k) { bin = base + j; break; }
-        }
+    __shared__ u32 bucket, before_bucket;
+    u32 v = sums[threadIdx.x], excl;
+    Scan(tmp).ExclusiveSum(v, excl);
+    if (threadIdx.x == 0) bucket = 0xffffffffu;
+    __syncthreads();
+    if (excl < k && excl + v >= k) { bucket = threadIdx.x; before_bucket = excl; }
+    __syncthreads();
+    if (bucket == 0xffffffffu) return;
+    u32 h = hist[bucket * 256 + threadIdx.x];
+    Scan(tmp).ExclusiveSum(h, excl);
+    excl += before_bucket;
+    if (excl < k && excl + h >= k) {
+        u32 bin = bucket * 256 + threadIdx.x;
         const int shift = sizeof(T) * 8 - 16;
         u64 top = ((u64)(bin + 1) << shift) - 1;
-        T v = top >= ordered_bits(t_inf<T>()) ? t_inf<T>() : from_ordered_bits<T>(top);
-        *tau = t_min(*tau, v);
+        T val = top >= ordered_bits(t_inf<T>()) ? t_inf<T>() : from_ordered_bits<T>(top);
+        *tau = t_min(*tau, val);
     }
 }
-NK_INSTANTIATE(select_threshold, (const u32* hist, u32 k, R* tau), (hist, k, tau))
+NK_INSTANTIATE(select_threshold, (const u32* hist, const u32* sums, u32 k, R* tau), (hist, sums, k, tau))
 
 // Every query's nearest point within *r2 (inclusive); NO_ID and +inf when none.
 // Queries arrive in Morton order; a_ids[i] is query i's position in the caller's order.

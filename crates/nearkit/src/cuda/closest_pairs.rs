@@ -358,6 +358,8 @@ fn nearest_per_a<T: Real>(
     let mut tau = st.clone_htod(&[r2]).map_err(cuda_err)?;
     let mut cands = Candidates::new(be, chunk + k)?;
     let mut hist = be.alloc::<u32>(1 << 16)?; // zeroed per chunk
+    let mut bucket_sums = be.alloc_uninit::<u32>(256)?;
+    let f_sums = be.func("select_threshold_sums")?;
     let (f_bound, f_sel, f_near) =
         (be.func_t::<T>("window_bound")?, be.func_t::<T>("select_threshold")?, be.func_t::<T>("nearest_candidates")?);
     let window = BOUND_WINDOW as u32;
@@ -373,9 +375,12 @@ fn nearest_per_a<T: Real>(
             let mut l = st.launch_builder(&f_bound);
             l.arg(x).arg(y).arg(z).arg(&len32).arg(&args).arg(&window).arg(&mut hist);
             unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
+            let mut l = st.launch_builder(&f_sums);
+            l.arg(&hist).arg(&mut bucket_sums);
+            unsafe { l.launch(grid(1 << 16, 256)) }.map_err(cuda_err)?;
             let mut l = st.launch_builder(&f_sel);
-            l.arg(&hist).arg(&k32).arg(&mut tau);
-            unsafe { l.launch(grid(1024, 1024)) }.map_err(cuda_err)?;
+            l.arg(&hist).arg(&bucket_sums).arg(&k32).arg(&mut tau);
+            unsafe { l.launch(grid(256, 256)) }.map_err(cuda_err)?;
             phases.mark("bound + threshold")?;
         }
         let mut l = st.launch_builder(&f_near);

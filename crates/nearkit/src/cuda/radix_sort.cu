@@ -101,22 +101,8 @@ __device__ void scan_tiles(u32* data, u32 n, u64 first_tile, u64 tile_count, con
     }
 }
 
-// In-place exclusive scan by one block: each thread sums a contiguous run, one block-wide
-// scan of the run totals, then each thread rewrites its run. Two reads, one write, one sync.
 extern "C" __global__ void scan_single_block(u32* data, u32 n) {
-    typedef cub::BlockScan<u32, SCAN_THREADS> Scan;
-    __shared__ typename Scan::TempStorage tmp;
-    u32 per = (n + SCAN_THREADS - 1) / SCAN_THREADS;
-    u64 s = (u64)threadIdx.x * per, e = min(s + per, (u64)n);
-    u32 sum = 0;
-    for (u64 i = s; i < e; i++) sum += data[i];
-    u32 run;
-    Scan(tmp).ExclusiveSum(sum, run);
-    for (u64 i = s; i < e; i++) {
-        u32 v = data[i];
-        data[i] = run;
-        run += v;
-    }
+    scan_tiles(data, n, 0, ((u64)n + SCAN_TILE - 1) / SCAN_TILE, nullptr);
 }
 
 // Second half of a multi-block scan: tile t adds the scanned tile sum `sums[t]`.

@@ -7,13 +7,13 @@ use crate::error::Result;
 
 const SORT_TILE: usize = 256 * 8;
 const SCAN_TILE: usize = 1024 * 4;
-const SINGLE_BLOCK_SCAN: usize = 1024 * 96;
+/// Up to this many elements one block scans tile after tile; beyond, tiles run in parallel.
+const SINGLE_BLOCK_SCAN: usize = SCAN_TILE * 2;
 
 /// Exclusive prefix sum of the first `n` entries of `data`, in place.
 pub(crate) fn exclusive_scan(be: &CudaBackend, data: &mut CudaSlice<u32>, n: usize) -> Result<()> {
     let tiles = n.div_ceil(SCAN_TILE);
     let n32 = n as u32;
-    // One block while each thread's run stays short; beyond, tile sums in parallel first.
     if n <= SINGLE_BLOCK_SCAN {
         let f = be.func("scan_single_block")?;
         let mut l = be.stream.launch_builder(&f);

@@ -27,11 +27,18 @@ __device__ void bounds_impl(const T* x, const T* y, const T* z, u32 n, typename 
             hi[d] = t_max(hi[d], __shfl_down_sync(0xffffffffu, hi[d], off));
         }
     }
-    if ((threadIdx.x & 31) == 0) {
-        for (int d = 0; d < 3; d++) {
-            atomicMin((U*)&acc[d], (U)ord_enc(lo[d]));
-            atomicMax((U*)&acc[3 + d], (U)ord_enc(hi[d]));
-        }
+    // Warps -> block through shared memory, then one atomic per block and value.
+    __shared__ T s_lo[3][32], s_hi[3][32];
+    u32 warp = threadIdx.x / 32, lane = threadIdx.x & 31, warps = blockDim.x / 32;
+    if (lane == 0)
+        for (int d = 0; d < 3; d++) { s_lo[d][warp] = lo[d]; s_hi[d][warp] = hi[d]; }
+    __syncthreads();
+    if (threadIdx.x < 3) {
+        int d = threadIdx.x;
+        T l = s_lo[d][0], h = s_hi[d][0];
+        for (u32 w = 1; w < warps; w++) { l = t_min(l, s_lo[d][w]); h = t_max(h, s_hi[d][w]); }
+        atomicMin((U*)&acc[d], (U)ord_enc(l));
+        atomicMax((U*)&acc[3 + d], (U)ord_enc(h));
     }
 }
 NK_INSTANTIATE(bounds, (const R* x, const R* y, const R* z, u32 n, Ord<R>::U* acc), (x, y, z, n, acc))
