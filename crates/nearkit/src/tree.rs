@@ -30,6 +30,18 @@ pub const NO_ID: u32 = u32::MAX;
 /// Marks a child that is a single sorted point rather than an internal node.
 pub const CHILD_POINT: u32 = 1 << 31;
 
+/// Top bits of a Morton code that index `MortonTree::key_table`.
+pub const TABLE_BITS: u32 = 16;
+const TABLE_SHIFT: u32 = 63 - TABLE_BITS;
+
+/// First position in sorted `keys` whose key is >= `code`.
+#[inline]
+pub fn lower_bound(keys: &[u64], table: &[u32], code: u64) -> usize {
+    let b = (code >> TABLE_SHIFT) as usize;
+    let (lo, hi) = (table[b] as usize, table[b + 1] as usize);
+    lo + keys[lo..hi].partition_point(|&k| k < code)
+}
+
 /// The most points a tree can hold (child indices keep one bit for `CHILD_POINT`).
 pub const MAX_TREE_POINTS: usize = (CHILD_POINT - 1) as usize;
 
@@ -39,6 +51,9 @@ pub struct MortonTree<T> {
     pub leaf_size: u32,
     /// Sorted Morton codes of the points.
     pub keys: Vec<u64>,
+    /// `key_table[b]` = first position whose key's top `TABLE_BITS` bits are >= `b`
+    /// (`2^TABLE_BITS + 1` entries), so finding a code's place needs only a short search.
+    pub key_table: Vec<u32>,
     /// The points in sorted order, and their original ids.
     pub x: Vec<T>,
     pub y: Vec<T>,
@@ -135,6 +150,10 @@ impl<T: Real> MortonTree<T> {
         let keys: Vec<u64> = order.par_iter().map(|o| o.0).collect();
         let id: Vec<u32> = order.par_iter().map(|o| o.1).collect();
         drop(order);
+        let key_table: Vec<u32> = (0..=(1u64 << TABLE_BITS))
+            .into_par_iter()
+            .map(|b| keys.partition_point(|&k| k < (b << TABLE_SHIFT)) as u32)
+            .collect();
         let gather = |col: &Vec<T>| -> Vec<T> { id.par_iter().map(|&i| col[i as usize]).collect() };
         let (x, y, z) = (gather(&points.x), gather(&points.y), gather(&points.z));
 
@@ -149,6 +168,7 @@ impl<T: Real> MortonTree<T> {
             frame,
             leaf_size,
             keys,
+            key_table,
             x,
             y,
             z,

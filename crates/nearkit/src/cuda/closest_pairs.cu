@@ -66,7 +66,8 @@ __device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na,
     if (i >= na) return;
     T qx = ax[i], qy = ay[i], qz = az[i];
     u64 code = morton_code(t.frame, qx, qy, qz);
-    u32 lo = 0, hi = t.n;  // first key >= code
+    u32 b = (u32)(code >> TABLE_SHIFT);
+    u32 lo = t.key_table[b], hi = t.key_table[b + 1];  // first key >= code lies in [lo, hi]
     while (lo < hi) {
         u32 mid = lo + (hi - lo) / 2;
         if (t.keys[mid] < code) lo = mid + 1; else hi = mid;

@@ -49,11 +49,13 @@ struct Tree {
     const T* x; const T* y; const T* z;
     const u32* id;
     const u64* keys;
+    const u32* key_table;
     const T* frame;
     u32 n;
     u32 leaf_size;
-    u32 pad0, pad1;
 };
+#define TABLE_BITS 16
+#define TABLE_SHIFT (63 - TABLE_BITS)
 
 // MortonTree::box_dist2: a lower bound, in floating point, of the distance to every point inside.
 template <typename T>
