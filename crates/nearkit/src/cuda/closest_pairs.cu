@@ -61,7 +61,8 @@ __device__ void nearest_search(const Tree<T>& t, T qx, T qy, T qz, T& bd, u32& b
 // search::window_upper_bound, counted straight into a histogram of the top 16 bits of each
 // bound (bits are monotone for values >= 0); select_threshold reads the k-th from it.
 template <typename T>
-__device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, u32 window, u32* hist) {
+__device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, u32 window, u32 per_warp,
+                                  u32* hist) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= na) return;
     T qx = ax[i], qy = ay[i], qz = az[i];
@@ -76,14 +77,22 @@ __device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na,
     u32 e = max(min(lo + window, t.n), s + 1);
     T best = t_inf<T>();
     for (u32 j = s; j < e; j++) best = t_min(best, dist2(qx, qy, qz, t.x[j], t.y[j], t.z[j]));
-    // Morton-ordered neighbours mostly share a bin: one atomic per bin per warp.
-    u32 bin = (u32)(ordered_bits(best) >> (sizeof(T) * 8 - 16));
+    // With many queries, one value per warp, its minimum: a million same-bin atomics
+    // serialise in L2, and the k-th smallest of the warp minima still bounds the k-th smallest
+    // nearest distance from above (each of those k warps holds a query at least that close).
+    if (!per_warp) {
+        atomicAdd(&hist[ordered_bits(best) >> (sizeof(T) * 8 - 16)], 1u);
+        return;
+    }
     u32 active = __activemask();
-    u32 same = __match_any_sync(active, bin);
-    if ((threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(&hist[bin], (u32)__popc(same));
+    for (int off = 16; off > 0; off /= 2) {
+        T other = __shfl_down_sync(active, best, off);
+        if ((threadIdx.x & 31) + off < 32 && ((active >> ((threadIdx.x & 31) + off)) & 1)) best = t_min(best, other);
+    }
+    if ((threadIdx.x & 31) == __ffs(active) - 1) atomicAdd(&hist[ordered_bits(best) >> (sizeof(T) * 8 - 16)], 1u);
 }
-NK_INSTANTIATE(window_bound, (const R* ax, const R* ay, const R* az, u32 na, Tree<R> t, u32 window, u32* hist),
-               (ax, ay, az, na, t, window, hist))
+NK_INSTANTIATE(window_bound, (const R* ax, const R* ay, const R* az, u32 na, Tree<R> t, u32 window, u32 per_warp, u32* hist),
+               (ax, ay, az, na, t, window, per_warp, hist))
 
 // The threshold from the histogram, in two coalesced steps: per-bucket sums of 256 bins
 // (select_threshold_sums, 256 blocks), then one block finds the bucket and the bin holding

@@ -373,7 +373,9 @@ fn nearest_per_a<T: Real>(
         if k < len {
             st.memset_zeros(&mut hist).map_err(cuda_err)?;
             let mut l = st.launch_builder(&f_bound);
-            l.arg(x).arg(y).arg(z).arg(&len32).arg(&args).arg(&window).arg(&mut hist);
+            // Warp minima once there are at least 2k warps (see window_bound in the kernel).
+            let per_warp = u32::from(len >= 64 * k);
+            l.arg(x).arg(y).arg(z).arg(&len32).arg(&args).arg(&window).arg(&per_warp).arg(&mut hist);
             unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
             let mut l = st.launch_builder(&f_sums);
             l.arg(&hist).arg(&mut bucket_sums);

@@ -22,7 +22,8 @@ extern "C" __global__ void radix_upsweep(const u64* keys, u32 n, u32 shift, u32*
     for (u32 d = threadIdx.x; d < 256; d += blockDim.x) counts[(u64)d * tiles + blockIdx.x] = hist[d];
 }
 
-extern "C" __global__ void radix_downsweep(const u64* keys_in, const u32* vals_in, u64* keys_out, u32* vals_out,
+// At most 64 registers: four blocks per SM instead of two.
+extern "C" __global__ void __launch_bounds__(SORT_THREADS, 4) radix_downsweep(const u64* keys_in, const u32* vals_in, u64* keys_out, u32* vals_out,
                                            u32 n, u32 shift, const u32* offsets) {
     typedef cub::BlockRadixSort<u64, SORT_THREADS, SORT_ITEMS, u32> Sort;
     __shared__ union {
