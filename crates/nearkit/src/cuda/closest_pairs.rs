@@ -1,13 +1,13 @@
 //! Launches closest_pairs.cu: the plan of src/cpu/closest_pairs.rs on the device.
 //!
-//! A is processed in chunks (`NEARKIT_CUDA_CHUNK` points, 16M by default) so inputs larger
+//! A is processed in chunks (`NEARKIT_CUDA_CHUNK` points, 8M by default) so inputs larger
 //! than GPU memory work; B and its tree stay resident. Candidates are pruned to the best k
 //! between chunks, so their buffer never exceeds one chunk plus k.
 
 use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 
 use super::radix_sort::{bits_for, sort_pairs};
-use super::tree_build::DeviceTree;
+use super::tree_build::{BuildInput, DeviceTree};
 use super::{cuda_err, grid, CudaBackend};
 use crate::cpu::search_constants::BOUND_WINDOW;
 use crate::error::{Error, Result};
@@ -131,7 +131,7 @@ pub(super) fn nearest<T: Real>(
     max_distance: Option<T>,
 ) -> Result<Nearest<T>> {
     let r2 = check_inputs(a, b, max_distance)?;
-    let tree = DeviceTree::build(be, &DevicePoints::upload(be, b)?)?;
+    let tree = DeviceTree::build_from(be, BuildInput::Owned(DevicePoints::upload(be, b)?))?;
     let args = tree.args(be);
     let r2_dev = be.stream.clone_htod(&[r2]).map_err(cuda_err)?;
     let f = be.func_t::<T>("nearest_all")?;
@@ -165,7 +165,7 @@ pub(super) fn closest_pairs<T: Real>(
         return Err(Error::ZeroK);
     }
     // B's unsorted copy is freed as soon as its tree is built.
-    let tree = DeviceTree::build(be, &DevicePoints::upload(be, b)?)?;
+    let tree = DeviceTree::build_from(be, BuildInput::Owned(DevicePoints::upload(be, b)?))?;
     run_pairs(be, &Source::Host(a), tree, opts, r2)
 }
 

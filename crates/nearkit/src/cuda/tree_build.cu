@@ -130,7 +130,9 @@ __device__ void radix_boxes_impl(const T* x, const T* y, const T* z, const u32* 
     u32 node = parent[n - 1 + p];
     for (;;) {
         __threadfence();
-        if (atomicAdd(&flags[node], 1u) == 0) return;
+        // Arrival counters are bytes, four to a word (a node is reached at most twice).
+        u32 shift = (node & 3) * 8;
+        if (((atomicAdd(&flags[node >> 2], 1u << shift) >> shift) & 0xffu) == 0) return;
         T lo[3] = {t_inf<T>(), t_inf<T>(), t_inf<T>()};
         T hi[3] = {-t_inf<T>(), -t_inf<T>(), -t_inf<T>()};
         u32 mid = NO_ID;
@@ -166,15 +168,21 @@ NK_INSTANTIATE(radix_boxes, (const R* x, const R* y, const R* z, const u32* id, 
                              const u32* parent, u32* flags, R* lo_x, R* lo_y, R* lo_z, R* hi_x, R* hi_y, R* hi_z, u32* min_id),
                (x, y, z, id, n, left, right, parent, flags, lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, min_id))
 
+// tree.rs keys: the top 32 bits of each sorted code.
+extern "C" __global__ void narrow_keys(const u64* codes, u32 n, u32* keys) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) keys[i] = (u32)(codes[i] >> KEY_SHIFT);
+}
+
 // tree.rs key_table: table[b] = first position whose key is >= b << TABLE_SHIFT.
-extern "C" __global__ void key_table(const u64* keys, u32 n, u32* table) {
+extern "C" __global__ void key_table(const u32* keys, u32 n, u32* table) {
     u32 b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b > (1u << TABLE_BITS)) return;
-    u64 code = (u64)b << TABLE_SHIFT;
+    u64 key = (u64)b << TABLE_SHIFT;
     u32 lo = 0, hi = n;
     while (lo < hi) {
         u32 mid = lo + (hi - lo) / 2;
-        if (keys[mid] < code) lo = mid + 1; else hi = mid;
+        if ((u64)keys[mid] < key) lo = mid + 1; else hi = mid;
     }
     table[b] = lo;
 }

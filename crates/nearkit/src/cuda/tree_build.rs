@@ -14,7 +14,7 @@ use crate::tree::{MortonTree, DEFAULT_LEAF_SIZE, TABLE_BITS};
 pub struct DeviceTree<T> {
     pub n: u32,
     pub leaf_size: u32,
-    pub keys: CudaSlice<u64>,
+    pub keys: CudaSlice<u32>,
     pub key_table: CudaSlice<u32>,
     pub x: CudaSlice<T>,
     pub y: CudaSlice<T>,
@@ -41,8 +41,24 @@ pub(crate) struct TreeArgs {
 // SAFETY: plain old data matching the C struct's layout (17 pointers, 2 u32).
 unsafe impl DeviceRepr for TreeArgs {}
 
+/// The points a tree is built from: the caller's (kept) or a copy the build may free early.
+pub enum BuildInput<'a, T> {
+    Borrowed(&'a DevicePoints<T>),
+    Owned(DevicePoints<T>),
+}
+
 impl<T: Real> DeviceTree<T> {
     pub fn build(be: &CudaBackend, b: &DevicePoints<T>) -> Result<Self> {
+        Self::build_from(be, BuildInput::Borrowed(b))
+    }
+
+    /// Builds the tree. Buffers are allocated and freed in an order that keeps the peak low
+    /// (an owned input is freed once gathered; full codes before the box pass).
+    pub fn build_from(be: &CudaBackend, input: BuildInput<'_, T>) -> Result<Self> {
+        let b = match &input {
+            BuildInput::Borrowed(b) => *b,
+            BuildInput::Owned(b) => b,
+        };
         let n = b.len;
         let n32 = n as u32;
         let s = &be.stream;
@@ -73,14 +89,19 @@ impl<T: Real> DeviceTree<T> {
         }
 
         // Morton keys, sorted with the ids as values (stable, so ties stay in id order).
-        let mut keys = be.alloc_uninit::<u64>(n)?;
+        let mut codes = be.alloc_uninit::<u64>(n)?;
         let mut id = be.alloc_uninit::<u32>(n)?;
         let f = be.func_t::<T>("morton_keys")?;
         let mut l = s.launch_builder(&f);
         let shift = 0u32;
-        l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&n32).arg(&frame).arg(&shift).arg(&mut keys).arg(&mut id);
+        l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&n32).arg(&frame).arg(&shift).arg(&mut codes).arg(&mut id);
         unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
-        sort_pairs(be, &mut keys, &mut id, n, 63)?;
+        sort_pairs(be, &mut codes, &mut id, n, 63)?;
+        let mut keys = be.alloc_uninit::<u32>(n)?;
+        let f = be.func("narrow_keys")?;
+        let mut l = s.launch_builder(&f);
+        l.arg(&codes).arg(&n32).arg(&mut keys);
+        unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
         let table_len = (1usize << TABLE_BITS) + 1;
         let mut key_table = be.alloc_uninit::<u32>(table_len)?;
         let f = be.func("key_table")?;
@@ -93,23 +114,28 @@ impl<T: Real> DeviceTree<T> {
         let mut l = s.launch_builder(&f);
         l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&id).arg(&n32).arg(&mut x).arg(&mut y).arg(&mut z);
         unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+        drop(input);
 
         // Radix tree topology, then boxes bottom-up.
         let internal = n.saturating_sub(1);
         let (mut left, mut right, mut other_end) =
             (be.alloc_uninit::<u32>(internal)?, be.alloc_uninit::<u32>(internal)?, be.alloc_uninit::<u32>(internal)?);
+        let mut parent = be.alloc_uninit::<u32>(internal + n)?;
+        if internal > 0 {
+            let f = be.func("radix_nodes")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(&codes).arg(&n32).arg(&mut left).arg(&mut right).arg(&mut other_end).arg(&mut parent);
+            unsafe { l.launch(grid(internal, 256)) }.map_err(cuda_err)?;
+        }
+        // The full codes are needed no more: free them before the box pass, the memory peak.
+        drop(codes);
         let mut lo =
             [be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?];
         let mut hi =
             [be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?];
         let mut min_id = be.alloc_uninit::<u32>(internal)?;
         if internal > 0 {
-            let mut parent = be.alloc_uninit::<u32>(internal + n)?;
-            let f = be.func("radix_nodes")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&keys).arg(&n32).arg(&mut left).arg(&mut right).arg(&mut other_end).arg(&mut parent);
-            unsafe { l.launch(grid(internal, 256)) }.map_err(cuda_err)?;
-            let mut flags = be.alloc::<u32>(internal)?; // zeroed: arrival counters
+            let mut flags = be.alloc::<u32>(internal.div_ceil(4))?; // zeroed byte counters
             let f = be.func_t::<T>("radix_boxes")?;
             let mut l = s.launch_builder(&f);
             l.arg(&x).arg(&y).arg(&z).arg(&id).arg(&n32).arg(&left).arg(&right).arg(&parent).arg(&mut flags);
@@ -118,6 +144,7 @@ impl<T: Real> DeviceTree<T> {
             l.arg(lx).arg(ly).arg(lz).arg(hx).arg(hy).arg(hz).arg(&mut min_id);
             unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
         }
+        drop(parent);
         let leaf_size = DEFAULT_LEAF_SIZE;
         Ok(DeviceTree {
             n: n32,
