@@ -48,6 +48,10 @@ pub struct BenchPairsArgs {
     /// Skip the comparison with the CPU backend.
     #[arg(long)]
     pub no_check: bool,
+    /// CUDA: time only end to end (no copy of the inputs kept in GPU memory, e.g. to measure
+    /// the memory an end-to-end query needs).
+    #[arg(long)]
+    pub skip_resident: bool,
     #[command(flatten)]
     pub dev: DeviceArgs,
 }
@@ -99,7 +103,7 @@ fn run_t<T: Real>(args: &BenchPairsArgs) -> CliResult {
         let reference = engine.closest_pairs(&a, &b, &opts)?; // warm-up
         let e2e = time(args.runs, || engine.closest_pairs(&a, &b, &opts).map(drop))?;
         let mut resident = None;
-        if let Engine::Cuda(cuda) = &engine {
+        if let (Engine::Cuda(cuda), false) = (&engine, args.skip_resident) {
             let (da, db) = (cuda.upload(&a)?, cuda.upload(&b)?);
             cuda.synchronize()?;
             let again = cuda.closest_pairs_resident(&da, &db, &opts)?;
