@@ -87,9 +87,11 @@ __device__ __forceinline__ int common_prefix(const u64* keys, u32 n, u32 i, long
     return __clzll(a ^ b);
 }
 
-// One thread per internal node: children, other end, and parent links (parent[n-1+p] for
-// point p) for the bottom-up box pass.
-extern "C" __global__ void radix_nodes(const u64* keys, u32 n, u32* left, u32* right, u32* other_end, u32* parent) {
+// One thread per internal node: children, other end, parent links of internal children, and
+// each node's arrival counter (a byte, four to a word) preset to its number of point
+// children, which are ready from the start.
+extern "C" __global__ void radix_nodes(const u64* keys, u32 n, u32* left, u32* right, u32* other_end, u32* parent,
+                                       u32* flags) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i + 1 >= n) return;
     long long ii = i;
@@ -115,24 +117,22 @@ extern "C" __global__ void radix_nodes(const u64* keys, u32 n, u32* left, u32* r
     left[i] = lc;
     right[i] = rc;
     other_end[i] = (u32)j;
-    parent[(lc & CHILD_POINT) ? (n - 1 + (lc & ~CHILD_POINT)) : lc] = i;
-    parent[(rc & CHILD_POINT) ? (n - 1 + (rc & ~CHILD_POINT)) : rc] = i;
+    if (!(lc & CHILD_POINT)) parent[lc] = i;
+    if (!(rc & CHILD_POINT)) parent[rc] = i;
+    u32 ready = ((lc & CHILD_POINT) ? 1u : 0u) + ((rc & CHILD_POINT) ? 1u : 0u);
+    if (ready) atomicAdd(&flags[i >> 2], ready << ((i & 3) * 8));
 }
 
-// Bottom-up boxes: one thread per point climbs while it is the second to reach a node, so
-// every node is computed once, after both children. Children's boxes are read through L2
-// (__ldcg) because another block may have just written them.
+// Bottom-up boxes: a thread starts at each node whose children are both points and climbs
+// while it completes a node's second child, so every node is computed once, after both
+// children. Children's boxes are read through L2 (__ldcg): another block may have just
+// written them.
 template <typename T>
 __device__ void radix_boxes_impl(const T* x, const T* y, const T* z, const u32* id, u32 n, const u32* left, const u32* right,
                                  const u32* parent, u32* flags, T* lo_x, T* lo_y, T* lo_z, T* hi_x, T* hi_y, T* hi_z, u32* min_id) {
-    u32 p = blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n || n < 2) return;
-    u32 node = parent[n - 1 + p];
+    u32 node = blockIdx.x * blockDim.x + threadIdx.x;
+    if (node + 1 >= n || !(left[node] & CHILD_POINT) || !(right[node] & CHILD_POINT)) return;
     for (;;) {
-        __threadfence();
-        // Arrival counters are bytes, four to a word (a node is reached at most twice).
-        u32 shift = (node & 3) * 8;
-        if (((atomicAdd(&flags[node >> 2], 1u << shift) >> shift) & 0xffu) == 0) return;
         T lo[3] = {t_inf<T>(), t_inf<T>(), t_inf<T>()};
         T hi[3] = {-t_inf<T>(), -t_inf<T>(), -t_inf<T>()};
         u32 mid = NO_ID;
@@ -161,7 +161,11 @@ __device__ void radix_boxes_impl(const T* x, const T* y, const T* z, const u32* 
         hi_x[node] = hi[0]; hi_y[node] = hi[1]; hi_z[node] = hi[2];
         min_id[node] = mid;
         if (node == 0) return;
+        __threadfence();
         node = parent[node];
+        // The second arrival at a node (counting point children as arrived) computes it.
+        u32 shift = (node & 3) * 8;
+        if (((atomicAdd(&flags[node >> 2], 1u << shift) >> shift) & 0xffu) == 0) return;
     }
 }
 NK_INSTANTIATE(radix_boxes, (const R* x, const R* y, const R* z, const u32* id, u32 n, const u32* left, const u32* right,

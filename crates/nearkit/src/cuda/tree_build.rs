@@ -120,11 +120,12 @@ impl<T: Real> DeviceTree<T> {
         let internal = n.saturating_sub(1);
         let (mut left, mut right, mut other_end) =
             (be.alloc_uninit::<u32>(internal)?, be.alloc_uninit::<u32>(internal)?, be.alloc_uninit::<u32>(internal)?);
-        let mut parent = be.alloc_uninit::<u32>(internal + n)?;
+        let mut parent = be.alloc_uninit::<u32>(internal)?;
+        let mut flags = be.alloc::<u32>(internal.div_ceil(4))?; // zeroed byte counters
         if internal > 0 {
             let f = be.func("radix_nodes")?;
             let mut l = s.launch_builder(&f);
-            l.arg(&codes).arg(&n32).arg(&mut left).arg(&mut right).arg(&mut other_end).arg(&mut parent);
+            l.arg(&codes).arg(&n32).arg(&mut left).arg(&mut right).arg(&mut other_end).arg(&mut parent).arg(&mut flags);
             unsafe { l.launch(grid(internal, 256)) }.map_err(cuda_err)?;
         }
         // The full codes are needed no more: free them before the box pass, the memory peak.
@@ -135,16 +136,15 @@ impl<T: Real> DeviceTree<T> {
             [be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?, be.alloc_uninit::<T>(internal)?];
         let mut min_id = be.alloc_uninit::<u32>(internal)?;
         if internal > 0 {
-            let mut flags = be.alloc::<u32>(internal.div_ceil(4))?; // zeroed byte counters
             let f = be.func_t::<T>("radix_boxes")?;
             let mut l = s.launch_builder(&f);
             l.arg(&x).arg(&y).arg(&z).arg(&id).arg(&n32).arg(&left).arg(&right).arg(&parent).arg(&mut flags);
             let [lx, ly, lz] = &mut lo;
             let [hx, hy, hz] = &mut hi;
             l.arg(lx).arg(ly).arg(lz).arg(hx).arg(hy).arg(hz).arg(&mut min_id);
-            unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+            unsafe { l.launch(grid(internal, 256)) }.map_err(cuda_err)?;
         }
-        drop(parent);
+        drop((parent, flags));
         let leaf_size = DEFAULT_LEAF_SIZE;
         Ok(DeviceTree {
             n: n32,
