@@ -30,20 +30,33 @@ pub const NO_ID: u32 = u32::MAX;
 /// Marks a child that is a single sorted point rather than an internal node.
 pub const CHILD_POINT: u32 = 1 << 31;
 
-/// The tree keeps the top 32 bits of each 63-bit code (`code >> KEY_SHIFT`): enough to place
-/// a query among the points for the bound search, at half the memory.
-pub const KEY_SHIFT: u32 = 31;
-/// Top bits of a 32-bit key that index `MortonTree::key_table`.
+/// Top bits of a Morton code that index `MortonTree::key_table`.
 pub const TABLE_BITS: u32 = 16;
-const TABLE_SHIFT: u32 = 32 - TABLE_BITS;
+const TABLE_SHIFT: u32 = 63 - TABLE_BITS;
 
-/// First position in the sorted 32-bit `keys` whose key is >= the top 32 bits of `code`.
-#[inline]
-pub fn lower_bound(keys: &[u32], table: &[u32], code: u64) -> usize {
-    let key = (code >> KEY_SHIFT) as u32;
-    let b = (key >> TABLE_SHIFT) as usize;
-    let (lo, hi) = (table[b] as usize, table[b + 1] as usize);
-    lo + keys[lo..hi].partition_point(|&k| k < key)
+impl<T: Real> MortonTree<T> {
+    /// Morton code of sorted point `i`: recomputed from its coordinates (exactly as the build
+    /// computed it), so the tree stores no keys.
+    #[inline(always)]
+    pub fn code(&self, i: usize) -> u64 {
+        self.frame.code(self.x[i], self.y[i], self.z[i])
+    }
+
+    /// First sorted position whose Morton code is >= `code`.
+    #[inline]
+    pub fn lower_bound(&self, code: u64) -> usize {
+        let b = (code >> TABLE_SHIFT) as usize;
+        let (mut lo, mut hi) = (self.key_table[b] as usize, self.key_table[b + 1] as usize);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.code(mid) < code {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
 }
 
 /// The most points a tree can hold (child indices keep one bit for `CHILD_POINT`).
@@ -53,10 +66,8 @@ pub const MAX_TREE_POINTS: usize = (CHILD_POINT - 1) as usize;
 pub struct MortonTree<T> {
     pub frame: MortonFrame<T>,
     pub leaf_size: u32,
-    /// Top 32 bits of the points' sorted Morton codes (the full codes only shape the tree).
-    pub keys: Vec<u32>,
-    /// `key_table[b]` = first position whose key's top `TABLE_BITS` bits are >= `b`
-    /// (`2^TABLE_BITS + 1` entries), so finding a code's place needs only a short search.
+    /// `key_table[b]` = first sorted position whose Morton code's top `TABLE_BITS` bits are
+    /// >= `b` (`2^TABLE_BITS + 1` entries), so finding a code's place needs only a short search.
     pub key_table: Vec<u32>,
     /// The points in sorted order, and their original ids.
     pub x: Vec<T>,
@@ -154,10 +165,9 @@ impl<T: Real> MortonTree<T> {
         let codes: Vec<u64> = order.par_iter().map(|o| o.0).collect();
         let id: Vec<u32> = order.par_iter().map(|o| o.1).collect();
         drop(order);
-        let keys: Vec<u32> = codes.par_iter().map(|&c| (c >> KEY_SHIFT) as u32).collect();
         let key_table: Vec<u32> = (0..=(1u64 << TABLE_BITS))
             .into_par_iter()
-            .map(|b| keys.partition_point(|&k| (k as u64) < (b << TABLE_SHIFT)) as u32)
+            .map(|b| codes.partition_point(|&c| c < (b << TABLE_SHIFT)) as u32)
             .collect();
         let gather = |col: &Vec<T>| -> Vec<T> { id.par_iter().map(|&i| col[i as usize]).collect() };
         let (x, y, z) = (gather(&points.x), gather(&points.y), gather(&points.z));
@@ -173,7 +183,6 @@ impl<T: Real> MortonTree<T> {
         let mut tree = MortonTree {
             frame,
             leaf_size,
-            keys,
             key_table,
             x,
             y,

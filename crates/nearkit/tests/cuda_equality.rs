@@ -29,7 +29,7 @@ fn same_tree<T: Real>(seed: u64) {
         let cpu = MortonTree::build(&b, DEFAULT_LEAF_SIZE);
         let dev = gpu.build_tree_to_host(&b).unwrap();
         assert_eq!(cpu.frame, dev.frame, "{name}: frame");
-        assert_eq!(cpu.keys, dev.keys, "{name}: keys");
+        assert_eq!(cpu.key_table, dev.key_table, "{name}: key table");
         assert_eq!(cpu.id, dev.id, "{name}: ids");
         assert_eq!(
             (&cpu.left, &cpu.right, &cpu.other_end),

@@ -29,7 +29,6 @@ fn every_kernel_compiles_for_hopper() {
         "iota_u32",
         "permute_candidates",
         "radix_nodes",
-        "narrow_keys",
         "key_table",
         "select_threshold_sums",
     ] {

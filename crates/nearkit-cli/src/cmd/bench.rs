@@ -100,7 +100,22 @@ fn run_t<T: Real>(args: &BenchPairsArgs) -> CliResult {
         let a = generate::<T>(dist, args.a_count, SEED_A_RANGE, 2026);
         let b = generate::<T>(dist, args.b_count, SEED_A_RANGE, 2027);
 
+        if let Engine::Cuda(cuda) = &engine {
+            cuda.memory_high_water(true)?;
+        }
         let reference = engine.closest_pairs(&a, &b, &opts)?; // warm-up
+        if let Engine::Cuda(cuda) = &engine {
+            // One end-to-end query from host arrays: its peak of live GPU allocations.
+            let (used, reserved) = cuda.memory_high_water(false)?;
+            let input = 3 * (a.len() + b.len()) * std::mem::size_of::<T>();
+            eprintln!(
+                "  GPU memory, one end-to-end query: peak live {:.1} MiB ({:.2}x the {:.1} MiB input), pool reserved {:.1} MiB",
+                used as f64 / 1048576.0,
+                used as f64 / input as f64,
+                input as f64 / 1048576.0,
+                reserved as f64 / 1048576.0
+            );
+        }
         let e2e = time(args.runs, || engine.closest_pairs(&a, &b, &opts).map(drop))?;
         let mut resident = None;
         if let (Engine::Cuda(cuda), false) = (&engine, args.skip_resident) {

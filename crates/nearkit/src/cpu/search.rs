@@ -6,7 +6,7 @@
 //! the smaller id, without an epsilon anywhere. src/cuda/closest_pairs.cu mirrors this file.
 
 use crate::real::{dist2, Real};
-use crate::tree::{lower_bound, MortonTree, CHILD_POINT, NO_ID};
+use crate::tree::{MortonTree, CHILD_POINT, NO_ID};
 
 /// Deeper than any radix tree over 63-bit keys and 31-bit indices (depth <= 95).
 pub const STACK: usize = 128;
@@ -150,7 +150,7 @@ pub fn knn<T: Real>(tree: &MortonTree<T>, q: [T; 3], k: usize, r2: T, out: &mut 
 #[inline]
 pub fn window_upper_bound<T: Real>(tree: &MortonTree<T>, q: [T; 3], window: usize) -> T {
     let code = tree.frame.code(q[0], q[1], q[2]);
-    let pos = lower_bound(&tree.keys, &tree.key_table, code);
+    let pos = tree.lower_bound(code);
     let n = tree.len();
     let s = pos.saturating_sub(window);
     let e = (pos + window).min(n).max(s + 1);

@@ -66,12 +66,13 @@ __device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na,
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= na) return;
     T qx = ax[i], qy = ay[i], qz = az[i];
-    u32 key = (u32)(morton_code(t.frame, qx, qy, qz) >> KEY_SHIFT);
-    u32 b = key >> TABLE_SHIFT;
-    u32 lo = t.key_table[b], hi = t.key_table[b + 1];  // first key >= key lies in [lo, hi]
+    // MortonTree::lower_bound: codes of sorted points are recomputed, not stored.
+    u64 code = morton_code(t.frame, qx, qy, qz);
+    u32 b = (u32)(code >> TABLE_SHIFT);
+    u32 lo = t.key_table[b], hi = t.key_table[b + 1];  // first code >= code lies in [lo, hi]
     while (lo < hi) {
         u32 mid = lo + (hi - lo) / 2;
-        if (t.keys[mid] < key) lo = mid + 1; else hi = mid;
+        if (morton_code(t.frame, t.x[mid], t.y[mid], t.z[mid]) < code) lo = mid + 1; else hi = mid;
     }
     u32 s = lo > window ? lo - window : 0;
     u32 e = max(min(lo + window, t.n), s + 1);

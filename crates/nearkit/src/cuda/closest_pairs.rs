@@ -1,12 +1,13 @@
 //! Launches closest_pairs.cu: the plan of src/cpu/closest_pairs.rs on the device.
 //!
-//! A is processed in chunks (`NEARKIT_CUDA_CHUNK` points, 8M by default) so inputs larger
+//! A is processed in chunks (`NEARKIT_CUDA_CHUNK` points, 4M by default) so inputs larger
 //! than GPU memory work; B and its tree stay resident. Candidates are pruned to the best k
 //! between chunks, so their buffer never exceeds one chunk plus k.
 
 use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 
 use super::radix_sort::{bits_for, sort_pairs};
+use super::staging::{upload_columns, Slot};
 use super::tree_build::{BuildInput, DeviceTree};
 use super::{cuda_err, grid, CudaBackend};
 use crate::cpu::search_constants::BOUND_WINDOW;
@@ -29,17 +30,12 @@ pub struct DevicePoints<T> {
 
 impl<T: Real> DevicePoints<T> {
     pub fn upload(be: &CudaBackend, p: &Points<T>) -> Result<Self> {
-        Self::upload_range(be, p, 0, p.len())
+        Self::upload_range(be, p, 0, p.len(), Slot::B)
     }
 
-    fn upload_range(be: &CudaBackend, p: &Points<T>, s: usize, e: usize) -> Result<Self> {
-        let st = &be.stream;
-        Ok(DevicePoints {
-            x: st.clone_htod(&p.x[s..e]).map_err(cuda_err)?,
-            y: st.clone_htod(&p.y[s..e]).map_err(cuda_err)?,
-            z: st.clone_htod(&p.z[s..e]).map_err(cuda_err)?,
-            len: e - s,
-        })
+    fn upload_range(be: &CudaBackend, p: &Points<T>, s: usize, e: usize, slot: Slot) -> Result<Self> {
+        let [x, y, z] = upload_columns(be, [&p.x[s..e], &p.y[s..e], &p.z[s..e]], slot)?;
+        Ok(DevicePoints { x, y, z, len: e - s })
     }
 }
 
@@ -85,7 +81,7 @@ fn for_each_chunk<T: Real>(
         let e = (s + c).min(n);
         let chunk = match a {
             Source::Host(p) => {
-                let d = DevicePoints::upload_range(be, p, s, e)?;
+                let d = DevicePoints::upload_range(be, p, s, e, Slot::A)?;
                 sort_chunk(be, tree, &d.x.as_view(), &d.y.as_view(), &d.z.as_view(), e - s)?
             }
             Source::Device(d) => sort_chunk(be, tree, &d.x.slice(s..e), &d.y.slice(s..e), &d.z.slice(s..e), e - s)?,

@@ -48,15 +48,13 @@ struct Tree {
     const u32* left; const u32* right; const u32* other_end;
     const T* x; const T* y; const T* z;
     const u32* id;
-    const u32* keys;
     const u32* key_table;
     const T* frame;
     u32 n;
     u32 leaf_size;
 };
-#define KEY_SHIFT 31
 #define TABLE_BITS 16
-#define TABLE_SHIFT (32 - TABLE_BITS)
+#define TABLE_SHIFT (63 - TABLE_BITS)
 
 // MortonTree::box_dist2: a lower bound, in floating point, of the distance to every point inside.
 template <typename T>

@@ -5,6 +5,7 @@
 mod closest_pairs;
 pub mod compile;
 mod radix_sort;
+mod staging;
 mod tree_build;
 
 use std::collections::HashMap;
@@ -31,6 +32,7 @@ pub struct CudaBackend {
     functions: Mutex<HashMap<String, CudaFunction>>,
     /// One query at a time per device: they share the stream.
     busy: Mutex<()>,
+    staging: staging::Staging,
 }
 
 pub(crate) fn cuda_err(e: DriverError) -> Error {
@@ -86,6 +88,7 @@ impl CudaBackend {
             module,
             functions: Mutex::new(HashMap::new()),
             busy: Mutex::new(()),
+            staging: Default::default(),
         })
     }
 
@@ -119,6 +122,35 @@ impl CudaBackend {
     pub(crate) fn alloc_uninit<T: cudarc::driver::DeviceRepr>(&self, n: usize) -> Result<CudaSlice<T>> {
         // SAFETY: every use site writes each element before reading it.
         unsafe { self.stream.alloc::<T>(n.max(1)) }.map_err(cuda_err)
+    }
+
+    /// High-water marks of this device's memory pool, in bytes: `(used, reserved)` — live
+    /// allocations, and what the pool held from the device (fragmentation included).
+    /// `reset` starts new marks (for measuring one query).
+    pub fn memory_high_water(&self, reset: bool) -> Result<(u64, u64)> {
+        use cudarc::driver::sys::{self, CUmemPool_attribute as A};
+        self.synchronize()?;
+        let ctx = self.stream.context();
+        let mut pool = std::ptr::null_mut();
+        let (mut used, mut reserved) = (0u64, 0u64);
+        // SAFETY: driver queries on this context's own device pool; 64-bit out-parameters.
+        unsafe {
+            ctx.bind_to_thread().map_err(cuda_err)?;
+            sys::cuDeviceGetMemPool(&mut pool, ctx.cu_device()).result().map_err(cuda_err)?;
+            sys::cuMemPoolGetAttribute(pool, A::CU_MEMPOOL_ATTR_USED_MEM_HIGH, &mut used as *mut u64 as *mut _)
+                .result()
+                .map_err(cuda_err)?;
+            sys::cuMemPoolGetAttribute(pool, A::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &mut reserved as *mut u64 as *mut _)
+                .result()
+                .map_err(cuda_err)?;
+            if reset {
+                let mut zero = 0u64;
+                for a in [A::CU_MEMPOOL_ATTR_USED_MEM_HIGH, A::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH] {
+                    sys::cuMemPoolSetAttribute(pool, a, &mut zero as *mut u64 as *mut _).result().map_err(cuda_err)?;
+                }
+            }
+        }
+        Ok((used, reserved))
     }
 
     pub fn synchronize(&self) -> Result<()> {

@@ -22,40 +22,37 @@ extern "C" __global__ void radix_upsweep(const u64* keys, u32 n, u32 shift, u32*
     for (u32 d = threadIdx.x; d < 256; d += blockDim.x) counts[(u64)d * tiles + blockIdx.x] = hist[d];
 }
 
-// At most 64 registers: four blocks per SM instead of two.
-extern "C" __global__ void __launch_bounds__(SORT_THREADS, 4) radix_downsweep(const u64* keys_in, const u32* vals_in, u64* keys_out, u32* vals_out,
-                                           u32 n, u32 shift, const u32* offsets) {
-    typedef cub::BlockRadixSort<u64, SORT_THREADS, SORT_ITEMS, u32> Sort;
-    __shared__ union {
-        typename Sort::TempStorage sort;
-        unsigned short digit[SORT_TILE];
-    } smem;
-    __shared__ u32 first[256];
+// Ranks each key of the tile by its digit with match.any (CUB's BlockRadixRankMatch, as in
+// onesweep) and scatters it straight to its place: no shared-memory sort of the tile. Keys are
+// loaded warp-striped, the order the ranking keeps, so the sort stays stable.
+extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_downsweep(const u64* keys_in, const u32* vals_in,
+                                                                         u64* keys_out, u32* vals_out, u32 n,
+                                                                         u32 shift, const u32* offsets) {
+    typedef cub::BlockRadixRankMatch<SORT_THREADS, 8, false> Rank;
+    __shared__ typename Rank::TempStorage tmp;
+    __shared__ u32 tile_start[256];
     u32 tiles = gridDim.x;
-    u64 base = (u64)blockIdx.x * SORT_TILE;
+    u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    u64 base = (u64)blockIdx.x * SORT_TILE + (u64)warp * (32 * SORT_ITEMS) + lane;
     u64 k[SORT_ITEMS];
     u32 v[SORT_ITEMS];
+    int rank[SORT_ITEMS];
     for (int i = 0; i < SORT_ITEMS; i++) {
-        u64 g = base + threadIdx.x * SORT_ITEMS + i;
-        // Padding sorts last: all-ones has the largest digit, and stability keeps it behind.
+        u64 g = base + (u64)i * 32;
+        // Padding comes last in warp-striped order and carries the largest digit.
         k[i] = g < n ? keys_in[g] : ~0ull;
         v[i] = g < n ? vals_in[g] : 0;
     }
-    Sort(smem.sort).Sort(k, v, (int)shift, (int)shift + 8);
-    __syncthreads();
-    for (int i = 0; i < SORT_ITEMS; i++) smem.digit[threadIdx.x * SORT_ITEMS + i] = (unsigned short)((k[i] >> shift) & 0xff);
+    int prefix[1];
+    Rank(tmp).RankKeys(k, rank, cub::BFEDigitExtractor<u64>(shift, 8), prefix);
+    // Thread d holds the tile-local start of digit d.
+    tile_start[threadIdx.x] = (u32)prefix[0];
     __syncthreads();
     for (int i = 0; i < SORT_ITEMS; i++) {
-        u32 p = threadIdx.x * SORT_ITEMS + i;
-        if (p == 0 || smem.digit[p] != smem.digit[p - 1]) first[smem.digit[p]] = p;
-    }
-    __syncthreads();
-    u32 valid = (u32)min((u64)SORT_TILE, (u64)n - base);
-    for (int i = 0; i < SORT_ITEMS; i++) {
-        u32 p = threadIdx.x * SORT_ITEMS + i;
-        if (p < valid) {
+        u64 g = base + (u64)i * 32;
+        if (g < n) {
             u32 d = (u32)((k[i] >> shift) & 0xff);
-            u64 dst = (u64)offsets[(u64)d * tiles + blockIdx.x] + (p - first[d]);
+            u64 dst = (u64)offsets[(u64)d * tiles + blockIdx.x] + (u32)rank[i] - tile_start[d];
             keys_out[dst] = k[i];
             vals_out[dst] = v[i];
         }

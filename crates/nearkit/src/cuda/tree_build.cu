@@ -172,21 +172,15 @@ NK_INSTANTIATE(radix_boxes, (const R* x, const R* y, const R* z, const u32* id, 
                              const u32* parent, u32* flags, R* lo_x, R* lo_y, R* lo_z, R* hi_x, R* hi_y, R* hi_z, u32* min_id),
                (x, y, z, id, n, left, right, parent, flags, lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, min_id))
 
-// tree.rs keys: the top 32 bits of each sorted code.
-extern "C" __global__ void narrow_keys(const u64* codes, u32 n, u32* keys) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) keys[i] = (u32)(codes[i] >> KEY_SHIFT);
-}
-
-// tree.rs key_table: table[b] = first position whose key is >= b << TABLE_SHIFT.
-extern "C" __global__ void key_table(const u32* keys, u32 n, u32* table) {
+// tree.rs key_table: table[b] = first position whose code is >= b << TABLE_SHIFT.
+extern "C" __global__ void key_table(const u64* codes, u32 n, u32* table) {
     u32 b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b > (1u << TABLE_BITS)) return;
-    u64 key = (u64)b << TABLE_SHIFT;
+    u64 code = (u64)b << TABLE_SHIFT;
     u32 lo = 0, hi = n;
     while (lo < hi) {
         u32 mid = lo + (hi - lo) / 2;
-        if ((u64)keys[mid] < key) lo = mid + 1; else hi = mid;
+        if (codes[mid] < code) lo = mid + 1; else hi = mid;
     }
     table[b] = lo;
 }

@@ -14,7 +14,6 @@ use crate::tree::{MortonTree, DEFAULT_LEAF_SIZE, TABLE_BITS};
 pub struct DeviceTree<T> {
     pub n: u32,
     pub leaf_size: u32,
-    pub keys: CudaSlice<u32>,
     pub key_table: CudaSlice<u32>,
     pub x: CudaSlice<T>,
     pub y: CudaSlice<T>,
@@ -34,11 +33,11 @@ pub struct DeviceTree<T> {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct TreeArgs {
-    ptrs: [u64; 17],
+    ptrs: [u64; 16],
     n: u32,
     leaf_size: u32,
 }
-// SAFETY: plain old data matching the C struct's layout (17 pointers, 2 u32).
+// SAFETY: plain old data matching the C struct's layout (16 pointers, 2 u32).
 unsafe impl DeviceRepr for TreeArgs {}
 
 /// The points a tree is built from: the caller's (kept) or a copy the build may free early.
@@ -97,16 +96,11 @@ impl<T: Real> DeviceTree<T> {
         l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&n32).arg(&frame).arg(&shift).arg(&mut codes).arg(&mut id);
         unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
         sort_pairs(be, &mut codes, &mut id, n, 63)?;
-        let mut keys = be.alloc_uninit::<u32>(n)?;
-        let f = be.func("narrow_keys")?;
-        let mut l = s.launch_builder(&f);
-        l.arg(&codes).arg(&n32).arg(&mut keys);
-        unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
         let table_len = (1usize << TABLE_BITS) + 1;
         let mut key_table = be.alloc_uninit::<u32>(table_len)?;
         let f = be.func("key_table")?;
         let mut l = s.launch_builder(&f);
-        l.arg(&keys).arg(&n32).arg(&mut key_table);
+        l.arg(&codes).arg(&n32).arg(&mut key_table);
         unsafe { l.launch(grid(table_len, 256)) }.map_err(cuda_err)?;
 
         let (mut x, mut y, mut z) = (be.alloc_uninit::<T>(n)?, be.alloc_uninit::<T>(n)?, be.alloc_uninit::<T>(n)?);
@@ -146,23 +140,7 @@ impl<T: Real> DeviceTree<T> {
         }
         drop((parent, flags));
         let leaf_size = DEFAULT_LEAF_SIZE;
-        Ok(DeviceTree {
-            n: n32,
-            leaf_size,
-            keys,
-            key_table,
-            x,
-            y,
-            z,
-            id,
-            left,
-            right,
-            other_end,
-            lo,
-            hi,
-            min_id,
-            frame,
-        })
+        Ok(DeviceTree { n: n32, leaf_size, key_table, x, y, z, id, left, right, other_end, lo, hi, min_id, frame })
     }
 
     pub(crate) fn args(&self, be: &CudaBackend) -> TreeArgs {
@@ -184,7 +162,6 @@ impl<T: Real> DeviceTree<T> {
                 p(&self.y),
                 p(&self.z),
                 self.id.device_ptr(s).0,
-                self.keys.device_ptr(s).0,
                 self.key_table.device_ptr(s).0,
                 p(&self.frame),
             ],
@@ -203,7 +180,6 @@ impl<T: Real> DeviceTree<T> {
         Ok(MortonTree {
             frame: MortonFrame { origin: [frame[0], frame[1], frame[2]], scale: frame[3] },
             leaf_size: self.leaf_size,
-            keys: s.clone_dtoh(&self.keys.slice(0..n)).map_err(cuda_err)?,
             key_table: s.clone_dtoh(&self.key_table).map_err(cuda_err)?,
             x: v(&self.x, n)?,
             y: v(&self.y, n)?,
