@@ -1,5 +1,7 @@
 //! Point sets as structure of arrays: `x[i], y[i], z[i]` is point `i`.
 
+use rayon::prelude::*;
+
 use crate::error::{Error, Result, Role};
 use crate::real::Real;
 
@@ -76,6 +78,11 @@ impl<T: Real> Points<T> {
             return Err(Error::TooLarge { role, len: self.len(), max: MAX_POINTS });
         }
         for (axis, col) in [('x', &self.x), ('y', &self.y), ('z', &self.z)] {
+            // A parallel, branch-free scan first (this runs on every query); the exact row
+            // is looked for only when something is wrong.
+            if col.par_chunks(1 << 16).all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite())) {
+                continue;
+            }
             if let Some(index) = col.iter().position(|v| !v.is_finite()) {
                 return Err(Error::NonFinite { role, index, axis, value: col[index].to_f64() });
             }

@@ -7,7 +7,6 @@
 use cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 
 use super::radix_sort::{bits_for, sort_pairs};
-use super::staging::{upload_columns, Slot};
 use super::tree_build::{BuildInput, DeviceTree};
 use super::{cuda_err, grid, CudaBackend};
 use crate::cpu::search_constants::BOUND_WINDOW;
@@ -30,12 +29,17 @@ pub struct DevicePoints<T> {
 
 impl<T: Real> DevicePoints<T> {
     pub fn upload(be: &CudaBackend, p: &Points<T>) -> Result<Self> {
-        Self::upload_range(be, p, 0, p.len(), Slot::B)
+        Self::upload_range(be, p, 0, p.len())
     }
 
-    fn upload_range(be: &CudaBackend, p: &Points<T>, s: usize, e: usize, slot: Slot) -> Result<Self> {
-        let [x, y, z] = upload_columns(be, [&p.x[s..e], &p.y[s..e], &p.z[s..e]], slot)?;
-        Ok(DevicePoints { x, y, z, len: e - s })
+    fn upload_range(be: &CudaBackend, p: &Points<T>, s: usize, e: usize) -> Result<Self> {
+        let st = &be.stream;
+        Ok(DevicePoints {
+            x: st.clone_htod(&p.x[s..e]).map_err(cuda_err)?,
+            y: st.clone_htod(&p.y[s..e]).map_err(cuda_err)?,
+            z: st.clone_htod(&p.z[s..e]).map_err(cuda_err)?,
+            len: e - s,
+        })
     }
 }
 
@@ -81,7 +85,7 @@ fn for_each_chunk<T: Real>(
         let e = (s + c).min(n);
         let chunk = match a {
             Source::Host(p) => {
-                let d = DevicePoints::upload_range(be, p, s, e, Slot::A)?;
+                let d = DevicePoints::upload_range(be, p, s, e)?;
                 sort_chunk(be, tree, &d.x.as_view(), &d.y.as_view(), &d.z.as_view(), e - s)?
             }
             Source::Device(d) => sort_chunk(be, tree, &d.x.slice(s..e), &d.y.slice(s..e), &d.z.slice(s..e), e - s)?,
@@ -156,13 +160,18 @@ pub(super) fn closest_pairs<T: Real>(
     b: &Points<T>,
     opts: &PairsOptions<T>,
 ) -> Result<Vec<Pair<T>>> {
+    let mut phases = Phases::new(be);
     let r2 = check_inputs(a, b, opts.max_distance)?;
     if opts.k == 0 {
         return Err(Error::ZeroK);
     }
+    phases.mark("validate")?;
+    let db = DevicePoints::upload(be, b)?;
+    phases.mark("B upload")?;
     // B's unsorted copy is freed as soon as its tree is built.
-    let tree = DeviceTree::build_from(be, BuildInput::Owned(DevicePoints::upload(be, b)?))?;
-    run_pairs(be, &Source::Host(a), tree, opts, r2)
+    let tree = DeviceTree::build_from(be, BuildInput::Owned(db))?;
+    phases.mark("tree build")?;
+    run_pairs(be, &Source::Host(a), tree, opts, r2, phases)
 }
 
 pub(super) fn closest_pairs_resident<T: Real>(
@@ -178,8 +187,10 @@ pub(super) fn closest_pairs_resident<T: Real>(
         return Err(Error::InvalidArgument("empty point set".into()));
     }
     let r2 = opts.max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
+    let mut phases = Phases::new(be);
     let tree = DeviceTree::build(be, b)?;
-    run_pairs(be, &Source::Device(a), tree, opts, r2)
+    phases.mark("tree build")?;
+    run_pairs(be, &Source::Device(a), tree, opts, r2, phases)
 }
 
 fn run_pairs<T: Real>(
@@ -188,8 +199,8 @@ fn run_pairs<T: Real>(
     tree: DeviceTree<T>,
     opts: &PairsOptions<T>,
     r2: T,
+    mut phases: Phases<'_>,
 ) -> Result<Vec<Pair<T>>> {
-    let mut phases = Phases::new(be);
     let per_a = nearest_per_a(be, &tree, a, opts.k, r2, &mut phases)?;
     let best = match opts.mode {
         PairMode::NearestPerA => per_a,

@@ -5,7 +5,6 @@
 mod closest_pairs;
 pub mod compile;
 mod radix_sort;
-mod staging;
 mod tree_build;
 
 use std::collections::HashMap;
@@ -32,7 +31,6 @@ pub struct CudaBackend {
     functions: Mutex<HashMap<String, CudaFunction>>,
     /// One query at a time per device: they share the stream.
     busy: Mutex<()>,
-    staging: staging::Staging,
 }
 
 pub(crate) fn cuda_err(e: DriverError) -> Error {
@@ -88,7 +86,6 @@ impl CudaBackend {
             module,
             functions: Mutex::new(HashMap::new()),
             busy: Mutex::new(()),
-            staging: Default::default(),
         })
     }
 
