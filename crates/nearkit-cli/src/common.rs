@@ -30,7 +30,7 @@ pub enum Precision {
 #[derive(Args, Debug, Clone)]
 pub struct DeviceArgs {
     /// Where to run: auto (CUDA if a usable GPU is present, else CPU), cpu, cuda, or cuda:N.
-    #[arg(long, default_value = "auto", value_parser = parse_device)]
+    #[arg(long, default_value = "auto", value_parser = parse_with::<Device>)]
     pub device: Device,
     /// Working precision of coordinates and distances; both backends give identical results.
     #[arg(long, value_enum, default_value = "f32")]
@@ -40,8 +40,20 @@ pub struct DeviceArgs {
     pub quiet: bool,
 }
 
-fn parse_device(s: &str) -> Result<Device, String> {
+/// A clap value parser for any of the library's `FromStr` types (devices, modes, distributions),
+/// so their error messages reach the user unchanged.
+pub fn parse_with<T: std::str::FromStr<Err = nearkit::Error>>(s: &str) -> Result<T, String> {
     s.parse().map_err(|e: nearkit::Error| e.to_string())
+}
+
+/// `--max-distance` must be a finite number >= 0.
+pub fn check_max_distance(r: Option<f64>) -> CliResult {
+    match r {
+        Some(r) if !(r.is_finite() && r >= 0.0) => {
+            Err(CliError(format!("--max-distance must be a finite number >= 0 (got {r})")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Parses `x,y,z` column names or indices for CSV input.

@@ -100,3 +100,18 @@ pub(crate) fn read_line<R: BufRead>(r: &mut R, buf: &mut String, path: &Path) ->
     buf.clear();
     r.read_line(buf).map_err(|e| IoError::new(path, format!("read failed: {e}")))
 }
+
+/// The first three fields of a text line as coordinates (OFF and XYZ share this).
+pub(crate) fn parse_xyz<T: Real>(fields: &[&str], path: &Path, line: usize) -> Result<[T; 3]> {
+    if fields.len() < 3 {
+        return Err(IoError::at(path, Location::Line(line), format!("{} columns, 3 are needed (x y z)", fields.len())));
+    }
+    let mut v = [T::ZERO; 3];
+    for d in 0..3 {
+        let x: f64 = fields[d]
+            .parse()
+            .map_err(|_| IoError::at(path, Location::Line(line), format!("'{}' is not a number", fields[d])))?;
+        v[d] = T::from_f64(x);
+    }
+    Ok(v)
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use nearkit::{Points, Real};
 
-use crate::{read_line, IoError, Location, Result};
+use crate::{parse_xyz, read_line, IoError, Location, Result};
 
 /// Returns the vertices and each vertex's 1-based line number.
 pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, Vec<usize>)> {
@@ -50,20 +50,8 @@ pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, V
     for i in 0..nv {
         let f =
             next(r, &mut line)?.ok_or_else(|| IoError::new(path, format!("file ends after {i} of {nv} vertices")))?;
-        if f.len() < 3 {
-            return Err(IoError::at(
-                path,
-                Location::Line(line),
-                format!("vertex {i} has {} coordinates, 3 are needed", f.len()),
-            ));
-        }
-        let mut v = [T::ZERO; 3];
-        for d in 0..3 {
-            v[d] = T::from_f64(
-                f[d].parse::<f64>()
-                    .map_err(|_| IoError::at(path, Location::Line(line), format!("'{}' is not a number", f[d])))?,
-            );
-        }
+        let fields: Vec<&str> = f.iter().map(String::as_str).collect();
+        let v = parse_xyz::<T>(&fields, path, line)?;
         p.push(v[0], v[1], v[2]);
         lines.push(line);
     }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use nearkit::{Points, Real};
 
-use crate::{read_line, IoError, Location, Result};
+use crate::{parse_xyz, read_line, Result};
 
 pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, Vec<usize>)> {
     let mut buf = String::new();
@@ -20,16 +20,7 @@ pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, V
             continue;
         }
         let f: Vec<&str> = content.split(|c: char| c.is_whitespace() || c == ',').filter(|s| !s.is_empty()).collect();
-        if f.len() < 3 {
-            return Err(IoError::at(path, Location::Line(line), format!("{} columns, 3 are needed (x y z)", f.len())));
-        }
-        let mut v = [T::ZERO; 3];
-        for d in 0..3 {
-            v[d] = T::from_f64(
-                f[d].parse::<f64>()
-                    .map_err(|_| IoError::at(path, Location::Line(line), format!("'{}' is not a number", f[d])))?,
-            );
-        }
+        let v = parse_xyz::<T>(&f, path, line)?;
         p.push(v[0], v[1], v[2]);
         lines.push(line);
     }

@@ -7,7 +7,7 @@ use nearkit::cpu::CpuBackend;
 use nearkit::generate::{generate, Distribution, SEED_A_RANGE};
 use nearkit::{Backend, Engine, PairMode, PairsOptions, Points, Real};
 
-use crate::common::{ms, thousands, CliError, CliResult, DeviceArgs, Precision};
+use crate::common::{ms, parse_with, thousands, CliError, CliResult, DeviceArgs, Precision};
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
@@ -37,7 +37,7 @@ pub struct BenchPairsArgs {
     #[arg(short, long, default_value_t = 100)]
     pub k: usize,
     /// nearest-per-a (seed A's query) or all-pairs.
-    #[arg(long, default_value = "nearest-per-a", value_parser = parse_mode)]
+    #[arg(long, default_value = "nearest-per-a", value_parser = parse_with::<PairMode>)]
     pub mode: PairMode,
     /// Comma-separated distributions to run (see `nearkit gen points --help`).
     #[arg(long, default_value = "uniform-int,clustered")]
@@ -65,10 +65,6 @@ pub fn run(cmd: &BenchCommand) -> CliResult {
         Precision::F32 => run_t::<f32>(args),
         Precision::F64 => run_t::<f64>(args),
     }
-}
-
-fn parse_mode(s: &str) -> Result<PairMode, String> {
-    s.parse().map_err(|e: nearkit::Error| e.to_string())
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use nearkit::generate::{generate, Distribution};
 
-use crate::common::{CliError, CliResult, Precision};
+use crate::common::{parse_with, CliError, CliResult, Precision};
 
 #[derive(Subcommand, Debug)]
 pub enum GenCommand {
@@ -31,7 +31,7 @@ pub struct GenPointsArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// uniform-int, uniform, clustered, sphere, plane or duplicates.
-    #[arg(long, default_value = "uniform-int", value_parser = parse_distribution)]
+    #[arg(long, default_value = "uniform-int", value_parser = parse_with::<Distribution>)]
     pub distribution: Distribution,
     /// Output: .npy (N×3), .csv (x,y,z), .ply or .xyz.
     #[arg(long)]
@@ -39,10 +39,6 @@ pub struct GenPointsArgs {
     /// Precision of the written coordinates.
     #[arg(long, value_enum, default_value = "f32")]
     pub precision: Precision,
-}
-
-fn parse_distribution(s: &str) -> Result<Distribution, String> {
-    s.parse().map_err(|e: nearkit::Error| e.to_string())
 }
 
 pub fn run(cmd: &GenCommand) -> CliResult {

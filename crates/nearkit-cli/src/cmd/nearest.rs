@@ -6,7 +6,7 @@ use std::time::Instant;
 use clap::Args;
 use nearkit::{Backend, Real, Role, NO_ID};
 
-use crate::common::{load, ms, parse_columns, thousands, CliError, CliResult, DeviceArgs, Precision};
+use crate::common::{check_max_distance, load, ms, parse_columns, thousands, CliResult, DeviceArgs, Precision};
 use crate::progress::Spinner;
 
 #[derive(Args, Debug)]
@@ -45,11 +45,7 @@ pub fn run(args: &NearestArgs) -> CliResult {
 }
 
 fn run_t<T: Real>(args: &NearestArgs) -> CliResult {
-    if let Some(r) = args.max_distance {
-        if !(r.is_finite() && r >= 0.0) {
-            return Err(CliError(format!("--max-distance must be a finite number >= 0 (got {r})")));
-        }
-    }
+    check_max_distance(args.max_distance)?;
     nearkit_io::OutputFormat::from_path(&args.out)?;
     let quiet = args.dev.quiet;
     let a = load::<T>(&args.a, Role::A, &args.columns, quiet)?;

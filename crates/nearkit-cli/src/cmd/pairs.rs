@@ -7,7 +7,10 @@ use clap::Args;
 use nearkit::generate::{seed_a_armies, SEED_A_RANGE};
 use nearkit::{Backend, PairMode, PairsOptions, Real, Role};
 
-use crate::common::{load, ms, parse_columns, require_both, thousands, CliError, CliResult, DeviceArgs, Precision};
+use crate::common::{
+    check_max_distance, load, ms, parse_columns, parse_with, require_both, thousands, CliError, CliResult, DeviceArgs,
+    Precision,
+};
 use crate::progress::Spinner;
 
 #[derive(Args, Debug)]
@@ -32,7 +35,7 @@ pub struct PairsArgs {
     pub k: usize,
     /// nearest-per-a: each A's nearest B, then the k closest (an A appears once).
     /// all-pairs: the k globally closest A–B pairs (an A may repeat).
-    #[arg(long, default_value = "nearest-per-a", value_parser = parse_mode)]
+    #[arg(long, default_value = "nearest-per-a", value_parser = parse_with::<PairMode>)]
     pub mode: PairMode,
     /// Only pairs at most this far apart.
     #[arg(long, allow_negative_numbers = true)]
@@ -50,10 +53,6 @@ pub struct PairsArgs {
     pub dev: DeviceArgs,
 }
 
-fn parse_mode(s: &str) -> Result<PairMode, String> {
-    s.parse().map_err(|e: nearkit::Error| e.to_string())
-}
-
 pub fn run(args: &PairsArgs) -> CliResult {
     match args.dev.precision {
         Precision::F32 => run_t::<f32>(args),
@@ -65,11 +64,7 @@ fn run_t<T: Real>(args: &PairsArgs) -> CliResult {
     if args.k == 0 {
         return Err(CliError("k must be at least 1 (got 0)".into()));
     }
-    if let Some(r) = args.max_distance {
-        if !(r.is_finite() && r >= 0.0) {
-            return Err(CliError(format!("--max-distance must be a finite number >= 0 (got {r})")));
-        }
-    }
+    check_max_distance(args.max_distance)?;
     if let Some(out) = &args.out {
         nearkit_io::OutputFormat::from_path(out)?;
     }
