@@ -6,7 +6,8 @@ ordered by (distance, a). Their answers are checked against nearkit's. Usage:
 
     python3 bench/peers_pairs.py --nearkit target/release/nearkit [--device cpu|cuda] [--runs 3]
 
-Peers: scipy cKDTree (all cores), pykdtree (OpenMP, all cores), cupy-knn on the GPU if installed.
+Peers: scipy cKDTree (all cores), pykdtree (OpenMP, all cores), and cupy-knn (an LBVH on CuPy)
+on the GPU if it is installed; compare its time with nearkit's resident one.
 Missing peers are reported and skipped.
 """
 import argparse
@@ -69,6 +70,9 @@ def main():
         line = [l for l in bench.splitlines() if l.startswith(dist)][0]
         nk_ms = parse_ms(line)
         rows.append((dist, f"nearkit ({args.device}) top-{args.k}", nk_ms, "same", f"whole command incl. loading: {whole*1e3:.0f} ms"))
+        resident = parse_resident_ms(line)
+        if resident is not None:
+            rows.append((dist, "nearkit (cuda, resident)", resident, "same", "data already on the GPU"))
 
         def check(res):
             got = [(a, b) for a, b, _ in res]
@@ -93,9 +97,26 @@ def main():
         except ImportError:
             rows.append((dist, "pykdtree", None, "not installed", ""))
         try:
-            import cupy  # noqa: F401
-            import cupy_knn  # type: ignore
-            rows.append((dist, "cupy-knn", None, "installed but not wired", ""))
+            import cupy as cp
+            from cupy_knn import LBVHIndex  # type: ignore
+
+            Ad, Bd = cp.asarray(A, dtype=cp.float32), cp.asarray(B, dtype=cp.float32)
+            index = LBVHIndex(leaf_size=32)
+            index.prepare_knn_default(1)  # kernel compilation, outside the timing
+
+            def run_cupy_knn():
+                # Data already on the GPU; build + every A's nearest + top k, all on the device.
+                index.build(Bd)
+                idx, d2, _ = index.query_knn(Ad)
+                d2 = d2[:, 0]
+                order = cp.lexsort(cp.stack([cp.arange(d2.shape[0]), d2]))[: args.k]
+                cp.cuda.get_current_stream().synchronize()
+                o = order.get()
+                return [(int(a), int(b), 0.0) for a, b in zip(o, idx[order, 0].get())]
+
+            run_cupy_knn()  # warm-up
+            t, res = median_time(run_cupy_knn, max(args.runs, 5))
+            rows.append((dist, "cupy-knn LBVH (GPU, resident)", t * 1e3, check(res), "compare with nearkit resident"))
         except ImportError:
             rows.append((dist, "cupy-knn", None, "not installed", ""))
 
@@ -107,6 +128,13 @@ def main():
         t = f"{ms:.1f} ms" if ms is not None else "-"
         ratio = f"{ms / ours[dist]:.1f}x" if ms is not None and ours.get(dist) else "-"
         print(f"{dist:<14} {tool:<30} {t:>11} {ratio:>11}  {answer:<10} {note}")
+
+
+def parse_resident_ms(line):
+    """The 'resident' column of a `nearkit bench pairs` row (None on the CPU, where it is '-')."""
+    parts = line.split()
+    ms = [i for i, p in enumerate(parts) if p == "ms"]
+    return float(parts[ms[0] - 1]) if len(ms) == 2 else None
 
 
 def parse_ms(line):
