@@ -98,7 +98,20 @@ def main():
             rows.append((dist, "pykdtree", None, "not installed", ""))
         try:
             import cupy as cp
+            import cupy_knn.lbvh_index as lbvh  # type: ignore
             from cupy_knn import LBVHIndex  # type: ignore
+
+            # cupy-knn 0.4 asks NVRTC for C++11; CuPy 13+'s bundled CCCL needs C++17. Rebuild
+            # its module with that one flag changed (kernels untouched).
+            if "--std=c++11" in lbvh._compile_flags:
+                lbvh._compile_flags = tuple("--std=c++17" if f == "--std=c++11" else f for f in lbvh._compile_flags)
+                lbvh._construct_tree_kernels = cp.RawModule(
+                    code=lbvh._lbvh_src,
+                    options=lbvh._compile_flags,
+                    name_expressions=("compute_morton_kernel", "compute_morton_points_kernel", "initialize_tree_kernel",
+                                      "construct_tree_kernel", "optimize_tree_kernel", "compute_free_indices_kernel",
+                                      "compact_tree_kernel"),
+                )
 
             Ad, Bd = cp.asarray(A, dtype=cp.float32), cp.asarray(B, dtype=cp.float32)
             index = LBVHIndex(leaf_size=32)
@@ -121,7 +134,9 @@ def main():
             rows.append((dist, "cupy-knn", None, "not installed", ""))
 
     print()
-    print(f"peers on the same files, same run ({os.cpu_count()} CPUs); nearkit time from `nearkit bench pairs` (median, end to end from host arrays)")
+    base = "resident on the GPU" if args.device.startswith("cuda") else "end to end"
+    print(f"peers on the same files, same run ({os.cpu_count()} CPUs); nearkit times from `nearkit bench pairs` (medians);")
+    print(f"'vs nearkit' divides by nearkit's {base} time")
     print(f"{'workload':<14} {'tool':<30} {'time':>11} {'vs nearkit':>11}  {'answer':<10} note")
     ours = {r[0]: r[2] for r in rows if r[1].startswith("nearkit")}
     for dist, tool, ms, answer, note in rows:
