@@ -64,7 +64,10 @@ impl Engine {
             Device::Cuda(n) => Ok((Engine::Cuda(CudaBackend::shared(n)?), None)),
             Device::Auto => match CudaBackend::shared(0) {
                 Ok(b) => Ok((Engine::Cuda(b), None)),
-                Err(e) => Ok((Engine::Cpu(CpuBackend), Some(format!("using the CPU: {e}")))),
+                Err(Error::CudaUnavailable(why)) => {
+                    Ok((Engine::Cpu(CpuBackend), Some(format!("using the CPU, as CUDA is not usable here: {why}"))))
+                }
+                Err(e) => Ok((Engine::Cpu(CpuBackend), Some(format!("using the CPU, as CUDA failed to start: {e}")))),
             },
         }
     }
