@@ -30,6 +30,8 @@ enum Command {
     Pairs(cmd::pairs::PairsArgs),
     /// Every A's nearest B, written to a file.
     Nearest(cmd::nearest::NearestArgs),
+    /// Each query's k nearest data points.
+    Knn(cmd::knn::KnnArgs),
     /// Generate reproducible test data.
     #[command(subcommand)]
     Gen(cmd::gen::GenCommand),
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Pairs(a) => cmd::pairs::run(a),
         Command::Nearest(a) => cmd::nearest::run(a),
+        Command::Knn(a) => cmd::knn::run(a),
         Command::Gen(g) => cmd::gen::run(g),
         Command::Bench(b) => cmd::bench::run(b),
     };

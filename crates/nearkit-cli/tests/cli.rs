@@ -170,3 +170,26 @@ fn gen_is_reproducible_and_reads_back() {
         assert!(String::from_utf8_lossy(&o.stdout).contains(" 0.0000"), "{ext}: identical sets pair at distance 0");
     }
 }
+
+#[test]
+fn knn_writes_every_neighbour_and_the_graph_excludes_self() {
+    let d = tempfile::tempdir().unwrap();
+    let data = write(d.path(), "data.csv", b"0,0,0\n1,0,0\n3,0,0\n");
+    let queries = write(d.path(), "q.xyz", b"0.9 0 0\n");
+    let out = d.path().join("nn.csv");
+    let o =
+        nearkit(&["knn", "--data", s(&data), "--queries", s(&queries), "-k", "2", "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.starts_with("query,rank,id,distance\n0,1,1,0.1"), "{text}");
+    assert!(text.contains("\n0,2,0,0.9"), "{text}");
+    let o = nearkit(&["knn", "--data", s(&data), "--exclude-self", "-k", "5", "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("using k = 2"));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "query,rank,id,distance\n0,1,1,1\n0,2,2,3\n1,1,0,1\n1,2,2,2\n2,1,1,2\n2,2,0,3\n"
+    );
+    fails(&["knn", "--data", s(&data), "--queries", s(&queries), "-k", "0"], &["k must be at least 1"], None);
+    fails(&["knn", "--data", s(&data)], &["--exclude-self"], None);
+}

@@ -4,7 +4,7 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use nearkit::{Nearest, Pair, Points, Real, NO_ID};
+use nearkit::{Knn, Nearest, Pair, Points, Real, NO_ID};
 use serde::Serialize;
 
 use crate::{IoError, Result};
@@ -159,6 +159,51 @@ fn write_npy<V: npyz::Serialize + npyz::AutoSerialize>(
 ) -> std::io::Result<()> {
     use npyz::WriterBuilder;
     let mut out = npyz::WriteOptions::new().default_dtype().shape(&[rows as u64, cols as u64]).writer(w).begin_nd()?;
+    out.extend(values)?;
+    out.finish()
+}
+
+/// k-nearest neighbours: `.csv` (`query,rank,id,distance`, ranks from 1; missing neighbours
+/// beyond the max distance as id -1 and distance inf) or `.npz` (`ids`: N×k int32 with -1 for
+/// missing, `distances`: N×k in the working precision, inf for missing).
+pub fn write_knn<T: Real>(path: &Path, knn: &Knn<T>) -> Result<()> {
+    let k = knn.k;
+    let id = |i: usize| if knn.ids[i] == NO_ID { -1i64 } else { knn.ids[i] as i64 };
+    match path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() {
+        Some("csv") => write_atomically(path, |w| {
+            writeln!(w, "query,rank,id,distance")?;
+            for i in 0..knn.ids.len() {
+                writeln!(w, "{},{},{},{}", i / k, i % k + 1, id(i), knn.distances[i])?;
+            }
+            Ok(())
+        }),
+        Some("npz") => write_atomically(path, |w| {
+            let rows = (knn.ids.len() / k.max(1)) as u64;
+            // The zip format needs to seek back; build it in memory, then write it out.
+            let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+            let zerr = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
+            zip.start_file("ids.npy", stored).map_err(zerr)?;
+            write_npy_shape(&mut zip, &[rows, k as u64], (0..knn.ids.len()).map(|i| id(i) as i32))?;
+            zip.start_file("distances.npy", stored).map_err(zerr)?;
+            if T::NAME == "f32" {
+                write_npy_shape(&mut zip, &[rows, k as u64], knn.distances.iter().map(|d| d.to_f64() as f32))?;
+            } else {
+                write_npy_shape(&mut zip, &[rows, k as u64], knn.distances.iter().map(|d| d.to_f64()))?;
+            }
+            w.write_all(&zip.finish().map_err(zerr)?.into_inner())
+        }),
+        _ => Err(IoError::new(path, "unknown extension for neighbours: use .csv or .npz")),
+    }
+}
+
+fn write_npy_shape<V: npyz::Serialize + npyz::AutoSerialize, W: Write>(
+    w: W,
+    shape: &[u64],
+    values: impl Iterator<Item = V>,
+) -> std::io::Result<()> {
+    use npyz::WriterBuilder;
+    let mut out = npyz::WriteOptions::new().default_dtype().shape(shape).writer(w).begin_nd()?;
     out.extend(values)?;
     out.finish()
 }

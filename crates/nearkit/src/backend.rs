@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::points::Points;
-use crate::query::{Nearest, Pair, PairsOptions};
+use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
 
 pub trait Backend {
@@ -14,4 +14,7 @@ pub trait Backend {
 
     /// The k closest A–B pairs in the given mode, ascending by (squared distance, a, b).
     fn closest_pairs<T: Real>(&self, a: &Points<T>, b: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>>;
+
+    /// Each query's k nearest data points, ascending by (distance, id).
+    fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>>;
 }

@@ -9,7 +9,7 @@ use crate::cpu::CpuBackend;
 use crate::cuda::CudaBackend;
 use crate::error::{Error, Result};
 use crate::points::Points;
-use crate::query::{Nearest, Pair, PairsOptions};
+use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
 
 /// Where to run, as the user asks for it.
@@ -92,6 +92,13 @@ impl Backend for Engine {
         match self {
             Engine::Cpu(e) => e.closest_pairs(a, b, opts),
             Engine::Cuda(e) => e.closest_pairs(a, b, opts),
+        }
+    }
+
+    fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
+        match self {
+            Engine::Cpu(e) => e.knn(data, queries, opts),
+            Engine::Cuda(e) => e.knn(data, queries, opts),
         }
     }
 }

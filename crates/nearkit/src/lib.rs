@@ -25,7 +25,7 @@ pub use backend::Backend;
 pub use device::{Device, Engine};
 pub use error::{Error, Result, Role};
 pub use points::Points;
-pub use query::{Nearest, Pair, PairMode, PairsOptions};
+pub use query::{Knn, KnnOptions, Nearest, Pair, PairMode, PairsOptions};
 pub use real::Real;
 pub use tree::NO_ID;
 
@@ -45,4 +45,9 @@ pub fn closest_pairs<T: Real>(
 /// Every A's nearest B (id and distance); ties by smaller B id.
 pub fn nearest<T: Real>(a: &Points<T>, b: &Points<T>, device: Device) -> Result<Nearest<T>> {
     Engine::open(device)?.0.nearest(a, b, None)
+}
+
+/// Each query's k nearest data points (ids and distances, ascending; ties by smaller id).
+pub fn knn<T: Real>(data: &Points<T>, queries: &Points<T>, k: usize, device: Device) -> Result<Knn<T>> {
+    Engine::open(device)?.0.knn(data, queries, &KnnOptions { k, ..Default::default() })
 }

@@ -139,3 +139,53 @@ impl TopK {
 pub(crate) fn to_pairs<T: Real>(c: &[Candidate], d2_of: impl Fn(u64) -> T) -> Vec<Pair<T>> {
     c.iter().map(|c| Pair { a: c.a, b: c.b, distance: d2_of(c.d2_bits).sqrt() }).collect()
 }
+
+/// What `knn` asks for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KnnOptions<T> {
+    pub k: usize,
+    /// Only neighbours with squared distance <= `max_distance²` (in the working precision).
+    pub max_distance: Option<T>,
+    /// Queries and data are the same set: query i does not list data point i (a kNN graph).
+    pub exclude_self: bool,
+}
+
+impl<T: Real> Default for KnnOptions<T> {
+    fn default() -> Self {
+        Self { k: 8, max_distance: None, exclude_self: false }
+    }
+}
+
+/// For each query its `k` nearest data points, ascending by (distance, id), row-major:
+/// query `q`'s neighbours are `ids[q*k..(q+1)*k]`. Missing neighbours (beyond the max
+/// distance) are `NO_ID` with an infinite distance.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Knn<T> {
+    pub k: usize,
+    pub ids: Vec<u32>,
+    pub distances: Vec<T>,
+}
+
+/// Checks knn inputs; returns (effective k, squared radius). k is clamped to the number of
+/// data points a query can have as neighbours.
+pub(crate) fn check_knn<T: Real>(data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<(usize, T)> {
+    data.validate(Role::Data)?;
+    queries.validate(Role::Queries)?;
+    if opts.k == 0 {
+        return Err(Error::ZeroK);
+    }
+    if opts.exclude_self && data.len() != queries.len() {
+        return Err(Error::InvalidArgument(format!(
+            "exclude-self needs the queries to be the data itself ({} data points, {} queries)",
+            data.len(),
+            queries.len()
+        )));
+    }
+    let available = data.len() - usize::from(opts.exclude_self);
+    let r2 = match opts.max_distance {
+        None => T::INFINITY,
+        Some(r) if r.is_finite() && r >= T::ZERO => r * r,
+        Some(r) => return Err(Error::BadMaxDistance(r.to_f64())),
+    };
+    Ok((opts.k.min(available).max(1), r2))
+}

@@ -10,7 +10,7 @@ use nearkit::backend::Backend;
 use nearkit::cpu::CpuBackend;
 use nearkit::cuda::CudaBackend;
 use nearkit::tree::{MortonTree, DEFAULT_LEAF_SIZE};
-use nearkit::{PairMode, PairsOptions, Real};
+use nearkit::{KnnOptions, PairMode, PairsOptions, Real};
 
 fn gpu() -> Option<Arc<CudaBackend>> {
     match CudaBackend::shared(0) {
@@ -115,4 +115,35 @@ fn gpu_matches_cpu_on_seed_a() {
         );
     }
     assert_eq!(CpuBackend.nearest(&a, &b, None).unwrap(), gpu.nearest(&a, &b, None).unwrap());
+}
+
+fn same_knn<T: Real>(seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    for (name, queries, data) in point_sets::<T>(seed, 1500, 2000) {
+        for opts in [
+            KnnOptions { k: 1, max_distance: None, exclude_self: false },
+            KnnOptions { k: 8, max_distance: None, exclude_self: false },
+            KnnOptions { k: 40, max_distance: Some(T::from_f64(5.0)), exclude_self: false },
+        ] {
+            let c = CpuBackend.knn(&data, &queries, &opts).unwrap();
+            let g = gpu.knn(&data, &queries, &opts).unwrap();
+            assert_eq!(c, g, "{name}: knn {opts:?}");
+        }
+        let opts = KnnOptions { k: 6, max_distance: None, exclude_self: true };
+        assert_eq!(
+            CpuBackend.knn(&data, &data, &opts).unwrap(),
+            gpu.knn(&data, &data, &opts).unwrap(),
+            "{name}: graph"
+        );
+    }
+}
+
+#[test]
+fn gpu_knn_matches_cpu_f32() {
+    same_knn::<f32>(61);
+}
+
+#[test]
+fn gpu_knn_matches_cpu_f64() {
+    same_knn::<f64>(62);
 }

@@ -45,6 +45,7 @@ fn every_kernel_compiles_for_hopper() {
         "nearest_all",
         "nearest_candidates",
         "knn_candidates",
+        "knn_rows",
     ] {
         for t in ["f32", "f64"] {
             let name = format!("{base}_{t}");

@@ -108,7 +108,7 @@ fn all_pairs<T: Real>(tree: &MortonTree<T>, a: &Points<T>, k: usize, r2: T, per_
         .fold(
             || (TopK::new(k), Vec::new()),
             |(mut top, mut buf), c| {
-                search::knn(tree, a.get(c.a as usize), k, tau, &mut buf);
+                search::knn(tree, a.get(c.a as usize), k, tau, NO_ID, &mut buf);
                 for &(d2, id) in &buf {
                     top.push(Candidate::new(d2, c.a, id));
                 }

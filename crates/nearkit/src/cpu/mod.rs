@@ -1,6 +1,7 @@
 //! The CPU backend: rayon over all cores, the same tree and algorithm as the CUDA backend.
 
 mod closest_pairs;
+mod knn;
 pub mod search;
 
 /// Tuning constants the CUDA backend shares with the CPU one.
@@ -11,7 +12,7 @@ pub mod search_constants {
 use crate::backend::Backend;
 use crate::error::Result;
 use crate::points::Points;
-use crate::query::{Nearest, Pair, PairsOptions};
+use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -28,5 +29,9 @@ impl Backend for CpuBackend {
 
     fn closest_pairs<T: Real>(&self, a: &Points<T>, b: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
         closest_pairs::closest_pairs(a, b, opts)
+    }
+
+    fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
+        knn::knn(data, queries, opts)
     }
 }

@@ -88,8 +88,10 @@ pub fn nearest<T: Real>(tree: &MortonTree<T>, q: [T; 3], bound_d2: T, bound_id: 
 }
 
 /// The up-to-`k` nearest points to `q` with squared distance <= `r2`, ascending by
-/// (squared distance, id), written into `out` (cleared first).
-pub fn knn<T: Real>(tree: &MortonTree<T>, q: [T; 3], k: usize, r2: T, out: &mut Vec<(T, u32)>) {
+/// (squared distance, id), written into `out` (cleared first). The point with id `skip` is
+/// ignored (`NO_ID`: none). Subtree pruning on smallest ids stays sound with a skipped id:
+/// it can only make a subtree look better than it is.
+pub fn knn<T: Real>(tree: &MortonTree<T>, q: [T; 3], k: usize, r2: T, skip: u32, out: &mut Vec<(T, u32)>) {
     out.clear();
     if k == 0 {
         return;
@@ -97,6 +99,9 @@ pub fn knn<T: Real>(tree: &MortonTree<T>, q: [T; 3], k: usize, r2: T, out: &mut 
     // The bound is the k-th entry once there are k, else the radius (ties included).
     let bound = |out: &Vec<(T, u32)>| if out.len() == k { out[k - 1] } else { (r2, NO_ID) };
     let offer = |i: usize, out: &mut Vec<(T, u32)>| {
+        if tree.id[i] == skip {
+            return;
+        }
         let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
         let (bd, bid) = bound(out);
         if before(d, tree.id[i], bd, bid) {

@@ -168,68 +168,16 @@ NK_INSTANTIATE(nearest_candidates, (const R* ax, const R* ay, const R* az, const
                                     const R* tau, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b),
                (ax, ay, az, a_ids, na, a_offset, t, tau, count, cand_d2, cand_a, cand_b))
 
-// Offers point i to a sorted (d, id) list of capacity k (search::knn's insertion).
-template <typename T>
-__device__ __forceinline__ void knn_offer(const Tree<T>& t, u32 i, T qx, T qy, T qz, u32 k, T r2, T* hd, u32* hi, u32& m) {
-    T pd = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
-    u32 pid = t.id[i];
-    T bd = m == k ? hd[k - 1] : r2;
-    u32 bid = m == k ? hi[k - 1] : NO_ID;
-    if (!before(pd, pid, bd, bid)) return;
-    u32 pos = m < k ? m : k - 1;
-    while (pos > 0 && before(pd, pid, hd[pos - 1], hi[pos - 1])) { hd[pos] = hd[pos - 1]; hi[pos] = hi[pos - 1]; pos--; }
-    hd[pos] = pd;
-    hi[pos] = pid;
-    if (m < k) m++;
-}
-
 // search::knn for all-pairs: up to k nearest within *tau per query, kept sorted in a slice
 // of global memory, then appended to the candidates. Few queries run this (at most k).
 template <typename T>
-__device__ void knn_candidates_impl(const T* qx_, const T* qy_, const T* qz_, const u32* qid, u32 nq, Tree<T> t, u32 k,
+__device__ void knn_candidates_impl(const T* qx, const T* qy, const T* qz, const u32* qid, u32 nq, Tree<T> t, u32 k,
                                     const T* tau, T* heap_d, u32* heap_id, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b) {
     u32 q = blockIdx.x * blockDim.x + threadIdx.x;
     if (q >= nq) return;
-    T qx = qx_[q], qy = qy_[q], qz = qz_[q];
     T* hd = heap_d + (u64)q * k;
     u32* hi = heap_id + (u64)q * k;
-    u32 m = 0;
-    T r2 = *tau;
-    if (t.n <= t.leaf_size || t.n == 1) {
-        for (u32 i = 0; i < t.n; i++) knn_offer(t, i, qx, qy, qz, k, r2, hd, hi, m);
-    } else {
-        u32 stack_node[STACK];
-        T stack_d[STACK];
-        int sp = 0;
-        stack_node[sp] = 0; stack_d[sp] = box_dist2(t, 0, qx, qy, qz); sp++;
-        while (sp > 0) {
-            sp--;
-            u32 node = stack_node[sp];
-            T bd = m == k ? hd[k - 1] : r2;
-            u32 bid = m == k ? hi[k - 1] : NO_ID;
-            if (!before(stack_d[sp], t.min_id[node], bd, bid)) continue;
-            u32 j = t.other_end[node];
-            u32 s = min(node, j), e = max(node, j) + 1;
-            if (e - s <= t.leaf_size) {
-                for (u32 i = s; i < e; i++) knn_offer(t, i, qx, qy, qz, k, r2, hd, hi, m);
-                continue;
-            }
-            u32 kid[2]; T kd[2];
-            int nk = 0;
-            u32 cs[2] = {t.left[node], t.right[node]};
-            for (int c = 0; c < 2; c++) {
-                if (cs[c] & CHILD_POINT) knn_offer(t, cs[c] & ~CHILD_POINT, qx, qy, qz, k, r2, hd, hi, m);
-                else { kid[nk] = cs[c]; kd[nk] = box_dist2(t, cs[c], qx, qy, qz); nk++; }
-            }
-            // Push the far child first so the near one is searched first.
-            if (nk == 2 && before(kd[0], t.min_id[kid[0]], kd[1], t.min_id[kid[1]])) {
-                stack_node[sp] = kid[1]; stack_d[sp] = kd[1]; sp++;
-                stack_node[sp] = kid[0]; stack_d[sp] = kd[0]; sp++;
-            } else {
-                for (int c = 0; c < nk; c++) { stack_node[sp] = kid[c]; stack_d[sp] = kd[c]; sp++; }
-            }
-        }
-    }
+    u32 m = knn_search(t, qx[q], qy[q], qz[q], k, *tau, NO_ID, hd, hi);
     u32 slot = atomicAdd(count, m);
     for (u32 j = 0; j < m; j++) {
         cand_d2[slot + j] = ordered_bits(hd[j]);

@@ -44,7 +44,7 @@ impl<T: Real> DevicePoints<T> {
 }
 
 /// Where A comes from: host memory (uploaded chunk by chunk) or already on the device.
-enum Source<'a, T> {
+pub(super) enum Source<'a, T> {
     Host(&'a Points<T>),
     Device(&'a DevicePoints<T>),
 }
@@ -58,28 +58,29 @@ impl<T: Real> Source<'_, T> {
     }
 }
 
-fn chunk_size() -> usize {
+pub(super) fn chunk_size() -> usize {
     std::env::var("NEARKIT_CUDA_CHUNK").ok().and_then(|v| v.parse::<usize>().ok()).filter(|&c| c > 0).unwrap_or(1 << 24)
 }
 
 /// One chunk of A, sorted into Morton order on the device: `ids[i]` is sorted point i's
 /// index within the chunk.
-struct SortedChunk<T> {
-    points: DevicePoints<T>,
-    ids: CudaSlice<u32>,
-    offset: usize,
-    last: bool,
+pub(super) struct SortedChunk<T> {
+    pub points: DevicePoints<T>,
+    pub ids: CudaSlice<u32>,
+    pub offset: usize,
+    pub last: bool,
 }
 
 /// Runs `f` on each chunk of A, sorted in Morton order (in `tree`'s frame) so that
 /// neighbouring threads search neighbouring parts of the tree.
-fn for_each_chunk<T: Real>(
+pub(super) fn for_each_chunk<T: Real>(
     be: &CudaBackend,
     a: &Source<'_, T>,
     tree: &DeviceTree<T>,
+    chunk: usize,
     mut f: impl FnMut(&SortedChunk<T>) -> Result<()>,
 ) -> Result<()> {
-    let (n, c) = (a.len(), chunk_size());
+    let (n, c) = (a.len(), chunk.max(1));
     let mut s = 0;
     while s < n {
         let e = (s + c).min(n);
@@ -136,7 +137,7 @@ pub(super) fn nearest<T: Real>(
     let r2_dev = be.stream.clone_htod(&[r2]).map_err(cuda_err)?;
     let f = be.func_t::<T>("nearest_all")?;
     let mut out = Nearest { b: Vec::with_capacity(a.len()), distance: Vec::with_capacity(a.len()) };
-    for_each_chunk(be, &Source::Host(a), &tree, |c| {
+    for_each_chunk(be, &Source::Host(a), &tree, chunk_size(), |c| {
         let len = c.points.len;
         let mut ob = be.alloc_uninit::<u32>(len)?;
         let mut od = be.alloc_uninit::<T>(len)?;
@@ -371,7 +372,7 @@ fn nearest_per_a<T: Real>(
         (be.func_t::<T>("window_bound")?, be.func_t::<T>("select_threshold")?, be.func_t::<T>("nearest_candidates")?);
     let window = BOUND_WINDOW as u32;
     let k32 = k as u32;
-    for_each_chunk(be, a, tree, |c| {
+    for_each_chunk(be, a, tree, chunk_size(), |c| {
         phases.mark("A upload + Morton order")?;
         let (len, off, last) = (c.points.len, c.offset, c.last);
         let (x, y, z) = (&c.points.x, &c.points.y, &c.points.z);

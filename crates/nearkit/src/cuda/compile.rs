@@ -19,6 +19,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     "\n",
     include_str!("tree_build.cu"),
     "\n",
+    include_str!("knn.cu"),
+    "\n",
     include_str!("closest_pairs.cu"),
 );
 

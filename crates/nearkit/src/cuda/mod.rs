@@ -4,6 +4,7 @@
 
 mod closest_pairs;
 pub mod compile;
+mod knn;
 mod radix_sort;
 mod tree_build;
 
@@ -19,7 +20,7 @@ pub use tree_build::DeviceTree;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::points::Points;
-use crate::query::{Nearest, Pair, PairsOptions};
+use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
 
 pub struct CudaBackend {
@@ -177,6 +178,11 @@ impl Backend for CudaBackend {
     fn closest_pairs<T: Real>(&self, a: &Points<T>, b: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
         let _guard = self.busy.lock().unwrap();
         closest_pairs::closest_pairs(self, a, b, opts)
+    }
+
+    fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
+        let _guard = self.busy.lock().unwrap();
+        knn::knn(self, data, queries, opts)
     }
 }
 

@@ -1,0 +1,100 @@
+//! Exact kNN on the CPU against brute force, on every input shape, in f32 and f64.
+
+mod common;
+
+use common::*;
+use nearkit::backend::Backend;
+use nearkit::cpu::CpuBackend;
+use nearkit::{Error, KnnOptions, Points, Real, NO_ID};
+use proptest::prelude::*;
+
+/// Brute force: every data point, sorted by (squared distance, id), the first k within r2.
+fn brute_knn<T: Real>(
+    data: &Points<T>,
+    queries: &Points<T>,
+    k: usize,
+    r2: T,
+    exclude_self: bool,
+) -> Vec<Vec<(T, u32)>> {
+    (0..queries.len())
+        .map(|q| {
+            let mut all: Vec<(T, u32)> = (0..data.len())
+                .filter(|&j| !(exclude_self && j == q))
+                .map(|j| (d2(queries, q, data, j), j as u32))
+                .filter(|&(d, _)| d <= r2)
+                .collect();
+            all.sort_by(|x, y| x.0.partial_cmp(&y.0).unwrap().then(x.1.cmp(&y.1)));
+            all.truncate(k);
+            all
+        })
+        .collect()
+}
+
+pub fn check_knn<T: Real>(name: &str, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) {
+    let got = CpuBackend.knn(data, queries, opts).unwrap();
+    let r2 = opts.max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
+    let k = got.k;
+    assert_eq!(k, opts.k.min(data.len() - usize::from(opts.exclude_self)).max(1), "{name}: effective k");
+    let want = brute_knn(data, queries, k, r2, opts.exclude_self);
+    for (q, w) in want.iter().enumerate() {
+        for j in 0..k {
+            let (gid, gd) = (got.ids[q * k + j], got.distances[q * k + j]);
+            match w.get(j) {
+                Some(&(d, id)) => assert_eq!((gid, gd), (id, d.sqrt()), "{name}: query {q}, rank {j}"),
+                None => {
+                    assert!(gid == NO_ID && gd.to_f64().is_infinite(), "{name}: query {q}, rank {j} should be empty")
+                }
+            }
+        }
+    }
+}
+
+fn all_checks<T: Real>(seed: u64) {
+    for (name, queries, data) in point_sets::<T>(seed, 600, 900) {
+        for k in [1, 8, 33] {
+            check_knn(&name, &data, &queries, &KnnOptions { k, ..Default::default() });
+        }
+        let r = T::from_f64(if name == "one-vs-many" { 40.0 } else { 6.0 });
+        check_knn(&name, &data, &queries, &KnnOptions { k: 16, max_distance: Some(r), exclude_self: false });
+        // The kNN graph of one set.
+        check_knn(&name, &data, &data, &KnnOptions { k: 5, max_distance: None, exclude_self: true });
+    }
+}
+
+#[test]
+fn f32_knn_matches_brute_force() {
+    all_checks::<f32>(51);
+}
+
+#[test]
+fn f64_knn_matches_brute_force() {
+    all_checks::<f64>(52);
+}
+
+#[test]
+fn knn_clamps_k_and_rejects_bad_input() {
+    let data = Points::from_rows(&[[0.0f32, 0.0, 0.0], [1.0, 0.0, 0.0]]);
+    let got = CpuBackend.knn(&data, &data, &KnnOptions { k: 10, ..Default::default() }).unwrap();
+    assert_eq!(got.k, 2);
+    assert_eq!(got.ids, vec![0, 1, 1, 0]);
+    let e = CpuBackend.knn(&data, &data, &KnnOptions { k: 0, ..Default::default() }).unwrap_err();
+    assert!(matches!(e, Error::ZeroK));
+    let other = Points::from_rows(&[[0.0f32, 0.0, 0.0]]);
+    let e = CpuBackend.knn(&data, &other, &KnnOptions { k: 1, max_distance: None, exclude_self: true }).unwrap_err();
+    assert!(e.to_string().contains("exclude-self"), "{e}");
+    let nan = Points::from_rows(&[[0.0f32, f32::NAN, 0.0]]);
+    assert!(matches!(CpuBackend.knn(&data, &nan, &KnnOptions::default()), Err(Error::NonFinite { .. })));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(120))]
+    #[test]
+    fn knn_ties_break_by_smaller_id(
+        data in prop::collection::vec([0i32..5, 0i32..5, 0i32..5], 1..90),
+        queries in prop::collection::vec([0i32..5, 0i32..5, 0i32..5], 1..40),
+        k in 1usize..20,
+    ) {
+        let p = |v: &Vec<[i32; 3]>| Points::from_rows(&v.iter().map(|r| r.map(|c| c as f32)).collect::<Vec<_>>());
+        check_knn("proptest", &p(&data), &p(&queries), &KnnOptions { k, ..Default::default() });
+    }
+}
