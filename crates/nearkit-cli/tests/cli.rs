@@ -193,3 +193,11 @@ fn knn_writes_every_neighbour_and_the_graph_excludes_self() {
     fails(&["knn", "--data", s(&data), "--queries", s(&queries), "-k", "0"], &["k must be at least 1"], None);
     fails(&["knn", "--data", s(&data)], &["--exclude-self"], None);
 }
+
+#[test]
+fn bench_knn_runs_a_small_sweep() {
+    let o = nearkit(&["bench", "knn", "--device", "cpu", "--min-log2", "8", "--max-log2", "9", "--runs", "1", "-q"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("2^8") && out.contains("2^9"), "{out}");
+}

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Subcommand};
 use nearkit::cpu::CpuBackend;
 use nearkit::generate::{generate, Distribution, SEED_A_RANGE};
-use nearkit::{Backend, Engine, PairMode, PairsOptions, Points, Real};
+use nearkit::{Backend, Engine, KnnOptions, PairMode, PairsOptions, Points, Real};
 
 use crate::common::{ms, parse_with, thousands, CliError, CliResult, DeviceArgs, Precision};
 
@@ -24,6 +24,35 @@ the device, the k rows copied back) and 'end to end' from host arrays (uploads i
 Device start-up (context creation, kernel compile or cache load) is reported apart.
 Each GPU result is checked against the CPU backend's, which must be bitwise identical.")]
     Pairs(BenchPairsArgs),
+    /// Exact kNN over a range of query counts (seed C's table), k = 8 by default.
+    #[command(after_help = "\
+Examples:
+  nearkit bench knn --device cuda
+  nearkit bench knn --data ../shared/data/bunny00.off --max-log2 20 --device cpu
+
+Data: --data FILE (mesh vertices or points), else 19,851 points on a sphere (the paper's horse
+had 19,851 vertices). Queries: uniform in the data's bounding box, 2^min-log2 ... 2^max-log2.
+On CUDA, 'resident' has data, queries and the N×k results in GPU memory; 'end to end' starts
+from host arrays and ends with the results in host memory. Seed C's 3-D shifted-sort times
+(approximate, RTX 2080 Ti) are shown beside them for reference.")]
+    Knn(BenchKnnArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchKnnArgs {
+    /// Data points (.off/.ply vertices, .npy, .csv, .xyz).
+    #[arg(long)]
+    pub data: Option<std::path::PathBuf>,
+    #[arg(short, long, default_value_t = 8)]
+    pub k: usize,
+    #[arg(long, default_value_t = 12)]
+    pub min_log2: u32,
+    #[arg(long, default_value_t = 23)]
+    pub max_log2: u32,
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    #[command(flatten)]
+    pub dev: DeviceArgs,
 }
 
 #[derive(Args, Debug)]
@@ -57,7 +86,15 @@ pub struct BenchPairsArgs {
 }
 
 pub fn run(cmd: &BenchCommand) -> CliResult {
-    let BenchCommand::Pairs(args) = cmd;
+    let args = match cmd {
+        BenchCommand::Pairs(args) => args,
+        BenchCommand::Knn(args) => {
+            return match args.dev.precision {
+                Precision::F32 => run_knn::<f32>(args),
+                Precision::F64 => run_knn::<f64>(args),
+            }
+        }
+    };
     if args.runs == 0 || args.k == 0 {
         return Err(CliError("--runs and -k must be at least 1".into()));
     }
@@ -222,4 +259,58 @@ fn short(n: usize) -> String {
     } else {
         thousands(n)
     }
+}
+
+/// Seed C's shifted-sort 3-D times in ms for 2^12 ... 2^23 queries (approximate kNN, k = 8).
+const SEED_C_3D_MS: [f64; 12] = [10.0, 12.0, 11.0, 20.0, 24.0, 39.0, 64.0, 113.0, 217.0, 387.0, 740.0, 1459.0];
+
+fn run_knn<T: Real>(args: &BenchKnnArgs) -> CliResult {
+    if args.runs == 0 || args.k == 0 || args.min_log2 > args.max_log2 || args.max_log2 > 30 {
+        return Err(CliError("need --runs >= 1, -k >= 1 and --min-log2 <= --max-log2 <= 30".into()));
+    }
+    let data: Points<T> = match &args.data {
+        Some(p) => crate::common::load(p, nearkit::Role::Data, &None, args.dev.quiet)?,
+        None => generate(Distribution::Sphere, 19_851, 1.0, 11),
+    };
+    let engine = args.dev.open()?;
+    let device = engine.describe();
+    let (lo, hi) = data.bounds();
+    let opts = KnnOptions::<T> { k: args.k, ..Default::default() };
+    println!("nearkit bench knn — {device}, {} data points, k = {}, median of {} runs", data.len(), args.k, args.runs);
+    println!("{:>10} {:>12} {:>12} {:>16}", "queries", "resident", "end to end", "seed C 3-D");
+    for log2 in args.min_log2..=args.max_log2 {
+        let n = 1usize << log2;
+        let unit = generate::<T>(Distribution::Uniform, n, 1.0, 100 + log2 as u64);
+        let mut q = Points::with_capacity(n);
+        for i in 0..n {
+            let p = unit.get(i);
+            q.push(lo[0] + p[0] * (hi[0] - lo[0]), lo[1] + p[1] * (hi[1] - lo[1]), lo[2] + p[2] * (hi[2] - lo[2]));
+        }
+        engine.knn(&data, &q, &opts)?; // warm-up
+        let e2e = time(args.runs, || engine.knn(&data, &q, &opts).map(drop))?;
+        let mut resident = None;
+        if let Engine::Cuda(cuda) = &engine {
+            let (dd, dq) = (cuda.upload(&data)?, cuda.upload(&q)?);
+            let mut ids = cuda.alloc_zeroed::<u32>(n * args.k)?;
+            let mut dist = cuda.alloc_zeroed::<T>(n * args.k)?;
+            let mut run = || -> nearkit::Result<()> {
+                cuda.knn_resident(&dd, &dq, &opts, &mut ids, &mut dist)?;
+                cuda.synchronize()
+            };
+            run()?;
+            resident = Some(time(args.runs, &mut run)?);
+        }
+        let seed = SEED_C_3D_MS
+            .get((log2 as usize).wrapping_sub(12))
+            .map(|m| format!("{m:.0} ms"))
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "{:>10} {:>12} {:>12} {:>16}",
+            format!("2^{log2}"),
+            resident.map(ms).unwrap_or_else(|| "-".into()),
+            ms(e2e),
+            seed
+        );
+    }
+    Ok(())
 }

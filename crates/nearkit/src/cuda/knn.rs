@@ -1,8 +1,8 @@
 //! Launches knn.cu: exact k-nearest neighbours on the device, queries in Morton-ordered chunks.
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
 
-use super::closest_pairs::{chunk_size, for_each_chunk, DevicePoints, Source};
+use super::closest_pairs::{chunk_size, for_each_chunk, DevicePoints, SortedChunk, Source};
 use super::tree_build::{BuildInput, DeviceTree};
 use super::{cuda_err, grid, CudaBackend};
 use crate::error::Result;
@@ -21,25 +21,63 @@ pub(super) fn knn<T: Real>(
 ) -> Result<Knn<T>> {
     let (k, r2) = check_knn(data, queries, opts)?;
     let tree = DeviceTree::build_from(be, BuildInput::Owned(DevicePoints::upload(be, data)?))?;
-    let args = tree.args(be);
     let n = queries.len();
     let mut out = Knn { k, ids: Vec::with_capacity(n * k), distances: Vec::with_capacity(n * k) };
-    let f = be.func_t::<T>("knn_rows")?;
-    let (k32, exclude) = (k as u32, u32::from(opts.exclude_self));
     let chunk = chunk_size().min((MAX_CHUNK_ENTRIES / k).max(1));
     for_each_chunk(be, &Source::Host(queries), &tree, chunk, |c| {
         let len = c.points.len;
         let mut ids = be.alloc_uninit::<u32>(len * k)?;
         let mut dist = be.alloc_uninit::<T>(len * k)?;
-        let (len32, off32) = (len as u32, c.offset as u32);
-        let p = &c.points;
-        let mut l = be.stream.launch_builder(&f);
-        l.arg(&p.x).arg(&p.y).arg(&p.z).arg(&c.ids).arg(&len32).arg(&off32).arg(&args).arg(&k32).arg(&r2);
-        l.arg(&exclude).arg(&mut ids).arg(&mut dist);
-        unsafe { l.launch(grid(len, 128)) }.map_err(cuda_err)?;
+        knn_chunk(be, &tree, c, k, r2, opts.exclude_self, &mut ids.as_view_mut(), &mut dist.as_view_mut())?;
         out.ids.extend_from_slice(&be.stream.clone_dtoh(&ids.slice(0..len * k)).map_err(cuda_err)?);
         out.distances.extend_from_slice(&be.stream.clone_dtoh(&dist.slice(0..len * k)).map_err(cuda_err)?);
         Ok(())
     })?;
     Ok(out)
+}
+
+/// kNN with everything on the device: data and queries already uploaded, results left there
+/// (`ids`, `distances`: queries × k, row-major). Returns the effective k.
+pub(super) fn knn_resident<T: Real>(
+    be: &CudaBackend,
+    data: &DevicePoints<T>,
+    queries: &DevicePoints<T>,
+    opts: &KnnOptions<T>,
+    ids: &mut CudaSlice<u32>,
+    distances: &mut CudaSlice<T>,
+) -> Result<usize> {
+    if opts.k == 0 {
+        return Err(crate::error::Error::ZeroK);
+    }
+    let k = opts.k.min(data.len - usize::from(opts.exclude_self)).max(1);
+    let r2 = opts.max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
+    assert!(ids.len() >= queries.len * k && distances.len() >= queries.len * k, "output buffers too small");
+    let tree = DeviceTree::build(be, data)?;
+    for_each_chunk(be, &Source::Device(queries), &tree, chunk_size(), |c| {
+        let (s, e) = (c.offset * k, (c.offset + c.points.len) * k);
+        knn_chunk(be, &tree, c, k, r2, opts.exclude_self, &mut ids.slice_mut(s..e), &mut distances.slice_mut(s..e))
+    })?;
+    Ok(k)
+}
+
+/// One Morton-sorted chunk of queries into its rows of the output.
+fn knn_chunk<T: Real>(
+    be: &CudaBackend,
+    tree: &DeviceTree<T>,
+    c: &SortedChunk<T>,
+    k: usize,
+    r2: T,
+    exclude_self: bool,
+    ids: &mut CudaViewMut<'_, u32>,
+    dist: &mut CudaViewMut<'_, T>,
+) -> Result<()> {
+    let f = be.func_t::<T>("knn_rows")?;
+    let args = tree.args(be);
+    let (len32, off32, k32, exclude) = (c.points.len as u32, c.offset as u32, k as u32, u32::from(exclude_self));
+    let p = &c.points;
+    let mut l = be.stream.launch_builder(&f);
+    l.arg(&p.x).arg(&p.y).arg(&p.z).arg(&c.ids).arg(&len32).arg(&off32).arg(&args).arg(&k32).arg(&r2);
+    l.arg(&exclude).arg(ids).arg(dist);
+    unsafe { l.launch(grid(c.points.len, 128)) }.map_err(cuda_err)?;
+    Ok(())
 }

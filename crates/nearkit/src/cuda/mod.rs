@@ -204,6 +204,28 @@ impl CudaBackend {
         closest_pairs::closest_pairs_resident(self, a, b, opts)
     }
 
+    /// `knn` on data already on the device, results left there (queries × k, row-major, in
+    /// `ids` and `distances`, which must hold that many). Returns the effective k.
+    pub fn knn_resident<T: Real>(
+        &self,
+        data: &DevicePoints<T>,
+        queries: &DevicePoints<T>,
+        opts: &KnnOptions<T>,
+        ids: &mut CudaSlice<u32>,
+        distances: &mut CudaSlice<T>,
+    ) -> Result<usize> {
+        let _guard = self.busy.lock().unwrap();
+        knn::knn_resident(self, data, queries, opts, ids, distances)
+    }
+
+    /// Device memory for `n` values (for results of resident queries).
+    pub fn alloc_zeroed<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+        &self,
+        n: usize,
+    ) -> Result<CudaSlice<T>> {
+        self.alloc(n)
+    }
+
     /// Builds B's tree on the device and brings it back (tests compare it with the CPU build).
     pub fn build_tree_to_host<T: Real>(&self, b: &Points<T>) -> Result<crate::tree::MortonTree<T>> {
         let _guard = self.busy.lock().unwrap();
