@@ -135,6 +135,20 @@ fn same_knn<T: Real>(seed: u64) {
             gpu.knn(&data, &data, &opts).unwrap(),
             "{name}: graph"
         );
+        // Resident: data, queries and results on the device.
+        let opts = KnnOptions { k: 8, max_distance: None, exclude_self: false };
+        let cpu = CpuBackend.knn(&data, &queries, &opts).unwrap();
+        let (dd, dq) = (gpu.upload(&data).unwrap(), gpu.upload(&queries).unwrap());
+        let mut ids = gpu.alloc_zeroed::<u32>(queries.len() * cpu.k).unwrap();
+        let mut dist = gpu.alloc_zeroed::<T>(queries.len() * cpu.k).unwrap();
+        let k = gpu.knn_resident(&dd, &dq, &opts, &mut ids, &mut dist).unwrap();
+        assert_eq!(k, cpu.k, "{name}: resident k");
+        assert_eq!(gpu.stream().clone_dtoh(&ids).unwrap(), cpu.ids, "{name}: resident ids");
+        let d = gpu.stream().clone_dtoh(&dist).unwrap();
+        assert!(
+            d.iter().zip(&cpu.distances).all(|(a, b)| a.ordered_bits() == b.ordered_bits()),
+            "{name}: resident distances"
+        );
     }
 }
 
