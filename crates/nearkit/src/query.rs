@@ -73,6 +73,11 @@ pub struct Nearest<T> {
 pub(crate) fn check_inputs<T: Real>(a: &Points<T>, b: &Points<T>, max_distance: Option<T>) -> Result<T> {
     a.validate(Role::A)?;
     b.validate(Role::B)?;
+    radius2(max_distance)
+}
+
+/// The squared search radius of an optional max distance (which must be finite and >= 0).
+pub(crate) fn radius2<T: Real>(max_distance: Option<T>) -> Result<T> {
     match max_distance {
         None => Ok(T::INFINITY),
         Some(r) if r.is_finite() && r >= T::ZERO => Ok(r * r),
@@ -166,26 +171,24 @@ pub struct Knn<T> {
     pub distances: Vec<T>,
 }
 
-/// Checks knn inputs; returns (effective k, squared radius). k is clamped to the number of
-/// data points a query can have as neighbours.
+/// Checks knn inputs; returns (effective k, squared radius).
 pub(crate) fn check_knn<T: Real>(data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<(usize, T)> {
     data.validate(Role::Data)?;
     queries.validate(Role::Queries)?;
+    knn_limits(data.len(), queries.len(), opts)
+}
+
+/// Effective k and squared radius of a kNN query over `n_data` points (also for data already
+/// on a device). k is clamped to the number of data points a query can have as neighbours.
+pub(crate) fn knn_limits<T: Real>(n_data: usize, n_queries: usize, opts: &KnnOptions<T>) -> Result<(usize, T)> {
     if opts.k == 0 {
         return Err(Error::ZeroK);
     }
-    if opts.exclude_self && data.len() != queries.len() {
+    if opts.exclude_self && n_data != n_queries {
         return Err(Error::InvalidArgument(format!(
-            "exclude-self needs the queries to be the data itself ({} data points, {} queries)",
-            data.len(),
-            queries.len()
+            "exclude-self needs the queries to be the data itself ({n_data} data points, {n_queries} queries)"
         )));
     }
-    let available = data.len() - usize::from(opts.exclude_self);
-    let r2 = match opts.max_distance {
-        None => T::INFINITY,
-        Some(r) if r.is_finite() && r >= T::ZERO => r * r,
-        Some(r) => return Err(Error::BadMaxDistance(r.to_f64())),
-    };
-    Ok((opts.k.min(available).max(1), r2))
+    let available = n_data - usize::from(opts.exclude_self);
+    Ok((opts.k.min(available).max(1), radius2(opts.max_distance)?))
 }

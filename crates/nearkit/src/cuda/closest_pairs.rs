@@ -12,7 +12,7 @@ use super::{cuda_err, grid, CudaBackend};
 use crate::cpu::search_constants::BOUND_WINDOW;
 use crate::error::{Error, Result};
 use crate::points::Points;
-use crate::query::{check_inputs, to_pairs, Candidate, Nearest, Pair, PairMode, PairsOptions};
+use crate::query::{check_inputs, radius2, to_pairs, Candidate, Nearest, Pair, PairMode, PairsOptions};
 use crate::real::{from_ordered_bits, Real};
 
 const BLOCK: u32 = 256;
@@ -187,7 +187,7 @@ pub(super) fn closest_pairs_resident<T: Real>(
     if a.len == 0 || b.len == 0 {
         return Err(Error::InvalidArgument("empty point set".into()));
     }
-    let r2 = opts.max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
+    let r2 = radius2(opts.max_distance)?;
     let mut phases = Phases::new(be);
     let tree = DeviceTree::build(be, b)?;
     phases.mark("tree build")?;

@@ -7,7 +7,7 @@ use super::tree_build::{BuildInput, DeviceTree};
 use super::{cuda_err, grid, CudaBackend};
 use crate::error::Result;
 use crate::points::Points;
-use crate::query::{check_knn, Knn, KnnOptions};
+use crate::query::{check_knn, knn_limits, Knn, KnnOptions};
 use crate::real::Real;
 
 /// Output entries (queries × k) per chunk: bounds the device buffers for large k.
@@ -46,11 +46,7 @@ pub(super) fn knn_resident<T: Real>(
     ids: &mut CudaSlice<u32>,
     distances: &mut CudaSlice<T>,
 ) -> Result<usize> {
-    if opts.k == 0 {
-        return Err(crate::error::Error::ZeroK);
-    }
-    let k = opts.k.min(data.len - usize::from(opts.exclude_self)).max(1);
-    let r2 = opts.max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
+    let (k, r2) = knn_limits(data.len, queries.len, opts)?;
     assert!(ids.len() >= queries.len * k && distances.len() >= queries.len * k, "output buffers too small");
     let tree = DeviceTree::build(be, data)?;
     for_each_chunk(be, &Source::Device(queries), &tree, chunk_size(), |c| {
