@@ -15,6 +15,7 @@ pub mod cuda;
 pub mod device;
 pub mod error;
 pub mod generate;
+pub mod grid;
 pub mod morton;
 pub mod points;
 pub mod query;

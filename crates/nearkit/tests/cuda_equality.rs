@@ -161,3 +161,41 @@ fn gpu_knn_matches_cpu_f32() {
 fn gpu_knn_matches_cpu_f64() {
     same_knn::<f64>(62);
 }
+
+/// Enough queries that both backends take the candidate grid: the same lists, the same answers.
+fn same_knn_grid<T: Real>(seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    for (name, queries, data) in point_sets::<T>(seed, 40_000, 3000) {
+        let tree = MortonTree::build(&data, DEFAULT_LEAF_SIZE);
+        for opts in [
+            KnnOptions { k: 1, max_distance: None, exclude_self: false },
+            KnnOptions { k: 8, max_distance: None, exclude_self: false },
+            KnnOptions { k: 13, max_distance: Some(T::from_f64(30.0)), exclude_self: false },
+            KnnOptions { k: 32, max_distance: None, exclude_self: false },
+        ] {
+            let k = opts.k.min(data.len());
+            let r2 = opts.max_distance.map_or(T::INFINITY, |r| r * r);
+            let cpu_grid = nearkit::grid::CandidateGrid::for_queries(&tree, queries.len(), k, r2);
+            let gpu_grid = gpu.build_knn_grid_to_host(&data, queries.len(), k, r2).unwrap();
+            assert_eq!(cpu_grid, gpu_grid, "{name}: grid {opts:?}");
+            let c = CpuBackend.knn(&data, &queries, &opts).unwrap();
+            let g = gpu.knn(&data, &queries, &opts).unwrap();
+            assert_eq!(c, g, "{name}: knn through the grid {opts:?}");
+        }
+        if queries.len() == 40_000 {
+            let opts = KnnOptions { k: 7, max_distance: None, exclude_self: true };
+            let c = CpuBackend.knn(&queries, &queries, &opts).unwrap();
+            assert_eq!(c, gpu.knn(&queries, &queries, &opts).unwrap(), "{name}: graph through the grid");
+        }
+    }
+}
+
+#[test]
+fn gpu_knn_grid_matches_cpu_f32() {
+    same_knn_grid::<f32>(63);
+}
+
+#[test]
+fn gpu_knn_grid_matches_cpu_f64() {
+    same_knn_grid::<f64>(64);
+}

@@ -46,6 +46,12 @@ fn every_kernel_compiles_for_hopper() {
         "nearest_candidates",
         "knn_candidates",
         "knn_rows",
+        "grid_level_count",
+        "grid_level_fill",
+        "root_box",
+        "knn_grid_rows8",
+        "knn_grid_rows16",
+        "knn_grid_rows32",
     ] {
         for t in ["f32", "f64"] {
             let name = format!("{base}_{t}");

@@ -165,3 +165,45 @@ pub fn window_upper_bound<T: Real>(tree: &MortonTree<T>, q: [T; 3], window: usiz
     }
     best
 }
+
+/// Every point with squared distance to `q` <= `r2`, as (squared distance, sorted position),
+/// appended to `out` in no particular order.
+pub fn within<T: Real>(tree: &MortonTree<T>, q: [T; 3], r2: T, out: &mut Vec<(T, u32)>) {
+    let mut scan = |s: usize, e: usize| {
+        for i in s..e {
+            let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+            if d <= r2 {
+                out.push((d, i as u32));
+            }
+        }
+    };
+    let n = tree.len();
+    let leaf = tree.leaf_size as usize;
+    if n <= leaf || n == 1 {
+        scan(0, n);
+        return;
+    }
+    let mut stack = [0u32; STACK];
+    let mut sp = 1usize;
+    while sp > 0 {
+        sp -= 1;
+        let node = stack[sp] as usize;
+        if tree.box_dist2(node, q) > r2 {
+            continue;
+        }
+        let (s, e) = tree.range(node);
+        if e - s <= leaf {
+            scan(s, e);
+            continue;
+        }
+        for c in [tree.left[node], tree.right[node]] {
+            if c & CHILD_POINT != 0 {
+                let p = (c & !CHILD_POINT) as usize;
+                scan(p, p + 1);
+            } else {
+                stack[sp] = c;
+                sp += 1;
+            }
+        }
+    }
+}

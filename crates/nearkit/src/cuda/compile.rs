@@ -21,6 +21,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     "\n",
     include_str!("knn.cu"),
     "\n",
+    include_str!("candidate_grid.cu"),
+    "\n",
     include_str!("closest_pairs.cu"),
 );
 

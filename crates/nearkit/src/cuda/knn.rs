@@ -2,6 +2,7 @@
 
 use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
 
+use super::candidate_grid::DeviceGrid;
 use super::closest_pairs::{chunk_size, for_each_chunk, DevicePoints, SortedChunk, Source};
 use super::tree_build::{BuildInput, DeviceTree};
 use super::{cuda_err, grid, CudaBackend};
@@ -22,13 +23,24 @@ pub(super) fn knn<T: Real>(
     let (k, r2) = check_knn(data, queries, opts)?;
     let tree = DeviceTree::build_from(be, BuildInput::Owned(DevicePoints::upload(be, data)?))?;
     let n = queries.len();
+    let grid = DeviceGrid::build(be, &tree, n, k + usize::from(opts.exclude_self), r2)?;
     let mut out = Knn { k, ids: Vec::with_capacity(n * k), distances: Vec::with_capacity(n * k) };
     let chunk = chunk_size().min((MAX_CHUNK_ENTRIES / k).max(1));
     for_each_chunk(be, &Source::Host(queries), &tree, chunk, |c| {
         let len = c.points.len;
         let mut ids = be.alloc_uninit::<u32>(len * k)?;
         let mut dist = be.alloc_uninit::<T>(len * k)?;
-        knn_chunk(be, &tree, c, k, r2, opts.exclude_self, &mut ids.as_view_mut(), &mut dist.as_view_mut())?;
+        knn_chunk(
+            be,
+            &tree,
+            grid.as_ref(),
+            c,
+            k,
+            r2,
+            opts.exclude_self,
+            &mut ids.as_view_mut(),
+            &mut dist.as_view_mut(),
+        )?;
         out.ids.extend_from_slice(&be.stream.clone_dtoh(&ids.slice(0..len * k)).map_err(cuda_err)?);
         out.distances.extend_from_slice(&be.stream.clone_dtoh(&dist.slice(0..len * k)).map_err(cuda_err)?);
         Ok(())
@@ -49,17 +61,21 @@ pub(super) fn knn_resident<T: Real>(
     let (k, r2) = knn_limits(data.len, queries.len, opts)?;
     assert!(ids.len() >= queries.len * k && distances.len() >= queries.len * k, "output buffers too small");
     let tree = DeviceTree::build(be, data)?;
+    let grid = DeviceGrid::build(be, &tree, queries.len, k + usize::from(opts.exclude_self), r2)?;
     for_each_chunk(be, &Source::Device(queries), &tree, chunk_size(), |c| {
         let (s, e) = (c.offset * k, (c.offset + c.points.len) * k);
-        knn_chunk(be, &tree, c, k, r2, opts.exclude_self, &mut ids.slice_mut(s..e), &mut distances.slice_mut(s..e))
+        let (ids, dist) = (&mut ids.slice_mut(s..e), &mut distances.slice_mut(s..e));
+        knn_chunk(be, &tree, grid.as_ref(), c, k, r2, opts.exclude_self, ids, dist)
     })?;
     Ok(k)
 }
 
-/// One Morton-sorted chunk of queries into its rows of the output.
+/// One Morton-sorted chunk of queries into its rows of the output: through the candidate
+/// grid when there is one, else one tree search per query.
 fn knn_chunk<T: Real>(
     be: &CudaBackend,
     tree: &DeviceTree<T>,
+    grid_lists: Option<&DeviceGrid<T>>,
     c: &SortedChunk<T>,
     k: usize,
     r2: T,
@@ -67,10 +83,24 @@ fn knn_chunk<T: Real>(
     ids: &mut CudaViewMut<'_, u32>,
     dist: &mut CudaViewMut<'_, T>,
 ) -> Result<()> {
-    let f = be.func_t::<T>("knn_rows")?;
     let args = tree.args(be);
     let (len32, off32, k32, exclude) = (c.points.len as u32, c.offset as u32, k as u32, u32::from(exclude_self));
     let p = &c.points;
+    if let Some(g) = grid_lists {
+        let name = match k {
+            0..=8 => "knn_grid_rows8",
+            9..=16 => "knn_grid_rows16",
+            _ => "knn_grid_rows32",
+        };
+        let f = be.func_t::<T>(name)?;
+        let fargs = g.frame_args();
+        let mut l = be.stream.launch_builder(&f);
+        l.arg(&p.x).arg(&p.y).arg(&p.z).arg(&c.ids).arg(&len32).arg(&off32).arg(&args).arg(&fargs);
+        l.arg(&g.start).arg(&g.floor).arg(&g.entry).arg(&k32).arg(&r2).arg(&exclude).arg(ids).arg(dist);
+        unsafe { l.launch(grid(c.points.len, 128)) }.map_err(cuda_err)?;
+        return Ok(());
+    }
+    let f = be.func_t::<T>("knn_rows")?;
     let mut l = be.stream.launch_builder(&f);
     l.arg(&p.x).arg(&p.y).arg(&p.z).arg(&c.ids).arg(&len32).arg(&off32).arg(&args).arg(&k32).arg(&r2);
     l.arg(&exclude).arg(ids).arg(dist);

@@ -2,6 +2,7 @@
 //! runs on machines without CUDA. Kernels are compiled by NVRTC on first use (see
 //! `compile`) and every heavy step runs on the device.
 
+mod candidate_grid;
 mod closest_pairs;
 pub mod compile;
 mod knn;
@@ -224,6 +225,21 @@ impl CudaBackend {
         n: usize,
     ) -> Result<CudaSlice<T>> {
         self.alloc(n)
+    }
+
+    /// Builds the kNN candidate grid for `data` on the device and brings it back (tests
+    /// compare it with the CPU build); `None` where the grid would not be used.
+    pub fn build_knn_grid_to_host<T: Real>(
+        &self,
+        data: &Points<T>,
+        n_queries: usize,
+        k_list: usize,
+        r2: T,
+    ) -> Result<Option<crate::grid::CandidateGrid<T>>> {
+        let _guard = self.busy.lock().unwrap();
+        let db = DevicePoints::upload(self, data)?;
+        let tree = DeviceTree::build(self, &db)?;
+        candidate_grid::DeviceGrid::build(self, &tree, n_queries, k_list, r2)?.map(|g| g.to_host(self)).transpose()
     }
 
     /// Builds B's tree on the device and brings it back (tests compare it with the CPU build).

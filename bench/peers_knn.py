@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Times CPU kd-tree peers on seed C's kNN workload (mesh vertices as data, queries uniform in
+their bounding box, k = 8), to put beside `nearkit bench knn` run on the same machine.
+
+    python3 bench/peers_knn.py --data ../shared/data/bunny00.off --log2 20 23 [--nearkit target/release/nearkit]
+
+Peers: scipy cKDTree (workers=-1) and pykdtree (OpenMP), each timed building its tree and
+answering all queries. With --nearkit, 2^16 of the queries also go through `nearkit knn` and
+the ids must equal scipy's (distances to 1e-6 relative: scipy works in f64, nearkit in f32).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def read_off(path):
+    words = open(path).read().split()
+    assert words[0] == "OFF", path
+    n = int(words[1])
+    return np.array(words[4:4 + 3 * n], dtype=np.float64).reshape(n, 3).astype(np.float32)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--log2", type=int, nargs=2, default=[20, 23])
+    ap.add_argument("-k", type=int, default=8)
+    ap.add_argument("--nearkit")
+    args = ap.parse_args()
+    data = read_off(args.data)
+    lo, hi = data.min(0), data.max(0)
+    rng = np.random.default_rng(1)
+    peers = []
+    try:
+        from scipy.spatial import cKDTree
+        peers.append(("scipy cKDTree", lambda d, q: cKDTree(d).query(q, k=args.k, workers=-1)))
+    except ImportError:
+        print("scipy not installed: skipped")
+    try:
+        from pykdtree.kdtree import KDTree
+        peers.append(("pykdtree", lambda d, q: KDTree(d).query(q, k=args.k)))
+    except ImportError:
+        print("pykdtree not installed: skipped")
+    print(f"{len(data)} data points, k = {args.k}, {os.cpu_count()} cores; median of 3 runs")
+    for log2 in range(args.log2[0], args.log2[1] + 1):
+        q = (lo + rng.random((1 << log2, 3), dtype=np.float32) * (hi - lo)).astype(np.float32)
+        row = [f"2^{log2}"]
+        for name, fn in peers:
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                fn(data, q)
+                times.append(time.perf_counter() - t)
+            row.append(f"{name} {sorted(times)[1] * 1e3:.1f} ms")
+        print("  ".join(row), flush=True)
+    if args.nearkit and peers:
+        q = q[: 1 << 16]
+        with tempfile.TemporaryDirectory() as tmp:
+            np.save(f"{tmp}/q.npy", q)
+            subprocess.run([args.nearkit, "knn", "--data", args.data, "--queries", f"{tmp}/q.npy", "-k", str(args.k),
+                            "--out", f"{tmp}/out.npz", "--quiet"], check=True)
+            got = np.load(f"{tmp}/out.npz")
+            from scipy.spatial import cKDTree
+            d, i = cKDTree(data.astype(np.float64)).query(q.astype(np.float64), k=args.k)
+            same = (got["ids"] == i).mean()
+            print(f"nearkit vs scipy on 2^16 queries: {same * 100:.4f}% of ids equal, "
+                  f"max relative distance difference {np.max(np.abs(got['distances'] - d) / np.maximum(d, 1e-30)):.2e}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+//! Launches candidate_grid.cu: the `CandidateGrid` of src/grid.rs built on the device, in the
+//! same layout (and the same entry order) as the CPU build.
+
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
+
+use super::radix_sort::exclusive_scan;
+use super::tree_build::DeviceTree;
+use super::{cuda_err, grid, CudaBackend};
+use crate::error::Result;
+use crate::grid::{self as cgrid, CandidateGrid, GridFrame, BUCKETS};
+use crate::real::Real;
+
+/// Cells (one warp each) per block of the level kernels (GRID_WARPS in candidate_grid.cu).
+const WARPS_PER_BLOCK: usize = 4;
+
+/// `struct GridFrame<T>` of candidate_grid.cu, passed to kernels by value.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct GridFrameArgs<T> {
+    origin: [T; 3],
+    cell: T,
+    inv_cell: T,
+    half_diag: T,
+    dims: [u32; 3],
+}
+// SAFETY: plain old data matching the C struct's layout (6 T, 3 u32, C padding).
+unsafe impl<T: DeviceRepr> DeviceRepr for GridFrameArgs<T> {}
+
+pub struct DeviceGrid<T> {
+    pub frame: GridFrame<T>,
+    pub start: CudaSlice<u32>,
+    pub floor: CudaSlice<T>,
+    pub entry: CudaSlice<u32>,
+    pub entries: usize,
+}
+
+impl<T: Real> DeviceGrid<T> {
+    /// The grid for `n_queries` queries of the `k_list` nearest within `r2`, or `None` where
+    /// the tree search is the better plan (`grid::worth_it`) or the data's box cannot be
+    /// gridded.
+    pub fn build(
+        be: &CudaBackend,
+        tree: &DeviceTree<T>,
+        n_queries: usize,
+        k_list: usize,
+        r2: T,
+    ) -> Result<Option<Self>> {
+        if !cgrid::worth_it(tree.n as usize, n_queries, k_list) {
+            return Ok(None);
+        }
+        let targs = tree.args(be);
+        let mut bounds = be.alloc_uninit::<T>(6)?;
+        let f = be.func_t::<T>("root_box")?;
+        let mut l = be.stream.launch_builder(&f);
+        l.arg(&targs).arg(&mut bounds);
+        unsafe { l.launch(grid(1, 32)) }.map_err(cuda_err)?;
+        let b = be.stream.clone_dtoh(&bounds).map_err(cuda_err)?;
+        let target = cgrid::target_cells(tree.n as usize, n_queries);
+        let Some(frame) = GridFrame::plan([b[0], b[1], b[2]], [b[3], b[4], b[5]], target) else {
+            return Ok(None);
+        };
+        // Coarse to fine, each level filtering its parent's lists (grid::CandidateGrid::build).
+        let mut level: Option<Self> = None;
+        for f in cgrid::levels(frame).into_iter().rev() {
+            level = Some(Self::build_level(be, tree, f, level.as_ref(), k_list, r2)?);
+        }
+        Ok(level)
+    }
+
+    fn build_level(
+        be: &CudaBackend,
+        tree: &DeviceTree<T>,
+        frame: GridFrame<T>,
+        parent: Option<&Self>,
+        k_list: usize,
+        r2: T,
+    ) -> Result<Self> {
+        let targs = tree.args(be);
+        let fargs = frame_args(&frame);
+        let cells = frame.cells();
+        let (cells32, k32) = (cells as u32, k_list as u32);
+        let mut start = be.alloc_uninit::<u32>(cells * BUCKETS + 1)?;
+        let mut floor = be.alloc_uninit::<T>(cells * BUCKETS)?;
+        let mut cell_r2 = be.alloc_uninit::<T>(cells)?;
+        let mut cell_lo = be.alloc_uninit::<T>(cells)?;
+        // The count pass leaves the last slot alone: zero it so the scan ends with the total.
+        be.stream.memset_zeros(&mut start.slice_mut(cells * BUCKETS..)).map_err(cuda_err)?;
+        // The top level has no parent lists: null pointers stand for "every point".
+        let null = be.alloc_zeroed::<u32>(1)?;
+        let (pstart, pentry) = match parent {
+            Some(p) => (p.start.device_ptr(&be.stream).0, p.entry.device_ptr(&be.stream).0),
+            None => (0u64, null.device_ptr(&be.stream).0),
+        };
+        let cfg = grid(cells * 32, (32 * WARPS_PER_BLOCK) as u32);
+        let f = be.func_t::<T>("grid_level_count")?;
+        let mut l = be.stream.launch_builder(&f);
+        l.arg(&targs).arg(&fargs).arg(&cells32).arg(&pstart).arg(&pentry).arg(&k32).arg(&r2);
+        l.arg(&mut start).arg(&mut floor).arg(&mut cell_r2).arg(&mut cell_lo);
+        unsafe { l.launch(cfg) }.map_err(cuda_err)?;
+        exclusive_scan(be, &mut start, cells * BUCKETS + 1)?;
+        let total = be.stream.clone_dtoh(&start.slice(cells * BUCKETS..)).map_err(cuda_err)?[0] as usize;
+        let mut entry = be.alloc_uninit::<u32>(total)?;
+        let f = be.func_t::<T>("grid_level_fill")?;
+        let mut l = be.stream.launch_builder(&f);
+        l.arg(&targs).arg(&fargs).arg(&cells32).arg(&pstart).arg(&pentry);
+        l.arg(&start).arg(&cell_r2).arg(&cell_lo).arg(&mut entry);
+        unsafe { l.launch(cfg) }.map_err(cuda_err)?;
+        Ok(Self { frame, start, floor, entry, entries: total })
+    }
+
+    pub(crate) fn frame_args(&self) -> GridFrameArgs<T> {
+        frame_args(&self.frame)
+    }
+
+    pub fn to_host(&self, be: &CudaBackend) -> Result<CandidateGrid<T>> {
+        let s = &be.stream;
+        Ok(CandidateGrid {
+            frame: self.frame,
+            start: s.clone_dtoh(&self.start).map_err(cuda_err)?,
+            floor: s.clone_dtoh(&self.floor).map_err(cuda_err)?,
+            entry: s.clone_dtoh(&self.entry.slice(0..self.entries)).map_err(cuda_err)?,
+        })
+    }
+}
+
+fn frame_args<T: Real>(f: &GridFrame<T>) -> GridFrameArgs<T> {
+    GridFrameArgs { origin: f.origin, cell: f.cell, inv_cell: f.inv_cell, half_diag: f.half_diag, dims: f.dims }
+}

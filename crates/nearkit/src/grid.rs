@@ -1,0 +1,345 @@
+//! `CandidateGrid`: exact kNN for many queries through per-cell candidate lists.
+//!
+//! A uniform grid covers the data's bounding box. Each cell keeps every data point that can
+//! be among the k nearest of *any* point of the cell, sorted by distance to the cell centre c.
+//! Why that list is complete: for q in the cell (|q - c| <= h, the half diagonal) and p one
+//! of q's k nearest, |p - q| <= d_k(q) <= d_k(c) + h, so |p - c| <= d_k(c) + 2h, where d_k(c)
+//! is the centre's own k-th nearest distance. A query scans its cell's list in order and stops
+//! once |p - c| - |q - c|, a lower bound of |p - q|, exceeds its current k-th distance, so a
+//! query far from the data does not scan the whole shell its cell needs.
+//!
+//! The answer is the same (d², id) order the tree search gives, so it is exact whichever of
+//! the two a query takes; queries outside the grid take the tree. Rounding: every bound here
+//! carries a relative margin (`MARGIN`) far above the few ulps by which a computed distance
+//! can differ from the true one, and a stop needs a squared bound above `tiny` so that no
+//! subnormal arithmetic is trusted.
+//!
+//! Layout (structure of arrays, identical on the GPU): cell `c` (x fastest) owns list entries
+//! `start[c]..start[c + 1]`: coordinates, original id, and `reach`, a lower bound of the
+//! entry's distance to the centre, ascending.
+
+use rayon::prelude::*;
+
+use crate::real::{dist2, Real};
+use crate::tree::MortonTree;
+
+/// Largest k the grid serves; beyond it lists grow long and the tree search is used.
+pub const GRID_MAX_K: usize = 32;
+
+/// Relative margin on every bound. Computed distances are within a few ulps of the truth
+/// (2^-24 ≈ 6e-8 in f32), so 1e-5 is ample and costs nothing measurable.
+pub const MARGIN: f64 = 1e-5;
+
+/// Longest grid side in cells.
+const MAX_DIM: u32 = 1024;
+
+/// Smallest squared bound trusted to stop a scan (far above subnormals).
+pub fn tiny<T: Real>() -> T {
+    T::from_f64(if T::NAME == "f32" { 1e-30 } else { 1e-290 })
+}
+
+/// Cell geometry. `half_diag` is inflated a little so that a query whose computed cell index
+/// rounded across a boundary still counts as inside; `locate` checks it per query.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GridFrame<T> {
+    pub origin: [T; 3],
+    pub cell: T,
+    pub inv_cell: T,
+    pub dims: [u32; 3],
+    pub half_diag: T,
+}
+
+impl<T: Real> GridFrame<T> {
+    /// About `target_cells` cubic cells over the box `lo..hi`; `None` when the box is
+    /// degenerate or its scale is outside what the margins cover (the tree handles those).
+    pub fn plan(lo: [T; 3], hi: [T; 3], target_cells: usize) -> Option<Self> {
+        let ext: [f64; 3] = std::array::from_fn(|d| hi[d].to_f64() - lo[d].to_f64());
+        let emax = ext[0].max(ext[1]).max(ext[2]);
+        let huge = if T::NAME == "f32" { 1e15 } else { 1e150 };
+        if !(emax > 0.0 && emax < huge) || target_cells == 0 {
+            return None;
+        }
+        // Flat data (a plane) still gets cells of sensible size across its thin axis.
+        let vol: f64 = ext.iter().map(|e| e.max(emax / 64.0)).product();
+        let cell = (vol / target_cells as f64).cbrt();
+        let tiny_cell = if T::NAME == "f32" { 1e-12 } else { 1e-140 };
+        let sizeable = cell > tiny_cell * emax.max(1.0);
+        if !sizeable {
+            return None;
+        }
+        let dims: [u32; 3] = std::array::from_fn(|d| ((ext[d] / cell).ceil() as u32).clamp(1, MAX_DIM));
+        let cell = (0..3).map(|d| ext[d] / dims[d] as f64).fold(cell, f64::max);
+        // Centre the grid on the data.
+        let origin = std::array::from_fn(|d| T::from_f64(lo[d].to_f64() - (dims[d] as f64 * cell - ext[d]) / 2.0));
+        let cell_t = T::from_f64(cell);
+        let half_diag = T::from_f64(cell * 0.5 * 3f64.sqrt() * 1.01);
+        Some(Self { origin, cell: cell_t, inv_cell: T::from_f64(1.0 / cell), dims, half_diag })
+    }
+
+    /// The next coarser level: `LEVEL_FACTOR`³ cells of this one per cell, same origin.
+    pub fn parent(&self) -> Self {
+        let cell = self.cell.to_f64() * LEVEL_FACTOR as f64;
+        Self {
+            origin: self.origin,
+            cell: T::from_f64(cell),
+            inv_cell: T::from_f64(1.0 / cell),
+            dims: self.dims.map(|d| d.div_ceil(LEVEL_FACTOR)),
+            half_diag: T::from_f64(cell * 0.5 * 3f64.sqrt() * 1.01),
+        }
+    }
+
+    /// The cell of the parent level holding cell `c`.
+    #[inline(always)]
+    pub fn parent_cell(&self, c: usize) -> usize {
+        let (dx, dy) = (self.dims[0] as usize, self.dims[1] as usize);
+        let f = LEVEL_FACTOR as usize;
+        let (px, py) = (dx.div_ceil(f), dy.div_ceil(f));
+        (c % dx) / f + px * (((c / dx) % dy) / f + py * ((c / (dx * dy)) / f))
+    }
+
+    pub fn cells(&self) -> usize {
+        self.dims.iter().map(|&d| d as usize).product()
+    }
+
+    /// Centre of cell `c` (the CUDA build computes it with the same operations).
+    #[inline(always)]
+    pub fn center(&self, c: usize) -> [T; 3] {
+        let (dx, dy) = (self.dims[0] as usize, self.dims[1] as usize);
+        let idx = [c % dx, (c / dx) % dy, c / (dx * dy)];
+        std::array::from_fn(|d| self.origin[d] + T::from_f64(idx[d] as f64 + 0.5) * self.cell)
+    }
+
+    /// The cell holding `q` and an upper bound of |q - centre|, or `None` when `q` is outside
+    /// the grid (by more than the inflation of `half_diag`).
+    #[inline(always)]
+    pub fn locate(&self, q: [T; 3]) -> Option<(usize, T)> {
+        let mut idx = [0usize; 3];
+        for d in 0..3 {
+            let t = ((q[d] - self.origin[d]) * self.inv_cell).to_f64().floor();
+            if !(t >= -1.0 && t <= self.dims[d] as f64) {
+                return None;
+            }
+            idx[d] = (t.max(0.0) as usize).min(self.dims[d] as usize - 1);
+        }
+        let c = idx[0] + self.dims[0] as usize * (idx[1] + self.dims[1] as usize * idx[2]);
+        let centre = self.center(c);
+        let e = dist2(q[0], q[1], q[2], centre[0], centre[1], centre[2]).sqrt() * T::from_f64(1.0 + MARGIN);
+        (e <= self.half_diag).then_some((c, e))
+    }
+
+    /// Squared radius of cell `c`'s list: d_k(c) + 2h, capped by the query radius (r + h),
+    /// with margins. `dk2`: the centre's k-th nearest squared distance (infinite if fewer).
+    #[inline(always)]
+    pub fn list_radius2(&self, dk2: T, r2: T) -> T {
+        let m = T::from_f64(1.0 + MARGIN);
+        let two = T::from_f64(2.0);
+        let mut r = (dk2.sqrt() * m + two * self.half_diag) * m;
+        let cap = (r2.sqrt() + self.half_diag) * m;
+        if cap < r {
+            r = cap;
+        }
+        r * r * m
+    }
+}
+
+/// Buckets per cell: a cell's list is split by distance to the centre, nearest first, and
+/// a query skips a whole bucket when the bucket's smallest distance rules it out.
+pub const BUCKETS: usize = 16;
+
+/// Children per parent cell along each axis between the levels of the build.
+pub const LEVEL_FACTOR: u32 = 4;
+
+/// A level of at most this many cells takes its lists from all points.
+pub const TOP_CELLS: usize = 64;
+
+/// The build's levels, finest (`frame`) first, each `LEVEL_FACTOR` times coarser.
+pub fn levels<T: Real>(frame: GridFrame<T>) -> Vec<GridFrame<T>> {
+    let mut v = vec![frame];
+    while v.last().unwrap().cells() > TOP_CELLS {
+        let p = v.last().unwrap().parent();
+        v.push(p);
+    }
+    v
+}
+
+/// Lanes of a warp: the GPU build scans a list 32 entries at a time, one per lane.
+pub const LANES: usize = 32;
+
+/// An upper bound of the `k`-th smallest of `d2s` (k <= 2 * LANES), computed as the GPU's warp
+/// does: entry j goes to lane j % 32, each lane keeps its two smallest, and the bound is the
+/// k-th smallest of those 64 (k distinct entries lie within it). Also the smallest of all.
+pub fn lane_bound<T: Real>(d2s: &[T], k: usize) -> (T, T) {
+    let mut top = [(T::INFINITY, T::INFINITY); LANES];
+    for (j, &v) in d2s.iter().enumerate() {
+        let t = &mut top[j % LANES];
+        if v < t.0 {
+            t.1 = t.0;
+            t.0 = v;
+        } else if v < t.1 {
+            t.1 = v;
+        }
+    }
+    let mut all: Vec<T> = top.iter().flat_map(|t| [t.0, t.1]).collect();
+    all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (all[k - 1], all[0])
+}
+
+/// Per-cell candidate lists for one (k, radius): see the module comment. Entries are sorted
+/// positions in the data's `MortonTree`, so the lists cost 4 bytes an entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CandidateGrid<T> {
+    pub frame: GridFrame<T>,
+    /// Bucket `b` of cell `c` is `entry[start[c * BUCKETS + b]..start[c * BUCKETS + b + 1]]`.
+    pub start: Vec<u32>,
+    /// Lower bound of the distance from the cell's centre to every point of the bucket
+    /// (infinite when empty).
+    pub floor: Vec<T>,
+    pub entry: Vec<u32>,
+}
+
+/// Cells to aim for: enough that a cell's list is short, no more than the queries can use.
+pub fn target_cells(n_data: usize, n_queries: usize) -> usize {
+    let per_query = std::env::var("NEARKIT_GRID_QUERIES_PER_CELL").ok().and_then(|v| v.parse().ok()).unwrap_or(64);
+    let per_point = std::env::var("NEARKIT_GRID_CELLS_PER_POINT").ok().and_then(|v| v.parse().ok()).unwrap_or(2.0);
+    ((n_queries / per_query) as f64).min(n_data as f64 * per_point).min((1 << 22) as f64) as usize
+}
+
+/// Whether the grid pays for itself over one tree search per query.
+pub fn worth_it(n_data: usize, n_queries: usize, k: usize) -> bool {
+    k <= GRID_MAX_K && n_data >= 64 && target_cells(n_data, n_queries) >= 512
+}
+
+/// Bucket of a point at distance `d` from a centre whose list spans `d_lo..=d_hi`.
+#[inline(always)]
+pub fn bucket_of<T: Real>(d: T, d_lo: T, d_hi: T) -> usize {
+    let t = (d - d_lo) / (d_hi - d_lo) * T::from_f64(BUCKETS as f64);
+    let t = t.to_f64();
+    if t >= 0.0 {
+        (t as usize).min(BUCKETS - 1)
+    } else {
+        0
+    }
+}
+
+impl<T: Real> CandidateGrid<T> {
+    /// The grid for a batch of `n_queries` (built on the CPU), or `None` where one tree search
+    /// per query is the better plan (`worth_it`) or the data's box cannot be gridded.
+    pub fn for_queries(tree: &MortonTree<T>, n_queries: usize, k_list: usize, r2: T) -> Option<Self> {
+        if !worth_it(tree.len(), n_queries, k_list) {
+            return None;
+        }
+        let lo = [tree.lo[0][0], tree.lo[1][0], tree.lo[2][0]];
+        let hi = [tree.hi[0][0], tree.hi[1][0], tree.hi[2][0]];
+        let frame = GridFrame::plan(lo, hi, target_cells(tree.len(), n_queries))?;
+        Some(Self::build(tree, frame, k_list, r2))
+    }
+
+    /// Lists for the `k_list` nearest within squared radius `r2` (`k_list` counts a skipped
+    /// self as one more), on the CPU. Built coarse to fine (see `levels`): each cell filters
+    /// its parent's list, which holds every point the cell can need.
+    pub fn build(tree: &MortonTree<T>, frame: GridFrame<T>, k_list: usize, r2: T) -> Self {
+        let mut grid: Option<Self> = None;
+        for f in levels(frame).into_iter().rev() {
+            grid = Some(Self::build_level(tree, f, grid.as_ref(), k_list, r2));
+        }
+        grid.expect("at least one level")
+    }
+
+    fn build_level(tree: &MortonTree<T>, frame: GridFrame<T>, parent: Option<&Self>, k_list: usize, r2: T) -> Self {
+        let shrink = T::from_f64(1.0 - MARGIN);
+        let all: Vec<u32> = if parent.is_none() { (0..tree.len() as u32).collect() } else { Vec::new() };
+        let cells: Vec<([Vec<u32>; BUCKETS], [T; BUCKETS])> = (0..frame.cells())
+            .into_par_iter()
+            .with_min_len(16)
+            .map_init(Vec::new, |d2s, c| {
+                let list: &[u32] = match parent {
+                    None => &all,
+                    Some(p) => {
+                        let pc = frame.parent_cell(c);
+                        &p.entry[p.start[pc * BUCKETS] as usize..p.start[(pc + 1) * BUCKETS] as usize]
+                    }
+                };
+                let q = frame.center(c);
+                d2s.clear();
+                d2s.extend(list.iter().map(|&i| {
+                    let i = i as usize;
+                    dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i])
+                }));
+                let (dk2, d1) = lane_bound(d2s, k_list);
+                let r_list2 = frame.list_radius2(dk2, r2);
+                let (d_lo, d_hi) = (d1.sqrt(), r_list2.sqrt());
+                let mut buckets: [Vec<u32>; BUCKETS] = Default::default();
+                let mut floor = [T::INFINITY; BUCKETS];
+                for (&i, &d2) in list.iter().zip(d2s.iter()) {
+                    if d2 <= r_list2 {
+                        let d = d2.sqrt();
+                        let b = bucket_of(d, d_lo, d_hi);
+                        buckets[b].push(i);
+                        floor[b] = floor[b].min(d * shrink);
+                    }
+                }
+                (buckets, floor)
+            })
+            .collect();
+        let mut start = Vec::with_capacity(cells.len() * BUCKETS + 1);
+        let mut floor = Vec::with_capacity(cells.len() * BUCKETS);
+        let mut entry = Vec::new();
+        start.push(0);
+        for (buckets, fl) in cells {
+            for (b, list) in buckets.iter().enumerate() {
+                entry.extend_from_slice(list);
+                assert!(entry.len() < u32::MAX as usize, "candidate lists exceed 2^32 entries");
+                start.push(entry.len() as u32);
+                floor.push(fl[b]);
+            }
+        }
+        Self { frame, start, floor, entry }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entry.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entry.is_empty()
+    }
+
+    /// q's up-to-k nearest within `r2` (ties by smaller id), ignoring id `skip`, into `best`
+    /// (length k, ascending; unfilled slots stay `(r2, NO_ID)`). `false` when q is outside the
+    /// grid, and `best` is untouched. `tree` is the one the grid was built from.
+    #[inline]
+    pub fn knn(&self, tree: &MortonTree<T>, q: [T; 3], r2: T, skip: u32, best: &mut [(T, u32)]) -> bool {
+        let Some((c, e)) = self.frame.locate(q) else {
+            return false;
+        };
+        let k = best.len();
+        best.fill((r2, crate::tree::NO_ID));
+        let (m, tiny) = (T::from_f64(1.0 + MARGIN), tiny::<T>());
+        let (mut bd, mut bid) = best[k - 1];
+        for b in c * BUCKETS..(c + 1) * BUCKETS {
+            let g = self.floor[b] - e;
+            let g2 = g * g;
+            if g > T::ZERO && g2 > tiny && g2 > bd * m {
+                continue;
+            }
+            for &i in &self.entry[self.start[b] as usize..self.start[b + 1] as usize] {
+                let i = i as usize;
+                let pid = tree.id[i];
+                if pid == skip {
+                    continue;
+                }
+                let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+                if d < bd || (d == bd && pid < bid) {
+                    let mut pos = k - 1;
+                    while pos > 0 && (d < best[pos - 1].0 || (d == best[pos - 1].0 && pid < best[pos - 1].1)) {
+                        best[pos] = best[pos - 1];
+                        pos -= 1;
+                    }
+                    best[pos] = (d, pid);
+                    (bd, bid) = best[k - 1];
+                }
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,137 @@
+//! The kNN candidate grid against brute force: lists complete for any cell size, k, radius
+//! and skipped self, on every input shape; and the CPU backend's kNN through it.
+
+mod common;
+
+use common::*;
+use nearkit::backend::Backend;
+use nearkit::cpu::CpuBackend;
+use nearkit::generate::{generate, Distribution};
+use nearkit::grid::{CandidateGrid, GridFrame};
+use nearkit::tree::{MortonTree, DEFAULT_LEAF_SIZE};
+use nearkit::{KnnOptions, Points, Real, NO_ID};
+
+/// The first k of all data points within r2 (not `skip`), by (squared distance, id).
+fn brute<T: Real>(data: &Points<T>, q: [T; 3], k: usize, r2: T, skip: u32) -> Vec<(T, u32)> {
+    let mut best: Vec<(T, u32)> = Vec::with_capacity(k + 1);
+    for j in 0..data.len() {
+        let p = data.get(j);
+        let dx = q[0] - p[0];
+        let dy = q[1] - p[1];
+        let dz = q[2] - p[2];
+        let d = dx * dx + dy * dy + dz * dz;
+        if j as u32 == skip || d > r2 {
+            continue;
+        }
+        let pos = best.partition_point(|&(bd, bid)| bd < d || (bd == d && bid < j as u32));
+        if pos < k {
+            best.insert(pos, (d, j as u32));
+            best.truncate(k);
+        }
+    }
+    best
+}
+
+fn check_grid<T: Real>(seed: u64) {
+    let mut located = 0usize;
+    for (name, queries, data) in point_sets::<T>(seed, 1500, 300) {
+        let tree = MortonTree::build(&data, DEFAULT_LEAF_SIZE);
+        if data.len() < 2 {
+            continue;
+        }
+        let lo = [tree.lo[0][0], tree.lo[1][0], tree.lo[2][0]];
+        let hi = [tree.hi[0][0], tree.hi[1][0], tree.hi[2][0]];
+        for cells in [1, 60, 3000] {
+            let Some(frame) = GridFrame::plan(lo, hi, cells) else { continue };
+            for (k, radius, self_set) in
+                [(1, None, false), (8, None, false), (33, None, false), (5, Some(30.0), false), (6, None, true)]
+            {
+                let k = k.min(data.len() - usize::from(self_set));
+                let r2 = radius.map_or(T::INFINITY, |r: f64| T::from_f64(r * r));
+                let grid = CandidateGrid::build(&tree, frame, k + usize::from(self_set), r2);
+                let qs = if self_set { &data } else { &queries };
+                let mut best = vec![(T::ZERO, NO_ID); k];
+                for i in 0..qs.len() {
+                    let q = qs.get(i);
+                    let skip = if self_set { i as u32 } else { NO_ID };
+                    if !grid.knn(&tree, q, r2, skip, &mut best) {
+                        continue;
+                    }
+                    located += 1;
+                    let want = brute(&data, q, k, r2, skip);
+                    let got: Vec<(T, u32)> = best.iter().copied().filter(|b| b.1 != NO_ID).collect();
+                    assert_eq!(
+                        got, want,
+                        "{name}: {cells} cells, k {k}, radius {radius:?}, self {self_set}, query {i}"
+                    );
+                }
+            }
+        }
+    }
+    assert!(located > 100_000, "too few queries went through the grid: {located}");
+}
+
+#[test]
+fn f32_grid_lists_are_complete() {
+    check_grid::<f32>(71);
+}
+
+#[test]
+fn f64_grid_lists_are_complete() {
+    check_grid::<f64>(72);
+}
+
+/// Queries outside the data's box are refused (the caller falls back to the tree).
+#[test]
+fn grid_refuses_queries_outside() {
+    let data = generate::<f32>(Distribution::Uniform, 500, 10.0, 3);
+    let tree = MortonTree::build(&data, DEFAULT_LEAF_SIZE);
+    let frame = GridFrame::plan(
+        [tree.lo[0][0], tree.lo[1][0], tree.lo[2][0]],
+        [tree.hi[0][0], tree.hi[1][0], tree.hi[2][0]],
+        1000,
+    )
+    .unwrap();
+    let grid = CandidateGrid::build(&tree, frame, 4, f32::INFINITY);
+    let mut best = vec![(0.0, NO_ID); 4];
+    assert!(!grid.knn(&tree, [100.0, 5.0, 5.0], f32::INFINITY, NO_ID, &mut best));
+    assert!(!grid.knn(&tree, [5.0, -50.0, 5.0], f32::INFINITY, NO_ID, &mut best));
+    assert!(grid.knn(&tree, [5.0, 5.0, 5.0], f32::INFINITY, NO_ID, &mut best));
+}
+
+/// Enough queries for the CPU backend to pick the grid; answers equal brute force.
+fn check_backend<T: Real>(seed: u64) {
+    for dist in [Distribution::Uniform, Distribution::Clustered, Distribution::Sphere, Distribution::Duplicates] {
+        let data = generate::<T>(dist, 700, 1000.0, seed);
+        let queries = generate::<T>(Distribution::Uniform, 40_000, 1000.0, seed + 1);
+        let tree = MortonTree::build(&data, DEFAULT_LEAF_SIZE);
+        assert!(CandidateGrid::for_queries(&tree, queries.len(), 8, T::INFINITY).is_some(), "grid not chosen");
+        for opts in [
+            KnnOptions { k: 8, ..Default::default() },
+            KnnOptions { k: 3, max_distance: Some(T::from_f64(40.0)), exclude_self: false },
+        ] {
+            let got = CpuBackend.knn(&data, &queries, &opts).unwrap();
+            let r2 = opts.max_distance.map_or(T::INFINITY, |r| r * r);
+            for q in 0..queries.len() {
+                let want = brute(&data, queries.get(q), opts.k, r2, NO_ID);
+                for j in 0..opts.k {
+                    let (id, d) = (got.ids[q * opts.k + j], got.distances[q * opts.k + j]);
+                    match want.get(j) {
+                        Some(&(wd, wid)) => assert_eq!((id, d), (wid, wd.sqrt()), "{dist:?} query {q} rank {j}"),
+                        None => assert!(id == NO_ID && d.to_f64().is_infinite(), "{dist:?} query {q} rank {j}"),
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn f32_cpu_knn_through_grid_matches_brute_force() {
+    check_backend::<f32>(81);
+}
+
+#[test]
+fn f64_cpu_knn_through_grid_matches_brute_force() {
+    check_backend::<f64>(82);
+}
