@@ -1,22 +1,28 @@
 //! `CandidateGrid`: exact kNN for many queries through per-cell candidate lists.
 //!
 //! A uniform grid covers the data's bounding box. Each cell keeps every data point that can
-//! be among the k nearest of *any* point of the cell, sorted by distance to the cell centre c.
-//! Why that list is complete: for q in the cell (|q - c| <= h, the half diagonal) and p one
-//! of q's k nearest, |p - q| <= d_k(q) <= d_k(c) + h, so |p - c| <= d_k(c) + 2h, where d_k(c)
-//! is the centre's own k-th nearest distance. A query scans its cell's list in order and stops
-//! once |p - c| - |q - c|, a lower bound of |p - q|, exceeds its current k-th distance, so a
+//! be among the k nearest of *any* point of the cell. Why that list is complete: for q in the
+//! cell (|q - c| <= h, the half diagonal) and p one of q's k nearest, |p - q| <= d_k(q) <=
+//! d_k(c) + h, so |p - c| <= d_k(c) + 2h, where d_k(c) is (an upper bound of) the centre's
+//! k-th nearest distance. The list is split into `BUCKETS` bands of distance to the centre; a
+//! query scans its cell's bands nearest first and skips a band once the band's smallest
+//! |p - c| minus |q - c| (a lower bound of |p - q|) exceeds its current k-th distance, so a
 //! query far from the data does not scan the whole shell its cell needs.
+//!
+//! Lists are built coarse to fine (`levels`): a cell's list is a subset of its parent cell's,
+//! so each cell filters its parent's list instead of searching the tree, which on the GPU is a
+//! warp reading one list. The bound on d_k(c) is `lane_bound`, computed the way the warp does.
 //!
 //! The answer is the same (d², id) order the tree search gives, so it is exact whichever of
 //! the two a query takes; queries outside the grid take the tree. Rounding: every bound here
 //! carries a relative margin (`MARGIN`) far above the few ulps by which a computed distance
-//! can differ from the true one, and a stop needs a squared bound above `tiny` so that no
+//! can differ from the true one, and a skip needs a squared bound above `tiny` so that no
 //! subnormal arithmetic is trusted.
 //!
-//! Layout (structure of arrays, identical on the GPU): cell `c` (x fastest) owns list entries
-//! `start[c]..start[c + 1]`: coordinates, original id, and `reach`, a lower bound of the
-//! entry's distance to the centre, ascending.
+//! Layout (structure of arrays, identical on the GPU, entry order included): bucket `b` of
+//! cell `c` (x fastest) owns `entry[start[c * BUCKETS + b]..start[c * BUCKETS + b + 1]]`,
+//! sorted positions in the data's `MortonTree`, in their parent list's order; `floor` holds
+//! each bucket's smallest distance to the centre, rounded down.
 
 use rayon::prelude::*;
 
