@@ -66,7 +66,14 @@ fn main() {
         let t = Instant::now();
         let g = CandidateGrid::build(&tree, frame, k, f32::INFINITY);
         let build = t.elapsed();
-        let lens: Vec<u32> = g.start.windows(2).map(|w| w[1] - w[0]).collect();
+        let lens: Vec<u32> = g
+            .start
+            .iter()
+            .step_by(nearkit::grid::BUCKETS)
+            .collect::<Vec<_>>()
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .collect();
         let maxl = *lens.iter().max().unwrap();
         let t = Instant::now();
         let res: Vec<Vec<(f32, u32)>> = q
