@@ -82,6 +82,16 @@ impl<T: Real> GridFrame<T> {
         Some(Self { origin, cell: cell_t, inv_cell: T::from_f64(1.0 / cell), dims, half_diag })
     }
 
+    /// The grid both backends use for a batch of `n_queries` over `n_data` points in the box
+    /// `lo..hi`, or `None` where one tree search per query is the better plan (`worth_it`) or
+    /// the box cannot be gridded.
+    pub fn for_queries(lo: [T; 3], hi: [T; 3], n_data: usize, n_queries: usize, k_list: usize) -> Option<Self> {
+        if !worth_it(n_data, n_queries, k_list) {
+            return None;
+        }
+        Self::plan(lo, hi, target_cells(n_data, n_queries))
+    }
+
     /// The next coarser level: `LEVEL_FACTOR`³ cells of this one per cell, same origin.
     pub fn parent(&self) -> Self {
         let cell = self.cell.to_f64() * LEVEL_FACTOR as f64;
@@ -231,12 +241,9 @@ impl<T: Real> CandidateGrid<T> {
     /// The grid for a batch of `n_queries` (built on the CPU), or `None` where one tree search
     /// per query is the better plan (`worth_it`) or the data's box cannot be gridded.
     pub fn for_queries(tree: &MortonTree<T>, n_queries: usize, k_list: usize, r2: T) -> Option<Self> {
-        if !worth_it(tree.len(), n_queries, k_list) {
-            return None;
-        }
         let lo = [tree.lo[0][0], tree.lo[1][0], tree.lo[2][0]];
         let hi = [tree.hi[0][0], tree.hi[1][0], tree.hi[2][0]];
-        let frame = GridFrame::plan(lo, hi, target_cells(tree.len(), n_queries))?;
+        let frame = GridFrame::for_queries(lo, hi, tree.len(), n_queries, k_list)?;
         Some(Self::build(tree, frame, k_list, r2))
     }
 

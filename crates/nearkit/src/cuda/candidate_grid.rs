@@ -46,7 +46,7 @@ impl<T: Real> DeviceGrid<T> {
         r2: T,
     ) -> Result<Option<Self>> {
         if !cgrid::worth_it(tree.n as usize, n_queries, k_list) {
-            return Ok(None);
+            return Ok(None); // decided before reading the box back
         }
         let targs = tree.args(be);
         let mut bounds = be.alloc_uninit::<T>(6)?;
@@ -55,8 +55,8 @@ impl<T: Real> DeviceGrid<T> {
         l.arg(&targs).arg(&mut bounds);
         unsafe { l.launch(grid(1, 32)) }.map_err(cuda_err)?;
         let b = be.stream.clone_dtoh(&bounds).map_err(cuda_err)?;
-        let target = cgrid::target_cells(tree.n as usize, n_queries);
-        let Some(frame) = GridFrame::plan([b[0], b[1], b[2]], [b[3], b[4], b[5]], target) else {
+        let (lo, hi) = ([b[0], b[1], b[2]], [b[3], b[4], b[5]]);
+        let Some(frame) = GridFrame::for_queries(lo, hi, tree.n as usize, n_queries, k_list) else {
             return Ok(None);
         };
         // Coarse to fine, each level filtering its parent's lists (grid::CandidateGrid::build).
