@@ -241,6 +241,10 @@ impl<T: Real> CandidateGrid<T> {
     /// The grid for a batch of `n_queries` (built on the CPU), or `None` where one tree search
     /// per query is the better plan (`worth_it`) or the data's box cannot be gridded.
     pub fn for_queries(tree: &MortonTree<T>, n_queries: usize, k_list: usize, r2: T) -> Option<Self> {
+        // A tree of one leaf has no internal node, hence no root box: too small for a grid anyway.
+        if !worth_it(tree.len(), n_queries, k_list) || tree.lo[0].is_empty() {
+            return None;
+        }
         let lo = [tree.lo[0][0], tree.lo[1][0], tree.lo[2][0]];
         let hi = [tree.hi[0][0], tree.hi[1][0], tree.hi[2][0]];
         let frame = GridFrame::for_queries(lo, hi, tree.len(), n_queries, k_list)?;
