@@ -1,13 +1,17 @@
 //! File formats for nearkit. Point sets are read by extension — `.csv`, `.npy`, `.ply`
-//! (ascii and binary), `.off`, `.xyz` — and results are written as `.csv`, `.json` or `.npy`.
+//! (ascii and binary), `.off`, `.obj`, `.stl`, `.xyz`; a mesh's vertices are its points — and
+//! results are written as `.csv`, `.json`, `.npy` or `.npz`. Meshes (`read_mesh`) come from
+//! `.ply`, `.off`, `.obj` and `.stl` (ascii and binary).
 //! Every error names the file and, where it applies, the line or row.
 
 mod csv_points;
 mod error;
 mod npy_points;
+mod obj;
 mod off;
 mod output;
-mod ply_points;
+mod ply;
+mod stl;
 mod xyz;
 
 use std::io::{BufRead, BufReader, Read};
@@ -16,7 +20,7 @@ use std::path::Path;
 pub use error::{IoError, Location, Result};
 pub use output::{write_atomically, write_knn, write_nearest, write_pairs, write_points, OutputFormat};
 
-use nearkit::{Points, Real};
+use nearkit::{Mesh, Points, Real};
 
 /// Input formats, chosen by file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,8 +29,12 @@ pub enum Format {
     Npy,
     Ply,
     Off,
+    Obj,
+    Stl,
     Xyz,
 }
+
+const EXTENSIONS: &str = ".csv, .npy, .ply, .off, .obj, .stl or .xyz";
 
 impl Format {
     pub fn from_path(path: &Path) -> Result<Format> {
@@ -36,9 +44,11 @@ impl Format {
             Some("npy") => Ok(Format::Npy),
             Some("ply") => Ok(Format::Ply),
             Some("off") => Ok(Format::Off),
+            Some("obj") => Ok(Format::Obj),
+            Some("stl") => Ok(Format::Stl),
             Some("xyz") | Some("txt") => Ok(Format::Xyz),
-            Some(e) => Err(IoError::new(path, format!("unknown extension '.{e}': use .csv, .npy, .ply, .off or .xyz"))),
-            None => Err(IoError::new(path, "no file extension: use .csv, .npy, .ply, .off or .xyz")),
+            Some(e) => Err(IoError::new(path, format!("unknown extension '.{e}': use {EXTENSIONS}"))),
+            None => Err(IoError::new(path, format!("no file extension: use {EXTENSIONS}"))),
         }
     }
 }
@@ -68,12 +78,38 @@ pub fn read_points_from<T: Real, R: Read>(
     let (points, rows_are_lines) = match format {
         Format::Csv => (csv_points::read(&mut reader, path, opts)?, None),
         Format::Npy => (npy_points::read(&mut reader, path)?, None),
-        Format::Ply => (ply_points::read(&mut reader, path)?, None),
+        Format::Ply => (ply::read(&mut reader, path)?, None),
+        Format::Obj => (obj::read_mesh(&mut reader, path)?.vertices, None),
+        Format::Stl => (stl::read_mesh(&mut reader, path)?.vertices, None),
         Format::Off => off::read(&mut reader, path).map(|(p, lines)| (p, Some(lines)))?,
         Format::Xyz => xyz::read(&mut reader, path).map(|(p, lines)| (p, Some(lines)))?,
     };
     check_finite(&points, path, rows_are_lines.as_deref())?;
     Ok(points)
+}
+
+/// Reads a triangle mesh (`.ply`, `.off`, `.obj`, `.stl`), checking indices and coordinates.
+pub fn read_mesh<T: Real>(path: &Path) -> Result<Mesh<T>> {
+    let format = Format::from_path(path)?;
+    let file = std::fs::File::open(path).map_err(|e| IoError::new(path, format!("cannot open: {e}")))?;
+    read_mesh_from(file, format, path)
+}
+
+/// Reads a mesh from any reader; `path` names it in errors.
+pub fn read_mesh_from<T: Real, R: Read>(reader: R, format: Format, path: &Path) -> Result<Mesh<T>> {
+    let mut reader = BufReader::with_capacity(1 << 20, reader);
+    let (mesh, lines) = match format {
+        Format::Ply => (ply::read_mesh(&mut reader, path)?, None),
+        Format::Off => off::read_mesh(&mut reader, path).map(|(m, l)| (m, Some(l)))?,
+        Format::Obj => (obj::read_mesh(&mut reader, path)?, None),
+        Format::Stl => (stl::read_mesh(&mut reader, path)?, None),
+        _ => return Err(IoError::new(path, "not a mesh format: use .ply, .off, .obj or .stl")),
+    };
+    if mesh.triangles.is_empty() {
+        return Err(IoError::new(path, "the mesh has no faces"));
+    }
+    check_finite(&mesh.vertices, path, lines.as_deref())?;
+    Ok(mesh)
 }
 
 /// Non-finite coordinates are an error naming the row (or line) — never silently dropped.
