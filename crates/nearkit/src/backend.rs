@@ -4,6 +4,8 @@ use crate::error::Result;
 use crate::points::Points;
 use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
+use crate::shifted_sort::ShiftedSortOptions;
+use crate::vectors::Vectors;
 
 pub trait Backend {
     /// Human-readable name of the hardware used, e.g. `cpu (16 threads)`.
@@ -17,4 +19,11 @@ pub trait Backend {
 
     /// Each query's k nearest data points, ascending by (distance, id).
     fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>>;
+
+    /// Exact kNN of vectors of any dimension (1 to 8), ascending by (distance, id).
+    fn knn_vectors<T: Real>(&self, data: &Vectors<T>, queries: &Vectors<T>, opts: &KnnOptions<T>) -> Result<Knn<T>>;
+
+    /// Approximate kNN by shifted sorting (see `shifted_sort`); the same answer on every backend.
+    fn approx_knn<T: Real>(&self, data: &Vectors<T>, queries: &Vectors<T>, opts: &ShiftedSortOptions)
+        -> Result<Knn<T>>;
 }

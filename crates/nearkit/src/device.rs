@@ -11,6 +11,8 @@ use crate::error::{Error, Result};
 use crate::points::Points;
 use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
+use crate::shifted_sort::ShiftedSortOptions;
+use crate::vectors::Vectors;
 
 /// Where to run, as the user asks for it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -99,6 +101,25 @@ impl Backend for Engine {
         match self {
             Engine::Cpu(e) => e.knn(data, queries, opts),
             Engine::Cuda(e) => e.knn(data, queries, opts),
+        }
+    }
+
+    fn knn_vectors<T: Real>(&self, data: &Vectors<T>, queries: &Vectors<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
+        match self {
+            Engine::Cpu(e) => e.knn_vectors(data, queries, opts),
+            Engine::Cuda(e) => e.knn_vectors(data, queries, opts),
+        }
+    }
+
+    fn approx_knn<T: Real>(
+        &self,
+        data: &Vectors<T>,
+        queries: &Vectors<T>,
+        opts: &ShiftedSortOptions,
+    ) -> Result<Knn<T>> {
+        match self {
+            Engine::Cpu(e) => e.approx_knn(data, queries, opts),
+            Engine::Cuda(e) => e.approx_knn(data, queries, opts),
         }
     }
 }

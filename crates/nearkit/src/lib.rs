@@ -21,7 +21,10 @@ pub mod morton;
 pub mod points;
 pub mod query;
 pub mod real;
+pub mod shifted_sort;
 pub mod tree;
+pub mod vector_tree;
+pub mod vectors;
 
 pub use backend::Backend;
 pub use device::{Device, Engine};
@@ -30,7 +33,9 @@ pub use mesh::Mesh;
 pub use points::Points;
 pub use query::{Knn, KnnOptions, Nearest, Pair, PairMode, PairsOptions};
 pub use real::Real;
+pub use shifted_sort::ShiftedSortOptions;
 pub use tree::NO_ID;
+pub use vectors::{Aabb6, Vectors};
 
 /// The k closest A–B pairs (see [`PairMode`]), ascending by distance; ties by smaller A id,
 /// then smaller B id.

@@ -1,4 +1,5 @@
-//! Morton (Z-order) codes: 21 bits per axis interleaved into 63 bits (`morton3_64`).
+//! Morton (Z-order) codes: 21 bits per axis interleaved into 63 bits (`morton3_64`), and
+//! d-dimensional codes of up to 128 bits (`morton_nd_128`: 21 bits per axis up to 6-D).
 
 use crate::real::Real;
 
@@ -55,6 +56,55 @@ impl<T: Real> MortonFrame<T> {
     }
 }
 
+/// Bits per axis of a d-dimensional code: 21 up to 6-D (126 bits), then as many as fit 128.
+pub const fn morton_nd_bits(d: usize) -> u32 {
+    let b = 128 / d as u32;
+    if b < 21 {
+        b
+    } else {
+        21
+    }
+}
+
+/// `SPREAD[d - 1][byte]`: the 8 bits of `byte` moved to bits 0, d, 2d, …
+static SPREAD: [[u128; 256]; 8] = {
+    let mut t = [[0u128; 256]; 8];
+    let mut d = 1;
+    while d <= 8 {
+        let mut v = 0;
+        while v < 256 {
+            let mut out = 0u128;
+            let mut i = 0;
+            while i < 8 {
+                if v >> i & 1 == 1 {
+                    out |= 1u128 << (i * d);
+                }
+                i += 1;
+            }
+            t[d - 1][v] = out;
+            v += 1;
+        }
+        d += 1;
+    }
+    t
+};
+
+/// Interleaves `d` cell coordinates of `morton_nd_bits(d)` bits each: bit `i` of axis `a`
+/// lands on bit `i·d + a`. For d = 3 this equals `morton3_64`.
+#[inline(always)]
+pub fn morton_nd_128(cells: &[u32]) -> u128 {
+    let d = cells.len();
+    let table = &SPREAD[d - 1];
+    let mut key = 0u128;
+    for (a, &c) in cells.iter().enumerate() {
+        let spread = table[(c & 0xff) as usize]
+            | table[(c >> 8 & 0xff) as usize] << (8 * d)
+            | table[(c >> 16 & 0xff) as usize] << (16 * d);
+        key |= spread << a;
+    }
+    key
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +136,31 @@ mod tests {
         assert_eq!(f.cell(-5.0, 0), 0);
         assert_eq!(f.cell(7.0, 1), MORTON3_MAX);
         assert_eq!(f.cell(1.0, 2), MORTON3_MAX);
+    }
+
+    #[test]
+    fn nd_codes_interleave_bit_by_bit() {
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        for d in 1..=8 {
+            let bits = morton_nd_bits(d);
+            for _ in 0..200 {
+                let cells: Vec<u32> = (0..d)
+                    .map(|_| {
+                        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        (rng >> 33) as u32 & ((1 << bits) - 1)
+                    })
+                    .collect();
+                let mut slow = 0u128;
+                for i in 0..bits as usize {
+                    for a in 0..d {
+                        slow |= ((cells[a] >> i & 1) as u128) << (i * d + a);
+                    }
+                }
+                assert_eq!(morton_nd_128(&cells), slow, "d = {d}");
+                if d == 3 {
+                    assert_eq!(morton_nd_128(&cells), morton3_64(cells[0], cells[1], cells[2]) as u128);
+                }
+            }
+        }
     }
 }

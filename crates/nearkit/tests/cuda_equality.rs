@@ -199,3 +199,41 @@ fn gpu_knn_grid_matches_cpu_f32() {
 fn gpu_knn_grid_matches_cpu_f64() {
     same_knn_grid::<f64>(64);
 }
+
+fn same_vector_knn<T: Real>(seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    for (name, data, queries) in common::vector_sets::<T>(seed, 2000, 1500) {
+        for opts in [
+            KnnOptions { k: 1, max_distance: None, exclude_self: false },
+            KnnOptions { k: 8, max_distance: None, exclude_self: false },
+            KnnOptions { k: 20, max_distance: Some(T::from_f64(8.0)), exclude_self: false },
+            KnnOptions { k: 40, max_distance: None, exclude_self: false },
+        ] {
+            let c = CpuBackend.knn_vectors(&data, &queries, &opts).unwrap();
+            let g = gpu.knn_vectors(&data, &queries, &opts).unwrap();
+            assert_eq!(c, g, "{name}: exact {opts:?}");
+        }
+        let opts = KnnOptions { k: 6, max_distance: None, exclude_self: true };
+        assert_eq!(CpuBackend.knn_vectors(&data, &data, &opts).unwrap(), gpu.knn_vectors(&data, &data, &opts).unwrap());
+        for opts in [
+            nearkit::ShiftedSortOptions { k: 8, shifts: 1, window: 4 },
+            nearkit::ShiftedSortOptions { k: 8, shifts: 4, window: 8 },
+            nearkit::ShiftedSortOptions { k: 16, shifts: 3, window: 16 },
+            nearkit::ShiftedSortOptions { k: 50, shifts: 2, window: 40 },
+        ] {
+            let c = CpuBackend.approx_knn(&data, &queries, &opts).unwrap();
+            let g = gpu.approx_knn(&data, &queries, &opts).unwrap();
+            assert_eq!(c, g, "{name}: shifted sort {opts:?}");
+        }
+    }
+}
+
+#[test]
+fn gpu_vector_knn_matches_cpu_f32() {
+    same_vector_knn::<f32>(71);
+}
+
+#[test]
+fn gpu_vector_knn_matches_cpu_f64() {
+    same_vector_knn::<f64>(72);
+}

@@ -2,7 +2,7 @@
 //! headers, not a GPU: CI gets both from PyPI wheels (see .ci/run). Where NVRTC is missing
 //! the test says so and passes, unless NEARKIT_REQUIRE_NVRTC=1 makes that an error.
 
-use nearkit::cuda::compile::{compile_cubin, nvrtc_present, KERNEL_SOURCE};
+use nearkit::cuda::compile::{compile_cubin, nvrtc_present, KERNEL_SOURCE, VECTOR_KERNEL_SOURCE};
 
 #[test]
 fn every_kernel_compiles_for_hopper() {
@@ -57,5 +57,34 @@ fn every_kernel_compiles_for_hopper() {
             let name = format!("{base}_{t}");
             assert!(image.contains(&name), "kernel {name} missing from the cubin");
         }
+    }
+}
+
+/// The vector kernels are a second module, compiled on first use.
+#[test]
+fn every_vector_kernel_compiles_for_hopper() {
+    if !nvrtc_present() {
+        assert!(
+            std::env::var("NEARKIT_REQUIRE_NVRTC").as_deref() != Ok("1"),
+            "NEARKIT_REQUIRE_NVRTC=1 but no libnvrtc"
+        );
+        eprintln!("skipped: libnvrtc not found, CUDA kernels not compile-checked");
+        return;
+    }
+    let cubin = compile_cubin(VECTOR_KERNEL_SOURCE, "sm_90", false).unwrap_or_else(|e| panic!("{e}"));
+    let image = String::from_utf8_lossy(&cubin);
+    let mut names = vec!["gather_u32".to_string(), "gather_cols_f32".into(), "gather_cols_f64".into()];
+    for d in 1..=8 {
+        for t in ["f32", "f64"] {
+            names.push(format!("shift_keys_d{d}_{t}"));
+            names.push(format!("vector_order_keys_d{d}_{t}"));
+            for k in [0, 8, 32] {
+                names.push(format!("vector_knn_d{d}_k{k}_{t}"));
+                names.push(format!("shifted_knn_d{d}_k{k}_{t}"));
+            }
+        }
+    }
+    for name in names {
+        assert!(image.contains(&name), "kernel {name} missing from the cubin");
     }
 }

@@ -3,6 +3,7 @@
 mod closest_pairs;
 mod knn;
 pub mod search;
+pub mod vector_knn;
 
 /// Tuning constants the CUDA backend shares with the CPU one.
 pub mod search_constants {
@@ -14,6 +15,8 @@ use crate::error::Result;
 use crate::points::Points;
 use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
+use crate::shifted_sort::ShiftedSortOptions;
+use crate::vectors::Vectors;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuBackend;
@@ -33,5 +36,18 @@ impl Backend for CpuBackend {
 
     fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
         knn::knn(data, queries, opts)
+    }
+
+    fn knn_vectors<T: Real>(&self, data: &Vectors<T>, queries: &Vectors<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
+        vector_knn::knn(data, queries, opts)
+    }
+
+    fn approx_knn<T: Real>(
+        &self,
+        data: &Vectors<T>,
+        queries: &Vectors<T>,
+        opts: &ShiftedSortOptions,
+    ) -> Result<Knn<T>> {
+        vector_knn::approx_knn(data, queries, opts)
     }
 }

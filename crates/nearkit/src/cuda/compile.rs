@@ -26,6 +26,10 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("closest_pairs.cu"),
 );
 
+/// The kernels of vectors of any dimension (64 instantiations per precision): compiled on
+/// their first use only, since they take most of the compile time.
+pub const VECTOR_KERNEL_SOURCE: &str = concat!(include_str!("common.cuh"), "\n", include_str!("vector_knn.cu"));
+
 /// Whether libnvrtc can be loaded (cudarc panics on use when it cannot).
 pub fn nvrtc_present() -> bool {
     // SAFETY: only tries to dlopen the library.

@@ -8,6 +8,7 @@ pub mod compile;
 mod knn;
 mod radix_sort;
 mod tree_build;
+mod vector_knn;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -17,12 +18,15 @@ use cudarc::nvrtc::Ptx;
 
 pub use closest_pairs::DevicePoints;
 pub use tree_build::DeviceTree;
+pub use vector_knn::{DeviceShiftedCopies, DeviceVectorTree, DeviceVectors};
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::points::Points;
 use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
+use crate::shifted_sort::ShiftedSortOptions;
+use crate::vectors::Vectors;
 
 pub struct CudaBackend {
     ordinal: usize,
@@ -30,6 +34,8 @@ pub struct CudaBackend {
     arch: String,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
+    /// `compile::VECTOR_KERNEL_SOURCE`, compiled when first needed.
+    vector_module: OnceLock<Arc<CudaModule>>,
     functions: Mutex<HashMap<String, CudaFunction>>,
     /// One query at a time per device: they share the stream.
     busy: Mutex<()>,
@@ -86,6 +92,7 @@ impl CudaBackend {
             arch,
             stream: ctx.default_stream(),
             module,
+            vector_module: OnceLock::new(),
             functions: Mutex::new(HashMap::new()),
             busy: Mutex::new(()),
         })
@@ -100,9 +107,23 @@ impl CudaBackend {
         if let Some(f) = map.get(name) {
             return Ok(f.clone());
         }
-        let f = self.module.load_function(name).map_err(|e| Error::Cuda(format!("kernel {name}: {e:?}")))?;
+        let f = match self.module.load_function(name) {
+            Ok(f) => f,
+            Err(_) => {
+                self.vector_module()?.load_function(name).map_err(|e| Error::Cuda(format!("kernel {name}: {e:?}")))?
+            }
+        };
         map.insert(name.to_string(), f.clone());
         Ok(f)
+    }
+
+    fn vector_module(&self) -> Result<&Arc<CudaModule>> {
+        if let Some(m) = self.vector_module.get() {
+            return Ok(m);
+        }
+        let cubin = compile::compile_cubin(compile::VECTOR_KERNEL_SOURCE, &self.arch, true)?;
+        let m = self.stream.context().load_module(Ptx::from_binary(cubin)).map_err(cuda_err)?;
+        Ok(self.vector_module.get_or_init(|| m))
     }
 
     /// The kernel `base` instantiated for `T` (`base_f32` / `base_f64`).
@@ -185,6 +206,21 @@ impl Backend for CudaBackend {
         let _guard = self.busy.lock().unwrap();
         knn::knn(self, data, queries, opts)
     }
+
+    fn knn_vectors<T: Real>(&self, data: &Vectors<T>, queries: &Vectors<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
+        let _guard = self.busy.lock().unwrap();
+        vector_knn::knn(self, data, queries, opts)
+    }
+
+    fn approx_knn<T: Real>(
+        &self,
+        data: &Vectors<T>,
+        queries: &Vectors<T>,
+        opts: &ShiftedSortOptions,
+    ) -> Result<Knn<T>> {
+        let _guard = self.busy.lock().unwrap();
+        vector_knn::approx_knn(self, data, queries, opts)
+    }
 }
 
 impl CudaBackend {
@@ -217,6 +253,53 @@ impl CudaBackend {
     ) -> Result<usize> {
         let _guard = self.busy.lock().unwrap();
         knn::knn_resident(self, data, queries, opts, ids, distances)
+    }
+
+    /// Copies vectors to the device.
+    pub fn upload_vectors<T: Real>(&self, v: &Vectors<T>) -> Result<DeviceVectors<T>> {
+        DeviceVectors::upload(self, v)
+    }
+
+    /// Builds the exact vector index (on the host) and uploads it.
+    pub fn vector_tree<T: Real>(&self, data: &Vectors<T>) -> Result<DeviceVectorTree<T>> {
+        DeviceVectorTree::upload(self, &crate::vector_tree::VectorTree::build(data), data)
+    }
+
+    /// `knn_vectors` on an uploaded index and queries, results left on the device.
+    pub fn knn_vectors_resident<T: Real>(
+        &self,
+        tree: &DeviceVectorTree<T>,
+        queries: &DeviceVectors<T>,
+        opts: &KnnOptions<T>,
+        ids: &mut CudaSlice<u32>,
+        distances: &mut CudaSlice<T>,
+    ) -> Result<usize> {
+        let _guard = self.busy.lock().unwrap();
+        vector_knn::knn_resident(self, tree, queries, opts, ids, distances)
+    }
+
+    /// Keys and sorts the shifted copies of uploaded data on the device.
+    pub fn shifted_copies<T: Real>(
+        &self,
+        data: &DeviceVectors<T>,
+        frame: crate::shifted_sort::ShiftFrame,
+        shifts: usize,
+    ) -> Result<DeviceShiftedCopies<T>> {
+        let _guard = self.busy.lock().unwrap();
+        DeviceShiftedCopies::build(self, data, frame, shifts)
+    }
+
+    /// `approx_knn` on uploaded copies and queries, results left on the device.
+    pub fn approx_knn_resident<T: Real>(
+        &self,
+        copies: &DeviceShiftedCopies<T>,
+        queries: &DeviceVectors<T>,
+        opts: &ShiftedSortOptions,
+        ids: &mut CudaSlice<u32>,
+        distances: &mut CudaSlice<T>,
+    ) -> Result<usize> {
+        let _guard = self.busy.lock().unwrap();
+        vector_knn::approx_knn_resident(self, copies, queries, opts, ids, distances)
     }
 
     /// Device memory for `n` values (for results of resident queries).

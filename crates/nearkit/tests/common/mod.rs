@@ -107,3 +107,80 @@ pub fn point_sets<T: Real>(seed: u64, na: usize, nb: usize) -> Vec<(String, Poin
     sets.push(("identical-sets".into(), same.clone(), same));
     sets
 }
+
+/// Vector sets of several dimensions and shapes: (name, data, queries). Ties are common in
+/// the integer-grid sets; the 6-D sets are seed C's triangle embeddings of a random mesh.
+pub fn vector_sets<T: Real>(
+    seed: u64,
+    n_data: usize,
+    n_queries: usize,
+) -> Vec<(String, nearkit::Vectors<T>, nearkit::Vectors<T>)> {
+    use nearkit::{Aabb6, Mesh, Vectors};
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+    let mut uniform = |d: usize, n: usize, int_range: Option<u32>| -> Vectors<T> {
+        let cols = (0..d)
+            .map(|_| {
+                (0..n)
+                    .map(|_| match int_range {
+                        Some(r) => T::from_f64(rng.random_range(0..r) as f64),
+                        None => T::from_f64(rng.random::<f64>() * 100.0 - 50.0),
+                    })
+                    .collect()
+            })
+            .collect();
+        Vectors::new(cols).unwrap()
+    };
+    let mut out = vec![
+        ("1-D uniform".to_string(), uniform(1, n_data, None), uniform(1, n_queries, None)),
+        ("2-D integer grid".to_string(), uniform(2, n_data, Some(20)), uniform(2, n_queries, Some(20))),
+        ("5-D uniform".to_string(), uniform(5, n_data, None), uniform(5, n_queries, None)),
+        ("8-D integer grid".to_string(), uniform(8, n_data, Some(3)), uniform(8, n_queries, Some(3))),
+    ];
+    for dist in [Distribution::Clustered, Distribution::Duplicates] {
+        let d: Points<T> = generate(dist, n_data, 1000.0, seed + 1);
+        let q: Points<T> = generate(Distribution::Uniform, n_queries, 1000.0, seed + 2);
+        out.push((format!("3-D {}", dist.name()), Vectors::from_points(&d), Vectors::from_points(&q)));
+    }
+    // A mesh on a sphere: triangles of nearby vertices (Morton-adjacent triples).
+    let v: Points<T> = generate(Distribution::Sphere, n_data / 2 + 3, 100.0, seed + 3);
+    let tree = nearkit::tree::MortonTree::build(&v, 8);
+    let sorted: Vec<u32> = tree.id.clone();
+    let triangles: Vec<[u32; 3]> = (0..n_data)
+        .map(|t| {
+            let i = t % (sorted.len() - 2);
+            [sorted[i], sorted[i + 1], sorted[i + 2]]
+        })
+        .collect();
+    let mesh = Mesh { vertices: v, triangles };
+    let q: Points<T> = generate(Distribution::Uniform, n_queries, 120.0, seed + 4);
+    for e in [Aabb6::MinMax, Aabb6::MinExtent] {
+        out.push((format!("6-D {e:?} triangles"), e.triangles(&mesh), e.queries(&q)));
+    }
+    out
+}
+
+/// Brute-force kNN of vectors in precision `T` (the library's operation order): per query the
+/// k smallest (d2, id) with d2 <= r2 and id != the query's own index when `skip_self`.
+pub fn brute_knn_vectors<T: Real>(
+    data: &nearkit::Vectors<T>,
+    queries: &nearkit::Vectors<T>,
+    k: usize,
+    r2: T,
+    skip_self: bool,
+) -> Vec<Vec<(T, u32)>> {
+    let d = data.dim();
+    (0..queries.len())
+        .map(|q| {
+            let qv = queries.get(q);
+            let mut all: Vec<(T, u32)> = (0..data.len())
+                .filter(|&i| !(skip_self && i == q))
+                .map(|i| (nearkit::vectors::dist2_nd(d, &qv, &data.get(i)), i as u32))
+                .filter(|&(d2, _)| d2 <= r2)
+                .collect();
+            all.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));
+            all.truncate(k);
+            all
+        })
+        .collect()
+}

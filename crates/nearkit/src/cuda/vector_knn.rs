@@ -1,0 +1,254 @@
+//! Launches vector_knn.cu: exact and shifted-sort kNN of vectors of any dimension (1 to 8).
+//! The exact search walks the `VectorTree` built on the host (a sort of n keys; the data is
+//! the small side) and uploaded; queries are ordered on the device by Morton key for
+//! coherence. The shifted copies are keyed and sorted on the device.
+
+use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
+
+use super::radix_sort::sort_pairs;
+use super::{cuda_err, grid, CudaBackend};
+use crate::cpu::vector_knn::check_vectors;
+use crate::error::Result;
+use crate::morton::morton_nd_bits;
+use crate::query::{knn_limits, Knn, KnnOptions};
+use crate::real::Real;
+use crate::shifted_sort::{ShiftFrame, ShiftedSortOptions};
+use crate::vector_tree::VectorTree;
+use crate::vectors::{Vectors, MAX_DIM};
+
+/// `struct ShiftFrameArgs` of vector_knn.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct ShiftFrameArgs {
+    lo: [f64; MAX_DIM],
+    scale: f64,
+    bits: u32,
+    step: u32,
+}
+// SAFETY: plain old data matching the C struct (9 f64, 2 u32).
+unsafe impl DeviceRepr for ShiftFrameArgs {}
+
+impl From<&ShiftFrame> for ShiftFrameArgs {
+    fn from(f: &ShiftFrame) -> Self {
+        Self { lo: f.lo, scale: f.scale, bits: f.bits, step: f.step }
+    }
+}
+
+/// Vectors in device memory: column `a` is `cols[a*len..(a+1)*len]`.
+pub struct DeviceVectors<T> {
+    pub cols: CudaSlice<T>,
+    pub dim: usize,
+    pub len: usize,
+}
+
+impl<T: Real> DeviceVectors<T> {
+    pub fn upload(be: &CudaBackend, v: &Vectors<T>) -> Result<Self> {
+        let flat: Vec<T> = v.cols.concat();
+        Ok(Self { cols: be.stream.clone_htod(&flat).map_err(cuda_err)?, dim: v.dim(), len: v.len() })
+    }
+}
+
+/// A `VectorTree` on the device.
+pub struct DeviceVectorTree<T> {
+    cols: CudaSlice<T>,
+    ids: CudaSlice<u32>,
+    lo: CudaSlice<T>,
+    hi: CudaSlice<T>,
+    leaves: usize,
+    dim: usize,
+    len: usize,
+    /// Orders queries along the data's Morton curve (shift 0 of a one-copy frame).
+    order_frame: ShiftFrame,
+}
+
+impl<T: Real> DeviceVectorTree<T> {
+    pub fn upload(be: &CudaBackend, t: &VectorTree<T>, data: &Vectors<T>) -> Result<Self> {
+        let s = &be.stream;
+        Ok(Self {
+            cols: s.clone_htod(&t.cols.concat()).map_err(cuda_err)?,
+            ids: s.clone_htod(&t.ids).map_err(cuda_err)?,
+            lo: s.clone_htod(&t.lo.concat()).map_err(cuda_err)?,
+            hi: s.clone_htod(&t.hi.concat()).map_err(cuda_err)?,
+            leaves: t.leaves,
+            dim: t.dim(),
+            len: t.len(),
+            order_frame: ShiftFrame::new(data, data, 1),
+        })
+    }
+}
+
+/// Kernel name for dimension `d` and list capacity for `k`.
+fn kernel(base: &str, d: usize, k: usize) -> String {
+    let cap = match k {
+        0..=8 => 8,
+        9..=32 => 32,
+        _ => 0,
+    };
+    format!("{base}_d{d}_k{cap}")
+}
+
+/// Exact kNN with the tree and queries on the device; results into `ids` / `distances`.
+pub(crate) fn knn_resident<T: Real>(
+    be: &CudaBackend,
+    tree: &DeviceVectorTree<T>,
+    queries: &DeviceVectors<T>,
+    opts: &KnnOptions<T>,
+    ids: &mut CudaSlice<u32>,
+    distances: &mut CudaSlice<T>,
+) -> Result<usize> {
+    let (k, r2) = knn_limits(tree.len, queries.len, opts)?;
+    let nq = queries.len;
+    assert!(ids.len() >= nq * k && distances.len() >= nq * k, "output buffers too small");
+    let (d, nq32) = (tree.dim, nq as u32);
+    // Queries in Morton order: neighbouring threads walk the same part of the tree.
+    let mut keys = be.alloc_uninit::<u64>(nq)?;
+    let mut order = be.alloc_uninit::<u32>(nq)?;
+    let fargs = ShiftFrameArgs::from(&tree.order_frame);
+    let f = be.func_t::<T>(&format!("vector_order_keys_d{d}"))?;
+    let mut l = be.stream.launch_builder(&f);
+    l.arg(&queries.cols).arg(&nq32).arg(&fargs).arg(&mut keys).arg(&mut order);
+    unsafe { l.launch(grid(nq, 256)) }.map_err(cuda_err)?;
+    let key_bits = (morton_nd_bits(d) * d as u32).min(64);
+    sort_pairs(be, &mut keys, &mut order, nq, key_bits)?;
+    let (n32, leaves32, k32, excl) = (tree.len as u32, tree.leaves as u32, k as u32, u32::from(opts.exclude_self));
+    let f = be.func_t::<T>(&kernel("vector_knn", d, k))?;
+    let mut l = be.stream.launch_builder(&f);
+    l.arg(&queries.cols).arg(&nq32).arg(&order).arg(&tree.cols).arg(&tree.ids).arg(&n32);
+    l.arg(&tree.lo).arg(&tree.hi).arg(&leaves32).arg(&k32).arg(&r2).arg(&excl).arg(ids).arg(distances);
+    unsafe { l.launch(grid(nq, 128)) }.map_err(cuda_err)?;
+    Ok(k)
+}
+
+pub(crate) fn knn<T: Real>(
+    be: &CudaBackend,
+    data: &Vectors<T>,
+    queries: &Vectors<T>,
+    opts: &KnnOptions<T>,
+) -> Result<Knn<T>> {
+    check_vectors(data, queries)?;
+    let (k, _) = knn_limits(data.len(), queries.len(), opts)?;
+    let tree = DeviceVectorTree::upload(be, &VectorTree::build(data), data)?;
+    let dq = DeviceVectors::upload(be, queries)?;
+    let mut ids = be.alloc_uninit::<u32>(queries.len() * k)?;
+    let mut dist = be.alloc_uninit::<T>(queries.len() * k)?;
+    knn_resident(be, &tree, &dq, opts, &mut ids, &mut dist)?;
+    download(be, k, &ids, &dist)
+}
+
+fn download<T: Real>(be: &CudaBackend, k: usize, ids: &CudaSlice<u32>, dist: &CudaSlice<T>) -> Result<Knn<T>> {
+    let s = &be.stream;
+    Ok(Knn { k, ids: s.clone_dtoh(ids).map_err(cuda_err)?, distances: s.clone_dtoh(dist).map_err(cuda_err)? })
+}
+
+/// The shifted, sorted copies of the data on the device (see `shifted_sort`).
+pub struct DeviceShiftedCopies<T> {
+    frame: ShiftFrame,
+    shifts: usize,
+    khi: CudaSlice<u64>,
+    klo: CudaSlice<u64>,
+    ids: CudaSlice<u32>,
+    cols: CudaSlice<T>,
+    len: usize,
+}
+
+impl<T: Real> DeviceShiftedCopies<T> {
+    /// Keys each copy of `data` and sorts it by (key, id), as `cpu::vector_knn::ShiftedCopies`.
+    pub fn build(be: &CudaBackend, data: &DeviceVectors<T>, frame: ShiftFrame, shifts: usize) -> Result<Self> {
+        let (n, d) = (data.len, data.dim);
+        let s = &be.stream;
+        let mut khi = be.alloc_uninit::<u64>(n * shifts)?;
+        let mut klo = be.alloc_uninit::<u64>(n * shifts)?;
+        let mut ids = be.alloc_uninit::<u32>(n * shifts)?;
+        let mut cols = be.alloc_uninit::<T>(n * shifts * d)?;
+        let fargs = ShiftFrameArgs::from(&frame);
+        let (n32, d32) = (n as u32, d as u32);
+        let (mut lo, mut hi, mut vals) =
+            (be.alloc_uninit::<u64>(n)?, be.alloc_uninit::<u64>(n)?, be.alloc_uninit::<u32>(n)?);
+        let mut tmp = be.alloc_uninit::<u64>(n)?;
+        let total_bits = frame.bits * d as u32;
+        for c in 0..shifts {
+            let c32 = c as u32;
+            let f = be.func_t::<T>(&format!("shift_keys_d{d}"))?;
+            let mut l = s.launch_builder(&f);
+            l.arg(&data.cols).arg(&n32).arg(&fargs).arg(&c32).arg(&mut lo).arg(&mut hi).arg(&mut vals);
+            unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+            // Stable LSD passes: low half, then high half; ids start in order, so ties keep it.
+            sort_pairs(be, &mut lo, &mut vals, n, total_bits.min(64))?;
+            if total_bits > 64 {
+                let g = be.func("gather_u64")?;
+                let mut l = s.launch_builder(&g);
+                l.arg(&hi).arg(&vals).arg(&n32).arg(&mut tmp);
+                unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+                std::mem::swap(&mut hi, &mut tmp);
+                // `lo` must follow the high pass too: carry its position as the value.
+                let iota = be.func("iota_u32")?;
+                let mut pos = be.alloc_uninit::<u32>(n)?;
+                let mut l = s.launch_builder(&iota);
+                l.arg(&mut pos).arg(&n32);
+                unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+                sort_pairs(be, &mut hi, &mut pos, n, total_bits - 64)?;
+                let mut l = s.launch_builder(&g);
+                l.arg(&lo).arg(&pos).arg(&n32).arg(&mut tmp);
+                unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+                std::mem::swap(&mut lo, &mut tmp);
+                let g32 = be.func("gather_u32")?;
+                let mut sorted_ids = be.alloc_uninit::<u32>(n)?;
+                let mut l = s.launch_builder(&g32);
+                l.arg(&vals).arg(&pos).arg(&n32).arg(&mut sorted_ids);
+                unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+                vals = sorted_ids;
+            } else {
+                s.memset_zeros(&mut hi).map_err(cuda_err)?;
+            }
+            s.memcpy_dtod(&lo, &mut klo.slice_mut(c * n..(c + 1) * n)).map_err(cuda_err)?;
+            s.memcpy_dtod(&hi, &mut khi.slice_mut(c * n..(c + 1) * n)).map_err(cuda_err)?;
+            s.memcpy_dtod(&vals, &mut ids.slice_mut(c * n..(c + 1) * n)).map_err(cuda_err)?;
+            let g = be.func_t::<T>("gather_cols")?;
+            let mut dst = cols.slice_mut(c * n * d..(c + 1) * n * d);
+            let mut l = s.launch_builder(&g);
+            l.arg(&data.cols).arg(&vals).arg(&n32).arg(&d32).arg(&mut dst);
+            unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+        }
+        Ok(Self { frame, shifts, khi, klo, ids, cols, len: n })
+    }
+}
+
+/// Shifted-sort kNN with the copies and queries on the device; results into `ids` / `distances`.
+pub(crate) fn approx_knn_resident<T: Real>(
+    be: &CudaBackend,
+    copies: &DeviceShiftedCopies<T>,
+    queries: &DeviceVectors<T>,
+    opts: &ShiftedSortOptions,
+    ids: &mut CudaSlice<u32>,
+    distances: &mut CudaSlice<T>,
+) -> Result<usize> {
+    let k = opts.check(copies.len)?;
+    let nq = queries.len;
+    assert!(ids.len() >= nq * k && distances.len() >= nq * k, "output buffers too small");
+    let fargs = ShiftFrameArgs::from(&copies.frame);
+    let (nq32, s32, w32, n32, k32) = (nq as u32, copies.shifts as u32, opts.window as u32, copies.len as u32, k as u32);
+    let f = be.func_t::<T>(&kernel("shifted_knn", copies.frame.dim, k))?;
+    let mut l = be.stream.launch_builder(&f);
+    l.arg(&queries.cols).arg(&nq32).arg(&fargs).arg(&s32).arg(&w32).arg(&copies.khi).arg(&copies.klo);
+    l.arg(&copies.ids).arg(&copies.cols).arg(&n32).arg(&k32).arg(ids).arg(distances);
+    unsafe { l.launch(grid(nq, 128)) }.map_err(cuda_err)?;
+    Ok(k)
+}
+
+pub(crate) fn approx_knn<T: Real>(
+    be: &CudaBackend,
+    data: &Vectors<T>,
+    queries: &Vectors<T>,
+    opts: &ShiftedSortOptions,
+) -> Result<Knn<T>> {
+    check_vectors(data, queries)?;
+    let k = opts.check(data.len())?;
+    let frame = ShiftFrame::new(data, queries, opts.shifts);
+    let dd = DeviceVectors::upload(be, data)?;
+    let copies = DeviceShiftedCopies::build(be, &dd, frame, opts.shifts)?;
+    let dq = DeviceVectors::upload(be, queries)?;
+    let mut ids = be.alloc_uninit::<u32>(queries.len() * k)?;
+    let mut dist = be.alloc_uninit::<T>(queries.len() * k)?;
+    approx_knn_resident(be, &copies, &dq, opts, &mut ids, &mut dist)?;
+    download(be, k, &ids, &dist)
+}
