@@ -20,7 +20,7 @@ use std::path::Path;
 pub use error::{IoError, Location, Result};
 pub use output::{write_atomically, write_knn, write_nearest, write_pairs, write_points, OutputFormat};
 
-use nearkit::{Mesh, Points, Real};
+use nearkit::{Mesh, Points, Real, Vectors};
 
 /// Input formats, chosen by file extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +86,25 @@ pub fn read_points_from<T: Real, R: Read>(
     };
     check_finite(&points, path, rows_are_lines.as_deref())?;
     Ok(points)
+}
+
+/// Reads d-dimensional vectors (1 <= d <= 8) from an N×d `.npy`; other formats give 3-D points.
+pub fn read_vectors<T: Real>(path: &Path, opts: &ReadOptions) -> Result<Vectors<T>> {
+    if Format::from_path(path)? != Format::Npy {
+        return read_points(path, opts).map(|p| Vectors::from_points(&p));
+    }
+    let file = std::fs::File::open(path).map_err(|e| IoError::new(path, format!("cannot open: {e}")))?;
+    let v: Vectors<T> = npy_points::read_vectors(BufReader::with_capacity(1 << 20, file), path)?;
+    for (a, c) in v.cols.iter().enumerate() {
+        if let Some(i) = c.iter().position(|x| !x.is_finite()) {
+            return Err(IoError::at(
+                path,
+                Location::Row(i),
+                format!("coordinate {a} is {}; coordinates must be finite numbers", c[i]),
+            ));
+        }
+    }
+    Ok(v)
 }
 
 /// Reads a triangle mesh (`.ply`, `.off`, `.obj`, `.stl`), checking indices and coordinates.

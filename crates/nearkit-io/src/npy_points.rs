@@ -1,20 +1,41 @@
-//! NumPy `.npy`: an N×3 array of float32, float64, int32 or int64 (C or Fortran order).
+//! NumPy `.npy`: an N×3 array (points) or N×d array, d <= 8 (vectors) of float32, float64,
+//! int32 or int64 (C or Fortran order).
 
 use std::io::Read;
 use std::path::Path;
 
-use nearkit::{Points, Real};
+use nearkit::{Points, Real, Vectors};
 use npyz::{DType, NpyFile, Order, TypeChar};
 
 use crate::{IoError, Result};
 
 pub fn read<T: Real, R: Read>(reader: R, path: &Path) -> Result<Points<T>> {
+    let v = read_dims(reader, path, Some(3))?;
+    Ok(Points { x: v.cols[0].clone(), y: v.cols[1].clone(), z: v.cols[2].clone() })
+}
+
+/// An N×d array as vectors (any d from 1 to 8).
+pub fn read_vectors<T: Real, R: Read>(reader: R, path: &Path) -> Result<Vectors<T>> {
+    read_dims(reader, path, None)
+}
+
+fn read_dims<T: Real, R: Read>(reader: R, path: &Path, want: Option<usize>) -> Result<Vectors<T>> {
     let npy = NpyFile::new(reader).map_err(|e| IoError::new(path, format!("not a valid .npy file: {e}")))?;
     let shape = npy.shape().to_vec();
-    if shape.len() != 2 || shape[1] != 3 {
-        return Err(IoError::new(path, format!("array has shape {shape:?}; an N×3 array of points is needed")));
+    let max = nearkit::vectors::MAX_DIM as u64;
+    match want {
+        Some(d) if shape.len() != 2 || shape[1] != d as u64 => {
+            return Err(IoError::new(path, format!("array has shape {shape:?}; an N×{d} array of points is needed")))
+        }
+        None if shape.len() != 2 || shape[1] == 0 || shape[1] > max => {
+            return Err(IoError::new(
+                path,
+                format!("array has shape {shape:?}; an N×d array, d from 1 to {max}, is needed"),
+            ))
+        }
+        _ => {}
     }
-    let n = shape[0] as usize;
+    let (n, dim) = (shape[0] as usize, shape[1] as usize);
     let order = npy.order();
     let flat: Vec<f64> = match npy.dtype() {
         DType::Plain(t) => match (t.type_char(), t.size_field()) {
@@ -36,18 +57,15 @@ pub fn read<T: Real, R: Read>(reader: R, path: &Path) -> Result<Points<T>> {
             ))
         }
     };
-    if flat.len() != n * 3 {
-        return Err(IoError::new(path, format!("file holds {} values, the header promises {}", flat.len(), n * 3)));
+    if flat.len() != n * dim {
+        return Err(IoError::new(path, format!("file holds {} values, the header promises {}", flat.len(), n * dim)));
     }
-    let mut p = Points::with_capacity(n);
-    for i in 0..n {
-        let at = |d: usize| match order {
-            Order::C => flat[i * 3 + d],
-            Order::Fortran => flat[d * n + i],
-        };
-        p.push(T::from_f64(at(0)), T::from_f64(at(1)), T::from_f64(at(2)));
-    }
-    Ok(p)
+    let at = |i: usize, d: usize| match order {
+        Order::C => flat[i * dim + d],
+        Order::Fortran => flat[d * n + i],
+    };
+    let cols = (0..dim).map(|d| (0..n).map(|i| T::from_f64(at(i, d))).collect()).collect();
+    Ok(Vectors { cols })
 }
 
 fn convert<V: Into<Widen>>(r: std::io::Result<Vec<V>>, path: &Path) -> Result<Vec<f64>> {

@@ -1,8 +1,11 @@
 //! The shifted-sort approximate kNN of seed C (Chan 1997; Li et al. 2012), in any dimension
 //! up to 8. Data and queries are scaled into a cube of 2^(b−1) cells per axis (b bits per axis:
 //! 21 up to 6-D, so 3-D keys are 63-bit and 6-D keys 126-bit) and keyed on the Morton curve.
-//! Copy `j` of `S` is shifted along the diagonal by j·2^(b−1)/S cells, so points that a Morton
-//! cell boundary splits in one copy meet in another. A query's candidates are the `window`
+//! Copy `j` is shifted along the diagonal by (j·step) mod 2^(b−1) cells, step the odd number
+//! nearest 0.618·2^(b−1), so points that a Morton cell boundary splits in one copy meet in
+//! another. (Even shifts of 2^(b−1)/S look natural but move only the top bits when S is a
+//! power of two: the fine order, where neighbours are found, stays the same. Measured: 4
+//! such copies gave the recall of 1.) A query's candidates are the `window`
 //! data points on each side of its place in each copy's sorted order; the answer is the k
 //! nearest candidates, exact distances, ties by smaller id.
 //!
@@ -55,7 +58,7 @@ pub struct ShiftFrame {
     pub scale: f64,
     /// Bits per axis of a key.
     pub bits: u32,
-    /// Cells between consecutive shifted copies.
+    /// Cells between consecutive shifted copies (modulo 2^(b−1)).
     pub step: u32,
 }
 
@@ -75,7 +78,14 @@ impl ShiftFrame {
         let half = (1u64 << (bits - 1)) as f64;
         // Just under `half` cells across, so the largest coordinate stays below the shift range.
         let scale = if extent > 0.0 { half * (1.0 - 1e-9) / extent } else { 0.0 };
-        Self { dim, lo, scale, bits, step: ((1u32 << (bits - 1)) / shifts as u32).max(1) }
+        let _ = shifts;
+        Self { dim, lo, scale, bits, step: ((half * 0.618_033_988_749_895) as u32) | 1 }
+    }
+
+    /// The diagonal offset of copy `shift`, in cells.
+    #[inline(always)]
+    pub fn offset(&self, shift: u32) -> u32 {
+        ((shift as u64 * self.step as u64) & ((1u64 << (self.bits - 1)) - 1)) as u32
     }
 
     /// The cell of coordinate `v` on axis `a` in copy `shift`.
@@ -83,7 +93,7 @@ impl ShiftFrame {
     pub fn cell(&self, v: f64, a: usize, shift: u32) -> u32 {
         let max = ((1u32 << (self.bits - 1)) - 1) as f64;
         let t = ((v - self.lo[a]) * self.scale).floor().max(0.0).min(max);
-        t as u32 + shift * self.step
+        t as u32 + self.offset(shift)
     }
 
     /// The key of vector `p` in copy `shift`.

@@ -126,3 +126,29 @@ fn bad_vector_input_is_named() {
     assert!(err.to_string().contains("window"), "{err}");
     assert!(Vectors::<f32>::new(vec![vec![0.0]; 9]).is_err(), "9-D is refused");
 }
+
+/// The closest point on a triangle is never farther than any sampled point of the triangle.
+#[test]
+fn closest_point_on_triangle_beats_samples() {
+    use nearkit::mesh::closest_point_on_triangle;
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(5);
+    let mut v = || [rng.random::<f64>() * 2.0 - 1.0, rng.random::<f64>() * 2.0 - 1.0, rng.random::<f64>() * 2.0 - 1.0];
+    let d = |a: [f64; 3], b: [f64; 3]| ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2) + (a[2] - b[2]).powi(2)).sqrt();
+    for t in 0..300 {
+        let (a, b, mut c, p) = (v(), v(), v(), v());
+        if t % 10 == 0 {
+            c = [(a[0] + b[0]) / 2.0, (a[1] + b[1]) / 2.0, (a[2] + b[2]) / 2.0];
+            // degenerate
+        }
+        let q = closest_point_on_triangle(p, a, b, c);
+        let best = d(p, q);
+        for i in 0..=40 {
+            for j in 0..=(40 - i) {
+                let (u, w) = (i as f64 / 40.0, j as f64 / 40.0);
+                let s = [0, 1, 2].map(|k| a[k] + (b[k] - a[k]) * u + (c[k] - a[k]) * w);
+                assert!(best <= d(p, s) + 1e-12, "triangle {t}: {best} > {}", d(p, s));
+            }
+        }
+    }
+}

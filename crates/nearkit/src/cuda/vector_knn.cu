@@ -168,6 +168,11 @@ struct ShiftFrameArgs {
     u32 step;
 };
 
+// ShiftFrame::offset.
+__device__ __forceinline__ u32 shift_offset(const ShiftFrameArgs& f, u32 shift) {
+    return (u32)(((u64)shift * f.step) & ((1ull << (f.bits - 1)) - 1));
+}
+
 // Keys of copy `shift` for every data vector: low halves in klo, high halves in khi; vals = ids.
 template <typename T, int D>
 __device__ void shift_keys_impl(const T* cols, u32 n, ShiftFrameArgs f, u32 shift, u64* klo, u64* khi, u32* vals) {
@@ -177,7 +182,7 @@ __device__ void shift_keys_impl(const T* cols, u32 n, ShiftFrameArgs f, u32 shif
 #pragma unroll
     for (int a = 0; a < D; a++) v[a] = cols[(u64)a * n + i];
     u64 h, l;
-    shift_key<T, D>(v, f.lo, f.scale, f.bits, shift * f.step, h, l);
+    shift_key<T, D>(v, f.lo, f.scale, f.bits, shift_offset(f, shift), h, l);
     klo[i] = l; khi[i] = h; vals[i] = i;
 }
 
@@ -196,7 +201,7 @@ __device__ void shifted_knn_impl(const T* qcols, u32 nq, ShiftFrameArgs f, u32 s
     best.init(k, t_inf<T>(), out_d + row, out_ids + row);
     for (u32 s = 0; s < shifts; s++) {
         u64 h, l;
-        shift_key<T, D>(q, f.lo, f.scale, f.bits, s * f.step, h, l);
+        shift_key<T, D>(q, f.lo, f.scale, f.bits, shift_offset(f, s), h, l);
         const u64* H = khi + (u64)s * n;
         const u64* L = klo + (u64)s * n;
         // First position whose key is >= the query's (slice::partition_point).
