@@ -2,7 +2,10 @@
 """Times CPU kd-tree peers on seed C's kNN workload (mesh vertices as data, queries uniform in
 their bounding box, k = 8), to put beside `nearkit bench knn` run on the same machine.
 
-    python3 bench/peers_knn.py --data ../shared/data/bunny00.off --log2 20 23 [--nearkit target/release/nearkit]
+    python3 bench/peers_knn.py --data ../shared/data/bunny00.off --log2 20 23 [--cut-to 19851] [--nearkit target/release/nearkit]
+
+--cut-to keeps the mesh's N vertices lowest along its longest axis, as `nearkit bench knn
+--cut-to N` does (Mesh::cut_to), so both run on the same points.
 
 Peers: scipy cKDTree (workers=-1) and pykdtree (OpenMP), each timed building its tree and
 answering all queries. With --nearkit, 2^16 of the queries also go through `nearkit knn` and
@@ -31,8 +34,14 @@ def main():
     ap.add_argument("--log2", type=int, nargs=2, default=[20, 23])
     ap.add_argument("-k", type=int, default=8)
     ap.add_argument("--nearkit")
+    ap.add_argument("--cut-to", type=int)
     args = ap.parse_args()
     data = read_off(args.data)
+    if args.cut_to:
+        ext = data.max(0) - data.min(0)
+        axis = int(np.flatnonzero(ext == ext.max())[-1])  # Rust's max_by keeps the last maximum
+        keep = np.sort(np.lexsort((np.arange(len(data)), data[:, axis]))[: args.cut_to])
+        data = data[keep]
     lo, hi = data.min(0), data.max(0)
     rng = np.random.default_rng(1)
     peers = []
@@ -62,7 +71,8 @@ def main():
         q = q[: 1 << 16]
         with tempfile.TemporaryDirectory() as tmp:
             np.save(f"{tmp}/q.npy", q)
-            subprocess.run([args.nearkit, "knn", "--data", args.data, "--queries", f"{tmp}/q.npy", "-k", str(args.k),
+            np.save(f"{tmp}/data.npy", data)
+            subprocess.run([args.nearkit, "knn", "--data", f"{tmp}/data.npy", "--queries", f"{tmp}/q.npy", "-k", str(args.k),
                             "--out", f"{tmp}/out.npz", "--quiet"], check=True)
             got = np.load(f"{tmp}/out.npz")
             from scipy.spatial import cKDTree

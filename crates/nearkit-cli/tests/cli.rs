@@ -201,3 +201,80 @@ fn bench_knn_runs_a_small_sweep() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("2^8") && out.contains("2^9"), "{out}");
 }
+
+#[test]
+fn knn_searches_vectors_triangle_boxes_and_the_shifted_sort() {
+    let d = tempfile::tempdir().unwrap();
+    // Two triangles: one around x = 0, one around x = 10.
+    let mesh = write(d.path(), "m.off", b"OFF\n6 2 0\n0 0 0\n1 0 0\n0 1 0\n10 0 0\n11 0 0\n10 1 0\n3 0 1 2\n3 3 4 5\n");
+    let q = write(d.path(), "q.csv", b"10.2,0.2,0.5\n0.1,0.1,-1\n");
+    let out = d.path().join("t.csv");
+    for e in ["min-max", "min-extent"] {
+        let o = nearkit(&[
+            "knn",
+            "--data",
+            s(&mesh),
+            "--queries",
+            s(&q),
+            "--triangles-as-aabb6",
+            e,
+            "-k",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            s(&out),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains("\n0,1,1,") && text.contains("\n1,1,0,"), "{e}: {text}");
+    }
+    // The shifted sort with a window over all the data is the exact answer.
+    let data = write(d.path(), "data.csv", b"0,0,0\n1,0,0\n3,0,0\n7,1,0\n2,2,2\n");
+    let (exact, approx) = (d.path().join("e.csv"), d.path().join("a.csv"));
+    let base = ["knn", "--data", s(&data), "--queries", s(&q), "-k", "3", "--device", "cpu"];
+    assert!(nearkit(&[&base[..], &["--out", s(&exact)]].concat()).status.success());
+    let o = nearkit(&[&base[..], &["--approx", "--shifts", "2", "--window", "5", "--out", s(&approx)]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&exact).unwrap(), std::fs::read_to_string(&approx).unwrap());
+    // 2-D vectors from an N×2 .npy.
+    let v = write(d.path(), "v.npy", &npy_f64_2cols());
+    let o = nearkit(&["knn", "--data", s(&v), "--queries", s(&v), "-k", "1", "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read_to_string(&out).unwrap().contains("\n0,1,0,0\n"));
+    fails(&["knn", "--data", s(&v), "--queries", s(&q)], &["2-D", "3-D"], None);
+    fails(
+        &["knn", "--data", s(&data), "--queries", s(&q), "--triangles-as-aabb6", "min-max"],
+        &["not a mesh format"],
+        None,
+    );
+    fails(
+        &["knn", "--data", s(&mesh), "--queries", s(&q), "--triangles-as-aabb6", "max"],
+        &["min-max or min-extent"],
+        None,
+    );
+    fails(&["knn", "--data", s(&data), "--queries", s(&q), "--approx", "--window", "0"], &["window must be"], None);
+    // The 6-D benchmark with its approximation and triangle check.
+    let o = nearkit(&[
+        "bench",
+        "knn",
+        "--device",
+        "cpu",
+        "--data",
+        s(&mesh),
+        "--aabb6",
+        "min-max",
+        "--approx",
+        "1:2",
+        "--min-log2",
+        "6",
+        "--max-log2",
+        "6",
+        "--runs",
+        "1",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("exact 6-D") && text.contains("shifted 1x2") && text.contains("truly closest"), "{text}");
+}

@@ -165,13 +165,21 @@ pub const BUCKETS: usize = 16;
 /// Children per parent cell along each axis between the levels of the build.
 pub const LEVEL_FACTOR: u32 = 4;
 
-/// A level of at most this many cells takes its lists from all points.
+/// A level of at most this many cells takes its lists from all points (default; the
+/// environment variable NEARKIT_GRID_TOP_CELLS overrides it for tuning).
 pub const TOP_CELLS: usize = 64;
+
+pub fn top_cells() -> usize {
+    static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("NEARKIT_GRID_TOP_CELLS").ok().and_then(|v| v.parse().ok()).unwrap_or(TOP_CELLS).max(1)
+    })
+}
 
 /// The build's levels, finest (`frame`) first, each `LEVEL_FACTOR` times coarser.
 pub fn levels<T: Real>(frame: GridFrame<T>) -> Vec<GridFrame<T>> {
     let mut v = vec![frame];
-    while v.last().unwrap().cells() > TOP_CELLS {
+    while v.last().unwrap().cells() > top_cells() {
         let p = v.last().unwrap().parent();
         v.push(p);
     }

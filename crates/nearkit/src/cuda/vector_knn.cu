@@ -188,11 +188,14 @@ __device__ void shift_keys_impl(const T* cols, u32 n, ShiftFrameArgs f, u32 shif
 
 // The approximate search over `shifts` sorted copies: copy s has keys khi/klo[s*n..], ids and
 // columns (stride n, copy stride D*n).
+// `order` lists the queries in Morton order, so a warp's windows overlap.
 template <typename T, int D, int K>
-__device__ void shifted_knn_impl(const T* qcols, u32 nq, ShiftFrameArgs f, u32 shifts, u32 window, const u64* khi,
-                                 const u64* klo, const u32* ids, const T* cols, u32 n, u32 k, u32* out_ids, T* out_d) {
-    u32 qi = blockIdx.x * blockDim.x + threadIdx.x;
-    if (qi >= nq) return;
+__device__ void shifted_knn_impl(const T* qcols, u32 nq, const u32* order, ShiftFrameArgs f, u32 shifts, u32 window,
+                                 const u64* khi, const u64* klo, const u32* ids, const T* cols, u32 n, u32 k,
+                                 u32* out_ids, T* out_d) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nq) return;
+    u32 qi = order[i];
     T q[D];
 #pragma unroll
     for (int a = 0; a < D; a++) q[a] = qcols[(u64)a * nq + qi];
@@ -267,15 +270,16 @@ __device__ void vector_order_keys_impl(const T* qcols, u32 nq, ShiftFrameArgs f,
                                             u32 exclude_self, u32* out_ids, R* out_d),                               \
                    (qcols, nq, order, cols, ids, n, lo, hi, leaves, k, r2, exclude_self, out_ids, out_d))            \
     template <typename T>                                                                                            \
-    __device__ void shifted_knn_d##D##_k##K##_impl(const T* qcols, u32 nq, ShiftFrameArgs f, u32 shifts, u32 window, \
-                                                   const u64* khi, const u64* klo, const u32* ids, const T* cols,    \
-                                                   u32 n, u32 k, u32* out_ids, T* out_d) {                           \
-        shifted_knn_impl<T, D, K>(qcols, nq, f, shifts, window, khi, klo, ids, cols, n, k, out_ids, out_d);          \
+    __device__ void shifted_knn_d##D##_k##K##_impl(const T* qcols, u32 nq, const u32* order, ShiftFrameArgs f,      \
+                                                   u32 shifts, u32 window, const u64* khi, const u64* klo,           \
+                                                   const u32* ids, const T* cols, u32 n, u32 k, u32* out_ids,        \
+                                                   T* out_d) {                                                       \
+        shifted_knn_impl<T, D, K>(qcols, nq, order, f, shifts, window, khi, klo, ids, cols, n, k, out_ids, out_d);   \
     }                                                                                                                \
-    NK_INSTANTIATE(shifted_knn_d##D##_k##K, (const R* qcols, u32 nq, ShiftFrameArgs f, u32 shifts, u32 window,       \
-                                             const u64* khi, const u64* klo, const u32* ids, const R* cols, u32 n,   \
-                                             u32 k, u32* out_ids, R* out_d),                                         \
-                   (qcols, nq, f, shifts, window, khi, klo, ids, cols, n, k, out_ids, out_d))
+    NK_INSTANTIATE(shifted_knn_d##D##_k##K, (const R* qcols, u32 nq, const u32* order, ShiftFrameArgs f, u32 shifts, \
+                                             u32 window, const u64* khi, const u64* klo, const u32* ids,             \
+                                             const R* cols, u32 n, u32 k, u32* out_ids, R* out_d),                   \
+                   (qcols, nq, order, f, shifts, window, khi, klo, ids, cols, n, k, out_ids, out_d))
 
 NK_VECTOR_D(1)
 NK_VECTOR_D(2)

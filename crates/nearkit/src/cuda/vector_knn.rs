@@ -77,6 +77,21 @@ impl<T: Real> DeviceVectorTree<T> {
     }
 }
 
+/// The queries' indices sorted by the top 64 bits of their Morton keys in `frame` (copy 0).
+fn morton_order<T: Real>(be: &CudaBackend, queries: &DeviceVectors<T>, frame: &ShiftFrame) -> Result<CudaSlice<u32>> {
+    let (nq, d) = (queries.len, queries.dim);
+    let nq32 = nq as u32;
+    let mut keys = be.alloc_uninit::<u64>(nq)?;
+    let mut order = be.alloc_uninit::<u32>(nq)?;
+    let fargs = ShiftFrameArgs::from(frame);
+    let f = be.func_t::<T>(&format!("vector_order_keys_d{d}"))?;
+    let mut l = be.stream.launch_builder(&f);
+    l.arg(&queries.cols).arg(&nq32).arg(&fargs).arg(&mut keys).arg(&mut order);
+    unsafe { l.launch(grid(nq, 256)) }.map_err(cuda_err)?;
+    sort_pairs(be, &mut keys, &mut order, nq, (morton_nd_bits(d) * d as u32).min(64))?;
+    Ok(order)
+}
+
 /// Kernel name for dimension `d` and list capacity for `k`.
 fn kernel(base: &str, d: usize, k: usize) -> String {
     let cap = match k {
@@ -101,15 +116,7 @@ pub(crate) fn knn_resident<T: Real>(
     assert!(ids.len() >= nq * k && distances.len() >= nq * k, "output buffers too small");
     let (d, nq32) = (tree.dim, nq as u32);
     // Queries in Morton order: neighbouring threads walk the same part of the tree.
-    let mut keys = be.alloc_uninit::<u64>(nq)?;
-    let mut order = be.alloc_uninit::<u32>(nq)?;
-    let fargs = ShiftFrameArgs::from(&tree.order_frame);
-    let f = be.func_t::<T>(&format!("vector_order_keys_d{d}"))?;
-    let mut l = be.stream.launch_builder(&f);
-    l.arg(&queries.cols).arg(&nq32).arg(&fargs).arg(&mut keys).arg(&mut order);
-    unsafe { l.launch(grid(nq, 256)) }.map_err(cuda_err)?;
-    let key_bits = (morton_nd_bits(d) * d as u32).min(64);
-    sort_pairs(be, &mut keys, &mut order, nq, key_bits)?;
+    let order = morton_order(be, queries, &tree.order_frame)?;
     let (n32, leaves32, k32, excl) = (tree.len as u32, tree.leaves as u32, k as u32, u32::from(opts.exclude_self));
     let f = be.func_t::<T>(&kernel("vector_knn", d, k))?;
     let mut l = be.stream.launch_builder(&f);
@@ -225,11 +232,12 @@ pub(crate) fn approx_knn_resident<T: Real>(
     let k = opts.check(copies.len)?;
     let nq = queries.len;
     assert!(ids.len() >= nq * k && distances.len() >= nq * k, "output buffers too small");
+    let order = morton_order(be, queries, &copies.frame)?;
     let fargs = ShiftFrameArgs::from(&copies.frame);
     let (nq32, s32, w32, n32, k32) = (nq as u32, copies.shifts as u32, opts.window as u32, copies.len as u32, k as u32);
     let f = be.func_t::<T>(&kernel("shifted_knn", copies.frame.dim, k))?;
     let mut l = be.stream.launch_builder(&f);
-    l.arg(&queries.cols).arg(&nq32).arg(&fargs).arg(&s32).arg(&w32).arg(&copies.khi).arg(&copies.klo);
+    l.arg(&queries.cols).arg(&nq32).arg(&order).arg(&fargs).arg(&s32).arg(&w32).arg(&copies.khi).arg(&copies.klo);
     l.arg(&copies.ids).arg(&copies.cols).arg(&n32).arg(&k32).arg(ids).arg(distances);
     unsafe { l.launch(grid(nq, 128)) }.map_err(cuda_err)?;
     Ok(k)
