@@ -19,6 +19,11 @@
 //! can differ from the true one, and a skip needs a squared bound above `tiny` so that no
 //! subnormal arithmetic is trusted.
 //!
+//! The same grid serves data of more dimensions whose queries lie on a 3-D subspace, such as
+//! seed C's 6-D triangle boxes searched from points (`GridData`, `Aabb6Data`): the grid is
+//! over the 3-D query space, distances are taken in the data's space, and the half diagonal is
+//! stretched by the embedding's Lipschitz factor (√2 for (x, y, z, x, y, z)).
+//!
 //! Layout (structure of arrays, identical on the GPU, entry order included): bucket `b` of
 //! cell `c` (x fastest) owns `entry[start[c * BUCKETS + b]..start[c * BUCKETS + b + 1]]`,
 //! sorted positions in the data's `MortonTree`, in their parent list's order; `floor` holds
@@ -28,6 +33,93 @@ use rayon::prelude::*;
 
 use crate::real::{dist2, Real};
 use crate::tree::MortonTree;
+use crate::vector_tree::VectorTree;
+use crate::vectors::{dist2_nd, Aabb6, MAX_DIM as VEC_DIM};
+
+/// The data a grid lists, and the space its 3-D queries are embedded in.
+pub trait GridData<T: Real>: Sync {
+    /// Data points (positions `0..len` in the data's sorted order).
+    fn len(&self) -> usize;
+    /// The query-space point `p` in the data's space.
+    fn embed(&self, p: [T; 3]) -> [T; VEC_DIM];
+    /// Squared distance between two embedded points.
+    fn d2_embedded(&self, a: &[T; VEC_DIM], b: &[T; VEC_DIM]) -> T;
+    /// Squared distance from an embedded point to the data point at sorted position `i`.
+    fn d2(&self, a: &[T; VEC_DIM], i: usize) -> T;
+    /// The id of the data point at sorted position `i`.
+    fn id(&self, i: usize) -> u32;
+    /// A bound on |embed(a) - embed(b)| / |a - b|.
+    fn stretch(&self) -> f64;
+}
+
+impl<T: Real> GridData<T> for MortonTree<T> {
+    fn len(&self) -> usize {
+        MortonTree::len(self)
+    }
+    #[inline(always)]
+    fn embed(&self, p: [T; 3]) -> [T; VEC_DIM] {
+        let mut e = [T::ZERO; VEC_DIM];
+        e[..3].copy_from_slice(&p);
+        e
+    }
+    #[inline(always)]
+    fn d2_embedded(&self, a: &[T; VEC_DIM], b: &[T; VEC_DIM]) -> T {
+        dist2(a[0], a[1], a[2], b[0], b[1], b[2])
+    }
+    #[inline(always)]
+    fn d2(&self, a: &[T; VEC_DIM], i: usize) -> T {
+        dist2(a[0], a[1], a[2], self.x[i], self.y[i], self.z[i])
+    }
+    #[inline(always)]
+    fn id(&self, i: usize) -> u32 {
+        self.id[i]
+    }
+    fn stretch(&self) -> f64 {
+        1.0
+    }
+}
+
+/// 6-D data (any vectors; seed C's triangle boxes in practice) searched from 3-D points
+/// embedded as `Aabb6` says: (x, y, z, x, y, z) or (x, y, z, 0, 0, 0).
+pub struct Aabb6Data<'a, T> {
+    pub tree: &'a VectorTree<T>,
+    pub embedding: Aabb6,
+}
+
+impl<T: Real> GridData<T> for Aabb6Data<'_, T> {
+    fn len(&self) -> usize {
+        self.tree.len()
+    }
+    #[inline(always)]
+    fn embed(&self, p: [T; 3]) -> [T; VEC_DIM] {
+        let mut e = [T::ZERO; VEC_DIM];
+        e[..3].copy_from_slice(&p);
+        if self.embedding == Aabb6::MinMax {
+            e[3..6].copy_from_slice(&p);
+        }
+        e
+    }
+    #[inline(always)]
+    fn d2_embedded(&self, a: &[T; VEC_DIM], b: &[T; VEC_DIM]) -> T {
+        dist2_nd(6, a, b)
+    }
+    #[inline(always)]
+    fn d2(&self, a: &[T; VEC_DIM], i: usize) -> T {
+        let c = &self.tree.cols;
+        let v = [c[0][i], c[1][i], c[2][i], c[3][i], c[4][i], c[5][i], T::ZERO, T::ZERO];
+        dist2_nd(6, a, &v)
+    }
+    #[inline(always)]
+    fn id(&self, i: usize) -> u32 {
+        self.tree.ids[i]
+    }
+    fn stretch(&self) -> f64 {
+        match self.embedding {
+            Aabb6::MinMax => 2f64.sqrt() * (1.0 + 1e-6),
+            Aabb6::MinExtent => 1.0,
+        }
+    }
+}
 
 /// Largest k the grid serves; beyond it lists grow long and the tree search is used.
 pub const GRID_MAX_K: usize = 32;
@@ -52,13 +144,21 @@ pub struct GridFrame<T> {
     pub cell: T,
     pub inv_cell: T,
     pub dims: [u32; 3],
+    /// Half the cell diagonal (inflated), times `stretch`: in the data's space.
     pub half_diag: T,
+    /// The embedding's stretch (`GridData::stretch`); 1 for 3-D data.
+    pub stretch: f64,
 }
 
 impl<T: Real> GridFrame<T> {
     /// About `target_cells` cubic cells over the box `lo..hi`; `None` when the box is
     /// degenerate or its scale is outside what the margins cover (the tree handles those).
     pub fn plan(lo: [T; 3], hi: [T; 3], target_cells: usize) -> Option<Self> {
+        Self::plan_stretched(lo, hi, target_cells, 1.0)
+    }
+
+    /// `plan` for data whose queries are embedded with the given stretch.
+    pub fn plan_stretched(lo: [T; 3], hi: [T; 3], target_cells: usize, stretch: f64) -> Option<Self> {
         let ext: [f64; 3] = std::array::from_fn(|d| hi[d].to_f64() - lo[d].to_f64());
         let emax = ext[0].max(ext[1]).max(ext[2]);
         let huge = if T::NAME == "f32" { 1e15 } else { 1e150 };
@@ -78,8 +178,8 @@ impl<T: Real> GridFrame<T> {
         // Centre the grid on the data.
         let origin = std::array::from_fn(|d| T::from_f64(lo[d].to_f64() - (dims[d] as f64 * cell - ext[d]) / 2.0));
         let cell_t = T::from_f64(cell);
-        let half_diag = T::from_f64(cell * 0.5 * 3f64.sqrt() * 1.01);
-        Some(Self { origin, cell: cell_t, inv_cell: T::from_f64(1.0 / cell), dims, half_diag })
+        let half_diag = T::from_f64(cell * 0.5 * 3f64.sqrt() * 1.01 * stretch);
+        Some(Self { origin, cell: cell_t, inv_cell: T::from_f64(1.0 / cell), dims, half_diag, stretch })
     }
 
     /// The grid both backends use for a batch of `n_queries` over `n_data` points in the box
@@ -92,6 +192,14 @@ impl<T: Real> GridFrame<T> {
         Self::plan(lo, hi, target_cells(n_data, n_queries))
     }
 
+    /// The grid for a batch of embedded queries (see `GridData`) spanning `lo..hi` in 3-D.
+    pub fn embedded(lo: [T; 3], hi: [T; 3], n_data: usize, n_queries: usize, k_list: usize, stretch: f64) -> Option<Self> {
+        if !worth_it(n_data, n_queries, k_list) {
+            return None;
+        }
+        Self::plan_stretched(lo, hi, target_cells(n_data, n_queries), stretch)
+    }
+
     /// The next coarser level: `LEVEL_FACTOR`³ cells of this one per cell, same origin.
     pub fn parent(&self) -> Self {
         let cell = self.cell.to_f64() * LEVEL_FACTOR as f64;
@@ -100,7 +208,8 @@ impl<T: Real> GridFrame<T> {
             cell: T::from_f64(cell),
             inv_cell: T::from_f64(1.0 / cell),
             dims: self.dims.map(|d| d.div_ceil(LEVEL_FACTOR)),
-            half_diag: T::from_f64(cell * 0.5 * 3f64.sqrt() * 1.01),
+            half_diag: T::from_f64(cell * 0.5 * 3f64.sqrt() * 1.01 * self.stretch),
+            stretch: self.stretch,
         }
     }
 
@@ -129,6 +238,24 @@ impl<T: Real> GridFrame<T> {
     /// the grid (by more than the inflation of `half_diag`).
     #[inline(always)]
     pub fn locate(&self, q: [T; 3]) -> Option<(usize, T)> {
+        let c = self.cell_of(q)?;
+        let centre = self.center(c);
+        let e = dist2(q[0], q[1], q[2], centre[0], centre[1], centre[2]).sqrt() * T::from_f64(1.0 + MARGIN);
+        (e <= self.half_diag).then_some((c, e))
+    }
+
+    /// `locate` with |q - centre| measured in `data`'s space (between embedded points).
+    #[inline(always)]
+    pub fn locate_in<G: GridData<T>>(&self, data: &G, q: [T; 3]) -> Option<(usize, T)> {
+        let c = self.cell_of(q)?;
+        let (qe, ce) = (data.embed(q), data.embed(self.center(c)));
+        let e = data.d2_embedded(&qe, &ce).sqrt() * T::from_f64(1.0 + MARGIN);
+        (e <= self.half_diag).then_some((c, e))
+    }
+
+    /// The cell of `q` (clamped at the edges), or `None` when `q` is a cell or more outside.
+    #[inline(always)]
+    fn cell_of(&self, q: [T; 3]) -> Option<usize> {
         let mut idx = [0usize; 3];
         for d in 0..3 {
             let t = ((q[d] - self.origin[d]) * self.inv_cell).to_f64().floor();
@@ -137,10 +264,7 @@ impl<T: Real> GridFrame<T> {
             }
             idx[d] = (t.max(0.0) as usize).min(self.dims[d] as usize - 1);
         }
-        let c = idx[0] + self.dims[0] as usize * (idx[1] + self.dims[1] as usize * idx[2]);
-        let centre = self.center(c);
-        let e = dist2(q[0], q[1], q[2], centre[0], centre[1], centre[2]).sqrt() * T::from_f64(1.0 + MARGIN);
-        (e <= self.half_diag).then_some((c, e))
+        Some(idx[0] + self.dims[0] as usize * (idx[1] + self.dims[1] as usize * idx[2]))
     }
 
     /// Squared radius of cell `c`'s list: d_k(c) + 2h, capped by the query radius (r + h),
@@ -259,20 +383,34 @@ impl<T: Real> CandidateGrid<T> {
         Some(Self::build(tree, frame, k_list, r2))
     }
 
+    /// The grid for a batch of `n_queries` embedded queries whose 3-D coordinates span
+    /// `lo..hi` (built on the CPU), or `None` as in `for_queries`.
+    pub fn for_embedded<G: GridData<T>>(
+        data: &G,
+        lo: [T; 3],
+        hi: [T; 3],
+        n_queries: usize,
+        k_list: usize,
+        r2: T,
+    ) -> Option<Self> {
+        let frame = GridFrame::embedded(lo, hi, data.len(), n_queries, k_list, data.stretch())?;
+        Some(Self::build(data, frame, k_list, r2))
+    }
+
     /// Lists for the `k_list` nearest within squared radius `r2` (`k_list` counts a skipped
     /// self as one more), on the CPU. Built coarse to fine (see `levels`): each cell filters
     /// its parent's list, which holds every point the cell can need.
-    pub fn build(tree: &MortonTree<T>, frame: GridFrame<T>, k_list: usize, r2: T) -> Self {
+    pub fn build<G: GridData<T>>(data: &G, frame: GridFrame<T>, k_list: usize, r2: T) -> Self {
         let mut grid: Option<Self> = None;
         for f in levels(frame).into_iter().rev() {
-            grid = Some(Self::build_level(tree, f, grid.as_ref(), k_list, r2));
+            grid = Some(Self::build_level(data, f, grid.as_ref(), k_list, r2));
         }
         grid.expect("at least one level")
     }
 
-    fn build_level(tree: &MortonTree<T>, frame: GridFrame<T>, parent: Option<&Self>, k_list: usize, r2: T) -> Self {
+    fn build_level<G: GridData<T>>(data: &G, frame: GridFrame<T>, parent: Option<&Self>, k_list: usize, r2: T) -> Self {
         let shrink = T::from_f64(1.0 - MARGIN);
-        let all: Vec<u32> = if parent.is_none() { (0..tree.len() as u32).collect() } else { Vec::new() };
+        let all: Vec<u32> = if parent.is_none() { (0..data.len() as u32).collect() } else { Vec::new() };
         let cells: Vec<([Vec<u32>; BUCKETS], [T; BUCKETS])> = (0..frame.cells())
             .into_par_iter()
             .with_min_len(16)
@@ -284,12 +422,9 @@ impl<T: Real> CandidateGrid<T> {
                         &p.entry[p.start[pc * BUCKETS] as usize..p.start[(pc + 1) * BUCKETS] as usize]
                     }
                 };
-                let q = frame.center(c);
+                let q = data.embed(frame.center(c));
                 d2s.clear();
-                d2s.extend(list.iter().map(|&i| {
-                    let i = i as usize;
-                    dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i])
-                }));
+                d2s.extend(list.iter().map(|&i| data.d2(&q, i as usize)));
                 let (dk2, d1) = lane_bound(d2s, k_list);
                 let r_list2 = frame.list_radius2(dk2, r2);
                 let (d_lo, d_hi) = (d1.sqrt(), r_list2.sqrt());
@@ -333,10 +468,11 @@ impl<T: Real> CandidateGrid<T> {
     /// (length k, ascending; unfilled slots stay `(r2, NO_ID)`). `false` when q is outside the
     /// grid, and `best` is untouched. `tree` is the one the grid was built from.
     #[inline]
-    pub fn knn(&self, tree: &MortonTree<T>, q: [T; 3], r2: T, skip: u32, best: &mut [(T, u32)]) -> bool {
-        let Some((c, e)) = self.frame.locate(q) else {
+    pub fn knn<G: GridData<T>>(&self, data: &G, q: [T; 3], r2: T, skip: u32, best: &mut [(T, u32)]) -> bool {
+        let Some((c, e)) = self.frame.locate_in(data, q) else {
             return false;
         };
+        let q = data.embed(q);
         let k = best.len();
         best.fill((r2, crate::tree::NO_ID));
         let (m, tiny) = (T::from_f64(1.0 + MARGIN), tiny::<T>());
@@ -349,11 +485,11 @@ impl<T: Real> CandidateGrid<T> {
             }
             for &i in &self.entry[self.start[b] as usize..self.start[b + 1] as usize] {
                 let i = i as usize;
-                let pid = tree.id[i];
+                let pid = data.id(i);
                 if pid == skip {
                     continue;
                 }
-                let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+                let d = data.d2(&q, i);
                 if d < bd || (d == bd && pid < bid) {
                     let mut pos = k - 1;
                     while pos > 0 && (d < best[pos - 1].0 || (d == best[pos - 1].0 && pid < best[pos - 1].1)) {

@@ -161,6 +161,24 @@ impl Aabb6 {
         Vectors { cols }
     }
 
+    /// Which embedding (if any) a 6-D query set is: (x, y, z, x, y, z) rows, or (x, y, z, 0, 0, 0).
+    /// Exact kNN uses it to grid the queries' 3-D space (`grid::Aabb6Data`).
+    pub fn detect<T: Real>(queries: &Vectors<T>) -> Option<Self> {
+        if queries.dim() != 6 {
+            return None;
+        }
+        let c = &queries.cols;
+        let same = |a: usize, b: usize| c[a].par_iter().zip(c[b].par_iter()).all(|(x, y)| x.ordered_bits() == y.ordered_bits());
+        let zero = |a: usize| c[a].par_iter().all(|x| x.ordered_bits() == T::ZERO.ordered_bits());
+        if same(0, 3) && same(1, 4) && same(2, 5) {
+            Some(Self::MinMax)
+        } else if zero(3) && zero(4) && zero(5) {
+            Some(Self::MinExtent)
+        } else {
+            None
+        }
+    }
+
     /// The 6-D query of each 3-D point.
     pub fn queries<T: Real>(self, p: &Points<T>) -> Vectors<T> {
         let zeros = || vec![T::ZERO; p.len()];

@@ -152,3 +152,26 @@ fn closest_point_on_triangle_beats_samples() {
         }
     }
 }
+
+/// Many 6-D triangle-box queries go through the candidate grid over their 3-D space; the
+/// answers must still be the brute-force ones (checked on every 7th query).
+#[test]
+fn triangle_box_queries_through_the_grid_match_brute_force() {
+    use nearkit::vector_tree::VectorTree;
+    for (name, data, queries) in vector_sets::<f32>(16, 1500, 40_000).into_iter().filter(|s| s.0.starts_with("6-D")) {
+        for k in [1, 8, 20] {
+            let tree = VectorTree::build(&data);
+            assert!(nearkit::cpu::vector_knn::embedded_grid(&tree, &queries, k, f32::INFINITY).is_some(), "{name}");
+            let got = CpuBackend.knn_vectors(&data, &queries, &KnnOptions { k, ..Default::default() }).unwrap();
+            let pick: Vec<usize> = (0..queries.len()).step_by(7).collect();
+            let sub = Vectors { cols: queries.cols.iter().map(|c| pick.iter().map(|&i| c[i]).collect()).collect() };
+            let want = brute_knn_vectors(&data, &sub, k, f32::INFINITY, false);
+            let rows = nearkit::Knn {
+                k,
+                ids: pick.iter().flat_map(|&q| got.ids[q * k..(q + 1) * k].to_vec()).collect(),
+                distances: pick.iter().flat_map(|&q| got.distances[q * k..(q + 1) * k].to_vec()).collect(),
+            };
+            check_rows(&format!("{name} k={k}"), &rows, &want);
+        }
+    }
+}

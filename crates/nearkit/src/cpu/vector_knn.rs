@@ -4,6 +4,8 @@
 use rayon::prelude::*;
 
 use crate::error::Result;
+use crate::grid::{Aabb6Data, CandidateGrid};
+use crate::vectors::Aabb6;
 use crate::query::{knn_limits, Knn, KnnOptions};
 use crate::real::Real;
 use crate::shifted_sort::{insert_candidate, window_of, ShiftFrame, ShiftedSortOptions};
@@ -40,16 +42,43 @@ pub fn knn<T: Real>(data: &Vectors<T>, queries: &Vectors<T>, opts: &KnnOptions<T
     check_vectors(data, queries)?;
     let (k, r2) = knn_limits(data.len(), queries.len(), opts)?;
     let tree = VectorTree::build(data);
+    let grid = embedded_grid(&tree, queries, k + usize::from(opts.exclude_self), r2);
     let mut out = Knn { k, ids: vec![NO_ID; queries.len() * k], distances: vec![T::INFINITY; queries.len() * k] };
     out.ids.par_chunks_mut(k).zip(out.distances.par_chunks_mut(k)).enumerate().with_min_len(64).for_each_init(
-        || (Vec::with_capacity(k + 1), Vec::with_capacity(64)),
-        |(best, stack), (q, (ids, ds))| {
+        || (Vec::with_capacity(k + 1), Vec::with_capacity(64), vec![(T::ZERO, NO_ID); k]),
+        |(best, stack, row), (q, (ids, ds))| {
             let skip = if opts.exclude_self { q as u32 } else { NO_ID };
-            search(&tree, &queries.get(q), k, r2, skip, best, stack);
+            let qv = queries.get(q);
+            if let Some((g, e)) = &grid {
+                let data = Aabb6Data { tree: &tree, embedding: *e };
+                if g.knn(&data, [qv[0], qv[1], qv[2]], r2, skip, row) {
+                    best.clear();
+                    best.extend(row.iter().filter(|r| r.1 != NO_ID));
+                    fill_row(best, ids, ds);
+                    return;
+                }
+            }
+            search(&tree, &qv, k, r2, skip, best, stack);
             fill_row(best, ids, ds);
         },
     );
     Ok(out)
+}
+
+/// The candidate grid over the queries' 3-D space when they are 6-D triangle-box queries
+/// (`Aabb6::detect`) and many; `None` otherwise.
+pub fn embedded_grid<T: Real>(
+    tree: &VectorTree<T>,
+    queries: &Vectors<T>,
+    k_list: usize,
+    r2: T,
+) -> Option<(CandidateGrid<T>, Aabb6)> {
+    let e = Aabb6::detect(queries)?;
+    let q3 = Vectors { cols: queries.cols[..3].to_vec() };
+    let (lo, hi) = q3.bounds();
+    let (lo, hi) = (std::array::from_fn(|a| T::from_f64(lo[a])), std::array::from_fn(|a| T::from_f64(hi[a])));
+    let data = Aabb6Data { tree, embedding: e };
+    CandidateGrid::for_embedded(&data, lo, hi, queries.len(), k_list, r2).map(|g| (g, e))
 }
 
 /// The k nearest (d2 <= r2, id != skip) of `q`, ascending by (d2, id), into `best`.
