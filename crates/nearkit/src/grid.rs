@@ -40,6 +40,9 @@ use crate::vectors::{dist2_nd, Aabb6, MAX_DIM as VEC_DIM};
 pub trait GridData<T: Real>: Sync {
     /// Data points (positions `0..len` in the data's sorted order).
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// The query-space point `p` in the data's space.
     fn embed(&self, p: [T; 3]) -> [T; VEC_DIM];
     /// Squared distance between two embedded points.
@@ -79,6 +82,14 @@ impl<T: Real> GridData<T> for MortonTree<T> {
     }
 }
 
+/// |E(a) - E(b)| / |a - b| of a triangle-box query embedding E (a hair over √2 for min-max).
+pub fn aabb6_stretch(e: Aabb6) -> f64 {
+    match e {
+        Aabb6::MinMax => 2f64.sqrt() * (1.0 + 1e-6),
+        Aabb6::MinExtent => 1.0,
+    }
+}
+
 /// 6-D data (any vectors; seed C's triangle boxes in practice) searched from 3-D points
 /// embedded as `Aabb6` says: (x, y, z, x, y, z) or (x, y, z, 0, 0, 0).
 pub struct Aabb6Data<'a, T> {
@@ -114,10 +125,7 @@ impl<T: Real> GridData<T> for Aabb6Data<'_, T> {
         self.tree.ids[i]
     }
     fn stretch(&self) -> f64 {
-        match self.embedding {
-            Aabb6::MinMax => 2f64.sqrt() * (1.0 + 1e-6),
-            Aabb6::MinExtent => 1.0,
-        }
+        aabb6_stretch(self.embedding)
     }
 }
 
@@ -193,7 +201,14 @@ impl<T: Real> GridFrame<T> {
     }
 
     /// The grid for a batch of embedded queries (see `GridData`) spanning `lo..hi` in 3-D.
-    pub fn embedded(lo: [T; 3], hi: [T; 3], n_data: usize, n_queries: usize, k_list: usize, stretch: f64) -> Option<Self> {
+    pub fn embedded(
+        lo: [T; 3],
+        hi: [T; 3],
+        n_data: usize,
+        n_queries: usize,
+        k_list: usize,
+        stretch: f64,
+    ) -> Option<Self> {
         if !worth_it(n_data, n_queries, k_list) {
             return None;
         }

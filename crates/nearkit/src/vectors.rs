@@ -168,7 +168,9 @@ impl Aabb6 {
             return None;
         }
         let c = &queries.cols;
-        let same = |a: usize, b: usize| c[a].par_iter().zip(c[b].par_iter()).all(|(x, y)| x.ordered_bits() == y.ordered_bits());
+        let same = |a: usize, b: usize| {
+            c[a].par_iter().zip(c[b].par_iter()).all(|(x, y)| x.ordered_bits() == y.ordered_bits())
+        };
         let zero = |a: usize| c[a].par_iter().all(|x| x.ordered_bits() == T::ZERO.ordered_bits());
         if same(0, 3) && same(1, 4) && same(2, 5) {
             Some(Self::MinMax)

@@ -237,3 +237,32 @@ fn gpu_vector_knn_matches_cpu_f32() {
 fn gpu_vector_knn_matches_cpu_f64() {
     same_vector_knn::<f64>(72);
 }
+
+/// Many triangle-box queries: the 6-D candidate grid is built alike and answers alike.
+fn same_aabb6_grid<T: Real>(seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    let sets = common::vector_sets::<T>(seed, 3000, 40_000);
+    for (name, data, queries) in sets.into_iter().filter(|s| s.0.starts_with("6-D")) {
+        let tree = nearkit::vector_tree::VectorTree::build(&data);
+        for (k, r) in [(1, None), (8, None), (20, Some(10.0))] {
+            let r2 = r.map_or(T::INFINITY, |r: f64| T::from_f64(r) * T::from_f64(r));
+            let cpu_grid = nearkit::cpu::vector_knn::embedded_grid(&tree, &queries, k, r2).map(|g| g.0);
+            assert!(cpu_grid.is_some(), "{name}: the grid should be used");
+            let gpu_grid = gpu.build_aabb6_grid_to_host(&data, &queries, k, r2).unwrap();
+            assert!(cpu_grid == gpu_grid, "{name} k={k}: grids differ");
+            let opts = KnnOptions { k, max_distance: r.map(T::from_f64), exclude_self: false };
+            let c = CpuBackend.knn_vectors(&data, &queries, &opts).unwrap();
+            assert_eq!(c, gpu.knn_vectors(&data, &queries, &opts).unwrap(), "{name}: knn through the grid {opts:?}");
+        }
+    }
+}
+
+#[test]
+fn gpu_aabb6_grid_matches_cpu_f32() {
+    same_aabb6_grid::<f32>(81);
+}
+
+#[test]
+fn gpu_aabb6_grid_matches_cpu_f64() {
+    same_aabb6_grid::<f64>(82);
+}

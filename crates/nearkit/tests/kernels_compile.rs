@@ -84,6 +84,14 @@ fn every_vector_kernel_compiles_for_hopper() {
             }
         }
     }
+    for e in ["mm", "me"] {
+        for t in ["f32", "f64"] {
+            names.push(format!("aabb6_grid_level_count_{e}_{t}"));
+            names.push(format!("aabb6_grid_level_fill_{e}_{t}"));
+            names.push(format!("aabb6_grid_rows_{e}_k8_{t}"));
+            names.push(format!("aabb6_grid_rows_{e}_k32_{t}"));
+        }
+    }
     for name in names {
         assert!(image.contains(&name), "kernel {name} missing from the cubin");
     }

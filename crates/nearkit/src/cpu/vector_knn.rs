@@ -5,12 +5,12 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::grid::{Aabb6Data, CandidateGrid};
-use crate::vectors::Aabb6;
 use crate::query::{knn_limits, Knn, KnnOptions};
 use crate::real::Real;
 use crate::shifted_sort::{insert_candidate, window_of, ShiftFrame, ShiftedSortOptions};
 use crate::tree::NO_ID;
 use crate::vector_tree::{VectorTree, VECTOR_LEAF};
+use crate::vectors::Aabb6;
 use crate::vectors::{dist2_nd, Vectors, MAX_DIM};
 use crate::Role;
 

@@ -26,6 +26,14 @@ pub(crate) struct GridFrameArgs<T> {
 // SAFETY: plain old data matching the C struct's layout (6 T, 3 u32, C padding).
 unsafe impl<T: DeviceRepr> DeviceRepr for GridFrameArgs<T> {}
 
+/// The level kernels of one kind of data (their `_f32`/`_f64` base names) and the data's
+/// kernel argument, passed first.
+pub(crate) struct LevelKernels<'a, A> {
+    pub count: &'a str,
+    pub fill: &'a str,
+    pub data: &'a A,
+}
+
 pub struct DeviceGrid<T> {
     pub frame: GridFrame<T>,
     pub start: CudaSlice<u32>,
@@ -59,23 +67,41 @@ impl<T: Real> DeviceGrid<T> {
         let Some(frame) = GridFrame::for_queries(lo, hi, tree.n as usize, n_queries, k_list) else {
             return Ok(None);
         };
-        // Coarse to fine, each level filtering its parent's lists (grid::CandidateGrid::build).
-        let mut level: Option<Self> = None;
-        for f in cgrid::levels(frame).into_iter().rev() {
-            level = Some(Self::build_level(be, tree, f, level.as_ref(), k_list, r2)?);
-        }
-        Ok(level)
+        Self::build_levels(
+            be,
+            &LevelKernels { count: "grid_level_count", fill: "grid_level_fill", data: &targs },
+            frame,
+            k_list,
+            r2,
+        )
+        .map(Some)
     }
 
-    fn build_level(
+    /// Every level of `frame`, coarse to fine, each filtering its parent's lists
+    /// (grid::CandidateGrid::build), with the level kernels of one kind of data.
+    pub(crate) fn build_levels<A: DeviceRepr>(
         be: &CudaBackend,
-        tree: &DeviceTree<T>,
+        kernels: &LevelKernels<'_, A>,
+        frame: GridFrame<T>,
+        k_list: usize,
+        r2: T,
+    ) -> Result<Self> {
+        let mut level: Option<Self> = None;
+        for f in cgrid::levels(frame).into_iter().rev() {
+            level = Some(Self::build_level(be, kernels, f, level.as_ref(), k_list, r2)?);
+        }
+        Ok(level.expect("at least one level"))
+    }
+
+    fn build_level<A: DeviceRepr>(
+        be: &CudaBackend,
+        kernels: &LevelKernels<'_, A>,
         frame: GridFrame<T>,
         parent: Option<&Self>,
         k_list: usize,
         r2: T,
     ) -> Result<Self> {
-        let targs = tree.args(be);
+        let targs = kernels.data;
         let fargs = frame_args(&frame);
         let cells = frame.cells();
         let (cells32, k32) = (cells as u32, k_list as u32);
@@ -92,17 +118,17 @@ impl<T: Real> DeviceGrid<T> {
             None => (0u64, null.device_ptr(&be.stream).0),
         };
         let cfg = grid(cells * 32, (32 * WARPS_PER_BLOCK) as u32);
-        let f = be.func_t::<T>("grid_level_count")?;
+        let f = be.func_t::<T>(kernels.count)?;
         let mut l = be.stream.launch_builder(&f);
-        l.arg(&targs).arg(&fargs).arg(&cells32).arg(&pstart).arg(&pentry).arg(&k32).arg(&r2);
+        l.arg(targs).arg(&fargs).arg(&cells32).arg(&pstart).arg(&pentry).arg(&k32).arg(&r2);
         l.arg(&mut start).arg(&mut floor).arg(&mut cell_r2).arg(&mut cell_lo);
         unsafe { l.launch(cfg) }.map_err(cuda_err)?;
         exclusive_scan(be, &mut start, cells * BUCKETS + 1)?;
         let total = be.stream.clone_dtoh(&start.slice(cells * BUCKETS..)).map_err(cuda_err)?[0] as usize;
         let mut entry = be.alloc_uninit::<u32>(total)?;
-        let f = be.func_t::<T>("grid_level_fill")?;
+        let f = be.func_t::<T>(kernels.fill)?;
         let mut l = be.stream.launch_builder(&f);
-        l.arg(&targs).arg(&fargs).arg(&cells32).arg(&pstart).arg(&pentry);
+        l.arg(targs).arg(&fargs).arg(&cells32).arg(&pstart).arg(&pentry);
         l.arg(&start).arg(&cell_r2).arg(&cell_lo).arg(&mut entry);
         unsafe { l.launch(cfg) }.map_err(cuda_err)?;
         Ok(Self { frame, start, floor, entry, entries: total })

@@ -21,6 +21,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     "\n",
     include_str!("knn.cu"),
     "\n",
+    include_str!("grid_levels.cuh"),
+    "\n",
     include_str!("candidate_grid.cu"),
     "\n",
     include_str!("closest_pairs.cu"),
@@ -28,7 +30,8 @@ pub const KERNEL_SOURCE: &str = concat!(
 
 /// The kernels of vectors of any dimension (64 instantiations per precision): compiled on
 /// their first use only, since they take most of the compile time.
-pub const VECTOR_KERNEL_SOURCE: &str = concat!(include_str!("common.cuh"), "\n", include_str!("vector_knn.cu"));
+pub const VECTOR_KERNEL_SOURCE: &str =
+    concat!(include_str!("common.cuh"), "\n", include_str!("grid_levels.cuh"), "\n", include_str!("vector_knn.cu"));
 
 /// Whether libnvrtc can be loaded (cudarc panics on use when it cannot).
 pub fn nvrtc_present() -> bool {

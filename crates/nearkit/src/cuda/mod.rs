@@ -325,6 +325,19 @@ impl CudaBackend {
         candidate_grid::DeviceGrid::build(self, &tree, n_queries, k_list, r2)?.map(|g| g.to_host(self)).transpose()
     }
 
+    /// Builds the 6-D candidate grid of triangle-box queries on the device and brings it back
+    /// (tests compare it with the CPU build); `None` where it would not be used.
+    pub fn build_aabb6_grid_to_host<T: Real>(
+        &self,
+        data: &Vectors<T>,
+        queries: &Vectors<T>,
+        k_list: usize,
+        r2: T,
+    ) -> Result<Option<crate::grid::CandidateGrid<T>>> {
+        let _guard = self.busy.lock().unwrap();
+        vector_knn::aabb6_grid_to_host(self, data, queries, k_list, r2)
+    }
+
     /// Builds B's tree on the device and brings it back (tests compare it with the CPU build).
     pub fn build_tree_to_host<T: Real>(&self, b: &Points<T>) -> Result<crate::tree::MortonTree<T>> {
         let _guard = self.busy.lock().unwrap();

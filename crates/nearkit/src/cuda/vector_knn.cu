@@ -18,7 +18,7 @@ __device__ __forceinline__ T dist2_nd(const T* q, const T* cols, u64 stride, u32
 }
 
 // The k best (d2, id) so far, ascending. K > 0: registers; K == 0: the caller's row.
-template <typename T, int K>
+template <typename T, int K, bool DEDUP = true>
 struct TopList {
     T d[K > 0 ? K : 1];
     u32 id[K > 0 ? K : 1];
@@ -42,10 +42,12 @@ struct TopList {
     __device__ __forceinline__ void insert(T c, u32 cid) {
         if (!before(c, cid, bd, bid)) return;
         if (K > 0) {
-            bool dup = false;
+            if (DEDUP) {
+                bool dup = false;
 #pragma unroll
-            for (int j = 0; j < (K > 0 ? K : 1); j++) dup |= (d[j] == c && id[j] == cid);
-            if (dup) return;
+                for (int j = 0; j < (K > 0 ? K : 1); j++) dup |= (d[j] == c && id[j] == cid);
+                if (dup) return;
+            }
 #pragma unroll
             for (int h = (K > 0 ? K : 1) - 1; h > 0; h--) {
                 if (before(c, cid, d[h - 1], id[h - 1])) { d[h] = d[h - 1]; id[h] = id[h - 1]; }
@@ -57,7 +59,7 @@ struct TopList {
         } else {
             u32 h = k - 1;
             while (h > 0 && before(c, cid, gd[h - 1], gid[h - 1])) h--;
-            if (h > 0 && gd[h - 1] == c && gid[h - 1] == cid) return;
+            if (DEDUP && h > 0 && gd[h - 1] == c && gid[h - 1] == cid) return;
             for (u32 j = k - 1; j > h; j--) { gd[j] = gd[j - 1]; gid[j] = gid[j - 1]; }
             gd[h] = c; gid[h] = cid;
             bd = gd[k - 1]; bid = gid[k - 1];
@@ -95,20 +97,11 @@ __device__ __forceinline__ T node_bound(const T* lo, const T* hi, u64 stride, u3
 #define VECTOR_LEAF 8
 #define VECTOR_STACK 64
 
-// cpu/vector_knn.rs::search. `order` lists the queries to run, in a coherent order.
+// cpu/vector_knn.rs::search for one query, into its output row.
 template <typename T, int D, int K>
-__device__ void vector_knn_impl(const T* qcols, u32 nq, const u32* order, const T* cols, const u32* ids, u32 n,
-                                const T* lo, const T* hi, u32 leaves, u32 k, T r2, u32 exclude_self, u32* out_ids,
-                                T* out_d) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nq) return;
-    u32 qi = order[i];
-    T q[D];
-#pragma unroll
-    for (int a = 0; a < D; a++) q[a] = qcols[(u64)a * nq + qi];
-    u32 skip = exclude_self ? qi : NO_ID;
-    u64 row = (u64)qi * k;
-    TopList<T, K> best;
+__device__ void vector_search(const T* q, u32 skip, u64 row, const T* cols, const u32* ids, u32 n, const T* lo,
+                              const T* hi, u32 leaves, u32 k, T r2, u32* out_ids, T* out_d) {
+    TopList<T, K, false> best;
     best.init(k, r2, out_d + row, out_ids + row);
     u32 stack_node[VECTOR_STACK];
     T stack_lb[VECTOR_STACK];
@@ -140,6 +133,21 @@ __device__ void vector_knn_impl(const T* qcols, u32 nq, const u32* order, const 
         if (nl <= best.bd) { stack_node[top] = nn; stack_lb[top] = nl; top++; }
     }
     best.write(out_d + row, out_ids + row);
+}
+
+// `order` lists the queries to run, in a coherent order.
+template <typename T, int D, int K>
+__device__ void vector_knn_impl(const T* qcols, u32 nq, const u32* order, const T* cols, const u32* ids, u32 n,
+                                const T* lo, const T* hi, u32 leaves, u32 k, T r2, u32 exclude_self, u32* out_ids,
+                                T* out_d) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nq) return;
+    u32 qi = order[i];
+    T q[D];
+#pragma unroll
+    for (int a = 0; a < D; a++) q[a] = qcols[(u64)a * nq + qi];
+    vector_search<T, D, K>(q, exclude_self ? qi : NO_ID, (u64)qi * k, cols, ids, n, lo, hi, leaves, k, r2, out_ids,
+                           out_d);
 }
 
 // ShiftFrame::key as (hi, lo) 64-bit halves: bit i of axis a's cell on bit i*D + a.
@@ -304,3 +312,132 @@ extern "C" __global__ void gather_u32(const u32* source, const u32* perm, u32 n,
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = source[perm[i]];
 }
+
+// Columns of n values (stride n), passed by value to the level kernels.
+template <typename T>
+struct VecColsArg {
+    const T* cols;
+    u32 n;
+};
+
+// grid.rs's Aabb6Data: 6-D data (the VectorTree's sorted columns) and 3-D queries embedded as
+// (x, y, z, x, y, z) (MM = 1) or (x, y, z, 0, 0, 0) (MM = 0).
+template <typename T, int MM>
+struct Aabb6GridData {
+    const T* cols;
+    u32 len;
+    static const int D = 6;
+    __device__ __forceinline__ u32 n() const { return len; }
+    __device__ __forceinline__ void center(const GridFrame<T>& f, u32 c, T* e) const {
+        grid_center(f, c, e[0], e[1], e[2]);
+        e[3] = MM ? e[0] : (T)0; e[4] = MM ? e[1] : (T)0; e[5] = MM ? e[2] : (T)0;
+    }
+    __device__ __forceinline__ T d2(const T* e, u32 p) const { return dist2_nd<T, 6>(e, cols, len, p); }
+};
+
+// Exact 6-D kNN of embedded queries through the grid (grid.rs CandidateGrid::knn); queries
+// outside it take the tree search.
+template <typename T, int MM, int K>
+__device__ void aabb6_grid_rows_impl(const T* qcols, u32 nq, const u32* order, const T* cols, const u32* ids, u32 n,
+                                     const T* lo, const T* hi, u32 leaves, GridFrame<T> f, const u32* start,
+                                     const T* floor_in, const u32* entry, u32 k, T r2, u32 exclude_self, u32* out_ids,
+                                     T* out_d) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nq) return;
+    u32 qi = order[i];
+    T q[6];
+#pragma unroll
+    for (int a = 0; a < 6; a++) q[a] = qcols[(u64)a * nq + qi];
+    u32 skip = exclude_self ? qi : NO_ID;
+    u64 row = (u64)qi * k;
+    // GridFrame::locate_in: the cell from the 3-D coordinates, the distance in 6-D.
+    T o[3] = {f.ox, f.oy, f.oz};
+    u32 dims[3] = {f.dx, f.dy, f.dz};
+    u32 idx[3];
+    bool inside = true;
+#pragma unroll
+    for (int d = 0; d < 3; d++) {
+        double t = floor((double)((q[d] - o[d]) * f.inv_cell));
+        if (!(t >= -1.0 && t <= (double)dims[d])) inside = false;
+        u32 c = t > 0.0 ? (u32)t : 0u;
+        idx[d] = min(c, dims[d] - 1);
+    }
+    T e = t_inf<T>();
+    u32 cell = 0;
+    if (inside) {
+        cell = idx[0] + f.dx * (idx[1] + f.dy * idx[2]);
+        T ce[6];
+        Aabb6GridData<T, MM>{cols, n}.center(f, cell, ce);
+        T s = (T)0;
+#pragma unroll
+        for (int a = 0; a < 6; a++) { T t = q[a] - ce[a]; s = s + t * t; }
+        e = sqrt(s) * (T)(1.0 + GRID_MARGIN);
+    }
+    if (!(e <= f.half_diag)) {
+        vector_search<T, 6, K>(q, skip, row, cols, ids, n, lo, hi, leaves, k, r2, out_ids, out_d);
+        return;
+    }
+    TopList<T, K, false> best;
+    best.init(k, r2, out_d + row, out_ids + row);
+    T m = (T)(1.0 + GRID_MARGIN), tiny = grid_tiny<T>();
+    u64 base = (u64)cell * GRID_BUCKETS;
+    for (int b = 0; b < GRID_BUCKETS; b++) {
+        T g = floor_in[base + b] - e;
+        T g2 = g * g;
+        if (g > (T)0 && g2 > tiny && g2 > best.bd * m) continue;
+        u32 s = start[base + b], end = start[base + b + 1];
+        for (u32 j = s; j < end; j++) {
+            u32 p = entry[j];
+            u32 pid = ids[p];
+            if (pid == skip) continue;
+            best.insert(dist2_nd<T, 6>(q, cols, n, p), pid);
+        }
+    }
+    best.write(out_d + row, out_ids + row);
+}
+
+#define NK_AABB6_GRID(NAME, MM)                                                                                      \
+    template <typename T>                                                                                            \
+    __device__ void aabb6_grid_level_count_##NAME##_impl(VecColsArg<T> a, GridFrame<T> f, u32 cells,                  \
+                                                         const u32* pstart, const u32* pentry, u32 k_list, T r2,     \
+                                                         u32* count, T* floor_out, T* cell_r2, T* cell_lo) {         \
+        grid_level_count_body<T>(Aabb6GridData<T, MM>{a.cols, a.n}, f, cells, pstart, pentry, k_list, r2, count,         \
+                                 floor_out, cell_r2, cell_lo);                                                       \
+    }                                                                                                                \
+    NK_INSTANTIATE(aabb6_grid_level_count_##NAME, (VecColsArg<R> a, GridFrame<R> f, u32 cells, const u32* pstart,    \
+                                                   const u32* pentry, u32 k_list, R r2, u32* count, R* floor_out,     \
+                                                   R* cell_r2, R* cell_lo),                                          \
+                   (a, f, cells, pstart, pentry, k_list, r2, count, floor_out, cell_r2, cell_lo))              \
+    template <typename T>                                                                                            \
+    __device__ void aabb6_grid_level_fill_##NAME##_impl(VecColsArg<T> a, GridFrame<T> f, u32 cells,                   \
+                                                        const u32* pstart, const u32* pentry, const u32* start,      \
+                                                        const T* cell_r2, const T* cell_lo, u32* entry) {            \
+        grid_level_fill_body<T>(Aabb6GridData<T, MM>{a.cols, a.n}, f, cells, pstart, pentry, start, cell_r2, cell_lo,     \
+                                entry);                                                                              \
+    }                                                                                                                \
+    NK_INSTANTIATE(aabb6_grid_level_fill_##NAME, (VecColsArg<R> a, GridFrame<R> f, u32 cells, const u32* pstart,     \
+                                                  const u32* pentry, const u32* start, const R* cell_r2,              \
+                                                  const R* cell_lo, u32* entry),                                     \
+                   (a, f, cells, pstart, pentry, start, cell_r2, cell_lo, entry))                              \
+    NK_AABB6_ROWS(NAME, MM, 8)                                                                                       \
+    NK_AABB6_ROWS(NAME, MM, 32)
+
+#define NK_AABB6_ROWS(NAME, MM, K)                                                                                   \
+    template <typename T>                                                                                            \
+    __device__ void aabb6_grid_rows_##NAME##_k##K##_impl(const T* qcols, u32 nq, const u32* order, const T* cols,      \
+                                                         const u32* ids, u32 n, const T* lo, const T* hi, u32 leaves, \
+                                                         GridFrame<T> f, const u32* start, const T* floor_in,        \
+                                                         const u32* entry, u32 k, T r2, u32 exclude_self,            \
+                                                         u32* out_ids, T* out_d) {                                   \
+        aabb6_grid_rows_impl<T, MM, K>(qcols, nq, order, cols, ids, n, lo, hi, leaves, f, start, floor_in, entry, k,   \
+                                       r2, exclude_self, out_ids, out_d);                                            \
+    }                                                                                                                \
+    NK_INSTANTIATE(aabb6_grid_rows_##NAME##_k##K,                                                                    \
+                   (const R* qcols, u32 nq, const u32* order, const R* cols, const u32* ids, u32 n, const R* lo,     \
+                    const R* hi, u32 leaves, GridFrame<R> f, const u32* start, const R* floor_in, const u32* entry,  \
+                    u32 k, R r2, u32 exclude_self, u32* out_ids, R* out_d),                                          \
+                   (qcols, nq, order, cols, ids, n, lo, hi, leaves, f, start, floor_in, entry, k, r2, exclude_self,  \
+                    out_ids, out_d))
+
+NK_AABB6_GRID(mm, 1)
+NK_AABB6_GRID(me, 0)

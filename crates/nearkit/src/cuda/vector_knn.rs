@@ -3,18 +3,30 @@
 //! the small side) and uploaded; queries are ordered on the device by Morton key for
 //! coherence. The shifted copies are keyed and sorted on the device.
 
-use cudarc::driver::{CudaSlice, DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
 
+use super::candidate_grid::{DeviceGrid, LevelKernels};
 use super::radix_sort::sort_pairs;
 use super::{cuda_err, grid, CudaBackend};
 use crate::cpu::vector_knn::check_vectors;
 use crate::error::Result;
+use crate::grid::{aabb6_stretch, GridFrame};
 use crate::morton::morton_nd_bits;
 use crate::query::{knn_limits, Knn, KnnOptions};
 use crate::real::Real;
 use crate::shifted_sort::{ShiftFrame, ShiftedSortOptions};
 use crate::vector_tree::VectorTree;
-use crate::vectors::{Vectors, MAX_DIM};
+use crate::vectors::{Aabb6, Vectors, MAX_DIM};
+
+/// `struct VecColsArg<T>` of vector_knn.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct VecColsArg {
+    cols: u64,
+    n: u32,
+}
+// SAFETY: plain old data matching the C struct (a pointer and a u32, C padding).
+unsafe impl DeviceRepr for VecColsArg {}
 
 /// `struct ShiftFrameArgs` of vector_knn.cu.
 #[repr(C)]
@@ -39,12 +51,18 @@ pub struct DeviceVectors<T> {
     pub cols: CudaSlice<T>,
     pub dim: usize,
     pub len: usize,
+    /// Triangle-box queries (`Aabb6::detect`) and the box of their 3-D coordinates.
+    pub embedded: Option<(Aabb6, [T; 3], [T; 3])>,
 }
 
 impl<T: Real> DeviceVectors<T> {
     pub fn upload(be: &CudaBackend, v: &Vectors<T>) -> Result<Self> {
         let flat: Vec<T> = v.cols.concat();
-        Ok(Self { cols: be.stream.clone_htod(&flat).map_err(cuda_err)?, dim: v.dim(), len: v.len() })
+        let embedded = Aabb6::detect(v).map(|e| {
+            let (lo, hi) = Vectors { cols: v.cols[..3].to_vec() }.bounds();
+            (e, std::array::from_fn(|a| T::from_f64(lo[a])), std::array::from_fn(|a| T::from_f64(hi[a])))
+        });
+        Ok(Self { cols: be.stream.clone_htod(&flat).map_err(cuda_err)?, dim: v.dim(), len: v.len(), embedded })
     }
 }
 
@@ -118,12 +136,68 @@ pub(crate) fn knn_resident<T: Real>(
     // Queries in Morton order: neighbouring threads walk the same part of the tree.
     let order = morton_order(be, queries, &tree.order_frame)?;
     let (n32, leaves32, k32, excl) = (tree.len as u32, tree.leaves as u32, k as u32, u32::from(opts.exclude_self));
+    if let Some(g) = aabb6_grid(be, tree, queries, k + usize::from(opts.exclude_self), r2)? {
+        let (name, e) = (if k <= 8 { 8 } else { 32 }, queries.embedded.unwrap().0);
+        let f = be.func_t::<T>(&format!("aabb6_grid_rows_{}_k{name}", embedding_name(e)))?;
+        let fargs = g.frame_args();
+        let mut l = be.stream.launch_builder(&f);
+        l.arg(&queries.cols).arg(&nq32).arg(&order).arg(&tree.cols).arg(&tree.ids).arg(&n32);
+        l.arg(&tree.lo).arg(&tree.hi).arg(&leaves32).arg(&fargs).arg(&g.start).arg(&g.floor).arg(&g.entry);
+        l.arg(&k32).arg(&r2).arg(&excl).arg(ids).arg(distances);
+        unsafe { l.launch(grid(nq, 128)) }.map_err(cuda_err)?;
+        return Ok(k);
+    }
     let f = be.func_t::<T>(&kernel("vector_knn", d, k))?;
     let mut l = be.stream.launch_builder(&f);
     l.arg(&queries.cols).arg(&nq32).arg(&order).arg(&tree.cols).arg(&tree.ids).arg(&n32);
     l.arg(&tree.lo).arg(&tree.hi).arg(&leaves32).arg(&k32).arg(&r2).arg(&excl).arg(ids).arg(distances);
     unsafe { l.launch(grid(nq, 128)) }.map_err(cuda_err)?;
     Ok(k)
+}
+
+fn embedding_name(e: Aabb6) -> &'static str {
+    match e {
+        Aabb6::MinMax => "mm",
+        Aabb6::MinExtent => "me",
+    }
+}
+
+/// The candidate grid over triangle-box queries' 3-D space (grid::Aabb6Data), when they are
+/// such queries, many, and k is small; as `CandidateGrid::for_embedded` on the CPU.
+fn aabb6_grid<T: Real>(
+    be: &CudaBackend,
+    tree: &DeviceVectorTree<T>,
+    queries: &DeviceVectors<T>,
+    k_list: usize,
+    r2: T,
+) -> Result<Option<DeviceGrid<T>>> {
+    let Some((e, lo, hi)) = queries.embedded else { return Ok(None) };
+    if tree.dim != 6 || k_list > 32 {
+        return Ok(None);
+    }
+    let Some(frame) = GridFrame::embedded(lo, hi, tree.len, queries.len, k_list, aabb6_stretch(e)) else {
+        return Ok(None);
+    };
+    let data = VecColsArg { cols: tree.cols.device_ptr(&be.stream).0, n: tree.len as u32 };
+    let (count, fill) = match e {
+        Aabb6::MinMax => ("aabb6_grid_level_count_mm", "aabb6_grid_level_fill_mm"),
+        Aabb6::MinExtent => ("aabb6_grid_level_count_me", "aabb6_grid_level_fill_me"),
+    };
+    DeviceGrid::build_levels(be, &LevelKernels { count, fill, data: &data }, frame, k_list, r2).map(Some)
+}
+
+/// Builds the 6-D candidate grid on the device and brings it back (tests compare it with
+/// the CPU build); `None` where it would not be used.
+pub(crate) fn aabb6_grid_to_host<T: Real>(
+    be: &CudaBackend,
+    data: &Vectors<T>,
+    queries: &Vectors<T>,
+    k_list: usize,
+    r2: T,
+) -> Result<Option<crate::grid::CandidateGrid<T>>> {
+    let tree = DeviceVectorTree::upload(be, &VectorTree::build(data), data)?;
+    let dq = DeviceVectors::upload(be, queries)?;
+    aabb6_grid(be, &tree, &dq, k_list, r2)?.map(|g| g.to_host(be)).transpose()
 }
 
 pub(crate) fn knn<T: Real>(
