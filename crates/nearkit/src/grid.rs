@@ -306,7 +306,7 @@ pub const LEVEL_FACTOR: u32 = 4;
 
 /// A level of at most this many cells takes its lists from all points (default; the
 /// environment variable NEARKIT_GRID_TOP_CELLS overrides it for tuning).
-pub const TOP_CELLS: usize = 64;
+pub const TOP_CELLS: usize = 4096;
 
 pub fn top_cells() -> usize {
     static V: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

@@ -41,7 +41,8 @@ fn check_grid<T: Real>(seed: u64) {
         }
         let lo = [tree.lo[0][0], tree.lo[1][0], tree.lo[2][0]];
         let hi = [tree.hi[0][0], tree.hi[1][0], tree.hi[2][0]];
-        for cells in [1, 60, 3000] {
+        // 20,000 cells build in two levels (TOP_CELLS), the others in one.
+        for cells in [1, 60, 3000, 20_000] {
             let Some(frame) = GridFrame::plan(lo, hi, cells) else { continue };
             for (k, radius, self_set) in
                 [(1, None, false), (8, None, false), (33, None, false), (5, Some(30.0), false), (6, None, true)]
