@@ -78,6 +78,19 @@ pub(super) fn for_each_chunk<T: Real>(
     a: &Source<'_, T>,
     tree: &DeviceTree<T>,
     chunk: usize,
+    f: impl FnMut(&SortedChunk<T>) -> Result<()>,
+) -> Result<()> {
+    // The top 32 bits of the code order queries well enough for coherence, in half the passes.
+    for_each_chunk_sorted_by(be, a, tree, chunk, 32, f)
+}
+
+/// `for_each_chunk` with the top `key_bits` bits of the Morton code as the sort key.
+pub(super) fn for_each_chunk_sorted_by<T: Real>(
+    be: &CudaBackend,
+    a: &Source<'_, T>,
+    tree: &DeviceTree<T>,
+    chunk: usize,
+    key_bits: u32,
     mut f: impl FnMut(&SortedChunk<T>) -> Result<()>,
 ) -> Result<()> {
     let (n, c) = (a.len(), chunk.max(1));
@@ -87,9 +100,11 @@ pub(super) fn for_each_chunk<T: Real>(
         let chunk = match a {
             Source::Host(p) => {
                 let d = DevicePoints::upload_range(be, p, s, e)?;
-                sort_chunk(be, tree, &d.x.as_view(), &d.y.as_view(), &d.z.as_view(), e - s)?
+                sort_chunk(be, tree, &d.x.as_view(), &d.y.as_view(), &d.z.as_view(), e - s, key_bits)?
             }
-            Source::Device(d) => sort_chunk(be, tree, &d.x.slice(s..e), &d.y.slice(s..e), &d.z.slice(s..e), e - s)?,
+            Source::Device(d) => {
+                sort_chunk(be, tree, &d.x.slice(s..e), &d.y.slice(s..e), &d.z.slice(s..e), e - s, key_bits)?
+            }
         };
         f(&SortedChunk { offset: s, last: e == n, ..chunk })?;
         s = e;
@@ -104,18 +119,18 @@ fn sort_chunk<T: Real>(
     y: &CudaView<'_, T>,
     z: &CudaView<'_, T>,
     len: usize,
+    key_bits: u32,
 ) -> Result<SortedChunk<T>> {
     let st = &be.stream;
     let len32 = len as u32;
     let mut keys = be.alloc_uninit::<u64>(len)?;
     let mut ids = be.alloc_uninit::<u32>(len)?;
     let f = be.func_t::<T>("morton_keys")?;
-    // The top 32 bits of the code order queries well enough for coherence, in half the passes.
-    let shift = 31u32;
+    let shift = 63 - key_bits;
     let mut l = st.launch_builder(&f);
     l.arg(x).arg(y).arg(z).arg(&len32).arg(&tree.frame).arg(&shift).arg(&mut keys).arg(&mut ids);
     unsafe { l.launch(grid(len, BLOCK)) }.map_err(cuda_err)?;
-    sort_pairs(be, &mut keys, &mut ids, len, 32)?;
+    sort_pairs(be, &mut keys, &mut ids, len, key_bits)?;
     drop(keys);
     let (mut sx, mut sy, mut sz) = (be.alloc_uninit::<T>(len)?, be.alloc_uninit::<T>(len)?, be.alloc_uninit::<T>(len)?);
     let f = be.func_t::<T>("gather_points")?;

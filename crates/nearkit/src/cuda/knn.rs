@@ -3,7 +3,7 @@
 use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
 
 use super::candidate_grid::DeviceGrid;
-use super::closest_pairs::{chunk_size, for_each_chunk, DevicePoints, SortedChunk, Source};
+use super::closest_pairs::{chunk_size, for_each_chunk_sorted_by, DevicePoints, SortedChunk, Source};
 use super::tree_build::{BuildInput, DeviceTree};
 use super::{cuda_err, grid, CudaBackend};
 use crate::error::Result;
@@ -26,7 +26,7 @@ pub(super) fn knn<T: Real>(
     let grid = DeviceGrid::build(be, &tree, n, k + usize::from(opts.exclude_self), r2)?;
     let mut out = Knn { k, ids: Vec::with_capacity(n * k), distances: Vec::with_capacity(n * k) };
     let chunk = chunk_size().min((MAX_CHUNK_ENTRIES / k).max(1));
-    for_each_chunk(be, &Source::Host(queries), &tree, chunk, |c| {
+    for_each_chunk_sorted_by(be, &Source::Host(queries), &tree, chunk, order_bits(grid.is_some()), |c| {
         let len = c.points.len;
         let mut ids = be.alloc_uninit::<u32>(len * k)?;
         let mut dist = be.alloc_uninit::<T>(len * k)?;
@@ -62,12 +62,21 @@ pub(super) fn knn_resident<T: Real>(
     assert!(ids.len() >= queries.len * k && distances.len() >= queries.len * k, "output buffers too small");
     let tree = DeviceTree::build(be, data)?;
     let grid = DeviceGrid::build(be, &tree, queries.len, k + usize::from(opts.exclude_self), r2)?;
-    for_each_chunk(be, &Source::Device(queries), &tree, chunk_size(), |c| {
+    for_each_chunk_sorted_by(be, &Source::Device(queries), &tree, chunk_size(), order_bits(grid.is_some()), |c| {
         let (s, e) = (c.offset * k, (c.offset + c.points.len) * k);
         let (ids, dist) = (&mut ids.slice_mut(s..e), &mut distances.slice_mut(s..e));
         knn_chunk(be, &tree, grid.as_ref(), c, k, r2, opts.exclude_self, ids, dist)
     })?;
     Ok(k)
+}
+
+/// Morton bits the queries are sorted on: 32 for the tree search; through the grid, whose
+/// cells are far coarser, 24 (a radix pass fewer) unless NEARKIT_KNN_ORDER_BITS says otherwise.
+fn order_bits(grid: bool) -> u32 {
+    if !grid {
+        return 32;
+    }
+    std::env::var("NEARKIT_KNN_ORDER_BITS").ok().and_then(|v| v.parse().ok()).unwrap_or(24u32).clamp(8, 63)
 }
 
 /// One Morton-sorted chunk of queries into its rows of the output: through the candidate
