@@ -16,16 +16,20 @@ use crate::tree::{MortonTree, DEFAULT_LEAF_SIZE, NO_ID};
 
 pub fn knn<T: Real>(data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
     let (k, r2) = check_knn(data, queries, opts)?;
+    let prof = Profile::start();
     let tree = MortonTree::build(data, DEFAULT_LEAF_SIZE);
     let grid = CandidateGrid::for_queries(&tree, queries.len(), k + usize::from(opts.exclude_self), r2);
+    prof.mark("tree + grid");
     let order = morton_order(&tree, queries);
+    prof.mark("query order");
     let n = queries.len();
-    // Rows in Morton order first (contiguous, parallel), then put back in query order.
-    let mut sorted_ids = vec![NO_ID; n * k];
-    let mut sorted_d = vec![T::INFINITY; n * k];
-    sorted_ids.par_chunks_mut(k).zip(sorted_d.par_chunks_mut(k)).zip(order.par_iter()).with_min_len(256).for_each_init(
+    // Queries run in Morton order (cache reuse) and write their rows in place: each query owns
+    // its row, so the parallel writes never overlap.
+    let mut out = Knn { k, ids: vec![NO_ID; n * k], distances: vec![T::INFINITY; n * k] };
+    let (ids_at, ds_at) = (RowPtr(out.ids.as_mut_ptr()), RowPtr(out.distances.as_mut_ptr()));
+    order.par_iter().with_min_len(256).for_each_init(
         || (Vec::new(), vec![(T::ZERO, NO_ID); k]),
-        |(buf, best), ((ids, ds), &q)| {
+        |(buf, best), &q| {
             let skip = if opts.exclude_self { q } else { NO_ID };
             let p = queries.get(q as usize);
             let found: &[(T, u32)] = match &grid {
@@ -35,17 +39,46 @@ pub fn knn<T: Real>(data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>)
                     buf
                 }
             };
+            // SAFETY: row q (k entries from q * k) lies inside both arrays and only this
+            // query writes it.
+            let (ids, ds) = unsafe { (ids_at.row(q as usize, k), ds_at.row(q as usize, k)) };
             for (j, &(d2, id)) in found.iter().enumerate() {
                 ids[j] = id;
                 ds[j] = if id == NO_ID { T::INFINITY } else { d2.sqrt() };
             }
         },
     );
-    let mut out = Knn { k, ids: vec![NO_ID; n * k], distances: vec![T::INFINITY; n * k] };
-    for (row, &q) in order.iter().enumerate() {
-        let (src, dst) = (row * k, q as usize * k);
-        out.ids[dst..dst + k].copy_from_slice(&sorted_ids[src..src + k]);
-        out.distances[dst..dst + k].copy_from_slice(&sorted_d[src..src + k]);
-    }
+    prof.mark("search");
     Ok(out)
+}
+
+/// A result array that parallel queries write row by row (each query its own row).
+#[derive(Clone, Copy)]
+struct RowPtr<V>(*mut V);
+// SAFETY: used only to write disjoint rows from different threads.
+unsafe impl<V: Send> Send for RowPtr<V> {}
+unsafe impl<V: Send> Sync for RowPtr<V> {}
+
+impl<V> RowPtr<V> {
+    /// # Safety
+    /// Row `q` must lie inside the array, and no one else may touch it meanwhile.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn row(&self, q: usize, k: usize) -> &mut [V] {
+        std::slice::from_raw_parts_mut(self.0.add(q * k), k)
+    }
+}
+
+/// Phase times on stderr when NEARKIT_PROFILE=1.
+struct Profile(Option<std::cell::Cell<std::time::Instant>>);
+
+impl Profile {
+    fn start() -> Self {
+        Self((std::env::var("NEARKIT_PROFILE").as_deref() == Ok("1")).then(|| std::time::Instant::now().into()))
+    }
+    fn mark(&self, what: &str) {
+        if let Some(t) = &self.0 {
+            eprintln!("cpu knn: {what} {:.1} ms", t.get().elapsed().as_secs_f64() * 1e3);
+            t.set(std::time::Instant::now());
+        }
+    }
 }
