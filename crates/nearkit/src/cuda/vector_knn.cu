@@ -233,9 +233,9 @@ __device__ void shifted_knn_impl(const T* qcols, u32 nq, const u32* order, Shift
     best.write(out_d + row, out_ids + row);
 }
 
-// A 64-bit Morton key of each query (the top bits of its D-dimensional key) for ordering.
+// The top 64 - `shift` bits of each query's D-dimensional Morton key, for ordering.
 template <typename T, int D>
-__device__ void vector_order_keys_impl(const T* qcols, u32 nq, ShiftFrameArgs f, u64* keys, u32* vals) {
+__device__ void vector_order_keys_impl(const T* qcols, u32 nq, ShiftFrameArgs f, u32 shift, u64* keys, u32* vals) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nq) return;
     T v[D];
@@ -244,7 +244,8 @@ __device__ void vector_order_keys_impl(const T* qcols, u32 nq, ShiftFrameArgs f,
     u64 h, l;
     shift_key<T, D>(v, f.lo, f.scale, f.bits, 0, h, l);
     u32 total = f.bits * D;
-    keys[i] = total <= 64 ? l : (h << (128 - total)) | (l >> (total - 64));
+    u64 top = total <= 64 ? l << (64 - total) : (h << (128 - total)) | (l >> (total - 64));
+    keys[i] = top >> shift;
     vals[i] = i;
 }
 
@@ -257,11 +258,13 @@ __device__ void vector_order_keys_impl(const T* qcols, u32 nq, ShiftFrameArgs f,
     NK_INSTANTIATE(shift_keys_d##D, (const R* cols, u32 n, ShiftFrameArgs f, u32 shift, u64* klo, u64* khi, u32* vals), \
                    (cols, n, f, shift, klo, khi, vals))                                                              \
     template <typename T>                                                                                            \
-    __device__ void vector_order_keys_d##D##_impl(const T* qcols, u32 nq, ShiftFrameArgs f, u64* keys, u32* vals) {  \
-        vector_order_keys_impl<T, D>(qcols, nq, f, keys, vals);                                                      \
+    __device__ void vector_order_keys_d##D##_impl(const T* qcols, u32 nq, ShiftFrameArgs f, u32 shift, u64* keys,    \
+                                                  u32* vals) {                                                       \
+        vector_order_keys_impl<T, D>(qcols, nq, f, shift, keys, vals);                                               \
     }                                                                                                                \
-    NK_INSTANTIATE(vector_order_keys_d##D, (const R* qcols, u32 nq, ShiftFrameArgs f, u64* keys, u32* vals),         \
-                   (qcols, nq, f, keys, vals))                                                                       \
+    NK_INSTANTIATE(vector_order_keys_d##D, (const R* qcols, u32 nq, ShiftFrameArgs f, u32 shift, u64* keys,          \
+                                            u32* vals),                                                              \
+                   (qcols, nq, f, shift, keys, vals))                                                                \
     NK_VECTOR_DK(D, 8)                                                                                               \
     NK_VECTOR_DK(D, 32)                                                                                              \
     NK_VECTOR_DK(D, 0)
