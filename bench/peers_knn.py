@@ -8,7 +8,8 @@ their bounding box, k = 8), to put beside `nearkit bench knn` run on the same ma
 --cut-to N` does (Mesh::cut_to), so both run on the same points.
 
 Peers: scipy cKDTree (workers=-1) and pykdtree (OpenMP), each timed building its tree and
-answering all queries. With --nearkit, 2^16 of the queries also go through `nearkit knn` and
+answering all queries; with --gpu, cupy-knn (an LBVH on CuPy) with data and queries already on
+the GPU (compare with nearkit's resident time), timed building its index and answering. With --nearkit, 2^16 of the queries also go through `nearkit knn` and
 the ids must equal scipy's (distances to 1e-6 relative: scipy works in f64, nearkit in f32).
 """
 import argparse
@@ -28,6 +29,44 @@ def read_off(path):
     return np.array(words[4:4 + 3 * n], dtype=np.float64).reshape(n, 3).astype(np.float32)
 
 
+def cupy_knn_peer(k):
+    """("cupy-knn LBVH (GPU, resident)", fn) or None when cupy-knn cannot run."""
+    try:
+        import cupy as cp
+        import cupy_knn.lbvh_index as lbvh  # type: ignore
+        from cupy_knn import LBVHIndex  # type: ignore
+    except ImportError as e:
+        print(f"cupy-knn not usable: {e}")
+        return None
+    # cupy-knn 0.4 asks NVRTC for C++11; CuPy 13+'s bundled CCCL needs C++17 (as in peers_pairs.py).
+    if "--std=c++11" in lbvh._compile_flags:
+        lbvh._compile_flags = tuple("--std=c++17" if f == "--std=c++11" else f for f in lbvh._compile_flags)
+        lbvh._construct_tree_kernels = cp.RawModule(
+            code=lbvh._lbvh_src,
+            options=lbvh._compile_flags,
+            name_expressions=("compute_morton_kernel", "compute_morton_points_kernel", "initialize_tree_kernel",
+                              "construct_tree_kernel", "optimize_tree_kernel", "compute_free_indices_kernel",
+                              "compact_tree_kernel"),
+        )
+    index = LBVHIndex(leaf_size=32)
+    index.prepare_knn_default(k)  # kernel compilation, outside the timing
+    cache = {}
+
+    def run(d, q):
+        # Upload once per array (resident), then time build + query on the device.
+        key = (id(d), id(q))
+        if key not in cache:
+            cache.clear()
+            cache[key] = (cp.asarray(d), cp.asarray(q))
+        dd, qd = cache[key]
+        index.build(dd)
+        idx, d2, _ = index.query_knn(qd)
+        cp.cuda.get_current_stream().synchronize()
+        return idx, d2
+
+    return ("cupy-knn LBVH (GPU, resident)", run)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True)
@@ -35,6 +74,7 @@ def main():
     ap.add_argument("-k", type=int, default=8)
     ap.add_argument("--nearkit")
     ap.add_argument("--cut-to", type=int)
+    ap.add_argument("--gpu", action="store_true", help="also time cupy-knn (needs cupy and cupy-knn)")
     args = ap.parse_args()
     data = read_off(args.data)
     if args.cut_to:
@@ -55,6 +95,10 @@ def main():
         peers.append(("pykdtree", lambda d, q: KDTree(d).query(q, k=args.k)))
     except ImportError:
         print("pykdtree not installed: skipped")
+    if args.gpu:
+        gpu_peer = cupy_knn_peer(args.k)
+        if gpu_peer:
+            peers.append(gpu_peer)
     print(f"{len(data)} data points, k = {args.k}, {os.cpu_count()} cores; median of 3 runs")
     for log2 in range(args.log2[0], args.log2[1] + 1):
         q = (lo + rng.random((1 << log2, 3), dtype=np.float32) * (hi - lo)).astype(np.float32)
