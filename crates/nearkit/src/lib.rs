@@ -10,6 +10,8 @@
 //! ```
 
 pub mod backend;
+pub mod closest_point;
+pub mod closest_point_triangle;
 pub mod cpu;
 pub mod cuda;
 pub mod device;
@@ -23,10 +25,12 @@ pub mod query;
 pub mod real;
 pub mod shifted_sort;
 pub mod tree;
+pub mod triangle_bvh;
 pub mod vector_tree;
 pub mod vectors;
 
 pub use backend::Backend;
+pub use closest_point::{ClosestPointOptions, ClosestPoints};
 pub use device::{Device, Engine};
 pub use error::{Error, Result, Role};
 pub use mesh::Mesh;

@@ -97,9 +97,9 @@ pub fn morton_nd_128(cells: &[u32]) -> u128 {
     let table = &SPREAD[d - 1];
     let mut key = 0u128;
     for (a, &c) in cells.iter().enumerate() {
-        let spread = table[(c & 0xff) as usize]
-            | table[(c >> 8 & 0xff) as usize] << (8 * d)
-            | table[(c >> 16 & 0xff) as usize] << (16 * d);
+        // At 8-D (16 bits per axis) there is no third byte, and shifting by 128 would overflow.
+        let third = if 16 * d < 128 { table[(c >> 16 & 0xff) as usize] << (16 * d) } else { 0 };
+        let spread = table[(c & 0xff) as usize] | table[(c >> 8 & 0xff) as usize] << (8 * d) | third;
         key |= spread << a;
     }
     key

@@ -7,6 +7,7 @@ use rayon::prelude::*;
 
 use super::closest_pairs::morton_order;
 use super::search;
+use super::RowPtr;
 use crate::error::Result;
 use crate::grid::CandidateGrid;
 use crate::points::Points;
@@ -50,22 +51,6 @@ pub fn knn<T: Real>(data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>)
     );
     prof.mark("search");
     Ok(out)
-}
-
-/// A result array that parallel queries write row by row (each query its own row).
-#[derive(Clone, Copy)]
-struct RowPtr<V>(*mut V);
-// SAFETY: used only to write disjoint rows from different threads.
-unsafe impl<V: Send> Send for RowPtr<V> {}
-unsafe impl<V: Send> Sync for RowPtr<V> {}
-
-impl<V> RowPtr<V> {
-    /// # Safety
-    /// Row `q` must lie inside the array, and no one else may touch it meanwhile.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn row(&self, q: usize, k: usize) -> &mut [V] {
-        std::slice::from_raw_parts_mut(self.0.add(q * k), k)
-    }
 }
 
 /// Phase times on stderr when NEARKIT_PROFILE=1.

@@ -1,6 +1,7 @@
 //! The CPU backend: rayon over all cores, the same tree and algorithm as the CUDA backend.
 
 mod closest_pairs;
+pub mod closest_point;
 mod knn;
 pub mod search;
 pub mod vector_knn;
@@ -17,6 +18,22 @@ use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
 use crate::shifted_sort::ShiftedSortOptions;
 use crate::vectors::Vectors;
+
+/// A result array that parallel queries write row by row (each query its own row).
+#[derive(Clone, Copy)]
+pub(crate) struct RowPtr<V>(pub *mut V);
+// SAFETY: used only to write disjoint rows from different threads.
+unsafe impl<V: Send> Send for RowPtr<V> {}
+unsafe impl<V: Send> Sync for RowPtr<V> {}
+
+impl<V> RowPtr<V> {
+    /// # Safety
+    /// Row `q` must lie inside the array, and no one else may touch it meanwhile.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn row(&self, q: usize, k: usize) -> &mut [V] {
+        std::slice::from_raw_parts_mut(self.0.add(q * k), k)
+    }
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuBackend;

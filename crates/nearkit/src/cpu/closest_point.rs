@@ -1,0 +1,133 @@
+//! Closest point on a triangle mesh for many queries, on the CPU: queries in Morton order,
+//! each a depth-first search of the `TriangleBvh`, nearer child first.
+
+use rayon::prelude::*;
+
+use super::RowPtr;
+use crate::closest_point::{ClosestPointOptions, ClosestPoints};
+use crate::closest_point_triangle::{closest_point_triangle, TrianglePoint};
+use crate::error::{Result, Role};
+use crate::mesh::Mesh;
+use crate::morton::MortonFrame;
+use crate::points::Points;
+use crate::query::radius2;
+use crate::real::Real;
+use crate::tree::NO_ID;
+use crate::triangle_bvh::{TriangleBvh, TRIANGLE_LEAF};
+
+pub fn closest_points<T: Real>(
+    mesh: &Mesh<T>,
+    queries: &Points<T>,
+    opts: &ClosestPointOptions<T>,
+) -> Result<ClosestPoints<T>> {
+    mesh.validate()?;
+    queries.validate(Role::Queries)?;
+    let r2 = radius2(opts.max_distance)?;
+    let bvh = TriangleBvh::build(mesh);
+    let (lo, hi) = mesh.vertices.bounds();
+    let slack = rounding_slack(lo, hi, queries);
+    let frame = MortonFrame::from_bounds(lo, hi);
+    let mut order: Vec<(u64, u32)> = (0..queries.len())
+        .into_par_iter()
+        .map(|i| (frame.code(queries.x[i], queries.y[i], queries.z[i]), i as u32))
+        .collect();
+    order.par_sort_unstable();
+    let n = queries.len();
+    let nan = T::from_f64(f64::NAN);
+    let mut out = ClosestPoints {
+        triangle: vec![NO_ID; n],
+        distance: vec![T::INFINITY; n],
+        point: Points { x: vec![nan; n], y: vec![nan; n], z: vec![nan; n] },
+        bary: [vec![nan; n], vec![nan; n], vec![nan; n]],
+    };
+    let tri = RowPtr(out.triangle.as_mut_ptr());
+    let dist = RowPtr(out.distance.as_mut_ptr());
+    let pts = [RowPtr(out.point.x.as_mut_ptr()), RowPtr(out.point.y.as_mut_ptr()), RowPtr(out.point.z.as_mut_ptr())];
+    let bary = [RowPtr(out.bary[0].as_mut_ptr()), RowPtr(out.bary[1].as_mut_ptr()), RowPtr(out.bary[2].as_mut_ptr())];
+    order.par_iter().with_min_len(256).for_each_init(
+        || Vec::with_capacity(64),
+        |stack, &(_, q)| {
+            let q = q as usize;
+            if let Some((id, tp)) = search(&bvh, queries.get(q), r2, slack, stack) {
+                // SAFETY: entry q lies inside every output array and only query q writes it.
+                unsafe {
+                    tri.row(q, 1)[0] = id;
+                    dist.row(q, 1)[0] = tp.d2.sqrt();
+                    for a in 0..3 {
+                        pts[a].row(q, 1)[0] = tp.point[a];
+                        bary[a].row(q, 1)[0] = tp.bary[a];
+                    }
+                }
+            }
+        },
+    );
+    Ok(out)
+}
+
+/// An absolute bound (with a wide margin) on the rounding error of a computed closest point:
+/// its coordinates come from a few products and sums of values no larger than `scale`.
+fn rounding_slack<T: Real>(lo: [T; 3], hi: [T; 3], queries: &Points<T>) -> T {
+    let (qlo, qhi) = queries.bounds();
+    let scale = (0..3).flat_map(|a| [lo[a], hi[a], qlo[a], qhi[a]]).map(|v| v.to_f64().abs()).fold(0.0, f64::max);
+    let ulp = if T::NAME == "f32" { f32::EPSILON as f64 } else { f64::EPSILON };
+    T::from_f64(scale * ulp * 64.0)
+}
+
+/// The nearest triangle of `q` within squared radius `r2` (ties to the smaller id), or `None`.
+/// A box is skipped only when its bound exceeds the best distance plus `slack`, so a
+/// triangle whose computed distance rounds below its box's bound is never lost: the answer is
+/// the brute-force minimum of the computed distances.
+pub fn search<T: Real>(
+    bvh: &TriangleBvh<T>,
+    q: [T; 3],
+    r2: T,
+    slack: T,
+    stack: &mut Vec<(usize, T)>,
+) -> Option<(u32, TrianglePoint<T>)> {
+    if bvh.is_empty() {
+        return None;
+    }
+    let mut best: Option<(u32, TrianglePoint<T>)> = None;
+    let cut = |best: &Option<(u32, TrianglePoint<T>)>| {
+        let d = match best {
+            Some((_, tp)) => tp.d2.min(r2),
+            None => r2,
+        };
+        let r = d.sqrt() + slack;
+        r * r
+    };
+    stack.clear();
+    stack.push((1, bvh.lower_bound(1, q)));
+    while let Some((node, lb)) = stack.pop() {
+        if lb > cut(&best) {
+            continue;
+        }
+        if node >= bvh.leaves {
+            let l = node - bvh.leaves;
+            for s in l * TRIANGLE_LEAF..((l + 1) * TRIANGLE_LEAF).min(bvh.len()) {
+                let [a, b, c] = bvh.triangle(s);
+                let tp = closest_point_triangle(q, a, b, c);
+                let id = bvh.ids[s];
+                let better = match &best {
+                    None => true,
+                    Some((bid, bt)) => tp.d2 < bt.d2 || (tp.d2 == bt.d2 && id < *bid),
+                };
+                if tp.d2 <= r2 && better {
+                    best = Some((id, tp));
+                }
+            }
+            continue;
+        }
+        let (a, b) = (2 * node, 2 * node + 1);
+        let (la, lb2) = (bvh.lower_bound(a, q), bvh.lower_bound(b, q));
+        let (near, far) = if lb2 < la { ((b, lb2), (a, la)) } else { ((a, la), (b, lb2)) };
+        let c = cut(&best);
+        if far.1 <= c {
+            stack.push(far);
+        }
+        if near.1 <= c {
+            stack.push(near);
+        }
+    }
+    best
+}
