@@ -68,12 +68,30 @@ pub fn closest_point_triangle<T: Real>(p: [T; 3], a: [T; 3], b: [T; 3], c: [T; 3
         let w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
         return finish(p, along(b, sub(c, b), w), [zero, one - w, w]);
     }
+    // Inside: p projects onto the face. va + vb + vc is |ab × ac|²; for a sliver it is the
+    // difference of nearly equal products, and the projection can land off the triangle. So
+    // the face point is trusted only with barycentrics in [0, 1], and for slivers the edges
+    // are tried as well.
     let denom = va + vb + vc;
     if denom > zero && denom.is_finite() {
         let (v, w) = (vb / denom, vc / denom);
+        let u = one - v - w;
         let point = [a[0] + ab[0] * v + ac[0] * w, a[1] + ab[1] * v + ac[1] * w, a[2] + ab[2] * v + ac[2] * w];
-        return finish(p, point, [one - v - w, v, w]);
+        let on_face = v >= zero && w >= zero && u >= zero;
+        let sliver = denom <= dot(ab, ab) * dot(ac, ac) * T::from_f64(if T::NAME == "f32" { 1e-3 } else { 1e-9 });
+        if on_face && !sliver {
+            return finish(p, point, [u, v, w]);
+        }
+        let edge = nearest_edge(p, a, b, c);
+        let face = finish(p, point, [u, v, w]);
+        return if on_face && face.d2 < edge.d2 { face } else { edge };
     }
+    nearest_edge(p, a, b, c)
+}
+
+/// The nearest point of the triangle's three edges (the first in edge order on ties).
+fn nearest_edge<T: Real>(p: [T; 3], a: [T; 3], b: [T; 3], c: [T; 3]) -> TrianglePoint<T> {
+    let (zero, one) = (T::ZERO, T::from_f64(1.0));
     // Degenerate (collinear or coinciding corners), or a zero-length edge met above: the
     // nearest of the three edges, the first in edge order on ties. For a proper triangle the
     // regions above always answer, since every denominator there is a squared edge length or
