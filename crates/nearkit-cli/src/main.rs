@@ -32,6 +32,8 @@ enum Command {
     Nearest(cmd::nearest::NearestArgs),
     /// Each query's k nearest data points.
     Knn(cmd::knn::KnnArgs),
+    /// Each query's nearest point on a triangle mesh.
+    ClosestPoint(cmd::closest_point::ClosestPointArgs),
     /// Generate reproducible test data.
     #[command(subcommand)]
     Gen(cmd::gen::GenCommand),
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Pairs(a) => cmd::pairs::run(a),
         Command::Nearest(a) => cmd::nearest::run(a),
         Command::Knn(a) => cmd::knn::run(a),
+        Command::ClosestPoint(a) => cmd::closest_point::run(a),
         Command::Gen(g) => cmd::gen::run(g),
         Command::Bench(b) => cmd::bench::run(b),
     };

@@ -4,7 +4,7 @@
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use nearkit::{Knn, Nearest, Pair, Points, Real, NO_ID};
+use nearkit::{ClosestPoints, Knn, Nearest, Pair, Points, Real, NO_ID};
 use serde::Serialize;
 
 use crate::{IoError, Result};
@@ -194,6 +194,69 @@ pub fn write_knn<T: Real>(path: &Path, knn: &Knn<T>) -> Result<()> {
             w.write_all(&zip.finish().map_err(zerr)?.into_inner())
         }),
         _ => Err(IoError::new(path, "unknown extension for neighbours: use .csv or .npz")),
+    }
+}
+
+/// Closest points on a mesh: `.csv` (`query,triangle,distance,x,y,z,u,v,w`; triangle -1 and
+/// empty point where nothing lies within the max distance) or `.npz` (triangle: N int32,
+/// distance: N, point: N×3, bary: N×3).
+pub fn write_closest_points<T: Real>(path: &Path, c: &ClosestPoints<T>) -> Result<()> {
+    let n = c.triangle.len();
+    let tri = |i: usize| if c.triangle[i] == NO_ID { -1i64 } else { c.triangle[i] as i64 };
+    match path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() {
+        Some("csv") => write_atomically(path, |w| {
+            writeln!(w, "query,triangle,distance,x,y,z,u,v,w")?;
+            for i in 0..n {
+                if c.triangle[i] == NO_ID {
+                    writeln!(w, "{i},-1,inf,,,,,,")?;
+                } else {
+                    let (p, b) = (&c.point, &c.bary);
+                    writeln!(
+                        w,
+                        "{i},{},{},{},{},{},{},{},{}",
+                        tri(i),
+                        c.distance[i],
+                        p.x[i],
+                        p.y[i],
+                        p.z[i],
+                        b[0][i],
+                        b[1][i],
+                        b[2][i]
+                    )?;
+                }
+            }
+            Ok(())
+        }),
+        Some("npz") => write_atomically(path, |w| {
+            let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+            let zerr = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
+            let rows = n as u64;
+            zip.start_file("triangle.npy", stored).map_err(zerr)?;
+            write_npy_shape(&mut zip, &[rows], (0..n).map(|i| tri(i) as i32))?;
+            fn cols3<T: Real>(a: [&[T]; 3]) -> impl Iterator<Item = f64> + '_ {
+                (0..3 * a[0].len()).map(move |j| a[j % 3][j / 3].to_f64())
+            }
+            let point: [&[T]; 3] = [&c.point.x, &c.point.y, &c.point.z];
+            let bary: [&[T]; 3] = [&c.bary[0], &c.bary[1], &c.bary[2]];
+            if T::NAME == "f32" {
+                zip.start_file("distance.npy", stored).map_err(zerr)?;
+                write_npy_shape(&mut zip, &[rows], c.distance.iter().map(|d| d.to_f64() as f32))?;
+                zip.start_file("point.npy", stored).map_err(zerr)?;
+                write_npy_shape(&mut zip, &[rows, 3], cols3(point).map(|v| v as f32))?;
+                zip.start_file("bary.npy", stored).map_err(zerr)?;
+                write_npy_shape(&mut zip, &[rows, 3], cols3(bary).map(|v| v as f32))?;
+            } else {
+                zip.start_file("distance.npy", stored).map_err(zerr)?;
+                write_npy_shape(&mut zip, &[rows], c.distance.iter().map(|d| d.to_f64()))?;
+                zip.start_file("point.npy", stored).map_err(zerr)?;
+                write_npy_shape(&mut zip, &[rows, 3], cols3(point))?;
+                zip.start_file("bary.npy", stored).map_err(zerr)?;
+                write_npy_shape(&mut zip, &[rows, 3], cols3(bary))?;
+            }
+            w.write_all(&zip.finish().map_err(zerr)?.into_inner())
+        }),
+        _ => Err(IoError::new(path, "unknown extension for closest points: use .csv or .npz")),
     }
 }
 

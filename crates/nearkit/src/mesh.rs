@@ -116,3 +116,43 @@ pub fn closest_point_on_triangle(p: [f64; 3], a: [f64; 3], b: [f64; 3], c: [f64;
     let (v, w) = (vb / denom, vc / denom);
     [a[0] + ab[0] * v + ac[0] * w, a[1] + ab[1] * v + ac[1] * w, a[2] + ab[2] * v + ac[2] * w]
 }
+
+impl<T: Real> Mesh<T> {
+    /// A closed UV sphere of `rings` × `segments` quads (two triangles each, fans at the poles)
+    /// centred at `centre`: a built-in mesh for examples and benchmarks.
+    pub fn uv_sphere(rings: u32, segments: u32, radius: f64, centre: [f64; 3]) -> Self {
+        let (rings, segments) = (rings.max(2), segments.max(3));
+        let mut vertices = Points::with_capacity(((rings - 1) * segments + 2) as usize);
+        let at = |theta: f64, phi: f64| {
+            [
+                T::from_f64(centre[0] + radius * theta.sin() * phi.cos()),
+                T::from_f64(centre[1] + radius * theta.sin() * phi.sin()),
+                T::from_f64(centre[2] + radius * theta.cos()),
+            ]
+        };
+        let p = at(0.0, 0.0);
+        vertices.push(p[0], p[1], p[2]);
+        for r in 1..rings {
+            for s in 0..segments {
+                let p = at(std::f64::consts::PI * r as f64 / rings as f64, std::f64::consts::TAU * s as f64 / segments as f64);
+                vertices.push(p[0], p[1], p[2]);
+            }
+        }
+        let p = at(std::f64::consts::PI, 0.0);
+        vertices.push(p[0], p[1], p[2]);
+        let south = vertices.len() as u32 - 1;
+        let v = |r: u32, s: u32| 1 + (r - 1) * segments + s % segments;
+        let mut triangles = Vec::new();
+        for s in 0..segments {
+            triangles.push([0, v(1, s), v(1, s + 1)]);
+            triangles.push([south, v(rings - 1, s + 1), v(rings - 1, s)]);
+        }
+        for r in 1..rings - 1 {
+            for s in 0..segments {
+                triangles.push([v(r, s), v(r + 1, s), v(r + 1, s + 1)]);
+                triangles.push([v(r, s), v(r + 1, s + 1), v(r, s + 1)]);
+            }
+        }
+        Self { vertices, triangles }
+    }
+}

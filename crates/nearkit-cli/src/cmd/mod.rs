@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod closest_point;
 pub mod gen;
 pub mod knn;
 pub mod nearest;

@@ -88,18 +88,16 @@ pub fn search<T: Real>(
         return None;
     }
     let mut best: Option<(u32, TrianglePoint<T>)> = None;
-    let cut = |best: &Option<(u32, TrianglePoint<T>)>| {
-        let d = match best {
-            Some((_, tp)) => tp.d2.min(r2),
-            None => r2,
-        };
-        let r = d.sqrt() + slack;
+    // Boxes farther than this (squared) are skipped; it shrinks as `best` improves.
+    let widen = |d2: T| {
+        let r = d2.sqrt() + slack;
         r * r
     };
+    let mut cut = widen(r2);
     stack.clear();
     stack.push((1, bvh.lower_bound(1, q)));
     while let Some((node, lb)) = stack.pop() {
-        if lb > cut(&best) {
+        if lb > cut {
             continue;
         }
         if node >= bvh.leaves {
@@ -113,6 +111,7 @@ pub fn search<T: Real>(
                     Some((bid, bt)) => tp.d2 < bt.d2 || (tp.d2 == bt.d2 && id < *bid),
                 };
                 if tp.d2 <= r2 && better {
+                    cut = widen(tp.d2);
                     best = Some((id, tp));
                 }
             }
@@ -121,11 +120,10 @@ pub fn search<T: Real>(
         let (a, b) = (2 * node, 2 * node + 1);
         let (la, lb2) = (bvh.lower_bound(a, q), bvh.lower_bound(b, q));
         let (near, far) = if lb2 < la { ((b, lb2), (a, la)) } else { ((a, la), (b, lb2)) };
-        let c = cut(&best);
-        if far.1 <= c {
+        if far.1 <= cut {
             stack.push(far);
         }
-        if near.1 <= c {
+        if near.1 <= cut {
             stack.push(near);
         }
     }
