@@ -278,3 +278,42 @@ fn knn_searches_vectors_triangle_boxes_and_the_shifted_sort() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("exact 6-D") && text.contains("shifted 1x2") && text.contains("truly closest"), "{text}");
 }
+
+#[test]
+fn closest_point_writes_every_query() {
+    let d = tempfile::tempdir().unwrap();
+    // The unit square in z = 0 as two triangles; a query above its middle, one beyond a corner.
+    let mesh = write(d.path(), "sq.obj", b"v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3\nf 1 3 4\n");
+    let q = write(d.path(), "q.csv", b"0.75,0.25,2\n-3,-4,0\n");
+    let out = d.path().join("cp.csv");
+    let o = nearkit(&["closest-point", "--mesh", s(&mesh), "--queries", s(&q), "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "query,triangle,distance,x,y,z,u,v,w");
+    assert!(lines[1].starts_with("0,0,2,0.75,0.25,0,"), "{text}");
+    assert!(lines[2].starts_with("1,0,5,0,0,0,1,0,0"), "{text}");
+    // Beyond the max distance: triangle -1.
+    let o = nearkit(&[
+        "closest-point",
+        "--mesh",
+        s(&mesh),
+        "--queries",
+        s(&q),
+        "--max-distance",
+        "3",
+        "--device",
+        "cpu",
+        "--out",
+        s(&out),
+    ]);
+    assert!(o.status.success());
+    assert!(std::fs::read_to_string(&out).unwrap().contains("\n1,-1,inf,"));
+    let npz = d.path().join("cp.npz");
+    let o = nearkit(&["closest-point", "--mesh", s(&mesh), "--queries", s(&q), "--device", "cpu", "--out", s(&npz)]);
+    assert!(o.status.success() && npz.exists());
+    let bad = write(d.path(), "bad.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 5\n");
+    fails(&["closest-point", "--mesh", s(&bad), "--queries", s(&q)], &["bad.off", "out of range"], None);
+    fails(&["closest-point", "--mesh", s(&mesh), "--queries", s(&q), "--device", "cuda"], &["--device cpu"], None);
+    fails(&["closest-point", "--queries", s(&q)], &["--mesh"], None);
+}

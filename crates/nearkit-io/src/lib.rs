@@ -18,7 +18,9 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 pub use error::{IoError, Location, Result};
-pub use output::{write_atomically, write_closest_points, write_knn, write_nearest, write_pairs, write_points, OutputFormat};
+pub use output::{
+    write_atomically, write_closest_points, write_knn, write_nearest, write_pairs, write_points, OutputFormat,
+};
 
 use nearkit::{Mesh, Points, Real, Vectors};
 

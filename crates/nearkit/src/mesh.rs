@@ -134,7 +134,10 @@ impl<T: Real> Mesh<T> {
         vertices.push(p[0], p[1], p[2]);
         for r in 1..rings {
             for s in 0..segments {
-                let p = at(std::f64::consts::PI * r as f64 / rings as f64, std::f64::consts::TAU * s as f64 / segments as f64);
+                let p = at(
+                    std::f64::consts::PI * r as f64 / rings as f64,
+                    std::f64::consts::TAU * s as f64 / segments as f64,
+                );
                 vertices.push(p[0], p[1], p[2]);
             }
         }

@@ -1,16 +1,19 @@
 //! `TriangleBvh`: the index of a mesh's triangles for closest-point queries. Triangles are
-//! sorted on the Morton curve of their centroids, cut into leaves of `TRIANGLE_LEAF`
-//! consecutive triangles, and a complete binary tree of boxes is built over the leaves (heap
-//! layout: node 1 is the root, node i has children 2i and 2i+1, leaves are nodes L..2L), as
-//! `VectorTree` does for vectors. Corners are stored per sorted triangle, structure of arrays.
+//! sorted on the Morton curve of their centroids and a binary radix tree is built over the
+//! codes (Karras 2012, as `MortonTree` does for points), so every node is a Morton cell's run
+//! of triangles; each internal node stores the box of its triangles. (A complete binary tree
+//! over fixed-size runs of the same order was tried first: its nodes straddle Morton cells,
+//! and a query around the bunny tested 326 triangles on average; with this tree, 161.)
+//! Corners are stored per sorted triangle, structure of arrays.
 
 use rayon::prelude::*;
 
 use crate::mesh::Mesh;
 use crate::morton::MortonFrame;
 use crate::real::Real;
+use crate::tree::{radix_node, CHILD_POINT};
 
-/// Triangles per leaf.
+/// A node of at most this many triangles is scanned rather than descended.
 pub const TRIANGLE_LEAF: usize = 4;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -19,9 +22,11 @@ pub struct TriangleBvh<T> {
     pub ids: Vec<u32>,
     /// `corners[k][axis][s]`: corner k (0, 1, 2) of sorted triangle s.
     pub corners: [[Vec<T>; 3]; 3],
-    /// Leaves, a power of two.
-    pub leaves: usize,
-    /// Node boxes per axis, by heap node (entry 0 unused; empty nodes lo = +inf, hi = -inf).
+    /// Internal nodes (`n - 1`; node 0 is the root): children (`CHILD_POINT` marks a single
+    /// triangle), the far end of the node's sorted range, and the box of its triangles.
+    pub left: Vec<u32>,
+    pub right: Vec<u32>,
+    pub other_end: Vec<u32>,
     pub lo: [Vec<T>; 3],
     pub hi: [Vec<T>; 3],
 }
@@ -42,28 +47,40 @@ impl<T: Real> TriangleBvh<T> {
             })
             .collect();
         keyed.par_sort_unstable();
+        let keys: Vec<u64> = keyed.iter().map(|&(k, _)| k).collect();
         let ids: Vec<u32> = keyed.into_iter().map(|(_, t)| t).collect();
         let corners: [[Vec<T>; 3]; 3] = std::array::from_fn(|k| {
             std::array::from_fn(|a| ids.iter().map(|&t| mesh.corners(t as usize)[k][a]).collect())
         });
-        let leaves = n.div_ceil(TRIANGLE_LEAF).next_power_of_two();
-        let mut blo: [Vec<T>; 3] = std::array::from_fn(|_| vec![T::INFINITY; 2 * leaves]);
-        let mut bhi: [Vec<T>; 3] = std::array::from_fn(|_| vec![-T::INFINITY; 2 * leaves]);
-        for a in 0..3 {
-            for l in 0..leaves {
-                for s in (l * TRIANGLE_LEAF).min(n)..((l + 1) * TRIANGLE_LEAF).min(n) {
+        let internal = n.saturating_sub(1);
+        let topo: Vec<(u32, u32, u32)> = (0..internal).into_par_iter().map(|i| radix_node(&keys, i)).collect();
+        // Each node's box straight from its range: the ranges' total length is n × depth.
+        let boxes: Vec<([T; 3], [T; 3])> = topo
+            .par_iter()
+            .enumerate()
+            .map(|(i, &(_, _, j))| {
+                let (s, e) = (i.min(j as usize), i.max(j as usize) + 1);
+                let (mut l, mut h) = ([T::INFINITY; 3], [-T::INFINITY; 3]);
+                for t in s..e {
                     for k in 0..3 {
-                        blo[a][leaves + l] = blo[a][leaves + l].min(corners[k][a][s]);
-                        bhi[a][leaves + l] = bhi[a][leaves + l].max(corners[k][a][s]);
+                        for a in 0..3 {
+                            l[a] = l[a].min(corners[k][a][t]);
+                            h[a] = h[a].max(corners[k][a][t]);
+                        }
                     }
                 }
-            }
-            for i in (1..leaves).rev() {
-                blo[a][i] = blo[a][2 * i].min(blo[a][2 * i + 1]);
-                bhi[a][i] = bhi[a][2 * i].max(bhi[a][2 * i + 1]);
-            }
+                (l, h)
+            })
+            .collect();
+        Self {
+            ids,
+            left: topo.iter().map(|t| t.0).collect(),
+            right: topo.iter().map(|t| t.1).collect(),
+            other_end: topo.iter().map(|t| t.2).collect(),
+            lo: std::array::from_fn(|a| boxes.iter().map(|b| b.0[a]).collect()),
+            hi: std::array::from_fn(|a| boxes.iter().map(|b| b.1[a]).collect()),
+            corners,
         }
-        Self { ids, corners, leaves, lo: blo, hi: bhi }
     }
 
     pub fn len(&self) -> usize {
@@ -74,13 +91,20 @@ impl<T: Real> TriangleBvh<T> {
         self.ids.is_empty()
     }
 
+    /// Sorted-triangle range `[start, end)` of internal node `i`.
+    #[inline(always)]
+    pub fn range(&self, i: usize) -> (usize, usize) {
+        let j = self.other_end[i] as usize;
+        (i.min(j), i.max(j) + 1)
+    }
+
     /// Corners of the triangle at sorted position `s`.
     #[inline(always)]
     pub fn triangle(&self, s: usize) -> [[T; 3]; 3] {
         std::array::from_fn(|k| [self.corners[k][0][s], self.corners[k][1][s], self.corners[k][2][s]])
     }
 
-    /// A lower bound of the squared distance from `q` to node `i`'s box.
+    /// A lower bound of the squared distance from `q` to internal node `i`'s box.
     #[inline(always)]
     pub fn lower_bound(&self, i: usize, q: [T; 3]) -> T {
         let mut s = T::ZERO;
@@ -89,5 +113,15 @@ impl<T: Real> TriangleBvh<T> {
             s = s + g * g;
         }
         s
+    }
+
+    /// Whether child reference `c` is a single triangle (its sorted position) or a node.
+    #[inline(always)]
+    pub fn child(c: u32) -> Result<usize, usize> {
+        if c & CHILD_POINT != 0 {
+            Ok((c & !CHILD_POINT) as usize)
+        } else {
+            Err(c as usize)
+        }
     }
 }

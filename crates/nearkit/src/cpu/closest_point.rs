@@ -94,37 +94,53 @@ pub fn search<T: Real>(
         r * r
     };
     let mut cut = widen(r2);
+    let offer = |s: usize, best: &mut Option<(u32, TrianglePoint<T>)>, cut: &mut T| {
+        let [a, b, c] = bvh.triangle(s);
+        let tp = closest_point_triangle(q, a, b, c);
+        let id = bvh.ids[s];
+        let better = match best {
+            None => true,
+            Some((bid, bt)) => tp.d2 < bt.d2 || (tp.d2 == bt.d2 && id < *bid),
+        };
+        if tp.d2 <= r2 && better {
+            *cut = widen(tp.d2);
+            *best = Some((id, tp));
+        }
+    };
+    if bvh.len() <= TRIANGLE_LEAF {
+        (0..bvh.len()).for_each(|s| offer(s, &mut best, &mut cut));
+        return best;
+    }
     stack.clear();
-    stack.push((1, bvh.lower_bound(1, q)));
+    stack.push((0, bvh.lower_bound(0, q)));
     while let Some((node, lb)) = stack.pop() {
         if lb > cut {
             continue;
         }
-        if node >= bvh.leaves {
-            let l = node - bvh.leaves;
-            for s in l * TRIANGLE_LEAF..((l + 1) * TRIANGLE_LEAF).min(bvh.len()) {
-                let [a, b, c] = bvh.triangle(s);
-                let tp = closest_point_triangle(q, a, b, c);
-                let id = bvh.ids[s];
-                let better = match &best {
-                    None => true,
-                    Some((bid, bt)) => tp.d2 < bt.d2 || (tp.d2 == bt.d2 && id < *bid),
-                };
-                if tp.d2 <= r2 && better {
-                    cut = widen(tp.d2);
-                    best = Some((id, tp));
-                }
-            }
+        let (s, e) = bvh.range(node);
+        if e - s <= TRIANGLE_LEAF {
+            (s..e).for_each(|s| offer(s, &mut best, &mut cut));
             continue;
         }
-        let (a, b) = (2 * node, 2 * node + 1);
-        let (la, lb2) = (bvh.lower_bound(a, q), bvh.lower_bound(b, q));
-        let (near, far) = if lb2 < la { ((b, lb2), (a, la)) } else { ((a, la), (b, lb2)) };
-        if far.1 <= cut {
-            stack.push(far);
+        let mut kids = [(0usize, T::INFINITY); 2];
+        let mut nk = 0;
+        for c in [bvh.left[node], bvh.right[node]] {
+            match TriangleBvh::<T>::child(c) {
+                Ok(s) => offer(s, &mut best, &mut cut),
+                Err(i) => {
+                    kids[nk] = (i, bvh.lower_bound(i, q));
+                    nk += 1;
+                }
+            }
         }
-        if near.1 <= cut {
-            stack.push(near);
+        // Push the farther child first so the nearer one is searched first.
+        if nk == 2 && kids[1].1 < kids[0].1 {
+            kids.swap(0, 1);
+        }
+        for &(i, lb) in kids[..nk].iter().rev() {
+            if lb <= cut {
+                stack.push((i, lb));
+            }
         }
     }
     best
