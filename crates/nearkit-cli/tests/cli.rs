@@ -314,6 +314,5 @@ fn closest_point_writes_every_query() {
     assert!(o.status.success() && npz.exists());
     let bad = write(d.path(), "bad.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 5\n");
     fails(&["closest-point", "--mesh", s(&bad), "--queries", s(&q)], &["bad.off", "out of range"], None);
-    fails(&["closest-point", "--mesh", s(&mesh), "--queries", s(&q), "--device", "cuda"], &["--device cpu"], None);
     fails(&["closest-point", "--queries", s(&q)], &["--mesh"], None);
 }

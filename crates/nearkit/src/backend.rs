@@ -1,6 +1,8 @@
 //! The interface every backend implements over the same data layout.
 
+use crate::closest_point::{ClosestPointOptions, ClosestPoints};
 use crate::error::Result;
+use crate::mesh::Mesh;
 use crate::points::Points;
 use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
@@ -19,6 +21,14 @@ pub trait Backend {
 
     /// Each query's k nearest data points, ascending by (distance, id).
     fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>>;
+
+    /// Each query's closest point on the mesh (triangle, distance, point, barycentrics).
+    fn closest_points<T: Real>(
+        &self,
+        mesh: &Mesh<T>,
+        queries: &Points<T>,
+        opts: &ClosestPointOptions<T>,
+    ) -> Result<ClosestPoints<T>>;
 
     /// Exact kNN of vectors of any dimension (1 to 8), ascending by (distance, id).
     fn knn_vectors<T: Real>(&self, data: &Vectors<T>, queries: &Vectors<T>, opts: &KnnOptions<T>) -> Result<Knn<T>>;

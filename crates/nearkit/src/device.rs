@@ -5,9 +5,11 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use crate::backend::Backend;
+use crate::closest_point::{ClosestPointOptions, ClosestPoints};
 use crate::cpu::CpuBackend;
 use crate::cuda::CudaBackend;
 use crate::error::{Error, Result};
+use crate::mesh::Mesh;
 use crate::points::Points;
 use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
@@ -101,6 +103,18 @@ impl Backend for Engine {
         match self {
             Engine::Cpu(e) => e.knn(data, queries, opts),
             Engine::Cuda(e) => e.knn(data, queries, opts),
+        }
+    }
+
+    fn closest_points<T: Real>(
+        &self,
+        mesh: &Mesh<T>,
+        queries: &Points<T>,
+        opts: &ClosestPointOptions<T>,
+    ) -> Result<ClosestPoints<T>> {
+        match self {
+            Engine::Cpu(e) => e.closest_points(mesh, queries, opts),
+            Engine::Cuda(e) => e.closest_points(mesh, queries, opts),
         }
     }
 

@@ -266,3 +266,58 @@ fn gpu_aabb6_grid_matches_cpu_f32() {
 fn gpu_aabb6_grid_matches_cpu_f64() {
     same_aabb6_grid::<f64>(82);
 }
+
+/// Closest points on meshes of several shapes (degenerate triangles included): CUDA == CPU.
+fn same_closest_points<T: Real>(seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    use nearkit::{ClosestPointOptions, Mesh};
+    let sphere = Mesh::<T>::uv_sphere(30, 60, 10.0, [1.0, 2.0, 3.0]);
+    let soup = {
+        let p: nearkit::Points<T> =
+            nearkit::generate::generate(nearkit::generate::Distribution::Clustered, 3000, 100.0, seed);
+        let mut tris: Vec<[u32; 3]> = (0..1000u32).map(|t| [3 * t, 3 * t + 1, 3 * t + 2]).collect();
+        tris.extend([[0, 0, 1], [5, 5, 5], [0, 1, 0]]); // degenerate ones
+        Mesh { vertices: p, triangles: tris }
+    };
+    for (name, mesh) in [("sphere", sphere), ("clustered soup", soup)] {
+        let (lo, hi) = mesh.vertices.bounds();
+        let q = {
+            let u: nearkit::Points<T> =
+                nearkit::generate::generate(nearkit::generate::Distribution::Uniform, 20_000, 1.0, seed + 1);
+            let mut q = nearkit::Points::with_capacity(u.len());
+            for i in 0..u.len() {
+                let p = u.get(i);
+                let at = |a: usize| {
+                    let (l, h) = (lo[a].to_f64(), hi[a].to_f64());
+                    T::from_f64(l - 0.5 * (h - l) + p[a].to_f64() * 2.0 * (h - l))
+                };
+                q.push(at(0), at(1), at(2));
+            }
+            q
+        };
+        for r in [None, Some(2.0)] {
+            let opts = ClosestPointOptions { max_distance: r.map(T::from_f64) };
+            let c = CpuBackend.closest_points(&mesh, &q, &opts).unwrap();
+            let g = gpu.closest_points(&mesh, &q, &opts).unwrap();
+            let bits = |v: &[T]| v.iter().map(|x| x.ordered_bits()).collect::<Vec<_>>();
+            assert_eq!(c.triangle, g.triangle, "{name} {r:?}: triangles");
+            assert_eq!(bits(&c.distance), bits(&g.distance), "{name} {r:?}: distances");
+            for (a, b) in [(&c.point.x, &g.point.x), (&c.point.y, &g.point.y), (&c.point.z, &g.point.z)] {
+                assert_eq!(bits(a), bits(b), "{name} {r:?}: points");
+            }
+            for k in 0..3 {
+                assert_eq!(bits(&c.bary[k]), bits(&g.bary[k]), "{name} {r:?}: barycentrics");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_closest_points_match_cpu_f32() {
+    same_closest_points::<f32>(91);
+}
+
+#[test]
+fn gpu_closest_points_match_cpu_f64() {
+    same_closest_points::<f64>(92);
+}

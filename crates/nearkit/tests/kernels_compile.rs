@@ -52,6 +52,8 @@ fn every_kernel_compiles_for_hopper() {
         "knn_grid_rows8",
         "knn_grid_rows16",
         "knn_grid_rows32",
+        "closest_points",
+        "cp_query_keys",
     ] {
         for t in ["f32", "f64"] {
             let name = format!("{base}_{t}");

@@ -36,6 +36,34 @@ On CUDA, 'resident' has data, queries and the N×k results in GPU memory; 'end t
 from host arrays and ends with the results in host memory. Seed C's 3-D shifted-sort times
 (approximate, RTX 2080 Ti) are shown beside them for reference.")]
     Knn(BenchKnnArgs),
+    /// Closest point on a mesh for many queries (uniform in 1.5× the mesh's box).
+    #[command(after_help = "\
+Examples:
+  nearkit bench closest-point --device cuda --mesh ../shared/data/bunny00.off
+  nearkit bench closest-point --mesh ../shared/data/bunny00.off --cut-to 19851 --queries-log2 23
+
+Times building the mesh's index and answering every query (median of --runs after a warm-up).
+On CUDA, 'resident' has the queries and results in GPU memory and the index built on the host
+beforehand (not timed); 'end to end' starts from host arrays. The GPU answer is checked against
+the CPU's, bit for bit, on the first 2^16 queries.")]
+    ClosestPoint(BenchClosestPointArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchClosestPointArgs {
+    /// The mesh (.ply, .off, .obj, .stl); else a 40,000-triangle sphere.
+    #[arg(long)]
+    pub mesh: Option<std::path::PathBuf>,
+    /// Cut the mesh to this many vertices first (as `bench knn --cut-to`).
+    #[arg(long)]
+    pub cut_to: Option<usize>,
+    /// 2^N queries; without it, 1,000,000.
+    #[arg(long)]
+    pub queries_log2: Option<u32>,
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    #[command(flatten)]
+    pub dev: DeviceArgs,
 }
 
 #[derive(Args, Debug)]
@@ -103,6 +131,12 @@ pub fn run(cmd: &BenchCommand) -> CliResult {
             return match args.dev.precision {
                 Precision::F32 => run_knn::<f32>(args),
                 Precision::F64 => run_knn::<f64>(args),
+            }
+        }
+        BenchCommand::ClosestPoint(args) => {
+            return match args.dev.precision {
+                Precision::F32 => run_closest_point::<f32>(args),
+                Precision::F64 => run_closest_point::<f64>(args),
             }
         }
     };
@@ -274,6 +308,68 @@ fn short(n: usize) -> String {
 
 /// Seed C's shifted-sort 3-D times in ms for 2^12 ... 2^23 queries (approximate kNN, k = 8).
 const SEED_C_3D_MS: [f64; 12] = [10.0, 12.0, 11.0, 20.0, 24.0, 39.0, 64.0, 113.0, 217.0, 387.0, 740.0, 1459.0];
+
+fn run_closest_point<T: Real>(args: &BenchClosestPointArgs) -> CliResult {
+    use nearkit::Backend;
+    if args.runs == 0 || args.queries_log2.is_some_and(|l| l > 30) {
+        return Err(CliError("need --runs >= 1 and --queries-log2 <= 30".into()));
+    }
+    let mesh = match &args.mesh {
+        Some(p) => nearkit_io::read_mesh::<T>(p)?,
+        None => nearkit::Mesh::uv_sphere(100, 200, 1.0, [0.0; 3]),
+    };
+    let mesh = match args.cut_to {
+        Some(n) => mesh.cut_to(n),
+        None => mesh,
+    };
+    let n = args.queries_log2.map_or(1_000_000, |l| 1usize << l);
+    let q = crate::cmd::closest_point::queries_around(&mesh, n, 17);
+    let engine = args.dev.open()?;
+    let opts = nearkit::ClosestPointOptions::<T>::default();
+    println!(
+        "nearkit bench closest-point — {}, {} triangles, {} queries in 1.5× the box, median of {} runs",
+        engine.describe(),
+        mesh.triangles.len(),
+        thousands(n),
+        args.runs
+    );
+    let got = engine.closest_points(&mesh, &q, &opts)?; // warm-up
+    let e2e = time(args.runs, || engine.closest_points(&mesh, &q, &opts).map(drop))?;
+    let mut resident = None;
+    if let Engine::Cuda(cuda) = &engine {
+        let bvh = cuda.triangle_bvh(&mesh)?;
+        let dq = cuda.upload(&q)?;
+        let (lo, hi) = mesh.vertices.bounds();
+        let slack = nearkit::cpu::closest_point::rounding_slack(lo, hi, &q);
+        let mut out = nearkit::cuda::DeviceClosestPoints::alloc(cuda, n)?;
+        let mut run = || -> nearkit::Result<()> {
+            cuda.closest_points_resident(&bvh, &dq, &opts, slack, &mut out)?;
+            cuda.synchronize()
+        };
+        run()?;
+        resident = Some(time(args.runs, &mut run)?);
+        // The CPU's answer on a prefix, bit for bit.
+        let m = n.min(1 << 16);
+        let sub = Points { x: q.x[..m].to_vec(), y: q.y[..m].to_vec(), z: q.z[..m].to_vec() };
+        let cpu = nearkit::cpu::CpuBackend.closest_points(&mesh, &sub, &opts)?;
+        let bits = |v: &[T]| v.iter().map(|x| x.ordered_bits()).collect::<Vec<_>>();
+        let same = cpu.triangle[..] == got.triangle[..m]
+            && bits(&cpu.distance) == bits(&got.distance[..m])
+            && bits(&cpu.point.x) == bits(&got.point.x[..m])
+            && bits(&cpu.bary[0]) == bits(&got.bary[0][..m]);
+        println!(
+            "GPU answer {} the CPU's on the first {} queries",
+            if same { "equals" } else { "DIFFERS FROM" },
+            thousands(m)
+        );
+        if !same {
+            return Err(CliError("the GPU answer differs from the CPU's".into()));
+        }
+    }
+    println!("{:>12} {:>12}", "resident", "end to end");
+    println!("{:>12} {:>12}", resident.map(ms).unwrap_or_else(|| "-".into()), ms(e2e));
+    Ok(())
+}
 
 /// `S:W,S:W,...` -> shifted-sort settings.
 fn parse_approx(s: &str) -> CliResult<Vec<(usize, usize)>> {

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use clap::Args;
 use nearkit::generate::{generate, Distribution};
-use nearkit::{ClosestPointOptions, Device, Mesh, Points, Real, Role, NO_ID};
+use nearkit::{Backend, ClosestPointOptions, Mesh, Points, Real, Role, NO_ID};
 
 use crate::common::{check_max_distance, load, ms, thousands, CliError, CliResult, DeviceArgs, Precision};
 use crate::progress::Spinner;
@@ -22,7 +22,7 @@ and its barycentric coordinates u, v, w (point = u·a + v·b + w·c for the tria
 file order). Exact: the same answer as comparing every triangle. Degenerate (zero-area)
 triangles are fine. Output: .csv (query,triangle,distance,x,y,z,u,v,w) or .npz (triangle,
 distance, point N×3, bary N×3); queries with no triangle within --max-distance get triangle -1.
-Runs on the CPU (all cores); the CUDA backend for this query is not written yet.")]
+CPU and CUDA give bitwise identical answers.")]
 pub struct ClosestPointArgs {
     /// Triangle mesh (.ply, .off, .obj, .stl; ascii or binary).
     #[arg(long)]
@@ -70,11 +70,6 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
             return Err(CliError(format!("{}: unknown extension for closest points: use .csv or .npz", out.display())));
         }
     }
-    if let Device::Cuda(_) = args.dev.device {
-        return Err(CliError(
-            "closest-point runs on the CPU so far (its CUDA backend is not written yet): use --device cpu".into(),
-        ));
-    }
     let quiet = args.dev.quiet;
     let (mesh, queries) = match (&args.mesh, &args.queries) {
         (Some(m), Some(q)) => (nearkit_io::read_mesh::<T>(m)?, load::<T>(q, Role::Queries, &None, quiet)?),
@@ -96,13 +91,11 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
             (mesh, q)
         }
     };
-    if !quiet && args.dev.device == Device::Auto {
-        eprintln!("note: closest-point runs on the CPU (no CUDA backend for it yet)");
-    }
+    let engine = args.dev.open()?;
     let opts = ClosestPointOptions { max_distance: args.max_distance.map(T::from_f64) };
     let spinner = Spinner::start("searching", quiet);
     let start = Instant::now();
-    let result = nearkit::cpu::closest_point::closest_points(&mesh, &queries, &opts);
+    let result = engine.closest_points(&mesh, &queries, &opts);
     let elapsed = start.elapsed();
     spinner.finish();
     let result = result?;
@@ -130,11 +123,11 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
     }
     if !quiet {
         eprintln!(
-            "closest points of {} queries on {} triangles in {} on cpu ({} threads)",
+            "closest points of {} queries on {} triangles in {} on {}",
             thousands(queries.len()),
             thousands(mesh.triangles.len()),
             ms(elapsed),
-            rayon::current_num_threads()
+            engine.describe()
         );
     }
     Ok(())

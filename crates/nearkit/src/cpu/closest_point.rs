@@ -66,7 +66,7 @@ pub fn closest_points<T: Real>(
 
 /// An absolute bound (with a wide margin) on the rounding error of a computed closest point:
 /// its coordinates come from a few products and sums of values no larger than `scale`.
-fn rounding_slack<T: Real>(lo: [T; 3], hi: [T; 3], queries: &Points<T>) -> T {
+pub fn rounding_slack<T: Real>(lo: [T; 3], hi: [T; 3], queries: &Points<T>) -> T {
     let (qlo, qhi) = queries.bounds();
     let scale = (0..3).flat_map(|a| [lo[a], hi[a], qlo[a], qhi[a]]).map(|v| v.to_f64().abs()).fold(0.0, f64::max);
     let ulp = if T::NAME == "f32" { f32::EPSILON as f64 } else { f64::EPSILON };

@@ -12,7 +12,9 @@ pub mod search_constants {
 }
 
 use crate::backend::Backend;
+use crate::closest_point::{ClosestPointOptions, ClosestPoints};
 use crate::error::Result;
+use crate::mesh::Mesh;
 use crate::points::Points;
 use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
@@ -53,6 +55,15 @@ impl Backend for CpuBackend {
 
     fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
         knn::knn(data, queries, opts)
+    }
+
+    fn closest_points<T: Real>(
+        &self,
+        mesh: &Mesh<T>,
+        queries: &Points<T>,
+        opts: &ClosestPointOptions<T>,
+    ) -> Result<ClosestPoints<T>> {
+        closest_point::closest_points(mesh, queries, opts)
     }
 
     fn knn_vectors<T: Real>(&self, data: &Vectors<T>, queries: &Vectors<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {

@@ -26,6 +26,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("candidate_grid.cu"),
     "\n",
     include_str!("closest_pairs.cu"),
+    "\n",
+    include_str!("closest_point.cu"),
 );
 
 /// The kernels of vectors of any dimension (64 instantiations per precision): compiled on

@@ -4,6 +4,7 @@
 
 mod candidate_grid;
 mod closest_pairs;
+mod closest_point;
 pub mod compile;
 mod knn;
 mod radix_sort;
@@ -17,11 +18,14 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStrea
 use cudarc::nvrtc::Ptx;
 
 pub use closest_pairs::DevicePoints;
+pub use closest_point::{DeviceClosestPoints, DeviceTriangleBvh};
 pub use tree_build::DeviceTree;
 pub use vector_knn::{DeviceShiftedCopies, DeviceVectorTree, DeviceVectors};
 
 use crate::backend::Backend;
+use crate::closest_point::{ClosestPointOptions, ClosestPoints};
 use crate::error::{Error, Result};
+use crate::mesh::Mesh;
 use crate::points::Points;
 use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
 use crate::real::Real;
@@ -212,6 +216,16 @@ impl Backend for CudaBackend {
         vector_knn::knn(self, data, queries, opts)
     }
 
+    fn closest_points<T: Real>(
+        &self,
+        mesh: &Mesh<T>,
+        queries: &Points<T>,
+        opts: &ClosestPointOptions<T>,
+    ) -> Result<ClosestPoints<T>> {
+        let _guard = self.busy.lock().unwrap();
+        closest_point::closest_points(self, mesh, queries, opts)
+    }
+
     fn approx_knn<T: Real>(
         &self,
         data: &Vectors<T>,
@@ -253,6 +267,29 @@ impl CudaBackend {
     ) -> Result<usize> {
         let _guard = self.busy.lock().unwrap();
         knn::knn_resident(self, data, queries, opts, ids, distances)
+    }
+
+    /// Builds a mesh's closest-point index (on the host) and uploads it.
+    pub fn triangle_bvh<T: Real>(&self, mesh: &Mesh<T>) -> Result<DeviceTriangleBvh<T>> {
+        mesh.validate()?;
+        let (lo, hi) = mesh.vertices.bounds();
+        let frame = crate::morton::MortonFrame::from_bounds(lo, hi);
+        DeviceTriangleBvh::upload(self, &crate::triangle_bvh::TriangleBvh::build(mesh), &frame)
+    }
+
+    /// `closest_points` on an uploaded index and queries, results left on the device. `slack`:
+    /// `cpu::closest_point::rounding_slack` of the mesh's box and the queries.
+    pub fn closest_points_resident<T: Real>(
+        &self,
+        bvh: &DeviceTriangleBvh<T>,
+        queries: &DevicePoints<T>,
+        opts: &ClosestPointOptions<T>,
+        slack: T,
+        out: &mut DeviceClosestPoints<T>,
+    ) -> Result<()> {
+        let _guard = self.busy.lock().unwrap();
+        let r2 = crate::query::radius2(opts.max_distance)?;
+        closest_point::closest_points_resident(self, bvh, queries, r2, slack, out)
     }
 
     /// Copies vectors to the device.
