@@ -316,3 +316,36 @@ fn closest_point_writes_every_query() {
     fails(&["closest-point", "--mesh", s(&bad), "--queries", s(&q)], &["bad.off", "out of range"], None);
     fails(&["closest-point", "--queries", s(&q)], &["--mesh"], None);
 }
+
+#[test]
+fn closest_point_signs_inside_negative_and_refuses_open_meshes() {
+    let d = tempfile::tempdir().unwrap();
+    // A tetrahedron, closed, and the same with a face missing.
+    let tet = b"OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 2 1\n3 0 1 3\n3 0 3 2\n3 1 2 3\n";
+    let mesh = write(d.path(), "tet.off", tet);
+    let open = write(d.path(), "open.off", b"OFF\n4 3 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 2 1\n3 0 1 3\n3 0 3 2\n");
+    let q = write(d.path(), "q.csv", b"0.1,0.1,0.1\n2,2,2\n");
+    let out = d.path().join("s.csv");
+    let o = nearkit(&[
+        "closest-point",
+        "--mesh",
+        s(&mesh),
+        "--queries",
+        s(&q),
+        "--signed",
+        "--device",
+        "cpu",
+        "--out",
+        s(&out),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[1].split(',').nth(2).unwrap().starts_with("-0.1"), "{text}");
+    assert!(!lines[2].split(',').nth(2).unwrap().starts_with('-'), "{text}");
+    fails(
+        &["closest-point", "--mesh", s(&open), "--queries", s(&q), "--signed", "--device", "cpu"],
+        &["not closed"],
+        None,
+    );
+}

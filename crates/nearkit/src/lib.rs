@@ -24,6 +24,7 @@ pub mod points;
 pub mod query;
 pub mod real;
 pub mod shifted_sort;
+pub mod signed_distance;
 pub mod tree;
 pub mod triangle_bvh;
 pub mod vector_tree;

@@ -16,6 +16,7 @@ Examples:
   nearkit closest-point                                   built-in: 1M queries around a 40K-triangle sphere
   nearkit closest-point --mesh bunny.off --queries q.npy --out cp.csv
   nearkit closest-point --mesh part.stl --queries scan.ply --max-distance 0.5 --out cp.npz
+  nearkit closest-point --mesh solid.ply --queries grid.npy --signed --out sdf.npz   negative inside
 
 For every query: the nearest triangle (ties to the smaller id), the distance, the closest point
 and its barycentric coordinates u, v, w (point = u·a + v·b + w·c for the triangle's corners in
@@ -30,6 +31,10 @@ pub struct ClosestPointArgs {
     /// Query points (.csv, .npy, .ply, .off, .obj, .stl, .xyz).
     #[arg(long)]
     pub queries: Option<PathBuf>,
+    /// Signed distances: negative inside. The mesh must be closed and consistently oriented
+    /// (either way round); an open mesh is refused with the edge that is not shared by two.
+    #[arg(long)]
+    pub signed: bool,
     /// Only triangles at most this far away.
     #[arg(long, allow_negative_numbers = true)]
     pub max_distance: Option<f64>,
@@ -98,7 +103,10 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
     let result = engine.closest_points(&mesh, &queries, &opts);
     let elapsed = start.elapsed();
     spinner.finish();
-    let result = result?;
+    let mut result = result?;
+    if args.signed {
+        result.distance = nearkit::signed_distance::signed_distances(&mesh, &queries, &result)?;
+    }
     match &args.out {
         Some(path) => nearkit_io::write_closest_points(path, &result)?,
         None => {
