@@ -67,8 +67,8 @@ impl PseudoNormals {
         bad.sort_unstable();
         if let Some(&(a, b, n, m)) = bad.first() {
             return Err(Error::InvalidArgument(format!(
-                "the mesh is not closed: edge ({a}, {b}) is used {} times ({n} one way, {m} the other); \
-                 signed distances need a closed, consistently oriented mesh",
+                "the mesh is not closed: edge ({a}, {b}) belongs to {} triangle(s), {n} one way round and {m} the \
+                 other (a closed, consistently oriented mesh has 2, one each way); signed distances need one",
                 n + m
             )));
         }
