@@ -90,6 +90,16 @@ pub fn read_points_from<T: Real, R: Read>(
     Ok(points)
 }
 
+/// The columns of an N×d `.npy` file, from its header alone (`None` if it is not one).
+pub fn npy_columns(path: &Path) -> Option<usize> {
+    let file = std::fs::File::open(path).ok()?;
+    let npy = npyz::NpyFile::new(BufReader::new(file)).ok()?;
+    match npy.shape() {
+        [_, d] => Some(*d as usize),
+        _ => None,
+    }
+}
+
 /// Reads d-dimensional vectors (1 <= d <= 8) from an N×d `.npy`; other formats give 3-D points.
 pub fn read_vectors<T: Real>(path: &Path, opts: &ReadOptions) -> Result<Vectors<T>> {
     if Format::from_path(path)? != Format::Npy {

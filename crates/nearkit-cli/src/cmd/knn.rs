@@ -128,11 +128,10 @@ fn run_t<T: Real>(args: &KnnArgs) -> CliResult {
     report::<T>(args, &result?, queries.len(), data.len(), elapsed, &engine.describe())
 }
 
-/// An .npy file of other than 3 columns holds vectors.
+/// An .npy file of other than 3 columns holds vectors (read from its header only).
 fn is_vector_file(p: &Option<std::path::PathBuf>) -> bool {
     let Some(p) = p else { return false };
-    p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy"))
-        && nearkit_io::read_vectors::<f32>(p, &Default::default()).is_ok_and(|v| v.dim() != 3)
+    p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) && nearkit_io::npy_columns(p).is_some_and(|d| d != 3)
 }
 
 /// Vectors of any dimension, the 6-D triangle boxes, or the shifted-sort approximation.
