@@ -13,8 +13,10 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "nearkit",
     version,
-    about = "Exact 3-D proximity queries on multi-core CPUs and CUDA GPUs",
-    long_about = "Exact 3-D proximity queries on multi-core CPUs and CUDA GPUs.\n\n\
+    about = "Exact proximity queries (closest pairs, kNN, closest point on a mesh) on CPUs and CUDA GPUs",
+    long_about = "Exact proximity queries on multi-core CPUs and CUDA GPUs: closest pairs, k-nearest\n\
+neighbours (3-D points or vectors up to 8-D; seed C's shifted sort as an approximation), and\n\
+the closest point on a triangle mesh.\n\n\
 Results are exact on any input (uniform, clustered, on surfaces, with duplicates) and\n\
 bitwise identical between the CPU and the GPU; ties go to the smaller id.",
     after_help = "Start with `nearkit pairs` (a built-in example), then `nearkit pairs --help`."

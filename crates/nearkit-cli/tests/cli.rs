@@ -349,3 +349,11 @@ fn closest_point_signs_inside_negative_and_refuses_open_meshes() {
         None,
     );
 }
+
+#[test]
+fn bench_closest_point_runs_and_compares_with_the_6d_boxes() {
+    let o = nearkit(&["bench", "closest-point", "--device", "cpu", "--queries-log2", "8", "--runs", "1", "-q"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("end to end") && out.contains("6-D MinMax") && out.contains("6-D MinExtent"), "{out}");
+}

@@ -45,7 +45,8 @@ Examples:
 Times building the mesh's index and answering every query (median of --runs after a warm-up).
 On CUDA, 'resident' has the queries and results in GPU memory and the index built on the host
 beforehand (not timed); 'end to end' starts from host arrays. The GPU answer is checked against
-the CPU's, bit for bit, on the first 2^16 queries.")]
+the CPU's, bit for bit, on the first 2^16 queries. Last, seed C's 6-D box approximation answers
+the same queries: how often its triangle is farther than the exact one, and by how much.")]
     ClosestPoint(BenchClosestPointArgs),
 }
 
@@ -368,6 +369,39 @@ fn run_closest_point<T: Real>(args: &BenchClosestPointArgs) -> CliResult {
     }
     println!("{:>12} {:>12}", "resident", "end to end");
     println!("{:>12} {:>12}", resident.map(ms).unwrap_or_else(|| "-".into()), ms(e2e));
+    // Seed C's approximation of the same question: the nearest 6-D box vector (exact search).
+    for e in [nearkit::Aabb6::MinMax, nearkit::Aabb6::MinExtent] {
+        let start = Instant::now();
+        let k1 = KnnOptions::<T> { k: 1, ..Default::default() };
+        let nn = engine.knn_vectors(&e.triangles(&mesh), &e.queries(&q), &k1)?;
+        let t6 = start.elapsed();
+        let f = |v: [T; 3]| v.map(|x| x.to_f64());
+        let (mut wrong, mut excess_sum, mut excess_max) = (0usize, 0.0f64, 0.0f64);
+        for i in 0..n {
+            if nn.ids[i] == got.triangle[i] {
+                continue;
+            }
+            let qp = f(q.get(i));
+            let [a, b, c] = mesh.corners(nn.ids[i] as usize).map(f);
+            let p = nearkit::mesh::closest_point_on_triangle(qp, a, b, c);
+            let d6 = ((qp[0] - p[0]).powi(2) + (qp[1] - p[1]).powi(2) + (qp[2] - p[2]).powi(2)).sqrt();
+            let exact = got.distance[i].to_f64();
+            if d6 > exact * (1.0 + 1e-6) {
+                wrong += 1;
+                let x = if exact > 0.0 { d6 / exact - 1.0 } else { 0.0 };
+                excess_sum += x;
+                excess_max = excess_max.max(x);
+            }
+        }
+        println!(
+            "seed C's 6-D {e:?} boxes (exact 6-D search, {} end to end): a farther triangle for {:.1}% of queries, \
+             distance excess mean {:.1}%, worst {:.0}%",
+            ms(t6),
+            100.0 * wrong as f64 / n as f64,
+            100.0 * excess_sum / n as f64,
+            100.0 * excess_max
+        );
+    }
     Ok(())
 }
 
