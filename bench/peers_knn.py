@@ -33,21 +33,12 @@ def cupy_knn_peer(k):
     """("cupy-knn LBVH (GPU, resident)", fn) or None when cupy-knn cannot run."""
     try:
         import cupy as cp
-        import cupy_knn.lbvh_index as lbvh  # type: ignore
-        from cupy_knn import LBVHIndex  # type: ignore
+        from cupy_knn_compat import lbvh_index
+
+        LBVHIndex = lbvh_index()
     except ImportError as e:
         print(f"cupy-knn not usable: {e}")
         return None
-    # cupy-knn 0.4 asks NVRTC for C++11; CuPy 13+'s bundled CCCL needs C++17 (as in peers_pairs.py).
-    if "--std=c++11" in lbvh._compile_flags:
-        lbvh._compile_flags = tuple("--std=c++17" if f == "--std=c++11" else f for f in lbvh._compile_flags)
-        lbvh._construct_tree_kernels = cp.RawModule(
-            code=lbvh._lbvh_src,
-            options=lbvh._compile_flags,
-            name_expressions=("compute_morton_kernel", "compute_morton_points_kernel", "initialize_tree_kernel",
-                              "construct_tree_kernel", "optimize_tree_kernel", "compute_free_indices_kernel",
-                              "compact_tree_kernel"),
-        )
     index = LBVHIndex(leaf_size=32)
     index.prepare_knn_default(k)  # kernel compilation, outside the timing
     cache = {}

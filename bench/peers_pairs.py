@@ -98,20 +98,9 @@ def main():
             rows.append((dist, "pykdtree", None, "not installed", ""))
         try:
             import cupy as cp
-            import cupy_knn.lbvh_index as lbvh  # type: ignore
-            from cupy_knn import LBVHIndex  # type: ignore
+            from cupy_knn_compat import lbvh_index
 
-            # cupy-knn 0.4 asks NVRTC for C++11; CuPy 13+'s bundled CCCL needs C++17. Rebuild
-            # its module with that one flag changed (kernels untouched).
-            if "--std=c++11" in lbvh._compile_flags:
-                lbvh._compile_flags = tuple("--std=c++17" if f == "--std=c++11" else f for f in lbvh._compile_flags)
-                lbvh._construct_tree_kernels = cp.RawModule(
-                    code=lbvh._lbvh_src,
-                    options=lbvh._compile_flags,
-                    name_expressions=("compute_morton_kernel", "compute_morton_points_kernel", "initialize_tree_kernel",
-                                      "construct_tree_kernel", "optimize_tree_kernel", "compute_free_indices_kernel",
-                                      "compact_tree_kernel"),
-                )
+            LBVHIndex = lbvh_index()
 
             Ad, Bd = cp.asarray(A, dtype=cp.float32), cp.asarray(B, dtype=cp.float32)
             index = LBVHIndex(leaf_size=32)

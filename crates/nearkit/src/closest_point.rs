@@ -1,7 +1,11 @@
 //! What a closest-point query asks for and returns: for each query point, the nearest point on
 //! a triangle mesh, its triangle, distance and barycentric coordinates.
 
+use crate::error::{Result, Role};
+use crate::mesh::Mesh;
 use crate::points::Points;
+use crate::query::radius2;
+use crate::real::Real;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ClosestPointOptions<T> {
@@ -21,4 +25,37 @@ pub struct ClosestPoints<T> {
     /// Barycentric coordinates (u, v, w) of the point: point = u·a + v·b + w·c for the
     /// triangle's corners a, b, c in file order.
     pub bary: [Vec<T>; 3],
+}
+
+/// An absolute bound (with a wide margin) on the rounding error of a computed closest point:
+/// its coordinates come from a few products and sums of values no larger than `scale`.
+pub fn rounding_slack<T: Real>(lo: [T; 3], hi: [T; 3], queries: &Points<T>) -> T {
+    let (qlo, qhi) = queries.bounds();
+    let scale = (0..3).flat_map(|a| [lo[a], hi[a], qlo[a], qhi[a]]).map(|v| v.to_f64().abs()).fold(0.0, f64::max);
+    let ulp = if T::NAME == "f32" { f32::EPSILON as f64 } else { f64::EPSILON };
+    T::from_f64(scale * ulp * 64.0)
+}
+
+/// What both backends need of a checked closest-point query.
+pub(crate) struct Checked<T> {
+    /// Squared search radius.
+    pub r2: T,
+    /// `rounding_slack` of the pruning.
+    pub slack: T,
+    /// The mesh's box.
+    pub lo: [T; 3],
+    pub hi: [T; 3],
+}
+
+/// Checks a closest-point query (mesh, queries and max distance) for either backend.
+pub(crate) fn check_closest_points<T: Real>(
+    mesh: &Mesh<T>,
+    queries: &Points<T>,
+    opts: &ClosestPointOptions<T>,
+) -> Result<Checked<T>> {
+    mesh.validate()?;
+    queries.validate(Role::Queries)?;
+    let r2 = radius2(opts.max_distance)?;
+    let (lo, hi) = mesh.vertices.bounds();
+    Ok(Checked { r2, slack: rounding_slack(lo, hi, queries), lo, hi })
 }

@@ -65,58 +65,6 @@ impl<T: Real> Mesh<T> {
     }
 }
 
-/// The point of triangle (a, b, c) closest to `p`, in f64, by Voronoi-region classification
-/// (Ericson, Real-Time Collision Detection, 5.1.5). Degenerate triangles give a point on them.
-pub fn closest_point_on_triangle(p: [f64; 3], a: [f64; 3], b: [f64; 3], c: [f64; 3]) -> [f64; 3] {
-    let sub = |u: [f64; 3], v: [f64; 3]| [u[0] - v[0], u[1] - v[1], u[2] - v[2]];
-    let dot = |u: [f64; 3], v: [f64; 3]| u[0] * v[0] + u[1] * v[1] + u[2] * v[2];
-    let at = |o: [f64; 3], u: [f64; 3], s: f64| [o[0] + u[0] * s, o[1] + u[1] * s, o[2] + u[2] * s];
-    let (ab, ac, ap) = (sub(b, a), sub(c, a), sub(p, a));
-    let (d1, d2) = (dot(ab, ap), dot(ac, ap));
-    if d1 <= 0.0 && d2 <= 0.0 {
-        return a;
-    }
-    let bp = sub(p, b);
-    let (d3, d4) = (dot(ab, bp), dot(ac, bp));
-    if d3 >= 0.0 && d4 <= d3 {
-        return b;
-    }
-    let vc = d1 * d4 - d3 * d2;
-    // (Each division below needs a non-zero edge: a repeated corner falls through to the
-    // degenerate case.)
-    if vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 && d1 - d3 > 0.0 {
-        return at(a, ab, d1 / (d1 - d3));
-    }
-    let cp = sub(p, c);
-    let (d5, d6) = (dot(ab, cp), dot(ac, cp));
-    if d6 >= 0.0 && d5 <= d6 {
-        return c;
-    }
-    let vb = d5 * d2 - d1 * d6;
-    if vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 && d2 - d6 > 0.0 {
-        return at(a, ac, d2 / (d2 - d6));
-    }
-    let va = d3 * d6 - d5 * d4;
-    if va <= 0.0 && (d4 - d3) >= 0.0 && (d5 - d6) >= 0.0 && (d4 - d3) + (d5 - d6) > 0.0 {
-        return at(b, sub(c, b), (d4 - d3) / ((d4 - d3) + (d5 - d6)));
-    }
-    let denom = va + vb + vc;
-    if denom == 0.0 || !denom.is_finite() {
-        // Degenerate (collinear corners): the closest of the three edges.
-        let seg = |s: [f64; 3], e: [f64; 3]| {
-            let d = sub(e, s);
-            let l = dot(d, d);
-            let t = if l > 0.0 { (dot(sub(p, s), d) / l).clamp(0.0, 1.0) } else { 0.0 };
-            at(s, d, t)
-        };
-        let dist = |q: [f64; 3]| dot(sub(p, q), sub(p, q));
-        let cands = [seg(a, b), seg(b, c), seg(c, a)];
-        return cands.into_iter().min_by(|x, y| dist(*x).total_cmp(&dist(*y))).unwrap();
-    }
-    let (v, w) = (vb / denom, vc / denom);
-    [a[0] + ab[0] * v + ac[0] * w, a[1] + ab[1] * v + ac[1] * w, a[2] + ab[2] * v + ac[2] * w]
-}
-
 impl<T: Real> Mesh<T> {
     /// A closed UV sphere of `rings` × `segments` quads (two triangles each, fans at the poles)
     /// centred at `centre`: a built-in mesh for examples and benchmarks.

@@ -64,7 +64,7 @@ pub struct ShiftFrame {
 
 impl ShiftFrame {
     /// The frame over the union of the data's and the queries' boxes.
-    pub fn new<T: Real>(data: &Vectors<T>, queries: &Vectors<T>, shifts: usize) -> Self {
+    pub fn new<T: Real>(data: &Vectors<T>, queries: &Vectors<T>) -> Self {
         let dim = data.dim();
         let (dl, dh) = data.bounds();
         let (ql, qh) = queries.bounds();
@@ -78,7 +78,6 @@ impl ShiftFrame {
         let half = (1u64 << (bits - 1)) as f64;
         // Just under `half` cells across, so the largest coordinate stays below the shift range.
         let scale = if extent > 0.0 { half * (1.0 - 1e-9) / extent } else { 0.0 };
-        let _ = shifts;
         Self { dim, lo, scale, bits, step: ((half * 0.618_033_988_749_895) as u32) | 1 }
     }
 

@@ -103,6 +103,13 @@ impl<T: Real> Vectors<T> {
         (lo.collect(), hi.collect())
     }
 
+    /// Bounds of the first three axes (the 3-D part of embedded queries); needs dim >= 3.
+    pub fn bounds3(&self) -> ([T; 3], [T; 3]) {
+        let lo = std::array::from_fn(|a| self.cols[a].par_iter().copied().reduce(|| T::INFINITY, T::min));
+        let hi = std::array::from_fn(|a| self.cols[a].par_iter().copied().reduce(|| -T::INFINITY, T::max));
+        (lo, hi)
+    }
+
     pub fn cast<U: Real>(&self) -> Vectors<U> {
         Vectors { cols: self.cols.iter().map(|c| c.iter().map(|&t| U::from_f64(t.to_f64())).collect()).collect() }
     }

@@ -154,7 +154,7 @@ fn f32_distances_agree_with_an_f64_reference() {
             let truth = (0..mesh.triangles.len())
                 .map(|t| {
                     let [a, b, c] = mesh.corners(t).map(|p| p.map(|v| v as f64));
-                    let p = nearkit::mesh::closest_point_on_triangle(q, a, b, c);
+                    let p = nearkit::closest_point_triangle::closest_point_triangle(q, a, b, c).point;
                     ((q[0] - p[0]).powi(2) + (q[1] - p[1]).powi(2) + (q[2] - p[2]).powi(2)).sqrt()
                 })
                 .fold(f64::INFINITY, f64::min);

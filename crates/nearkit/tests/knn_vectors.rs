@@ -130,7 +130,7 @@ fn bad_vector_input_is_named() {
 /// The closest point on a triangle is never farther than any sampled point of the triangle.
 #[test]
 fn closest_point_on_triangle_beats_samples() {
-    use nearkit::mesh::closest_point_on_triangle;
+    use nearkit::closest_point_triangle::closest_point_triangle;
     use rand::{Rng, SeedableRng};
     let mut rng = rand_pcg::Pcg64::seed_from_u64(5);
     let mut v = || [rng.random::<f64>() * 2.0 - 1.0, rng.random::<f64>() * 2.0 - 1.0, rng.random::<f64>() * 2.0 - 1.0];
@@ -141,7 +141,7 @@ fn closest_point_on_triangle_beats_samples() {
             c = [(a[0] + b[0]) / 2.0, (a[1] + b[1]) / 2.0, (a[2] + b[2]) / 2.0];
             // degenerate
         }
-        let q = closest_point_on_triangle(p, a, b, c);
+        let q = closest_point_triangle(p, a, b, c).point;
         let best = d(p, q);
         for i in 0..=40 {
             for j in 0..=(40 - i) {

@@ -341,7 +341,7 @@ fn run_closest_point<T: Real>(args: &BenchClosestPointArgs) -> CliResult {
         let bvh = cuda.triangle_bvh(&mesh)?;
         let dq = cuda.upload(&q)?;
         let (lo, hi) = mesh.vertices.bounds();
-        let slack = nearkit::cpu::closest_point::rounding_slack(lo, hi, &q);
+        let slack = nearkit::closest_point::rounding_slack(lo, hi, &q);
         let mut out = nearkit::cuda::DeviceClosestPoints::alloc(cuda, n)?;
         let mut run = || -> nearkit::Result<()> {
             cuda.closest_points_resident(&bvh, &dq, &opts, slack, &mut out)?;
@@ -383,7 +383,7 @@ fn run_closest_point<T: Real>(args: &BenchClosestPointArgs) -> CliResult {
             }
             let qp = f(q.get(i));
             let [a, b, c] = mesh.corners(nn.ids[i] as usize).map(f);
-            let p = nearkit::mesh::closest_point_on_triangle(qp, a, b, c);
+            let p = nearkit::closest_point_triangle::closest_point_triangle(qp, a, b, c).point;
             let d6 = ((qp[0] - p[0]).powi(2) + (qp[1] - p[1]).powi(2) + (qp[2] - p[2]).powi(2)).sqrt();
             let exact = got.distance[i].to_f64();
             if d6 > exact * (1.0 + 1e-6) {
@@ -540,7 +540,7 @@ fn approx_rows<T: Real>(
         let mut resident = None;
         if let Engine::Cuda(cuda) = engine {
             let (dd, dq) = (cuda.upload_vectors(data)?, cuda.upload_vectors(q)?);
-            let frame = nearkit::shifted_sort::ShiftFrame::new(data, q, shifts);
+            let frame = nearkit::shifted_sort::ShiftFrame::new(data, q);
             let mut ids = cuda.alloc_zeroed::<u32>(n * got.k)?;
             let mut dist = cuda.alloc_zeroed::<T>(n * got.k)?;
             // Resident: the copies are keyed and sorted on the device inside the timing.
@@ -638,7 +638,7 @@ fn triangle_quality<T: Real>(mesh: &nearkit::Mesh<T>, p: &Points<T>, knn6: &near
     let n = p.len().min(2000);
     let dist = |q: [f64; 3], t: usize| {
         let [a, b, c] = mesh.corners(t).map(f);
-        let c = nearkit::mesh::closest_point_on_triangle(q, a, b, c);
+        let c = nearkit::closest_point_triangle::closest_point_triangle(q, a, b, c).point;
         ((q[0] - c[0]).powi(2) + (q[1] - c[1]).powi(2) + (q[2] - c[2]).powi(2)).sqrt()
     };
     let rows: Vec<(bool, f64)> = (0..n)

@@ -4,13 +4,12 @@
 use rayon::prelude::*;
 
 use super::RowPtr;
-use crate::closest_point::{ClosestPointOptions, ClosestPoints};
+use crate::closest_point::{check_closest_points, Checked, ClosestPointOptions, ClosestPoints};
 use crate::closest_point_triangle::{closest_point_triangle, TrianglePoint};
-use crate::error::{Result, Role};
+use crate::error::Result;
 use crate::mesh::Mesh;
 use crate::morton::MortonFrame;
 use crate::points::Points;
-use crate::query::radius2;
 use crate::real::Real;
 use crate::tree::NO_ID;
 use crate::triangle_bvh::{TriangleBvh, TRIANGLE_LEAF};
@@ -20,12 +19,8 @@ pub fn closest_points<T: Real>(
     queries: &Points<T>,
     opts: &ClosestPointOptions<T>,
 ) -> Result<ClosestPoints<T>> {
-    mesh.validate()?;
-    queries.validate(Role::Queries)?;
-    let r2 = radius2(opts.max_distance)?;
+    let Checked { r2, slack, lo, hi } = check_closest_points(mesh, queries, opts)?;
     let bvh = TriangleBvh::build(mesh);
-    let (lo, hi) = mesh.vertices.bounds();
-    let slack = rounding_slack(lo, hi, queries);
     let frame = MortonFrame::from_bounds(lo, hi);
     let mut order: Vec<(u64, u32)> = (0..queries.len())
         .into_par_iter()
@@ -62,15 +57,6 @@ pub fn closest_points<T: Real>(
         },
     );
     Ok(out)
-}
-
-/// An absolute bound (with a wide margin) on the rounding error of a computed closest point:
-/// its coordinates come from a few products and sums of values no larger than `scale`.
-pub fn rounding_slack<T: Real>(lo: [T; 3], hi: [T; 3], queries: &Points<T>) -> T {
-    let (qlo, qhi) = queries.bounds();
-    let scale = (0..3).flat_map(|a| [lo[a], hi[a], qlo[a], qhi[a]]).map(|v| v.to_f64().abs()).fold(0.0, f64::max);
-    let ulp = if T::NAME == "f32" { f32::EPSILON as f64 } else { f64::EPSILON };
-    T::from_f64(scale * ulp * 64.0)
 }
 
 /// The nearest triangle of `q` within squared radius `r2` (ties to the smaller id), or `None`.

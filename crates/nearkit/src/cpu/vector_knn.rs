@@ -74,9 +74,7 @@ pub fn embedded_grid<T: Real>(
     r2: T,
 ) -> Option<(CandidateGrid<T>, Aabb6)> {
     let e = Aabb6::detect(queries)?;
-    let q3 = Vectors { cols: queries.cols[..3].to_vec() };
-    let (lo, hi) = q3.bounds();
-    let (lo, hi) = (std::array::from_fn(|a| T::from_f64(lo[a])), std::array::from_fn(|a| T::from_f64(hi[a])));
+    let (lo, hi) = queries.bounds3();
     let data = Aabb6Data { tree, embedding: e };
     CandidateGrid::for_embedded(&data, lo, hi, queries.len(), k_list, r2).map(|g| (g, e))
 }
@@ -167,7 +165,7 @@ impl<T: Real> ShiftedCopies<T> {
 pub fn approx_knn<T: Real>(data: &Vectors<T>, queries: &Vectors<T>, opts: &ShiftedSortOptions) -> Result<Knn<T>> {
     check_vectors(data, queries)?;
     let k = opts.check(data.len())?;
-    let frame = ShiftFrame::new(data, queries, opts.shifts);
+    let frame = ShiftFrame::new(data, queries);
     let copies = ShiftedCopies::build(data, frame, opts.shifts);
     let dim = data.dim();
     let mut out = Knn { k, ids: vec![NO_ID; queries.len() * k], distances: vec![T::INFINITY; queries.len() * k] };

@@ -6,13 +6,11 @@ use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
 
 use super::radix_sort::sort_pairs;
 use super::{cuda_err, grid, CudaBackend};
-use crate::closest_point::{ClosestPointOptions, ClosestPoints};
-use crate::cpu::closest_point::rounding_slack;
-use crate::error::{Result, Role};
+use crate::closest_point::{check_closest_points, Checked, ClosestPointOptions, ClosestPoints};
+use crate::error::Result;
 use crate::mesh::Mesh;
 use crate::morton::MortonFrame;
 use crate::points::Points;
-use crate::query::radius2;
 use crate::real::Real;
 use crate::triangle_bvh::TriangleBvh;
 
@@ -154,11 +152,7 @@ pub(crate) fn closest_points<T: Real>(
     queries: &Points<T>,
     opts: &ClosestPointOptions<T>,
 ) -> Result<ClosestPoints<T>> {
-    mesh.validate()?;
-    queries.validate(Role::Queries)?;
-    let r2 = radius2(opts.max_distance)?;
-    let (lo, hi) = mesh.vertices.bounds();
-    let slack = rounding_slack(lo, hi, queries);
+    let Checked { r2, slack, lo, hi } = check_closest_points(mesh, queries, opts)?;
     let bvh = DeviceTriangleBvh::upload(be, &TriangleBvh::build(mesh), &MortonFrame::from_bounds(lo, hi))?;
     let dq = super::DevicePoints::upload(be, queries)?;
     let mut out = DeviceClosestPoints::alloc(be, queries.len())?;

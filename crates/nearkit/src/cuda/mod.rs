@@ -278,7 +278,7 @@ impl CudaBackend {
     }
 
     /// `closest_points` on an uploaded index and queries, results left on the device. `slack`:
-    /// `cpu::closest_point::rounding_slack` of the mesh's box and the queries.
+    /// `closest_point::rounding_slack` of the mesh's box and the queries.
     pub fn closest_points_resident<T: Real>(
         &self,
         bvh: &DeviceTriangleBvh<T>,

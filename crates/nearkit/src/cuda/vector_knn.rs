@@ -58,8 +58,8 @@ impl<T: Real> DeviceVectors<T> {
     pub fn upload(be: &CudaBackend, v: &Vectors<T>) -> Result<Self> {
         let flat: Vec<T> = v.cols.concat();
         let embedded = Aabb6::detect(v).map(|e| {
-            let (lo, hi) = Vectors { cols: v.cols[..3].to_vec() }.bounds();
-            (e, std::array::from_fn(|a| T::from_f64(lo[a])), std::array::from_fn(|a| T::from_f64(hi[a])))
+            let (lo, hi) = v.bounds3();
+            (e, lo, hi)
         });
         Ok(Self { cols: be.stream.clone_htod(&flat).map_err(cuda_err)?, dim: v.dim(), len: v.len(), embedded })
     }
@@ -89,7 +89,7 @@ impl<T: Real> DeviceVectorTree<T> {
             leaves: t.leaves,
             dim: t.dim(),
             len: t.len(),
-            order_frame: ShiftFrame::new(data, data, 1),
+            order_frame: ShiftFrame::new(data, data),
         })
     }
 }
@@ -349,7 +349,7 @@ pub(crate) fn approx_knn<T: Real>(
 ) -> Result<Knn<T>> {
     check_vectors(data, queries)?;
     let k = opts.check(data.len())?;
-    let frame = ShiftFrame::new(data, queries, opts.shifts);
+    let frame = ShiftFrame::new(data, queries);
     let dd = DeviceVectors::upload(be, data)?;
     let copies = DeviceShiftedCopies::build(be, &dd, frame, opts.shifts)?;
     let dq = DeviceVectors::upload(be, queries)?;
