@@ -15,8 +15,8 @@ use clap::{Parser, Subcommand};
     version,
     about = "Exact proximity queries (closest pairs, kNN, closest point on a mesh) on CPUs and CUDA GPUs",
     long_about = "Exact proximity queries on multi-core CPUs and CUDA GPUs: closest pairs, k-nearest\n\
-neighbours (3-D points or vectors up to 8-D; seed C's shifted sort as an approximation), and\n\
-the closest point on a triangle mesh.\n\n\
+neighbours (3-D points or vectors up to 8-D; seed C's shifted sort as an approximation),\n\
+the closest point on a triangle mesh, and a collision world of ellipsoids (seed B).\n\n\
 Results are exact on any input (uniform, clustered, on surfaces, with duplicates) and\n\
 bitwise identical between the CPU and the GPU; ties go to the smaller id.",
     after_help = "Start with `nearkit pairs` (a built-in example), then `nearkit pairs --help`."
@@ -36,6 +36,8 @@ enum Command {
     Knn(cmd::knn::KnnArgs),
     /// Each query's nearest point on a triangle mesh.
     ClosestPoint(cmd::closest_point::ClosestPointArgs),
+    /// A collision world: ellipsoids against a triangle mesh and each other, tick after tick.
+    Collide(cmd::collide::CollideArgs),
     /// Generate reproducible test data.
     #[command(subcommand)]
     Gen(cmd::gen::GenCommand),
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Command::Nearest(a) => cmd::nearest::run(a),
         Command::Knn(a) => cmd::knn::run(a),
         Command::ClosestPoint(a) => cmd::closest_point::run(a),
+        Command::Collide(a) => cmd::collide::run(a),
         Command::Gen(g) => cmd::gen::run(g),
         Command::Bench(b) => cmd::bench::run(b),
     };

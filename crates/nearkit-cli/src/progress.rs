@@ -50,3 +50,14 @@ pub fn file_bar(path: &Path, quiet: bool) -> ProgressBar {
     bar.set_message(path.display().to_string());
     bar
 }
+
+/// A bar counting `total` steps (ticks), drawn only on a terminal and without --quiet.
+pub fn count_bar(total: u64, what: &str, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} ({eta})").unwrap());
+    bar.set_message(what.to_string());
+    bar
+}

@@ -4,6 +4,7 @@
 //! `.ply`, `.off`, `.obj` and `.stl` (ascii and binary).
 //! Every error names the file and, where it applies, the line or row.
 
+mod collide_output;
 mod csv_points;
 mod error;
 mod npy_points;
@@ -17,6 +18,7 @@ mod xyz;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
+pub use collide_output::{write_bodies, write_contacts, write_mesh_ply};
 pub use error::{IoError, Location, Result};
 pub use output::{
     write_atomically, write_closest_points, write_knn, write_nearest, write_pairs, write_points, OutputFormat,
@@ -181,4 +183,12 @@ pub(crate) fn parse_xyz<T: Real>(fields: &[&str], path: &Path, line: usize) -> R
         v[d] = T::from_f64(x);
     }
     Ok(v)
+}
+
+/// A heightfield terrain from a 2-D `.npy` array of heights (rows along y, columns along x),
+/// `spacing` apart.
+pub fn read_heightfield(path: &Path, spacing: f64) -> Result<Mesh<f64>> {
+    let file = std::fs::File::open(path).map_err(|e| IoError::new(path, format!("cannot open: {e}")))?;
+    let (heights, rows, cols) = npy_points::read_heights(BufReader::new(file), path)?;
+    Ok(nearkit::collide::scene::heightfield(&heights, rows, cols, spacing))
 }

@@ -20,22 +20,57 @@ pub fn read_vectors<T: Real, R: Read>(reader: R, path: &Path) -> Result<Vectors<
 }
 
 fn read_dims<T: Real, R: Read>(reader: R, path: &Path, want: Option<usize>) -> Result<Vectors<T>> {
+    let (shape, order, flat) = read_flat(reader, path, |shape| {
+        let max = nearkit::vectors::MAX_DIM as u64;
+        match want {
+            Some(d) if shape.len() != 2 || shape[1] != d as u64 => {
+                Err(format!("array has shape {shape:?}; an N×{d} array of points is needed"))
+            }
+            None if shape.len() != 2 || shape[1] == 0 || shape[1] > max => {
+                Err(format!("array has shape {shape:?}; an N×d array, d from 1 to {max}, is needed"))
+            }
+            _ => Ok(()),
+        }
+    })?;
+    let (n, dim) = (shape[0] as usize, shape[1] as usize);
+    let at = |i: usize, d: usize| match order {
+        Order::C => flat[i * dim + d],
+        Order::Fortran => flat[d * n + i],
+    };
+    let cols = (0..dim).map(|d| (0..n).map(|i| T::from_f64(at(i, d))).collect()).collect();
+    Ok(Vectors { cols })
+}
+
+/// A 2-D array of heights (rows × columns, at least 2 × 2), row-major, as f64.
+pub fn read_heights<R: Read>(reader: R, path: &Path) -> Result<(Vec<f64>, usize, usize)> {
+    let (shape, order, flat) = read_flat(reader, path, |shape| {
+        if shape.len() == 2 && shape[0] >= 2 && shape[1] >= 2 {
+            Ok(())
+        } else {
+            Err(format!("array has shape {shape:?}; a heightfield needs a 2-D array of at least 2 × 2"))
+        }
+    })?;
+    let (rows, cols) = (shape[0] as usize, shape[1] as usize);
+    let heights: Vec<f64> = match order {
+        Order::C => flat,
+        Order::Fortran => (0..rows * cols).map(|i| flat[(i % cols) * rows + i / cols]).collect(),
+    };
+    if let Some(i) = heights.iter().position(|h| !h.is_finite()) {
+        return Err(IoError::new(path, format!("height at row {}, column {} is not finite", i / cols, i % cols)));
+    }
+    Ok((heights, rows, cols))
+}
+
+/// The array's shape (checked by `check`), order and values widened to f64.
+fn read_flat<R: Read>(
+    reader: R,
+    path: &Path,
+    check: impl FnOnce(&[u64]) -> std::result::Result<(), String>,
+) -> Result<(Vec<u64>, Order, Vec<f64>)> {
     let npy = NpyFile::new(reader).map_err(|e| IoError::new(path, format!("not a valid .npy file: {e}")))?;
     let shape = npy.shape().to_vec();
-    let max = nearkit::vectors::MAX_DIM as u64;
-    match want {
-        Some(d) if shape.len() != 2 || shape[1] != d as u64 => {
-            return Err(IoError::new(path, format!("array has shape {shape:?}; an N×{d} array of points is needed")))
-        }
-        None if shape.len() != 2 || shape[1] == 0 || shape[1] > max => {
-            return Err(IoError::new(
-                path,
-                format!("array has shape {shape:?}; an N×d array, d from 1 to {max}, is needed"),
-            ))
-        }
-        _ => {}
-    }
-    let (n, dim) = (shape[0] as usize, shape[1] as usize);
+    check(&shape).map_err(|m| IoError::new(path, m))?;
+    let count: u64 = shape.iter().product();
     let order = npy.order();
     let flat: Vec<f64> = match npy.dtype() {
         DType::Plain(t) => match (t.type_char(), t.size_field()) {
@@ -51,21 +86,13 @@ fn read_dims<T: Real, R: Read>(reader: R, path: &Path, want: Option<usize>) -> R
             }
         },
         other => {
-            return Err(IoError::new(
-                path,
-                format!("structured dtype {other:?} is not supported: use a plain N×3 array"),
-            ))
+            return Err(IoError::new(path, format!("structured dtype {other:?} is not supported: use a plain array")))
         }
     };
-    if flat.len() != n * dim {
-        return Err(IoError::new(path, format!("file holds {} values, the header promises {}", flat.len(), n * dim)));
+    if flat.len() as u64 != count {
+        return Err(IoError::new(path, format!("file holds {} values, the header promises {count}", flat.len())));
     }
-    let at = |i: usize, d: usize| match order {
-        Order::C => flat[i * dim + d],
-        Order::Fortran => flat[d * n + i],
-    };
-    let cols = (0..dim).map(|d| (0..n).map(|i| T::from_f64(at(i, d))).collect()).collect();
-    Ok(Vectors { cols })
+    Ok((shape, order, flat))
 }
 
 fn convert<V: Into<Widen>>(r: std::io::Result<Vec<V>>, path: &Path) -> Result<Vec<f64>> {

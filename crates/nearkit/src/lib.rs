@@ -12,6 +12,7 @@
 pub mod backend;
 pub mod closest_point;
 pub mod closest_point_triangle;
+pub mod collide;
 pub mod cpu;
 pub mod cuda;
 pub mod device;

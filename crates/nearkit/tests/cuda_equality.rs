@@ -321,3 +321,39 @@ fn gpu_closest_points_match_cpu_f32() {
 fn gpu_closest_points_match_cpu_f64() {
     same_closest_points::<f64>(92);
 }
+
+/// The collision world: contacts and sweeps on the GPU equal the CPU's, bit for bit, while
+/// the world moves and the two colliders take turns on it.
+#[test]
+fn gpu_collision_world_matches_cpu() {
+    use nearkit::collide::scene::Scene;
+    use nearkit::collide::{Collider, Sweep};
+    let Some(be) = gpu() else { return };
+    let mut cuda = Collider::Cuda(Box::new(nearkit::cuda::CudaCollider::new(be).unwrap()));
+    let mut cpu = Collider::Cpu;
+    let scene = Scene::crater(4000, 7);
+    let mut world = scene.world(1.0).unwrap();
+    for tick in 0..6 {
+        let (a, b) = (cpu.contacts(&world).unwrap(), cuda.contacts(&world).unwrap());
+        assert!(a.len() > 1000, "tick {tick}: {} contacts", a.len());
+        assert_eq!(a, b, "tick {tick}");
+        scene.advance(&mut world, tick);
+        if tick == 2 {
+            world.remove_body(nearkit::collide::BodyId(17)).unwrap();
+        }
+    }
+    let sweeps: Vec<Sweep> = scene
+        .bodies
+        .iter()
+        .take(2000)
+        .map(|b| Sweep {
+            radii: b.radii,
+            orientation: b.orientation,
+            from: b.center,
+            to: [b.center[0] + 3.0, b.center[1], b.center[2] - 2.0],
+        })
+        .collect();
+    let (a, b) = (cpu.sweeps(&world, &sweeps).unwrap(), cuda.sweeps(&world, &sweeps).unwrap());
+    assert!(a.iter().filter(|h| h.is_some()).count() > 500);
+    assert_eq!(a, b);
+}

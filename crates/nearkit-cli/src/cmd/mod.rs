@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod closest_point;
+pub mod collide;
 pub mod gen;
 pub mod knn;
 pub mod nearest;

@@ -2,6 +2,7 @@
 
 mod closest_pairs;
 pub mod closest_point;
+pub mod collide;
 mod knn;
 pub mod search;
 pub mod vector_knn;

@@ -28,6 +28,8 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("closest_pairs.cu"),
     "\n",
     include_str!("closest_point.cu"),
+    "\n",
+    include_str!("collide.cu"),
 );
 
 /// The kernels of vectors of any dimension (64 instantiations per precision): compiled on

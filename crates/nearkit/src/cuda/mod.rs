@@ -5,6 +5,7 @@
 mod candidate_grid;
 mod closest_pairs;
 mod closest_point;
+mod collide;
 pub mod compile;
 mod knn;
 mod radix_sort;
@@ -19,6 +20,7 @@ use cudarc::nvrtc::Ptx;
 
 pub use closest_pairs::DevicePoints;
 pub use closest_point::{DeviceClosestPoints, DeviceTriangleBvh};
+pub use collide::CudaCollider;
 pub use tree_build::DeviceTree;
 pub use vector_knn::{DeviceShiftedCopies, DeviceVectorTree, DeviceVectors};
 

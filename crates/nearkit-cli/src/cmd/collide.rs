@@ -1,0 +1,264 @@
+//! `nearkit collide`: runs a collision world tick after tick and measures it (seed B).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::Args;
+use nearkit::collide::scene::Scene;
+use nearkit::collide::{Collider, Contact, ContactKind, Sweep, World};
+use nearkit::cuda::CudaCollider;
+use nearkit::{Device, Engine};
+
+use crate::common::{ms, parse_with, thousands, CliError, CliResult};
+use crate::progress::{count_bar, Spinner};
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  nearkit collide                                  seed B's scene: crater terrain, 4,000 ellipsoids
+  nearkit collide --scene crater --device cpu --ticks 500
+  nearkit collide --scene mesh:bunny00.off --bodies 20000
+  nearkit collide --scene mesh:terrain.npy         a heightfield: 2-D array of heights, 1 m apart
+  nearkit collide --scene stress                   1M bodies on a 1M-triangle terrain
+  nearkit collide --switch-every 10                CPU and CUDA take turns; contacts must agree
+  nearkit collide --contacts-out c.csv --scene-out last/
+
+Every tick the bodies take a random step (the same steps on every device), then every
+body–triangle and body–body overlap is found: exact ellipsoid tests, no tolerance. Times are
+per tick, end to end (the GPU's include uploading the poses and downloading the contacts);
+the random walk itself is not timed. Contacts come sorted by (body, kind, other), a body pair
+once with the smaller id as `body`; the normal moves `body` out by `depth`.")]
+pub struct CollideArgs {
+    /// crater (seed B: 19,440 triangles), stress (1M triangles), or mesh:FILE (.ply, .off, .obj,
+    /// .stl, or a 2-D .npy heightfield).
+    #[arg(long, default_value = "crater")]
+    pub scene: String,
+    /// Number of bodies (default: 4,000; 1,000,000 for stress).
+    #[arg(long)]
+    pub bodies: Option<usize>,
+    /// Ticks to run and time.
+    #[arg(long, default_value_t = 100)]
+    pub ticks: u64,
+    /// Where to run: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto", value_parser = parse_with::<Device>)]
+    pub device: Device,
+    /// Alternate CPU and CUDA every N ticks, and check at each switch that both find the
+    /// same contacts.
+    #[arg(long)]
+    pub switch_every: Option<u64>,
+    /// Grid cell size in metres.
+    #[arg(long, default_value_t = 1.0)]
+    pub cell_size: f64,
+    /// A mesh scene is scaled so its longest side is this many metres (0: keep its units).
+    /// Heightfields are never scaled; their samples are --spacing apart.
+    #[arg(long, default_value_t = 50.0)]
+    pub mesh_size: f64,
+    /// Spacing of a .npy heightfield's samples, in metres.
+    #[arg(long, default_value_t = 1.0)]
+    pub spacing: f64,
+    /// Also time this many swept queries (bodies moving 2 m down-slope) against the mesh.
+    #[arg(long, default_value_t = 0)]
+    pub sweeps: usize,
+    /// Write the last tick's contacts as CSV (tick,body,kind,other,nx,ny,nz,depth,px,py,pz).
+    #[arg(long)]
+    pub contacts_out: Option<PathBuf>,
+    /// Write the last tick's scene into this folder: mesh.ply and bodies.csv.
+    #[arg(long)]
+    pub scene_out: Option<PathBuf>,
+    /// Seed of the scene and the random walk.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print nothing but the summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn build_scene(args: &CollideArgs) -> CliResult<Scene> {
+    let count = |default: usize| args.bodies.unwrap_or(default);
+    if args.bodies == Some(0) {
+        return Err(CliError("--bodies must be at least 1".into()));
+    }
+    match args.scene.as_str() {
+        "crater" => Ok(Scene::crater(count(4000), args.seed)),
+        "stress" => Ok(Scene::stress(count(1_000_000), args.seed)),
+        s => {
+            let Some(file) = s.strip_prefix("mesh:").map(PathBuf::from) else {
+                return Err(CliError(format!("unknown scene '{s}': use crater, stress or mesh:FILE")));
+            };
+            let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            if file.extension().and_then(|e| e.to_str()) == Some("npy") {
+                if !(args.spacing.is_finite() && args.spacing > 0.0) {
+                    return Err(CliError(format!("--spacing must be a positive number, got {}", args.spacing)));
+                }
+                let mesh = nearkit_io::read_heightfield(&file, args.spacing)?;
+                Ok(Scene::on_surface(&name, mesh, count(4000), (0.2, 0.8), args.seed))
+            } else {
+                let mesh = nearkit_io::read_mesh::<f64>(&file)?;
+                if !(args.mesh_size.is_finite() && args.mesh_size >= 0.0) {
+                    return Err(CliError(format!("--mesh-size must be a number >= 0, got {}", args.mesh_size)));
+                }
+                if args.mesh_size > 0.0 {
+                    Ok(Scene::on_mesh(&name, &mesh, args.mesh_size, count(4000), args.seed))
+                } else {
+                    Ok(Scene::on_surface(&name, mesh, count(4000), (0.2, 0.8), args.seed))
+                }
+            }
+        }
+    }
+}
+
+fn open_cuda() -> CliResult<Collider> {
+    match Engine::open(Device::Cuda(0))? {
+        (Engine::Cuda(be), _) => Ok(Collider::Cuda(Box::new(CudaCollider::new(be)?))),
+        _ => Err(CliError("--switch-every needs a usable CUDA GPU".into())),
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn first_difference(a: &[Contact], b: &[Contact]) -> String {
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => format!("first difference at contact {i}: {:?} vs {:?}", a[i], b[i]),
+        None => format!("{} contacts vs {}", a.len(), b.len()),
+    }
+}
+
+pub fn run(args: &CollideArgs) -> CliResult {
+    if args.ticks == 0 {
+        return Err(CliError("--ticks must be at least 1".into()));
+    }
+    if args.switch_every == Some(0) {
+        return Err(CliError("--switch-every must be at least 1".into()));
+    }
+    let quiet = args.quiet;
+    let spinner = Spinner::start("building the scene", quiet);
+    let scene = build_scene(args)?;
+    let mut world: World = scene.world(args.cell_size)?;
+    spinner.finish();
+
+    let (mut first, second, device) = match args.switch_every {
+        Some(_) => (Collider::Cpu, Some(open_cuda()?), "cpu and cuda, taking turns".to_string()),
+        None => {
+            let (c, note) = Collider::open(args.device)?;
+            if let (Some(n), false) = (note, quiet) {
+                eprintln!("note: {n}");
+            }
+            let d = c.describe();
+            (c, None, d)
+        }
+    };
+    let mut second = second;
+    println!(
+        "scene {}: {} triangles, {} bodies, {} m cells; device {}",
+        scene.name,
+        thousands(scene.mesh.triangles.len()),
+        thousands(world.body_count()),
+        args.cell_size,
+        device
+    );
+
+    // One untimed tick: uploads the mesh, compiles nothing new, warms the allocators.
+    first.contacts(&world)?;
+    if let Some(s) = second.as_mut() {
+        s.contacts(&world)?;
+    }
+    let bar = count_bar(args.ticks, "ticks", quiet);
+    let (mut times, mut tri_counts, mut body_counts) = (Vec::new(), Vec::new(), Vec::new());
+    let mut checks = 0usize;
+    let mut last = Vec::new();
+    for tick in 0..args.ticks {
+        scene.advance(&mut world, tick);
+        let on_second = args.switch_every.is_some_and(|n| (tick / n) % 2 == 1);
+        let active = if on_second { second.as_mut().expect("opened") } else { &mut first };
+        let start = Instant::now();
+        let contacts = active.contacts(&world)?;
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+        if let Some(n) = args.switch_every {
+            if tick % n == 0 {
+                let other = if on_second { &mut first } else { second.as_mut().expect("opened") };
+                let check = other.contacts(&world)?;
+                if check != contacts {
+                    return Err(CliError(format!(
+                        "tick {tick}: CPU and CUDA contacts differ ({})",
+                        first_difference(&contacts, &check)
+                    )));
+                }
+                checks += 1;
+            }
+        }
+        tri_counts.push(contacts.iter().filter(|c| c.kind == ContactKind::Triangle).count());
+        body_counts.push(contacts.iter().filter(|c| c.kind == ContactKind::Body).count());
+        last = contacts;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let mean = |v: &[usize]| v.iter().sum::<usize>() as f64 / v.len() as f64;
+    println!(
+        "{} ticks: per tick p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (mean {:.3} ms)",
+        args.ticks,
+        percentile(&sorted, 0.5),
+        percentile(&sorted, 0.9),
+        percentile(&sorted, 0.99),
+        sorted[sorted.len() - 1],
+        times.iter().sum::<f64>() / times.len() as f64
+    );
+    println!(
+        "contacts per tick: {:.0} body–triangle, {:.0} body–body (last tick {} and {})",
+        mean(&tri_counts),
+        mean(&body_counts),
+        thousands(*tri_counts.last().unwrap()),
+        thousands(*body_counts.last().unwrap())
+    );
+    if checks > 0 {
+        println!("CPU and CUDA agreed bit for bit at {checks} switches");
+    }
+
+    if args.sweeps > 0 {
+        let b = world.bodies();
+        let sweeps: Vec<Sweep> = (0..args.sweeps)
+            .map(|k| {
+                let i = k % b.len();
+                let c = b.center[i];
+                Sweep {
+                    radii: b.radii[i],
+                    orientation: b.orientation[i],
+                    from: c,
+                    to: [c[0] + 1.5, c[1] + 0.5, c[2] - 1.3],
+                }
+            })
+            .collect();
+        let active = &mut first;
+        active.sweeps(&world, &sweeps)?; // warm-up (uploads)
+        let start = Instant::now();
+        let hits = active.sweeps(&world, &sweeps)?;
+        let t = start.elapsed();
+        println!(
+            "{} swept queries in {} ({:.1} M/s), {} hit the mesh",
+            thousands(sweeps.len()),
+            ms(t),
+            sweeps.len() as f64 / t.as_secs_f64() / 1e6,
+            thousands(hits.iter().filter(|h| h.is_some()).count())
+        );
+    }
+
+    if let Some(path) = &args.contacts_out {
+        nearkit_io::write_contacts(path, args.ticks - 1, &last)?;
+        if !quiet {
+            eprintln!("wrote {} contacts to {}", thousands(last.len()), path.display());
+        }
+    }
+    if let Some(dir) = &args.scene_out {
+        std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: cannot create: {e}", dir.display())))?;
+        nearkit_io::write_mesh_ply(&dir.join("mesh.ply"), &scene.mesh)?;
+        nearkit_io::write_bodies(&dir.join("bodies.csv"), &world)?;
+        if !quiet {
+            eprintln!("wrote {} and {}", dir.join("mesh.ply").display(), dir.join("bodies.csv").display());
+        }
+    }
+    Ok(())
+}

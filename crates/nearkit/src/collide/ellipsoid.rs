@@ -1,0 +1,133 @@
+//! Ellipsoid geometry in f64: the rotation of a quaternion, the world box, the support
+//! function, and the maps to and from the unit sphere. `cuda/collide.cu` repeats every
+//! function here operation for operation (no fused multiply-add), so both backends agree bit
+//! for bit.
+
+pub type V3 = [f64; 3];
+
+#[inline(always)]
+pub fn sub(u: V3, v: V3) -> V3 {
+    [u[0] - v[0], u[1] - v[1], u[2] - v[2]]
+}
+
+#[inline(always)]
+pub fn add(u: V3, v: V3) -> V3 {
+    [u[0] + v[0], u[1] + v[1], u[2] + v[2]]
+}
+
+#[inline(always)]
+pub fn dot(u: V3, v: V3) -> f64 {
+    u[0] * v[0] + u[1] * v[1] + u[2] * v[2]
+}
+
+#[inline(always)]
+pub fn scale(u: V3, s: f64) -> V3 {
+    [u[0] * s, u[1] * s, u[2] * s]
+}
+
+#[inline(always)]
+pub fn cross(u: V3, v: V3) -> V3 {
+    [u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]]
+}
+
+/// `u / |u|`, or `None` for a zero vector.
+#[inline(always)]
+pub fn normalize(u: V3) -> Option<V3> {
+    let l = dot(u, u).sqrt();
+    (l > 0.0).then(|| [u[0] / l, u[1] / l, u[2] / l])
+}
+
+/// An ellipsoid's orientation and radii, ready for the narrow phase. `rot` is row-major:
+/// world = rot · local, so its columns are the local axes in world coordinates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shape {
+    pub rot: [[f64; 3]; 3],
+    pub radii: V3,
+}
+
+/// The rotation of quaternion (x, y, z, w); it need not be of unit length. The identity
+/// quaternion gives the exact identity matrix.
+pub fn rotation(q: [f64; 4]) -> [[f64; 3]; 3] {
+    let [x, y, z, w] = q;
+    let n2 = x * x + y * y + z * z + w * w;
+    let s = 2.0 / n2;
+    [
+        [1.0 - s * (y * y + z * z), s * (x * y - z * w), s * (x * z + y * w)],
+        [s * (x * y + z * w), 1.0 - s * (x * x + z * z), s * (y * z - x * w)],
+        [s * (x * z - y * w), s * (y * z + x * w), 1.0 - s * (x * x + y * y)],
+    ]
+}
+
+impl Shape {
+    pub fn new(radii: V3, orientation: [f64; 4]) -> Self {
+        Shape { rot: rotation(orientation), radii }
+    }
+
+    /// Half the world box's extent along each axis.
+    pub fn half_extents(&self) -> V3 {
+        let r = &self.rot;
+        let e = |i: usize| {
+            let (a, b, c) = (r[i][0] * self.radii[0], r[i][1] * self.radii[1], r[i][2] * self.radii[2]);
+            (a * a + b * b + c * c).sqrt()
+        };
+        [e(0), e(1), e(2)]
+    }
+
+    /// Rᵀ·u: a world direction in local axes.
+    #[inline(always)]
+    fn local_dir(&self, u: V3) -> V3 {
+        let r = &self.rot;
+        [
+            r[0][0] * u[0] + r[1][0] * u[1] + r[2][0] * u[2],
+            r[0][1] * u[0] + r[1][1] * u[1] + r[2][1] * u[2],
+            r[0][2] * u[0] + r[1][2] * u[1] + r[2][2] * u[2],
+        ]
+    }
+
+    /// R·u: local axes to world.
+    #[inline(always)]
+    fn world_dir(&self, u: V3) -> V3 {
+        let r = &self.rot;
+        [
+            r[0][0] * u[0] + r[0][1] * u[1] + r[0][2] * u[2],
+            r[1][0] * u[0] + r[1][1] * u[1] + r[1][2] * u[2],
+            r[2][0] * u[0] + r[2][1] * u[1] + r[2][2] * u[2],
+        ]
+    }
+
+    /// S⁻¹Rᵀ·d: an offset from the center into the space where the ellipsoid is the unit ball.
+    #[inline(always)]
+    pub fn to_unit(&self, d: V3) -> V3 {
+        let l = self.local_dir(d);
+        [l[0] / self.radii[0], l[1] / self.radii[1], l[2] / self.radii[2]]
+    }
+
+    /// R·S·p: a unit-ball point back to a world offset from the center.
+    #[inline(always)]
+    pub fn from_unit(&self, p: V3) -> V3 {
+        self.world_dir([p[0] * self.radii[0], p[1] * self.radii[1], p[2] * self.radii[2]])
+    }
+
+    /// R·S⁻¹·p: the world direction of the surface normal at unit-ball point p.
+    #[inline(always)]
+    pub fn normal_of_unit(&self, p: V3) -> V3 {
+        self.world_dir([p[0] / self.radii[0], p[1] / self.radii[1], p[2] / self.radii[2]])
+    }
+
+    /// The support function h(u) = max over the ellipsoid of u·(x − center) = |S·Rᵀ·u|.
+    #[inline(always)]
+    pub fn support(&self, u: V3) -> f64 {
+        let l = self.local_dir(u);
+        let (a, b, c) = (l[0] * self.radii[0], l[1] * self.radii[1], l[2] * self.radii[2]);
+        (a * a + b * b + c * c).sqrt()
+    }
+
+    /// Σ = R·S²·Rᵀ, the inverse of the quadratic form (x − c)ᵀΣ⁻¹(x − c) ≤ 1; symmetric,
+    /// stored as (xx, yy, zz, xy, xz, yz).
+    pub fn sigma(&self) -> [f64; 6] {
+        let r = &self.rot;
+        let s2 = [self.radii[0] * self.radii[0], self.radii[1] * self.radii[1], self.radii[2] * self.radii[2]];
+        let e = |i: usize, k: usize| r[i][0] * s2[0] * r[k][0] + r[i][1] * s2[1] * r[k][1] + r[i][2] * s2[2] * r[k][2];
+        [e(0, 0), e(1, 1), e(2, 2), e(0, 1), e(0, 2), e(1, 2)]
+    }
+}

@@ -1,0 +1,134 @@
+//! A hashed uniform grid: items (triangles or bodies) are entered into every cell their box
+//! overlaps, and cells are found by hashing their integer coordinates, so the world needs no
+//! bounds. Entries are grouped by hash bucket (a counting sort); a bucket may hold entries of
+//! other cells, which a lookup skips by comparing the full cell key.
+//!
+//! A pair of items overlapping several common cells is tested once: in the cell holding the
+//! low corner of the intersection of their boxes, which is the componentwise max of their
+//! low cells (`owns_pair`).
+
+use crate::error::{Error, Result};
+
+/// Cell coordinates are biased into 21 bits each: ±2²⁰ cells (±1,048 km at 1 m cells).
+pub const CELL_BITS: u32 = 21;
+pub const CELL_LIMIT: i64 = 1 << (CELL_BITS - 1);
+
+/// Inclusive range of cells covered by a box.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CellRange {
+    pub lo: [i32; 3],
+    pub hi: [i32; 3],
+}
+
+impl CellRange {
+    /// The cells of box [lo, hi]; an error when a coordinate is beyond the key range.
+    pub fn of_box(lo: [f64; 3], hi: [f64; 3], cell_size: f64) -> Result<Self> {
+        let cell = |x: f64| -> Result<i32> {
+            let c = (x / cell_size).floor();
+            if c.abs() < (CELL_LIMIT - 1) as f64 {
+                Ok(c as i32)
+            } else {
+                Err(Error::InvalidArgument(format!(
+                    "coordinate {x} is beyond ±{} cells of {cell_size}: use larger cells (--cell-size)",
+                    CELL_LIMIT - 1
+                )))
+            }
+        };
+        Ok(CellRange { lo: [cell(lo[0])?, cell(lo[1])?, cell(lo[2])?], hi: [cell(hi[0])?, cell(hi[1])?, cell(hi[2])?] })
+    }
+
+    pub fn count(&self) -> usize {
+        (0..3).map(|a| (self.hi[a] - self.lo[a] + 1) as usize).product()
+    }
+
+    /// The cells in x-fastest order.
+    pub fn cells(&self) -> impl Iterator<Item = [i32; 3]> + '_ {
+        (self.lo[2]..=self.hi[2]).flat_map(move |z| {
+            (self.lo[1]..=self.hi[1]).flat_map(move |y| (self.lo[0]..=self.hi[0]).map(move |x| [x, y, z]))
+        })
+    }
+}
+
+/// Whether `cell` is where the pair of items with low cells `a` and `b` is tested.
+#[inline(always)]
+pub fn owns_pair(cell: [i32; 3], a: [i32; 3], b: [i32; 3]) -> bool {
+    cell[0] == a[0].max(b[0]) && cell[1] == a[1].max(b[1]) && cell[2] == a[2].max(b[2])
+}
+
+#[inline(always)]
+pub fn cell_key(c: [i32; 3]) -> u64 {
+    let f = |v: i32| (v as i64 + CELL_LIMIT) as u64;
+    (f(c[0]) << (2 * CELL_BITS)) | (f(c[1]) << CELL_BITS) | f(c[2])
+}
+
+/// The bucket of a cell key (the splitmix64 finaliser; `cuda/collide.cu` repeats it).
+#[inline(always)]
+pub fn bucket_of(key: u64, mask: u64) -> usize {
+    let mut h = key;
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    (h & mask) as usize
+}
+
+/// Buckets for `entries` entries: a power of two, at least as many as entries.
+pub fn bucket_count(entries: usize) -> usize {
+    entries.max(1).next_power_of_two()
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct HashGrid {
+    /// Entries of bucket b are `start[b]..start[b + 1]`.
+    pub start: Vec<u32>,
+    pub keys: Vec<u64>,
+    pub items: Vec<u32>,
+}
+
+impl HashGrid {
+    /// Enters item i into every cell of `ranges[i]` (`None`: not entered).
+    pub fn build(ranges: &[Option<CellRange>]) -> Result<Self> {
+        let total: usize = ranges.iter().flatten().map(CellRange::count).sum();
+        if total > u32::MAX as usize / 2 {
+            return Err(Error::InvalidArgument(format!(
+                "the grid would hold {total} entries: use larger cells (--cell-size)"
+            )));
+        }
+        let buckets = bucket_count(total);
+        let mask = (buckets - 1) as u64;
+        let mut start = vec![0u32; buckets + 1];
+        for r in ranges.iter().flatten() {
+            for c in r.cells() {
+                start[bucket_of(cell_key(c), mask) + 1] += 1;
+            }
+        }
+        for b in 0..buckets {
+            start[b + 1] += start[b];
+        }
+        let mut cursor = start.clone();
+        let (mut keys, mut items) = (vec![0u64; total], vec![0u32; total]);
+        for (i, r) in ranges.iter().enumerate() {
+            for c in r.iter().flat_map(CellRange::cells) {
+                let key = cell_key(c);
+                let b = bucket_of(key, mask);
+                let at = cursor[b] as usize;
+                cursor[b] += 1;
+                keys[at] = key;
+                items[at] = i as u32;
+            }
+        }
+        Ok(HashGrid { start, keys, items })
+    }
+
+    pub fn mask(&self) -> u64 {
+        (self.start.len() - 2) as u64
+    }
+
+    /// The items entered into `cell`.
+    #[inline]
+    pub fn items_in(&self, cell: [i32; 3]) -> impl Iterator<Item = u32> + '_ {
+        let key = cell_key(cell);
+        let b = bucket_of(key, self.mask());
+        let range = self.start[b] as usize..self.start[b + 1] as usize;
+        range.filter(move |&e| self.keys[e] == key).map(move |e| self.items[e])
+    }
+}

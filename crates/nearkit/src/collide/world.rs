@@ -1,0 +1,387 @@
+//! The collision world: a static triangle mesh and moving ellipsoid bodies, kept as structure
+//! of arrays that both colliders read (the CPU directly, CUDA by uploading what changed).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::ellipsoid::{Shape, V3};
+use super::hash_grid::{CellRange, HashGrid};
+use crate::error::{Error, Result};
+use crate::mesh::Mesh;
+
+/// Body boxes are widened by this factor so that rounding in their half extents can never
+/// drop a pair that the narrow phase would find.
+pub const BOX_SLACK: f64 = 1.000_000_001;
+
+/// A handle to a body; ids of removed bodies are reused, lowest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BodyId(pub u32);
+
+/// An ellipsoid body. `orientation` is a quaternion (x, y, z, w) turning the body's axes
+/// into the world's; `radii` are along the body's axes. A body collides with another when
+/// each one's `layer` bits meet the other's `mask`, and with the mesh when its mask meets the
+/// world's mesh layer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Body {
+    pub center: V3,
+    pub radii: V3,
+    pub orientation: [f64; 4],
+    pub velocity: V3,
+    pub layer: u32,
+    pub mask: u32,
+}
+
+impl Body {
+    pub fn sphere(center: V3, radius: f64) -> Self {
+        Self::ellipsoid(center, [radius; 3], [0.0, 0.0, 0.0, 1.0])
+    }
+
+    pub fn ellipsoid(center: V3, radii: V3, orientation: [f64; 4]) -> Self {
+        Body { center, radii, orientation, velocity: [0.0; 3], layer: 1, mask: u32::MAX }
+    }
+
+    pub fn with_layers(self, layer: u32, mask: u32) -> Self {
+        Body { layer, mask, ..self }
+    }
+
+    pub fn shape(&self) -> Shape {
+        Shape::new(self.radii, self.orientation)
+    }
+}
+
+fn check_pose(center: V3, orientation: [f64; 4]) -> Result<()> {
+    if !center.iter().all(|v| v.is_finite()) {
+        return Err(Error::InvalidArgument(format!("body center {center:?} is not finite")));
+    }
+    let n2: f64 = orientation.iter().map(|v| v * v).sum();
+    if !(n2.is_finite() && n2 > 1e-12) {
+        return Err(Error::InvalidArgument(format!(
+            "orientation {orientation:?} is not a usable quaternion (x, y, z, w); the identity is (0, 0, 0, 1)"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether bodies with these layers and masks collide.
+#[inline(always)]
+pub fn layers_meet(layer_a: u32, mask_a: u32, layer_b: u32, mask_b: u32) -> bool {
+    (layer_a & mask_b) != 0 && (layer_b & mask_a) != 0
+}
+
+/// The static mesh, gridded once.
+#[derive(Debug)]
+pub struct StaticMesh {
+    pub corners: Vec<[V3; 3]>,
+    pub lo: Vec<V3>,
+    pub hi: Vec<V3>,
+    pub lo_cell: Vec<[i32; 3]>,
+    pub grid: HashGrid,
+}
+
+impl StaticMesh {
+    fn new(mesh: &Mesh<f64>, cell_size: f64) -> Result<Self> {
+        mesh.validate()?;
+        let corners: Vec<[V3; 3]> = (0..mesh.triangles.len()).map(|t| mesh.corners(t)).collect();
+        let lo: Vec<V3> = corners.iter().map(|c| std::array::from_fn(|a| c[0][a].min(c[1][a]).min(c[2][a]))).collect();
+        let hi: Vec<V3> = corners.iter().map(|c| std::array::from_fn(|a| c[0][a].max(c[1][a]).max(c[2][a]))).collect();
+        let ranges =
+            lo.iter().zip(&hi).map(|(l, h)| CellRange::of_box(*l, *h, cell_size)).collect::<Result<Vec<_>>>()?;
+        let lo_cell = ranges.iter().map(|r| r.lo).collect();
+        let grid = HashGrid::build(&ranges.into_iter().map(Some).collect::<Vec<_>>())?;
+        Ok(StaticMesh { corners, lo, hi, lo_cell, grid })
+    }
+}
+
+/// Bodies as structure of arrays, indexed by `BodyId`.
+#[derive(Clone, Debug, Default)]
+pub struct Bodies {
+    pub center: Vec<V3>,
+    pub orientation: Vec<[f64; 4]>,
+    pub velocity: Vec<V3>,
+    pub radii: Vec<V3>,
+    pub layer: Vec<u32>,
+    pub mask: Vec<u32>,
+    pub alive: Vec<bool>,
+}
+
+impl Bodies {
+    pub fn len(&self) -> usize {
+        self.center.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.center.is_empty()
+    }
+
+    pub fn shape(&self, i: usize) -> Shape {
+        Shape::new(self.radii[i], self.orientation[i])
+    }
+}
+
+/// Bumped on every change a collider must upload; colliders compare them with what they
+/// hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Versions {
+    pub mesh: u64,
+    pub poses: u64,
+    pub shapes: u64,
+}
+
+pub struct World {
+    cell_size: f64,
+    mesh_layer: u32,
+    mesh: Option<Arc<StaticMesh>>,
+    bodies: Bodies,
+    free: BTreeSet<u32>,
+    versions: Versions,
+}
+
+impl World {
+    /// An empty world with cubic grid cells of `cell_size` (the seed used 1 m). Cells should
+    /// be about the size of a body: much smaller makes big bodies enter many cells.
+    pub fn new(cell_size: f64) -> Result<Self> {
+        if !(cell_size.is_finite() && cell_size > 0.0) {
+            return Err(Error::InvalidArgument(format!("cell size must be a positive number, got {cell_size}")));
+        }
+        Ok(World {
+            cell_size,
+            mesh_layer: 1,
+            mesh: None,
+            bodies: Bodies::default(),
+            free: BTreeSet::new(),
+            versions: Versions::default(),
+        })
+    }
+
+    pub fn cell_size(&self) -> f64 {
+        self.cell_size
+    }
+
+    /// Sets the static mesh (degenerate triangles are allowed; they collide as segments).
+    pub fn set_mesh(&mut self, mesh: &Mesh<f64>) -> Result<()> {
+        self.mesh = Some(Arc::new(StaticMesh::new(mesh, self.cell_size)?));
+        self.versions.mesh += 1;
+        Ok(())
+    }
+
+    pub fn mesh(&self) -> Option<&Arc<StaticMesh>> {
+        self.mesh.as_ref()
+    }
+
+    /// The layer bits of the mesh (default 1): bodies whose mask meets them collide with it.
+    pub fn set_mesh_layer(&mut self, layer: u32) {
+        self.mesh_layer = layer;
+    }
+
+    pub fn mesh_layer(&self) -> u32 {
+        self.mesh_layer
+    }
+
+    pub fn bodies(&self) -> &Bodies {
+        &self.bodies
+    }
+
+    pub fn versions(&self) -> Versions {
+        self.versions
+    }
+
+    pub fn body_count(&self) -> usize {
+        self.bodies.alive.iter().filter(|&&a| a).count()
+    }
+
+    pub fn add_body(&mut self, body: Body) -> Result<BodyId> {
+        check_pose(body.center, body.orientation)?;
+        if !body.radii.iter().all(|r| r.is_finite() && *r > 0.0) {
+            return Err(Error::InvalidArgument(format!("body radii {:?} must be positive numbers", body.radii)));
+        }
+        if !body.velocity.iter().all(|v| v.is_finite()) {
+            return Err(Error::InvalidArgument(format!("body velocity {:?} is not finite", body.velocity)));
+        }
+        let b = &mut self.bodies;
+        let id = match self.free.pop_first() {
+            Some(i) => {
+                let i = i as usize;
+                b.center[i] = body.center;
+                b.orientation[i] = body.orientation;
+                b.velocity[i] = body.velocity;
+                b.radii[i] = body.radii;
+                b.layer[i] = body.layer;
+                b.mask[i] = body.mask;
+                b.alive[i] = true;
+                i
+            }
+            None => {
+                if b.len() >= u32::MAX as usize / 4 {
+                    return Err(Error::InvalidArgument("too many bodies".into()));
+                }
+                b.center.push(body.center);
+                b.orientation.push(body.orientation);
+                b.velocity.push(body.velocity);
+                b.radii.push(body.radii);
+                b.layer.push(body.layer);
+                b.mask.push(body.mask);
+                b.alive.push(true);
+                b.len() - 1
+            }
+        };
+        self.versions.poses += 1;
+        self.versions.shapes += 1;
+        Ok(BodyId(id as u32))
+    }
+
+    fn slot(&self, id: BodyId) -> Result<usize> {
+        let i = id.0 as usize;
+        if i < self.bodies.len() && self.bodies.alive[i] {
+            Ok(i)
+        } else {
+            Err(Error::InvalidArgument(format!("there is no body {}", id.0)))
+        }
+    }
+
+    pub fn remove_body(&mut self, id: BodyId) -> Result<()> {
+        let i = self.slot(id)?;
+        self.bodies.alive[i] = false;
+        self.free.insert(i as u32);
+        self.versions.shapes += 1;
+        Ok(())
+    }
+
+    pub fn body(&self, id: BodyId) -> Option<Body> {
+        let i = self.slot(id).ok()?;
+        let b = &self.bodies;
+        Some(Body {
+            center: b.center[i],
+            radii: b.radii[i],
+            orientation: b.orientation[i],
+            velocity: b.velocity[i],
+            layer: b.layer[i],
+            mask: b.mask[i],
+        })
+    }
+
+    pub fn set_pose(&mut self, id: BodyId, center: V3, orientation: [f64; 4]) -> Result<()> {
+        check_pose(center, orientation)?;
+        let i = self.slot(id)?;
+        self.bodies.center[i] = center;
+        self.bodies.orientation[i] = orientation;
+        self.versions.poses += 1;
+        Ok(())
+    }
+
+    /// The per-tick batch update: new centers and orientations for many bodies at once.
+    pub fn set_poses(&mut self, ids: &[BodyId], centers: &[V3], orientations: &[[f64; 4]]) -> Result<()> {
+        if ids.len() != centers.len() || ids.len() != orientations.len() {
+            return Err(Error::InvalidArgument(format!(
+                "set_poses got {} ids, {} centers and {} orientations",
+                ids.len(),
+                centers.len(),
+                orientations.len()
+            )));
+        }
+        for ((&id, &c), &q) in ids.iter().zip(centers).zip(orientations) {
+            check_pose(c, q)?;
+            let i = self.slot(id)?;
+            self.bodies.center[i] = c;
+            self.bodies.orientation[i] = q;
+        }
+        self.versions.poses += 1;
+        Ok(())
+    }
+
+    pub fn set_velocity(&mut self, id: BodyId, velocity: V3) -> Result<()> {
+        if !velocity.iter().all(|v| v.is_finite()) {
+            return Err(Error::InvalidArgument(format!("velocity {velocity:?} is not finite")));
+        }
+        let i = self.slot(id)?;
+        self.bodies.velocity[i] = velocity;
+        Ok(())
+    }
+
+    pub fn set_layers(&mut self, id: BodyId, layer: u32, mask: u32) -> Result<()> {
+        let i = self.slot(id)?;
+        self.bodies.layer[i] = layer;
+        self.bodies.mask[i] = mask;
+        self.versions.shapes += 1;
+        Ok(())
+    }
+
+    /// Moves every body by its velocity over `dt` seconds.
+    pub fn integrate(&mut self, dt: f64) {
+        let b = &mut self.bodies;
+        for (c, v) in b.center.iter_mut().zip(&b.velocity) {
+            *c = [c[0] + v[0] * dt, c[1] + v[1] * dt, c[2] + v[2] * dt];
+        }
+        self.versions.poses += 1;
+    }
+
+    /// Direct access to centers and orientations for a bulk update; the caller keeps them
+    /// finite (the colliders check).
+    pub fn poses_mut(&mut self) -> (&mut [V3], &mut [[f64; 4]]) {
+        self.versions.poses += 1;
+        (&mut self.bodies.center, &mut self.bodies.orientation)
+    }
+}
+
+/// What a contact's `other` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ContactKind {
+    Triangle,
+    Body,
+}
+
+impl ContactKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ContactKind::Triangle => "triangle",
+            ContactKind::Body => "body",
+        }
+    }
+}
+
+/// One overlap. For two bodies it is reported once, with `body` the smaller id. `normal`
+/// (unit) moves `body` out of `other`, by `depth`; `point` is in world coordinates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Contact {
+    pub body: u32,
+    pub kind: ContactKind,
+    pub other: u32,
+    pub normal: V3,
+    pub depth: f64,
+    pub point: V3,
+}
+
+impl Contact {
+    pub fn order_key(&self) -> (u32, ContactKind, u32) {
+        (self.body, self.kind, self.other)
+    }
+}
+
+/// A swept query against the static mesh: a body of this shape moving from `from` to `to`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sweep {
+    pub radii: V3,
+    pub orientation: [f64; 4],
+    pub from: V3,
+    pub to: V3,
+}
+
+/// The first triangle a sweep touches: at `from + toi·(to − from)`; ties go to the smaller
+/// triangle id. `point` is in world coordinates.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SweepResult {
+    pub toi: f64,
+    pub triangle: u32,
+    pub point: V3,
+    pub normal: V3,
+}
+
+impl Sweep {
+    pub fn check(&self) -> Result<()> {
+        check_pose(self.from, self.orientation)?;
+        check_pose(self.to, self.orientation)?;
+        if !self.radii.iter().all(|r| r.is_finite() && *r > 0.0) {
+            return Err(Error::InvalidArgument(format!("sweep radii {:?} must be positive numbers", self.radii)));
+        }
+        Ok(())
+    }
+}

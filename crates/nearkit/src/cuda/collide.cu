@@ -1,0 +1,536 @@
+// The collision world on the device (cuda/collide.rs launches these). Every function repeats
+// its Rust twin in src/collide/ operation for operation, in f64 without fused multiply-add, so
+// the CPU and CUDA colliders find the same contacts bit for bit.
+//
+// A tick: body_boxes → (scan) → body_entries → (scan) → grid_fill → collide_entries, one
+// thread per (body, cell) entry, which tests the cell's triangles and higher-numbered bodies
+// of the pairs that this cell owns (hash_grid::owns_pair) → sort by (body, kind, other).
+
+typedef V3<double> D3;
+#define CELL_BITS 21
+#define CELL_LIMIT (1ll << (CELL_BITS - 1))
+#define BOX_SLACK 1.000000001
+
+__device__ __forceinline__ D3 dadd(D3 u, D3 v) { return v3(u.x + v.x, u.y + v.y, u.z + v.z); }
+__device__ __forceinline__ D3 dscale(D3 u, double s) { return v3(u.x * s, u.y * s, u.z * s); }
+__device__ __forceinline__ D3 dneg(D3 u) { return v3(-u.x, -u.y, -u.z); }
+__device__ __forceinline__ D3 dcross(D3 u, D3 v) {
+    return v3(u.y * v.z - u.z * v.y, u.z * v.x - u.x * v.z, u.x * v.y - u.y * v.x);
+}
+// ellipsoid::normalize: false for a zero vector.
+__device__ __forceinline__ bool dnormalize(D3 u, D3& out) {
+    double l = sqrt(vdot(u, u));
+    if (!(l > 0.0)) return false;
+    out = v3(u.x / l, u.y / l, u.z / l);
+    return true;
+}
+
+// ellipsoid::Shape
+struct Shape {
+    double r[3][3];
+    D3 radii;
+};
+
+__device__ __forceinline__ Shape make_shape(D3 radii, double x, double y, double z, double w) {
+    Shape s;
+    double n2 = x * x + y * y + z * z + w * w;
+    double k = 2.0 / n2;
+    s.r[0][0] = 1.0 - k * (y * y + z * z);
+    s.r[0][1] = k * (x * y - z * w);
+    s.r[0][2] = k * (x * z + y * w);
+    s.r[1][0] = k * (x * y + z * w);
+    s.r[1][1] = 1.0 - k * (x * x + z * z);
+    s.r[1][2] = k * (y * z - x * w);
+    s.r[2][0] = k * (x * z - y * w);
+    s.r[2][1] = k * (y * z + x * w);
+    s.r[2][2] = 1.0 - k * (x * x + y * y);
+    s.radii = radii;
+    return s;
+}
+
+__device__ __forceinline__ D3 half_extents(const Shape& s) {
+    double e[3];
+    for (int i = 0; i < 3; i++) {
+        double a = s.r[i][0] * s.radii.x, b = s.r[i][1] * s.radii.y, c = s.r[i][2] * s.radii.z;
+        e[i] = sqrt(a * a + b * b + c * c);
+    }
+    return v3(e[0], e[1], e[2]);
+}
+__device__ __forceinline__ D3 to_local(const Shape& s, D3 u) {
+    return v3(s.r[0][0] * u.x + s.r[1][0] * u.y + s.r[2][0] * u.z, s.r[0][1] * u.x + s.r[1][1] * u.y + s.r[2][1] * u.z,
+              s.r[0][2] * u.x + s.r[1][2] * u.y + s.r[2][2] * u.z);
+}
+__device__ __forceinline__ D3 to_world(const Shape& s, D3 u) {
+    return v3(s.r[0][0] * u.x + s.r[0][1] * u.y + s.r[0][2] * u.z, s.r[1][0] * u.x + s.r[1][1] * u.y + s.r[1][2] * u.z,
+              s.r[2][0] * u.x + s.r[2][1] * u.y + s.r[2][2] * u.z);
+}
+__device__ __forceinline__ D3 to_unit(const Shape& s, D3 d) {
+    D3 l = to_local(s, d);
+    return v3(l.x / s.radii.x, l.y / s.radii.y, l.z / s.radii.z);
+}
+__device__ __forceinline__ D3 from_unit(const Shape& s, D3 p) {
+    return to_world(s, v3(p.x * s.radii.x, p.y * s.radii.y, p.z * s.radii.z));
+}
+__device__ __forceinline__ D3 normal_of_unit(const Shape& s, D3 p) {
+    return to_world(s, v3(p.x / s.radii.x, p.y / s.radii.y, p.z / s.radii.z));
+}
+__device__ __forceinline__ double support(const Shape& s, D3 u) {
+    D3 l = to_local(s, u);
+    double a = l.x * s.radii.x, b = l.y * s.radii.y, c = l.z * s.radii.z;
+    return sqrt(a * a + b * b + c * c);
+}
+// Shape::sigma: (xx, yy, zz, xy, xz, yz)
+__device__ __forceinline__ void sigma(const Shape& s, double out[6]) {
+    double s2[3] = {s.radii.x * s.radii.x, s.radii.y * s.radii.y, s.radii.z * s.radii.z};
+    const int ii[6] = {0, 1, 2, 0, 0, 1}, kk[6] = {0, 1, 2, 1, 2, 2};
+    for (int m = 0; m < 6; m++) {
+        int i = ii[m], k = kk[m];
+        out[m] = s.r[i][0] * s2[0] * s.r[k][0] + s.r[i][1] * s2[1] * s.r[k][1] + s.r[i][2] * s2[2] * s.r[k][2];
+    }
+}
+
+struct Geometry {
+    D3 normal;
+    double depth;
+    D3 point;
+};
+
+// contact_ellipsoid_triangle.rs
+__device__ bool contact_ellipsoid_triangle(const Shape& s, D3 c0, D3 c1, D3 c2, Geometry& g) {
+    D3 a = to_unit(s, c0), b = to_unit(s, c1), c = to_unit(s, c2);
+    TriPoint<double> near = closest_point_triangle(v3(0.0, 0.0, 0.0), a, b, c);
+    if (!(near.d2 < 1.0)) return false;
+    D3 point = from_unit(s, near.p);
+    D3 gr = normal_of_unit(s, near.p);
+    D3 n;
+    if (!dnormalize(dneg(gr), n)) {
+        if (!dnormalize(dcross(vsub(c1, c0), vsub(c2, c0)), n)) n = v3(0.0, 0.0, 1.0);
+    }
+    g.normal = n;
+    g.depth = support(s, n) + vdot(n, point);
+    g.point = point;
+    return true;
+}
+
+// contact_ellipsoid_ellipsoid.rs
+__device__ __forceinline__ D3 pw_solve(const double g[6], D3 r) {
+    double xx = g[0], yy = g[1], zz = g[2], xy = g[3], xz = g[4], yz = g[5];
+    double c00 = yy * zz - yz * yz;
+    double c01 = xz * yz - xy * zz;
+    double c02 = xy * yz - xz * yy;
+    double c11 = xx * zz - xz * xz;
+    double c12 = xy * xz - xx * yz;
+    double c22 = xx * yy - xy * xy;
+    double det = xx * c00 + xy * c01 + xz * c02;
+    return v3((c00 * r.x + c01 * r.y + c02 * r.z) / det, (c01 * r.x + c11 * r.y + c12 * r.z) / det,
+              (c02 * r.x + c12 * r.y + c22 * r.z) / det);
+}
+__device__ __forceinline__ void pw_blend(const double sa[6], const double sb[6], double l, double g[6]) {
+    double m = 1.0 - l;
+    for (int k = 0; k < 6; k++) g[k] = m * sa[k] + l * sb[k];
+}
+__device__ __forceinline__ double pw_f(const double sa[6], const double sb[6], D3 r, double l) {
+    double g[6];
+    pw_blend(sa, sb, l, g);
+    D3 x = pw_solve(g, r);
+    return l * (1.0 - l) * vdot(r, x);
+}
+#define PW_STEPS 64
+
+__device__ bool contact_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r, Geometry& out) {
+    double reach = t_max(t_max(a.radii.x, a.radii.y), a.radii.z) + t_max(t_max(b.radii.x, b.radii.y), b.radii.z);
+    if (!(vdot(r, r) < reach * reach)) return false;
+    double sa[6], sb[6];
+    sigma(a, sa);
+    sigma(b, sb);
+    const double inv_phi = 0.6180339887498949;
+    double lo = 0.0, hi = 1.0;
+    double x1 = hi - inv_phi * (hi - lo);
+    double x2 = lo + inv_phi * (hi - lo);
+    double f1 = pw_f(sa, sb, r, x1), f2 = pw_f(sa, sb, r, x2);
+    for (int it = 0; it < PW_STEPS; it++) {
+        if (f1 < f2) {
+            lo = x1;
+            x1 = x2;
+            f1 = f2;
+            x2 = lo + inv_phi * (hi - lo);
+            f2 = pw_f(sa, sb, r, x2);
+        } else {
+            hi = x2;
+            x2 = x1;
+            f2 = f1;
+            x1 = hi - inv_phi * (hi - lo);
+            f1 = pw_f(sa, sb, r, x1);
+        }
+    }
+    double l = f1 < f2 ? x2 : x1;
+    double g[6];
+    pw_blend(sa, sb, l, g);
+    D3 x = pw_solve(g, r);
+    double f = l * (1.0 - l) * vdot(r, x);
+    if (!(f < 1.0)) return false;
+    double m = 1.0 - l;
+    out.point = v3(m * (sa[0] * x.x + sa[3] * x.y + sa[4] * x.z), m * (sa[3] * x.x + sa[1] * x.y + sa[5] * x.z),
+                   m * (sa[4] * x.x + sa[5] * x.y + sa[2] * x.z));
+    D3 ab;
+    if (!dnormalize(x, ab)) ab = v3(0.0, 0.0, 1.0);
+    out.depth = support(a, ab) + support(b, ab) - vdot(ab, r);
+    out.normal = dneg(ab);
+    return true;
+}
+
+// sweep_ellipsoid_triangle.rs
+__device__ __forceinline__ bool lowest_root(double a, double b, double c, double t_max, double& root) {
+    if (a == 0.0) return false;
+    double disc = b * b - 4.0 * a * c;
+    if (disc < 0.0) return false;
+    double s = sqrt(disc);
+    double r1 = (-b - s) / (2.0 * a), r2 = (-b + s) / (2.0 * a);
+    if (r1 > r2) {
+        double t = r1;
+        r1 = r2;
+        r2 = t;
+    }
+    if (r1 >= 0.0 && r1 <= t_max) {
+        root = r1;
+        return true;
+    }
+    if (r2 >= 0.0 && r2 <= t_max) {
+        root = r2;
+        return true;
+    }
+    return false;
+}
+
+struct Hit {
+    double toi;
+    D3 point;
+    D3 normal;
+};
+
+__device__ __forceinline__ Hit sweep_hit(const Shape& s, D3 c0, D3 c1, D3 c2, D3 v, double t, D3 q) {
+    D3 g = normal_of_unit(s, v3(t * v.x - q.x, t * v.y - q.y, t * v.z - q.z));
+    D3 n;
+    if (!dnormalize(g, n)) {
+        if (!dnormalize(dcross(vsub(c1, c0), vsub(c2, c0)), n)) n = v3(0.0, 0.0, 1.0);
+    }
+    return Hit{t, from_unit(s, q), n};
+}
+
+__device__ bool sweep_ellipsoid_triangle(const Shape& s, D3 c0, D3 c1, D3 c2, D3 motion, Hit& out) {
+    D3 p[3] = {to_unit(s, c0), to_unit(s, c1), to_unit(s, c2)};
+    D3 v = to_unit(s, motion);
+    TriPoint<double> start = closest_point_triangle(v3(0.0, 0.0, 0.0), p[0], p[1], p[2]);
+    if (start.d2 < 1.0) {
+        out = sweep_hit(s, c0, c1, c2, v, 0.0, start.p);
+        return true;
+    }
+    D3 face;
+    if (dnormalize(dcross(vsub(p[1], p[0]), vsub(p[2], p[0])), face)) {
+        D3 n = face;
+        double dist = -vdot(n, p[0]);
+        if (dist < 0.0) {
+            n = dneg(n);
+            dist = -dist;
+        }
+        double nv = vdot(n, v);
+        if (dist >= 1.0) {
+            if (!(nv < 0.0)) return false;
+            double t0 = (1.0 - dist) / nv;
+            if (t0 > 1.0) return false;
+            D3 q = v3(t0 * v.x - n.x, t0 * v.y - n.y, t0 * v.z - n.z);
+            bool inside = true;
+            for (int k = 0; k < 3; k++) {
+                D3 st = p[k], e = p[(k + 1) % 3];
+                inside = inside && vdot(dcross(vsub(e, st), vsub(q, st)), face) >= 0.0;
+            }
+            if (inside) {
+                out = sweep_hit(s, c0, c1, c2, v, t0, q);
+                return true;
+            }
+        }
+    }
+    double vv = vdot(v, v);
+    bool found = false;
+    double bt = 0.0;
+    D3 bq = v3(0.0, 0.0, 0.0);
+    for (int k = 0; k < 3; k++) {
+        D3 c = p[k];
+        double t_max = found ? bt : 1.0, t;
+        if (lowest_root(vv, -2.0 * vdot(v, c), vdot(c, c) - 1.0, t_max, t)) {
+            if (!found || t < bt) {
+                found = true;
+                bt = t;
+                bq = c;
+            }
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        D3 st = p[k], e = p[(k + 1) % 3];
+        D3 edge = vsub(e, st);
+        double ee = vdot(edge, edge), ev = vdot(edge, v), es = vdot(edge, st);
+        if (ee == 0.0) continue;
+        double a = ee * -vv + ev * ev;
+        double b = ee * (2.0 * vdot(v, st)) - 2.0 * ev * es;
+        double c = ee * (1.0 - vdot(st, st)) + es * es;
+        double t_max = found ? bt : 1.0, t;
+        if (lowest_root(a, b, c, t_max, t)) {
+            double f = (ev * t - es) / ee;
+            if (f >= 0.0 && f <= 1.0 && (!found || t < bt)) {
+                found = true;
+                bt = t;
+                bq = v3(st.x + f * edge.x, st.y + f * edge.y, st.z + f * edge.z);
+            }
+        }
+    }
+    if (found) out = sweep_hit(s, c0, c1, c2, v, bt, bq);
+    return found;
+}
+
+// hash_grid.rs
+__device__ __forceinline__ u64 cell_key(int x, int y, int z) {
+    return ((u64)((long long)x + CELL_LIMIT) << (2 * CELL_BITS)) | ((u64)((long long)y + CELL_LIMIT) << CELL_BITS) |
+           (u64)((long long)z + CELL_LIMIT);
+}
+__device__ __forceinline__ u32 bucket_of(u64 h, u64 mask) {
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return (u32)(h & mask);
+}
+// CellRange::of_box for one coordinate; false when beyond the key range.
+__device__ __forceinline__ bool cell_of(double x, double cell_size, int& c) {
+    double f = floor(x / cell_size);
+    if (!(fabs(f) < (double)(CELL_LIMIT - 1))) return false;
+    c = (int)f;
+    return true;
+}
+
+struct HashGridView {
+    const u32* start;
+    const u64* keys;
+    const u32* items;
+    u64 mask;
+};
+
+struct MeshView {
+    const double* corners;  // 9 per triangle
+    const double* lo;       // 3 per triangle
+    const double* hi;
+    const int* lo_cell;     // 3 per triangle
+    HashGridView grid;
+    u32 n;
+};
+
+__device__ __forceinline__ bool boxes_overlap(const double* alo, const double* ahi, const double* blo, const double* bhi) {
+    return alo[0] <= bhi[0] && blo[0] <= ahi[0] && alo[1] <= bhi[1] && blo[1] <= ahi[1] && alo[2] <= bhi[2] &&
+           blo[2] <= ahi[2];
+}
+
+// One thread per body: its shape, widened box and cells; count = cells (0 when not alive).
+extern "C" __global__ void body_boxes(const double* pose, const double* radii, const u32* alive, u32 n,
+                                      double cell_size, double* box, int* cells, u32* count, u32* error) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (!alive[i]) {
+        count[i] = 0;
+        return;
+    }
+    const double* p = pose + 7 * (u64)i;
+    Shape s = make_shape(v3(radii[3 * i], radii[3 * i + 1], radii[3 * i + 2]), p[3], p[4], p[5], p[6]);
+    D3 h = half_extents(s);
+    h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+    double lo[3] = {p[0] - h.x, p[1] - h.y, p[2] - h.z};
+    double hi[3] = {p[0] + h.x, p[1] + h.y, p[2] + h.z};
+    u64 c = 1;
+    bool ok = true;
+    for (int a = 0; a < 3; a++) {
+        int l = 0, u = 0;
+        ok = ok && cell_of(lo[a], cell_size, l) && cell_of(hi[a], cell_size, u);
+        box[6 * (u64)i + a] = lo[a];
+        box[6 * (u64)i + 3 + a] = hi[a];
+        cells[6 * (u64)i + a] = l;
+        cells[6 * (u64)i + 3 + a] = u;
+        c *= (u64)(u - l + 1);
+    }
+    if (!ok || c > 0x3fffffffull) {
+        atomicMax(error, i + 1);
+        c = 0;
+    }
+    count[i] = (u32)c;
+}
+
+// One thread per body: its (cell key, body) entries at its offset, and each entry's bucket
+// and rank within the bucket.
+extern "C" __global__ void body_entries(const int* cells, const u32* offset, u32 n, u64 mask, u64* entry_key,
+                                        u32* entry_body, u32* entry_bucket, u32* entry_rank, u32* bucket_count) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u32 e = offset[i], end = offset[i + 1];
+    if (e == end) return;
+    const int* c = cells + 6 * (u64)i;
+    for (int z = c[2]; z <= c[5]; z++)
+        for (int y = c[1]; y <= c[4]; y++)
+            for (int x = c[0]; x <= c[3]; x++) {
+                u64 key = cell_key(x, y, z);
+                u32 b = bucket_of(key, mask);
+                entry_key[e] = key;
+                entry_body[e] = i;
+                entry_bucket[e] = b;
+                entry_rank[e] = atomicAdd(&bucket_count[b], 1u);
+                e++;
+            }
+}
+
+extern "C" __global__ void grid_fill(const u64* entry_key, const u32* entry_body, const u32* entry_bucket,
+                                     const u32* entry_rank, u32 n, const u32* start, u64* keys, u32* items) {
+    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    u32 at = start[entry_bucket[e]] + entry_rank[e];
+    keys[at] = entry_key[e];
+    items[at] = entry_body[e];
+}
+
+__device__ __forceinline__ void push_contact(u32* count, u32 capacity, u64 key, D3 normal, double depth, D3 point,
+                                             u64* out_key, u32* out_index, double* out) {
+    u32 at = atomicAdd(count, 1u);
+    if (at >= capacity) return;
+    out_key[at] = key;
+    out_index[at] = at;
+    double* o = out + 7 * (u64)at;
+    o[0] = normal.x;
+    o[1] = normal.y;
+    o[2] = normal.z;
+    o[3] = depth;
+    o[4] = point.x;
+    o[5] = point.y;
+    o[6] = point.z;
+}
+
+// One thread per (body, cell) entry: the pairs this cell owns. Contact keys are
+// body·(triangles + bodies) + other (+ triangles for a body), so sorting them gives
+// (body, kind, other) order.
+extern "C" __global__ void collide_entries(const u64* entry_key, const u32* entry_body, u32 entries,
+                                           const double* pose, const double* radii, const u32* layer,
+                                           const u32* mask, const double* box, const int* cells, HashGridView bodies,
+                                           MeshView mesh, u32 mesh_layer, u32 n_bodies, u32* count, u32 capacity,
+                                           u64* out_key, u32* out_index, double* out) {
+    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= entries) return;
+    u32 i = entry_body[e];
+    u64 key = entry_key[e];
+    int cx = (int)((long long)(key >> (2 * CELL_BITS)) - CELL_LIMIT);
+    int cy = (int)((long long)((key >> CELL_BITS) & ((1ull << CELL_BITS) - 1)) - CELL_LIMIT);
+    int cz = (int)((long long)(key & ((1ull << CELL_BITS) - 1)) - CELL_LIMIT);
+    const double* p = pose + 7 * (u64)i;
+    D3 c = v3(p[0], p[1], p[2]);
+    Shape s = make_shape(v3(radii[3 * i], radii[3 * i + 1], radii[3 * i + 2]), p[3], p[4], p[5], p[6]);
+    const double* blo = box + 6 * (u64)i;
+    const double* bhi = blo + 3;
+    const int* lc = cells + 6 * (u64)i;
+    u64 stride = (u64)mesh.n + n_bodies;
+    if (mesh.n > 0 && (mask[i] & mesh_layer) != 0) {
+        u32 b = bucket_of(key, mesh.grid.mask);
+        for (u32 k = mesh.grid.start[b]; k < mesh.grid.start[b + 1]; k++) {
+            if (mesh.grid.keys[k] != key) continue;
+            u32 t = mesh.grid.items[k];
+            const int* tc = mesh.lo_cell + 3 * (u64)t;
+            if (!boxes_overlap(blo, bhi, mesh.lo + 3 * (u64)t, mesh.hi + 3 * (u64)t)) continue;
+            if (cx != max(lc[0], tc[0]) || cy != max(lc[1], tc[1]) || cz != max(lc[2], tc[2])) continue;
+            const double* q = mesh.corners + 9 * (u64)t;
+            Geometry g;
+            if (contact_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), c), vsub(v3(q[3], q[4], q[5]), c),
+                                           vsub(v3(q[6], q[7], q[8]), c), g)) {
+                push_contact(count, capacity, (u64)i * stride + t, g.normal, g.depth, dadd(c, g.point), out_key,
+                             out_index, out);
+            }
+        }
+    }
+    u32 b = bucket_of(key, bodies.mask);
+    for (u32 k = bodies.start[b]; k < bodies.start[b + 1]; k++) {
+        if (bodies.keys[k] != key) continue;
+        u32 o = bodies.items[k];
+        if (o <= i) continue;
+        if (!((layer[i] & mask[o]) != 0 && (layer[o] & mask[i]) != 0)) continue;
+        const double* olo = box + 6 * (u64)o;
+        const int* oc = cells + 6 * (u64)o;
+        if (!boxes_overlap(blo, bhi, olo, olo + 3)) continue;
+        if (cx != max(lc[0], oc[0]) || cy != max(lc[1], oc[1]) || cz != max(lc[2], oc[2])) continue;
+        const double* po = pose + 7 * (u64)o;
+        Shape so = make_shape(v3(radii[3 * o], radii[3 * o + 1], radii[3 * o + 2]), po[3], po[4], po[5], po[6]);
+        Geometry g;
+        if (contact_ellipsoid_ellipsoid(s, so, vsub(v3(po[0], po[1], po[2]), c), g)) {
+            push_contact(count, capacity, (u64)i * stride + mesh.n + o, g.normal, g.depth, dadd(c, g.point), out_key,
+                         out_index, out);
+        }
+    }
+}
+
+extern "C" __global__ void gather_contacts(const u32* index, u32 n, const double* in, double* out) {
+    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    const double* s = in + 7 * (u64)index[j];
+    double* d = out + 7 * (u64)j;
+    for (int k = 0; k < 7; k++) d[k] = s[k];
+}
+
+// One thread per sweep (13 values: radii, quaternion, from, to): the first triangle it
+// touches, ties by smaller id (cpu/collide.rs::sweeps). out: toi, point, normal (7 values).
+extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cell_size, MeshView mesh, u32* out_tri,
+                                         double* out, u32* error) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double* w = sweeps + 13 * (u64)i;
+    Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
+    D3 from = v3(w[7], w[8], w[9]), to = v3(w[10], w[11], w[12]);
+    D3 h = half_extents(s);
+    h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+    double lo[3] = {t_min(from.x - h.x, to.x - h.x), t_min(from.y - h.y, to.y - h.y), t_min(from.z - h.z, to.z - h.z)};
+    double hi[3] = {t_max(from.x + h.x, to.x + h.x), t_max(from.y + h.y, to.y + h.y), t_max(from.z + h.z, to.z + h.z)};
+    int lc[3], hc[3];
+    for (int a = 0; a < 3; a++) {
+        if (!cell_of(lo[a], cell_size, lc[a]) || !cell_of(hi[a], cell_size, hc[a])) {
+            atomicMax(error, i + 1);
+            return;
+        }
+    }
+    D3 motion = vsub(to, from);
+    bool found = false;
+    u32 best_t = NO_ID;
+    Hit best;
+    for (int z = lc[2]; z <= hc[2]; z++)
+        for (int y = lc[1]; y <= hc[1]; y++)
+            for (int x = lc[0]; x <= hc[0]; x++) {
+                u64 key = cell_key(x, y, z);
+                u32 b = bucket_of(key, mesh.grid.mask);
+                for (u32 k = mesh.grid.start[b]; k < mesh.grid.start[b + 1]; k++) {
+                    if (mesh.grid.keys[k] != key) continue;
+                    u32 t = mesh.grid.items[k];
+                    const int* tc = mesh.lo_cell + 3 * (u64)t;
+                    if (!boxes_overlap(lo, hi, mesh.lo + 3 * (u64)t, mesh.hi + 3 * (u64)t)) continue;
+                    if (x != max(lc[0], tc[0]) || y != max(lc[1], tc[1]) || z != max(lc[2], tc[2])) continue;
+                    const double* q = mesh.corners + 9 * (u64)t;
+                    Hit hit;
+                    if (sweep_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), from), vsub(v3(q[3], q[4], q[5]), from),
+                                                 vsub(v3(q[6], q[7], q[8]), from), motion, hit)) {
+                        if (!found || hit.toi < best.toi || (hit.toi == best.toi && t < best_t)) {
+                            found = true;
+                            best = hit;
+                            best_t = t;
+                        }
+                    }
+                }
+            }
+    out_tri[i] = best_t;
+    double* o = out + 7 * (u64)i;
+    if (found) {
+        D3 pt = dadd(from, best.point);
+        o[0] = best.toi;
+        o[1] = pt.x;
+        o[2] = pt.y;
+        o[3] = pt.z;
+        o[4] = best.normal.x;
+        o[5] = best.normal.y;
+        o[6] = best.normal.z;
+    }
+}

@@ -1,0 +1,449 @@
+//! The collision world against brute-force references: every narrow-phase routine checked
+//! by independent means (sampling, analytic cases), and the broad phase checked against all
+//! pairs on random scenes of several shapes.
+
+use nearkit::collide::ellipsoid::{dot, sub, Shape, V3};
+use nearkit::collide::scene::{heightfield, Scene};
+use nearkit::collide::{
+    contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, sweep_ellipsoid_triangle, Body, BodyId, Collider, Contact,
+    ContactKind, Sweep, SweepResult, World,
+};
+use nearkit::{Device, Mesh, Points};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+
+fn rng(seed: u64) -> Pcg64 {
+    Pcg64::seed_from_u64(seed)
+}
+
+fn random_shape(r: &mut Pcg64, lo: f64, hi: f64) -> Shape {
+    let radii = [r.random_range(lo..hi), r.random_range(lo..hi), r.random_range(lo..hi)];
+    let q =
+        [r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), r.random_range(-1.0..1.0)];
+    Shape::new(radii, q)
+}
+
+/// (x − c)ᵀΣ⁻¹(x − c) for offset d: < 1 inside.
+fn metric(s: &Shape, d: V3) -> f64 {
+    let u = s.to_unit(d);
+    dot(u, u)
+}
+
+fn triangle_samples(c: [V3; 3], n: usize) -> Vec<V3> {
+    let mut out = Vec::new();
+    for i in 0..=n {
+        for j in 0..=n - i {
+            let (u, v) = (i as f64 / n as f64, j as f64 / n as f64);
+            out.push(std::array::from_fn(|a| c[0][a] + (c[1][a] - c[0][a]) * u + (c[2][a] - c[0][a]) * v));
+        }
+    }
+    out
+}
+
+#[test]
+fn sphere_on_a_triangle_has_the_analytic_contact() {
+    let s = Shape::new([0.5; 3], [0.0, 0.0, 0.0, 1.0]);
+    let tri = [[-3.0, -3.0, -0.3], [3.0, -3.0, -0.3], [0.0, 3.0, -0.3]];
+    let g = contact_ellipsoid_triangle(&s, tri).expect("overlap");
+    assert!((g.depth - 0.2).abs() < 1e-12, "{g:?}");
+    assert!((g.normal[2] - 1.0).abs() < 1e-12 && g.normal[0].abs() < 1e-12, "{g:?}");
+    assert!((g.point[2] + 0.3).abs() < 1e-12, "{g:?}");
+    // Touching is not overlapping; just apart is apart.
+    let touching = tri.map(|p| [p[0], p[1], -0.5]);
+    assert!(contact_ellipsoid_triangle(&s, touching).is_none());
+}
+
+#[test]
+fn ellipsoid_triangle_contacts_agree_with_sampling() {
+    let mut r = rng(1);
+    let (mut hits, mut misses) = (0, 0);
+    for case in 0..3000 {
+        let s = random_shape(&mut r, 0.2, 2.0);
+        let scale = if case % 3 == 0 { 0.3 } else { 3.0 };
+        let tri: [V3; 3] = std::array::from_fn(|_| std::array::from_fn(|_| r.random_range(-scale..scale)));
+        let samples = triangle_samples(tri, 40);
+        let best = samples.iter().map(|p| metric(&s, *p)).fold(f64::INFINITY, f64::min);
+        match contact_ellipsoid_triangle(&s, tri) {
+            Some(g) => {
+                hits += 1;
+                let m = metric(&s, g.point);
+                assert!(m < 1.0 + 1e-9, "case {case}: contact point outside the body ({m})");
+                assert!(m <= best + 1e-9, "case {case}: a sampled point is deeper ({best} < {m})");
+                let on = nearkit::closest_point_triangle::closest_point_triangle(g.point, tri[0], tri[1], tri[2]);
+                assert!(on.d2 < 1e-18, "case {case}: contact point off the triangle");
+                assert!(g.depth > -1e-12, "case {case}: negative depth {}", g.depth);
+                assert!((dot(g.normal, g.normal) - 1.0).abs() < 1e-12);
+                // Moving the body by depth along the normal leaves the point on or outside it.
+                let moved = sub(g.point, [g.normal[0] * g.depth, g.normal[1] * g.depth, g.normal[2] * g.depth]);
+                assert!(metric(&s, moved) > 1.0 - 1e-6, "case {case}: depth does not separate");
+            }
+            None => {
+                misses += 1;
+                assert!(best >= 1.0 - 1e-12, "case {case}: a sampled triangle point is inside ({best})");
+            }
+        }
+    }
+    assert!(hits > 300 && misses > 300, "{hits} hits, {misses} misses");
+}
+
+#[test]
+fn spheres_have_the_analytic_contact() {
+    let (a, b) = (Shape::new([1.0; 3], [0.0, 0.0, 0.0, 1.0]), Shape::new([0.5; 3], [0.3, 0.1, 0.0, 1.0]));
+    let g = contact_ellipsoid_ellipsoid(&a, &b, [1.2, 0.0, 0.0]).expect("overlap");
+    assert!((g.depth - 0.3).abs() < 1e-9, "{g:?}");
+    assert!((g.normal[0] + 1.0).abs() < 1e-9, "{g:?}");
+    // 1.2 · 1 / (1 + 0.5); λ is found to about √ε (F is flat at its maximum).
+    assert!((g.point[0] - 0.8).abs() < 1e-7, "{g:?}");
+    assert!(contact_ellipsoid_ellipsoid(&a, &b, [1.5, 0.0, 0.0]).is_none(), "touching");
+    assert!(contact_ellipsoid_ellipsoid(&a, &b, [1.5000001, 0.0, 0.0]).is_none());
+    assert!(contact_ellipsoid_ellipsoid(&a, &b, [1.4999999, 0.0, 0.0]).is_some());
+}
+
+/// Points on an ellipsoid's surface (offsets from its center).
+fn surface(s: &Shape, n: usize) -> Vec<V3> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let z = -1.0 + (2.0 * i as f64 + 1.0) / n as f64;
+        let phi = i as f64 * 2.399_963_229_728_653;
+        let rr = (1.0 - z * z).sqrt();
+        out.push(s.from_unit([rr * phi.cos(), rr * phi.sin(), z]));
+    }
+    out
+}
+
+#[test]
+fn ellipsoid_pairs_agree_with_sampling() {
+    let mut r = rng(2);
+    let (mut hits, mut misses) = (0, 0);
+    for case in 0..2000 {
+        let a = random_shape(&mut r, 0.2, 2.0);
+        let b = random_shape(&mut r, 0.2, 2.0);
+        let rv: V3 = std::array::from_fn(|_| r.random_range(-3.0..3.0));
+        let got = contact_ellipsoid_ellipsoid(&a, &b, rv);
+        let back = contact_ellipsoid_ellipsoid(&b, &a, [-rv[0], -rv[1], -rv[2]]);
+        assert_eq!(got.is_some(), back.is_some(), "case {case}: asymmetric");
+        match got {
+            Some(g) => {
+                hits += 1;
+                assert!(metric(&a, g.point) < 1.0 + 1e-9, "case {case}: point outside a");
+                assert!(metric(&b, sub(g.point, rv)) < 1.0 + 1e-9, "case {case}: point outside b");
+                assert!(g.depth > 0.0, "case {case}: depth {}", g.depth);
+                // The depth along the normal separates them: a's support plane meets b's.
+                let n = [-g.normal[0], -g.normal[1], -g.normal[2]];
+                let gap = dot(n, rv) - a.support(n) - b.support(n);
+                assert!((gap + g.depth).abs() < 1e-9, "case {case}");
+            }
+            None => {
+                misses += 1;
+                let inside = surface(&a, 4000).into_iter().any(|p| metric(&b, sub(p, rv)) < 1.0 - 1e-9);
+                assert!(!inside, "case {case}: a point of a is inside b");
+            }
+        }
+    }
+    assert!(hits > 200 && misses > 200, "{hits} hits, {misses} misses");
+}
+
+fn flat_triangle() -> [V3; 3] {
+    [[-10.0, -10.0, 0.0], [10.0, -10.0, 0.0], [0.0, 10.0, 0.0]]
+}
+
+#[test]
+fn sweeps_hit_faces_edges_corners_and_start_in_contact() {
+    let s = Shape::new([1.0; 3], [0.0, 0.0, 0.0, 1.0]);
+    let at = |c: V3, tri: [V3; 3]| tri.map(|p| sub(p, c));
+    // Falling onto the face.
+    let h = sweep_ellipsoid_triangle(&s, at([0.0, 0.0, 5.0], flat_triangle()), [0.0, 0.0, -10.0]).unwrap();
+    assert!((h.toi - 0.4).abs() < 1e-12 && (h.normal[2] - 1.0).abs() < 1e-12, "{h:?}");
+    assert!((h.point[2] + 5.0).abs() < 1e-12, "{h:?}");
+    // Too short to reach it, and moving away.
+    assert!(sweep_ellipsoid_triangle(&s, at([0.0, 0.0, 5.0], flat_triangle()), [0.0, 0.0, -3.9]).is_none());
+    assert!(sweep_ellipsoid_triangle(&s, at([0.0, 0.0, 5.0], flat_triangle()), [0.0, 0.0, 3.0]).is_none());
+    // Grazing: gliding at height exactly 1 touches without overlapping.
+    assert!(sweep_ellipsoid_triangle(&s, at([-20.0, 0.0, 1.0], flat_triangle()), [40.0, 0.0, 0.0]).is_none());
+    // Edge: moving in the triangle's plane towards its edge y = 0.
+    let tri = [[0.0, 0.0, 0.0], [10.0, 0.0, 0.0], [0.0, 10.0, 0.0]];
+    let h = sweep_ellipsoid_triangle(&s, at([5.0, -5.0, 0.0], tri), [0.0, 10.0, 0.0]).unwrap();
+    assert!((h.toi - 0.4).abs() < 1e-12, "{h:?}");
+    assert!((h.point[0] - 0.0).abs() < 1e-12 && (h.point[1] - 5.0).abs() < 1e-12, "{h:?}");
+    assert!((h.normal[1] + 1.0).abs() < 1e-12, "{h:?}");
+    // Corner: straight at (0, 0, 0) from the far side.
+    let h = sweep_ellipsoid_triangle(&s, at([-5.0, -5.0, 0.0], tri), [10.0, 10.0, 0.0]).unwrap();
+    let want = (50f64.sqrt() - 1.0) / 200f64.sqrt();
+    assert!((h.toi - want).abs() < 1e-12, "{h:?} want {want}");
+    assert!((h.point[0] - 5.0).abs() < 1e-12 && (h.point[1] - 5.0).abs() < 1e-12, "{h:?}");
+    // Starting in contact.
+    let h = sweep_ellipsoid_triangle(&s, at([1.0, 1.0, 0.5], tri), [0.0, 0.0, 5.0]).unwrap();
+    assert_eq!(h.toi, 0.0);
+    assert!((h.normal[2] - 1.0).abs() < 1e-12, "{h:?}");
+    // A degenerate (segment) triangle is hit on its edge.
+    let seg = [[0.0, 0.0, 0.0], [10.0, 0.0, 0.0], [5.0, 0.0, 0.0]];
+    let h = sweep_ellipsoid_triangle(&s, at([5.0, 0.0, 5.0], seg), [0.0, 0.0, -10.0]).unwrap();
+    assert!((h.toi - 0.4).abs() < 1e-12, "{h:?}");
+}
+
+/// First overlap time by bisection of the static overlap test (the motion is checked at
+/// fine steps first, so a brief pass-through is not missed).
+fn first_overlap(s: &Shape, tri: [V3; 3], motion: V3) -> Option<f64> {
+    let overlaps = |t: f64| {
+        let c = [motion[0] * t, motion[1] * t, motion[2] * t];
+        contact_ellipsoid_triangle(s, tri.map(|p| sub(p, c))).is_some()
+    };
+    let steps = 4000;
+    let k = (0..=steps).find(|&k| overlaps(k as f64 / steps as f64))?;
+    if k == 0 {
+        return Some(0.0);
+    }
+    let (mut lo, mut hi) = ((k - 1) as f64 / steps as f64, k as f64 / steps as f64);
+    for _ in 0..60 {
+        let m = 0.5 * (lo + hi);
+        if overlaps(m) {
+            hi = m;
+        } else {
+            lo = m;
+        }
+    }
+    Some(hi)
+}
+
+#[test]
+fn ellipsoid_sweeps_agree_with_bisection() {
+    let mut r = rng(3);
+    let (mut hits, mut misses) = (0, 0);
+    for case in 0..1500 {
+        let s = random_shape(&mut r, 0.3, 1.5);
+        let tri: [V3; 3] = std::array::from_fn(|_| std::array::from_fn(|_| r.random_range(-3.0..3.0)));
+        let start: V3 = std::array::from_fn(|_| r.random_range(-5.0..5.0));
+        // Aimed near the triangle's centroid, so that about half of them hit.
+        let aim: V3 = std::array::from_fn(|a| (tri[0][a] + tri[1][a] + tri[2][a]) / 3.0 + r.random_range(-3.0..3.0));
+        let reach = r.random_range(0.3..1.6);
+        let motion: V3 = std::array::from_fn(|a| (aim[a] - start[a]) * reach);
+        let rel = tri.map(|p| sub(p, start));
+        let got = sweep_ellipsoid_triangle(&s, rel, motion);
+        let want = first_overlap(&s, rel, motion);
+        match (got, want) {
+            (Some(h), Some(t)) => {
+                hits += 1;
+                assert!((h.toi - t).abs() < 1e-6, "case {case}: toi {} vs bisection {t}", h.toi);
+                let c = [motion[0] * h.toi, motion[1] * h.toi, motion[2] * h.toi];
+                assert!((metric(&s, sub(h.point, c)) - 1.0).abs() < 1e-6 || h.toi == 0.0, "case {case}");
+            }
+            (None, None) => misses += 1,
+            // A sweep that only touches (or grazes within rounding) may be seen by one side.
+            (Some(h), None) => {
+                let c = [motion[0] * h.toi, motion[1] * h.toi, motion[2] * h.toi];
+                let m = contact_ellipsoid_triangle(&s, rel.map(|p| sub(p, c)));
+                assert!(m.is_none_or(|g| g.depth < 1e-6), "case {case}: hit {h:?} but no overlap");
+            }
+            (None, Some(t)) => panic!("case {case}: missed an overlap at t = {t}"),
+        }
+    }
+    assert!(hits > 200 && misses > 200, "{hits} hits, {misses} misses");
+}
+
+/// Every contact by testing every body against every triangle and every other body.
+fn brute_contacts(world: &World) -> Vec<Contact> {
+    let b = world.bodies();
+    let mut out = Vec::new();
+    for i in 0..b.len() {
+        if !b.alive[i] {
+            continue;
+        }
+        let (c, s) = (b.center[i], b.shape(i));
+        if let Some(m) = world.mesh().filter(|_| b.mask[i] & world.mesh_layer() != 0) {
+            for (t, corners) in m.corners.iter().enumerate() {
+                if let Some(g) = contact_ellipsoid_triangle(&s, corners.map(|p| sub(p, c))) {
+                    let point = [c[0] + g.point[0], c[1] + g.point[1], c[2] + g.point[2]];
+                    out.push(Contact {
+                        body: i as u32,
+                        kind: ContactKind::Triangle,
+                        other: t as u32,
+                        normal: g.normal,
+                        depth: g.depth,
+                        point,
+                    });
+                }
+            }
+        }
+        for o in i + 1..b.len() {
+            let meet = (b.layer[i] & b.mask[o]) != 0 && (b.layer[o] & b.mask[i]) != 0;
+            if !b.alive[o] || !meet {
+                continue;
+            }
+            if let Some(g) = contact_ellipsoid_ellipsoid(&s, &b.shape(o), sub(b.center[o], c)) {
+                let point = [c[0] + g.point[0], c[1] + g.point[1], c[2] + g.point[2]];
+                out.push(Contact {
+                    body: i as u32,
+                    kind: ContactKind::Body,
+                    other: o as u32,
+                    normal: g.normal,
+                    depth: g.depth,
+                    point,
+                });
+            }
+        }
+    }
+    out
+}
+
+fn random_world(seed: u64, shape: &str) -> World {
+    let mut r = rng(seed);
+    let cell = if shape == "big cells" { 7.5 } else { 1.0 };
+    let mut world = World::new(cell).unwrap();
+    let n = 24;
+    let heights: Vec<f64> = (0..n * n).map(|_| r.random_range(-1.0..1.0)).collect();
+    world.set_mesh(&heightfield(&heights, n, n, 0.8)).unwrap();
+    let count = 600;
+    for i in 0..count {
+        let (lo, hi) = match shape {
+            "big bodies" if i % 10 == 0 => (1.0, 4.0),
+            _ => (0.1, 0.9),
+        };
+        let center: V3 = match shape {
+            "clustered" => {
+                let k = (i % 5) as f64 * 4.0;
+                [k + r.random_range(-1.0..1.0), k + r.random_range(-1.0..1.0), r.random_range(-1.0..1.0)]
+            }
+            "duplicates" => [(i % 40) as f64 * 0.45, (i % 40) as f64 * 0.4, 0.2],
+            _ => [r.random_range(-1.0..19.0), r.random_range(-1.0..19.0), r.random_range(-2.0..2.0)],
+        };
+        let mut body = Body::ellipsoid(
+            center,
+            [r.random_range(lo..hi), r.random_range(lo..hi), r.random_range(lo..hi)],
+            [r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), 1.0],
+        );
+        if shape == "layers" {
+            body = body.with_layers(1 << (i % 3), if i % 4 == 0 { 0b110 } else { u32::MAX });
+        }
+        world.add_body(body).unwrap();
+    }
+    if shape == "layers" {
+        world.set_mesh_layer(0b100);
+    }
+    if shape == "removed" {
+        for i in (0..count).step_by(3) {
+            world.remove_body(BodyId(i as u32)).unwrap();
+        }
+    }
+    world
+}
+
+const SHAPES: [&str; 7] = ["uniform", "clustered", "duplicates", "big bodies", "big cells", "layers", "removed"];
+
+#[test]
+fn world_contacts_equal_all_pairs() {
+    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    for (k, shape) in SHAPES.iter().enumerate() {
+        let world = random_world(10 + k as u64, shape);
+        let got = cpu.contacts(&world).unwrap();
+        let want = brute_contacts(&world);
+        assert!(want.len() > 50, "{shape}: only {} contacts", want.len());
+        assert!(want.iter().any(|c| c.kind == ContactKind::Body), "{shape}: no body pairs");
+        assert_eq!(got.len(), want.len(), "{shape}: contact count");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g, w, "{shape}");
+        }
+    }
+}
+
+#[test]
+fn world_sweeps_equal_all_triangles() {
+    let world = random_world(20, "uniform");
+    let m = world.mesh().unwrap();
+    let mut r = rng(21);
+    let sweeps: Vec<Sweep> = (0..400)
+        .map(|_| {
+            let from: V3 = [r.random_range(0.0..18.0), r.random_range(0.0..18.0), r.random_range(1.5..4.0)];
+            let to: V3 =
+                [from[0] + r.random_range(-4.0..4.0), from[1] + r.random_range(-4.0..4.0), r.random_range(-3.0..1.0)];
+            Sweep { radii: [0.3, 0.6, 0.4], orientation: [0.1, 0.2, 0.0, 1.0], from, to }
+        })
+        .collect();
+    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let got = cpu.sweeps(&world, &sweeps).unwrap();
+    let mut hits = 0;
+    for (s, g) in sweeps.iter().zip(&got) {
+        let shape = Shape::new(s.radii, s.orientation);
+        let mut best: Option<SweepResult> = None;
+        for (t, c) in m.corners.iter().enumerate() {
+            if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
+                if best.is_none_or(|b| h.toi < b.toi) {
+                    let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
+                    best = Some(SweepResult { toi: h.toi, triangle: t as u32, point, normal: h.normal });
+                }
+            }
+        }
+        assert_eq!(*g, best);
+        hits += g.is_some() as usize;
+    }
+    assert!(hits > 100, "{hits} hits");
+}
+
+#[test]
+fn a_world_100_km_away_keeps_millimetres() {
+    let scene = Scene::crater(300, 5);
+    let near = scene.world(1.0).unwrap();
+    let shift = [100_000.0, -100_000.0, 2_000.0];
+    let mut far_mesh = scene.mesh.clone();
+    for (col, s) in
+        [&mut far_mesh.vertices.x, &mut far_mesh.vertices.y, &mut far_mesh.vertices.z].into_iter().zip(shift)
+    {
+        col.iter_mut().for_each(|v| *v += s);
+    }
+    let mut far = World::new(1.0).unwrap();
+    far.set_mesh(&far_mesh).unwrap();
+    for b in &scene.bodies {
+        far.add_body(Body { center: [b.center[0] + shift[0], b.center[1] + shift[1], b.center[2] + shift[2]], ..*b })
+            .unwrap();
+    }
+    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let (a, b) = (cpu.contacts(&near).unwrap(), cpu.contacts(&far).unwrap());
+    assert!(a.len() > 100);
+    // Grid cells differ by the shift, so a pair at the edge of overlap could differ; none do here.
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.order_key(), y.order_key());
+        for k in 0..3 {
+            assert!((x.point[k] + shift[k] - y.point[k]).abs() < 1e-6, "{x:?} vs {y:?}");
+        }
+        assert!((x.depth - y.depth).abs() < 1e-6);
+    }
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let mut world = World::new(1.0).unwrap();
+    assert!(World::new(0.0).is_err());
+    let e = world.add_body(Body::sphere([f64::NAN, 0.0, 0.0], 1.0)).unwrap_err().to_string();
+    assert!(e.contains("not finite"), "{e}");
+    let e = world.add_body(Body::sphere([0.0; 3], 0.0)).unwrap_err().to_string();
+    assert!(e.contains("positive"), "{e}");
+    let e = world.add_body(Body::ellipsoid([0.0; 3], [1.0; 3], [0.0; 4])).unwrap_err().to_string();
+    assert!(e.contains("quaternion"), "{e}");
+    let a = world.add_body(Body::sphere([0.0; 3], 1.0)).unwrap();
+    let b = world.add_body(Body::sphere([1.0, 0.0, 0.0], 1.0)).unwrap();
+    world.remove_body(a).unwrap();
+    assert!(world.remove_body(a).is_err());
+    assert!(world.set_pose(a, [0.0; 3], [0.0, 0.0, 0.0, 1.0]).is_err());
+    assert_eq!(world.add_body(Body::sphere([0.5, 0.0, 0.0], 1.0)).unwrap(), a, "the freed id is reused");
+    world.set_pose(b, [2.0e9, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]).unwrap();
+    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let e = cpu.contacts(&world).unwrap_err().to_string();
+    assert!(e.contains("larger cells"), "{e}");
+    let empty = Mesh::<f64> { vertices: Points::default(), triangles: vec![] };
+    assert!(world.set_mesh(&empty).is_err());
+}
+
+#[test]
+fn integrate_moves_bodies_by_their_velocity() {
+    let mut world = World::new(1.0).unwrap();
+    let a = world.add_body(Body::sphere([0.0; 3], 0.5)).unwrap();
+    let b = world.add_body(Body::sphere([3.0, 0.0, 0.0], 0.5)).unwrap();
+    world.set_velocity(a, [1.0, 0.0, 0.0]).unwrap();
+    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    assert!(cpu.contacts(&world).unwrap().is_empty());
+    world.integrate(2.5);
+    let c = cpu.contacts(&world).unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!((c[0].body, c[0].other), (a.0, b.0));
+    assert!((c[0].depth - 0.5).abs() < 1e-9);
+}
