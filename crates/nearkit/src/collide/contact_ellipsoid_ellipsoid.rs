@@ -10,9 +10,9 @@
 use super::contact_ellipsoid_triangle::ContactGeometry;
 use super::ellipsoid::{dot, normalize, Shape, V3};
 
-/// Golden-section steps: the bracket shrinks to 0.618^64 ≈ 4·10⁻¹⁴ of [0, 1], and F is flat
-/// (quadratic) at its maximum, so the maximum is found to the last bits of an f64.
-const STEPS: usize = 64;
+/// At most this many safeguarded Newton steps; they stop early once λ stops moving, which
+/// takes about five from the first guess.
+const STEPS: usize = 24;
 
 /// G(λ)⁻¹·r for symmetric G = (xx, yy, zz, xy, xz, yz), by the adjugate.
 #[inline(always)]
@@ -51,6 +51,16 @@ fn contact_function(sa: &[f64; 6], sb: &[f64; 6], r: V3, l: f64) -> f64 {
     l * (1.0 - l) * dot(r, x)
 }
 
+/// M·x for symmetric M = (xx, yy, zz, xy, xz, yz).
+#[inline(always)]
+fn sym_mul(m: &[f64; 6], x: V3) -> V3 {
+    [
+        m[0] * x[0] + m[3] * x[1] + m[4] * x[2],
+        m[3] * x[0] + m[1] * x[1] + m[5] * x[2],
+        m[4] * x[0] + m[5] * x[1] + m[2] * x[2],
+    ]
+}
+
 /// The contact of ellipsoid `a` with ellipsoid `b`, whose center is at offset `r` from a's,
 /// seen from `a` (normal moves `a` away; point is an offset from a's center); `None` when they
 /// do not overlap. The depth is the overlap of the two along the normal,
@@ -61,41 +71,47 @@ pub fn contact_ellipsoid_ellipsoid(a: &Shape, b: &Shape, r: V3) -> Option<Contac
         return None;
     }
     let (sa, sb) = (a.sigma(), b.sigma());
-    // Golden-section search for the maximum of the concave F on [0, 1].
-    let inv_phi = 0.618_033_988_749_894_9;
-    let (mut lo, mut hi) = (0.0f64, 1.0f64);
-    let mut x1 = hi - inv_phi * (hi - lo);
-    let mut x2 = lo + inv_phi * (hi - lo);
-    let mut f1 = contact_function(&sa, &sb, r, x1);
-    let mut f2 = contact_function(&sa, &sb, r, x2);
-    for _ in 0..STEPS {
-        if f1 < f2 {
-            lo = x1;
-            x1 = x2;
-            f1 = f2;
-            x2 = lo + inv_phi * (hi - lo);
-            f2 = contact_function(&sa, &sb, r, x2);
-        } else {
-            hi = x2;
-            x2 = x1;
-            f2 = f1;
-            x1 = hi - inv_phi * (hi - lo);
-            f1 = contact_function(&sa, &sb, r, x1);
-        }
+    // First guess: the optimum for two spheres with the bodies' reach along r. F(λ) ≥ 1 at
+    // any λ proves the bodies apart, which settles most candidate pairs with one solve.
+    let (ha, hb) = (a.support(r), b.support(r));
+    let mut l = if ha + hb > 0.0 { ha / (ha + hb) } else { 0.5 };
+    if !(contact_function(&sa, &sb, r, l) < 1.0) {
+        return None;
     }
-    let l = if f1 < f2 { x2 } else { x1 };
+    // F is concave, so F' falls through zero once on [0, 1]: Newton on F', kept inside the
+    // bracket where F' changes sign, bisecting when a step would leave it. With x = G⁻¹r and
+    // y = (Σb − Σa)·x: F' = (1 − 2λ)·r·x − λ(1 − λ)·x·y and
+    // F'' = −2·r·x − 2(1 − 2λ)·x·y + 2λ(1 − λ)·y·G⁻¹y.
+    let d = [sb[0] - sa[0], sb[1] - sa[1], sb[2] - sa[2], sb[3] - sa[3], sb[4] - sa[4], sb[5] - sa[5]];
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..STEPS {
+        let g = blend(&sa, &sb, l);
+        let x = solve(g, r);
+        let y = sym_mul(&d, x);
+        let (s, q, w) = (dot(r, x), dot(x, y), dot(y, solve(g, y)));
+        let m = l * (1.0 - l);
+        let d1 = (1.0 - 2.0 * l) * s - m * q;
+        let d2 = -2.0 * s - 2.0 * (1.0 - 2.0 * l) * q + 2.0 * m * w;
+        if d1 > 0.0 {
+            lo = l;
+        } else {
+            hi = l;
+        }
+        let step = l - d1 / d2;
+        let next = if d2 < 0.0 && step > lo && step < hi { step } else { 0.5 * (lo + hi) };
+        if next == l || d1 == 0.0 {
+            break;
+        }
+        l = next;
+    }
     let x = solve(blend(&sa, &sb, l), r);
     let f = l * (1.0 - l) * dot(r, x);
     if !(f < 1.0) {
         return None;
     }
-    let m = 1.0 - l;
     // The touching point a + (1 − λ)·Σa·x.
-    let point = [
-        m * (sa[0] * x[0] + sa[3] * x[1] + sa[4] * x[2]),
-        m * (sa[3] * x[0] + sa[1] * x[1] + sa[5] * x[2]),
-        m * (sa[4] * x[0] + sa[5] * x[1] + sa[2] * x[2]),
-    ];
+    let (m, sx) = (1.0 - l, sym_mul(&sa, x));
+    let point = [m * sx[0], m * sx[1], m * sx[2]];
     // x = G⁻¹·r points from a towards b; equal centers leave no direction: use +z.
     let ab = normalize(x).unwrap_or([0.0, 0.0, 1.0]);
     let depth = a.support(ab) + b.support(ab) - dot(ab, r);

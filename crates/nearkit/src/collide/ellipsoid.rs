@@ -43,6 +43,8 @@ pub fn normalize(u: V3) -> Option<V3> {
 pub struct Shape {
     pub rot: [[f64; 3]; 3],
     pub radii: V3,
+    /// S⁻¹·Rᵀ, row by row: world offsets to the unit-ball space, without divisions.
+    pub unit: [[f64; 3]; 3],
 }
 
 /// The rotation of quaternion (x, y, z, w); it need not be of unit length. The identity
@@ -60,7 +62,9 @@ pub fn rotation(q: [f64; 4]) -> [[f64; 3]; 3] {
 
 impl Shape {
     pub fn new(radii: V3, orientation: [f64; 4]) -> Self {
-        Shape { rot: rotation(orientation), radii }
+        let rot = rotation(orientation);
+        let unit = std::array::from_fn(|j| std::array::from_fn(|i| rot[i][j] / radii[j]));
+        Shape { rot, radii, unit }
     }
 
     /// Half the world box's extent along each axis.
@@ -98,8 +102,12 @@ impl Shape {
     /// S⁻¹Rᵀ·d: an offset from the center into the space where the ellipsoid is the unit ball.
     #[inline(always)]
     pub fn to_unit(&self, d: V3) -> V3 {
-        let l = self.local_dir(d);
-        [l[0] / self.radii[0], l[1] / self.radii[1], l[2] / self.radii[2]]
+        let u = &self.unit;
+        [
+            u[0][0] * d[0] + u[0][1] * d[1] + u[0][2] * d[2],
+            u[1][0] * d[0] + u[1][1] * d[1] + u[1][2] * d[2],
+            u[2][0] * d[0] + u[2][1] * d[1] + u[2][2] * d[2],
+        ]
     }
 
     /// R·S·p: a unit-ball point back to a world offset from the center.

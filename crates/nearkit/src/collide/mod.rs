@@ -40,7 +40,7 @@ pub use contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 pub use contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
 pub use ellipsoid::Shape;
 pub use sweep_ellipsoid_triangle::{sweep_ellipsoid_triangle, SweepHit};
-pub use world::{Body, BodyId, Contact, ContactKind, Sweep, SweepResult, World};
+pub use world::{Body, BodyId, Contact, ContactKind, Contacts, PackedContact, Sweep, SweepResult, World};
 
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -56,7 +56,7 @@ pub(crate) fn check_center(c: ellipsoid::V3) -> Result<()> {
 /// Where contacts are computed. The world is the same for both; switching between ticks is
 /// allowed (the CUDA collider re-uploads what changed since it last ran).
 pub enum Collider {
-    Cpu,
+    Cpu(Vec<PackedContact>),
     Cuda(Box<crate::cuda::CudaCollider>),
 }
 
@@ -64,32 +64,46 @@ impl Collider {
     /// `auto` picks CUDA when usable (the note says why not otherwise).
     pub fn open(device: Device) -> Result<(Collider, Option<String>)> {
         match crate::device::Engine::open(device)? {
-            (crate::device::Engine::Cpu(_), note) => Ok((Collider::Cpu, note)),
+            (crate::device::Engine::Cpu(_), note) => Ok((Collider::cpu(), note)),
             (crate::device::Engine::Cuda(be), note) => {
                 Ok((Collider::Cuda(Box::new(crate::cuda::CudaCollider::new(be)?)), note))
             }
         }
     }
 
+    pub fn cpu() -> Collider {
+        Collider::Cpu(Vec::new())
+    }
+
     pub fn describe(&self) -> String {
         match self {
-            Collider::Cpu => format!("CPU ({} threads)", rayon::current_num_threads()),
+            Collider::Cpu(_) => format!("CPU ({} threads)", rayon::current_num_threads()),
             Collider::Cuda(c) => c.describe(),
         }
     }
 
-    /// Every contact, sorted by (body, kind, other).
+    /// Every contact, sorted by (body, kind, other): a view of this collider's buffer, valid
+    /// until its next tick. This is the fast path (nothing is copied or unpacked).
+    pub fn contacts_packed<'a>(&'a mut self, world: &'a World) -> Result<Contacts<'a>> {
+        let packed: &[PackedContact] = match self {
+            Collider::Cpu(buf) => {
+                crate::cpu::collide::contacts(world, buf)?;
+                buf
+            }
+            Collider::Cuda(c) => c.contacts_packed(world)?,
+        };
+        Ok(Contacts::new(packed, world))
+    }
+
+    /// Every contact, sorted by (body, kind, other), unpacked.
     pub fn contacts(&mut self, world: &World) -> Result<Vec<Contact>> {
-        match self {
-            Collider::Cpu => crate::cpu::collide::contacts(world),
-            Collider::Cuda(c) => c.contacts(world),
-        }
+        Ok(self.contacts_packed(world)?.to_vec())
     }
 
     /// Each sweep's first hit on the static mesh.
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
         match self {
-            Collider::Cpu => crate::cpu::collide::sweeps(world, sweeps),
+            Collider::Cpu(_) => crate::cpu::collide::sweeps(world, sweeps),
             Collider::Cuda(c) => c.sweeps(world, sweeps),
         }
     }

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::contact_ellipsoid_triangle::ContactGeometry;
 use super::ellipsoid::{Shape, V3};
 use super::hash_grid::{CellRange, HashGrid};
 use crate::error::{Error, Result};
@@ -340,19 +341,129 @@ impl ContactKind {
 
 /// One overlap. For two bodies it is reported once, with `body` the smaller id. `normal`
 /// (unit) moves `body` out of `other`, by `depth`; `point` is in world coordinates.
+///
+/// The narrow phase runs in f64; normal, depth and the point's offset from the body's center
+/// are then rounded to f32 (halving what a GPU sends back), so the point keeps sub-micrometre
+/// precision anywhere in a world of any size.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Contact {
     pub body: u32,
     pub kind: ContactKind,
     pub other: u32,
-    pub normal: V3,
-    pub depth: f64,
+    pub normal: [f32; 3],
+    pub depth: f32,
     pub point: V3,
 }
 
 impl Contact {
+    /// The contact of `body` (centered at `center`) from the narrow phase's geometry.
+    #[inline]
+    pub fn new(body: u32, kind: ContactKind, other: u32, center: V3, g: &ContactGeometry) -> Self {
+        let p = PackedContact::new(body, kind, other, g);
+        Contact::from_parts(body, kind, other, center, p.normal, p.depth, p.offset)
+    }
+
+    /// As `new`, from the rounded parts (how the CUDA collider's results arrive).
+    #[inline]
+    pub fn from_parts(
+        body: u32,
+        kind: ContactKind,
+        other: u32,
+        center: V3,
+        normal: [f32; 3],
+        depth: f32,
+        offset: [f32; 3],
+    ) -> Self {
+        let point = [center[0] + offset[0] as f64, center[1] + offset[1] as f64, center[2] + offset[2] as f64];
+        Contact { body, kind, other, normal, depth, point }
+    }
+
     pub fn order_key(&self) -> (u32, ContactKind, u32) {
         (self.body, self.kind, self.other)
+    }
+}
+
+/// A contact as both colliders produce it (36 bytes, what a GPU sends back): `other` carries
+/// the kind in its top bit (set: a body), so sorting a body's contacts by it gives
+/// (kind, other) order; the point is an offset from the body's center.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PackedContact {
+    pub body: u32,
+    pub other: u32,
+    pub normal: [f32; 3],
+    pub depth: f32,
+    pub offset: [f32; 3],
+}
+
+pub const KIND_BODY: u32 = 0x8000_0000;
+
+impl PackedContact {
+    #[inline]
+    pub fn new(body: u32, kind: ContactKind, other: u32, g: &ContactGeometry) -> Self {
+        let tag = if kind == ContactKind::Body { KIND_BODY } else { 0 };
+        PackedContact {
+            body,
+            other: other | tag,
+            normal: g.normal.map(|v| v as f32),
+            depth: g.depth as f32,
+            offset: g.point.map(|v| v as f32),
+        }
+    }
+
+    #[inline]
+    pub fn kind(&self) -> ContactKind {
+        if self.other & KIND_BODY != 0 {
+            ContactKind::Body
+        } else {
+            ContactKind::Triangle
+        }
+    }
+
+    /// The full contact, its point placed by the body's center.
+    #[inline]
+    pub fn unpack(&self, centers: &[V3]) -> Contact {
+        let c = centers[self.body as usize];
+        Contact::from_parts(self.body, self.kind(), self.other & !KIND_BODY, c, self.normal, self.depth, self.offset)
+    }
+}
+
+/// A tick's contacts, sorted by (body, kind, other): a view of the collider's own buffer
+/// (valid until its next tick), unpacked on access.
+#[derive(Clone, Copy)]
+pub struct Contacts<'a> {
+    pub packed: &'a [PackedContact],
+    centers: &'a [V3],
+}
+
+impl<'a> Contacts<'a> {
+    pub fn new(packed: &'a [PackedContact], world: &'a World) -> Self {
+        Contacts { packed, centers: &world.bodies().center }
+    }
+
+    pub fn len(&self) -> usize {
+        self.packed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.packed.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> Contact {
+        self.packed[i].unpack(self.centers)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Contact> + 'a {
+        let centers = self.centers;
+        self.packed.iter().map(move |p| p.unpack(centers))
+    }
+
+    pub fn to_vec(&self) -> Vec<Contact> {
+        self.iter().collect()
+    }
+
+    pub fn count(&self, kind: ContactKind) -> usize {
+        self.packed.iter().filter(|p| p.kind() == kind).count()
     }
 }
 

@@ -3,13 +3,17 @@
 
 use rayon::prelude::*;
 
+use super::RowPtr;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
 use crate::collide::ellipsoid::{sub, Shape, V3};
-use crate::collide::hash_grid::{owns_pair, CellRange, HashGrid};
+use crate::collide::hash_grid::{owns_pair, CellRange, HashGrid, CELL_LIMIT};
 use crate::collide::sweep_ellipsoid_triangle::sweep_ellipsoid_triangle;
-use crate::collide::world::{layers_meet, Contact, ContactKind, Sweep, SweepResult, World, BOX_SLACK};
+use crate::collide::world::{
+    layers_meet, ContactKind, PackedContact, StaticMesh, Sweep, SweepResult, World, BOX_SLACK,
+};
 use crate::error::Result;
+use crate::morton::morton3_64;
 
 #[inline(always)]
 fn boxes_overlap(alo: &V3, ahi: &V3, blo: &V3, bhi: &V3) -> bool {
@@ -30,12 +34,65 @@ struct BodyBox {
     cells: CellRange,
 }
 
-/// Every contact of the world, sorted by (body, kind, other).
-pub fn contacts(world: &World) -> Result<Vec<Contact>> {
+/// Bodies per work unit: a run of neighbours in Morton order.
+const CHUNK: usize = 64;
+
+/// A chunk's contacts (one sorted run per body) and its runs as (body, length).
+type ChunkContacts = (Vec<PackedContact>, Vec<(u32, u32)>);
+
+/// Body `i`'s contacts, appended to `out` sorted by `other` (kind, then id).
+#[allow(clippy::too_many_arguments)]
+fn body_contacts(
+    world: &World,
+    boxes: &[Option<BodyBox>],
+    grid: &HashGrid,
+    mesh: Option<&StaticMesh>,
+    i: usize,
+    out: &mut Vec<PackedContact>,
+) {
+    let b = world.bodies();
+    let me = boxes[i].as_ref().expect("ordered bodies are alive");
+    let c = b.center[i];
+    let start = out.len();
+    let with_mesh = mesh.filter(|_| b.mask[i] & world.mesh_layer() != 0);
+    for cell in me.cells.cells() {
+        if let Some(m) = with_mesh {
+            for t in m.grid.items_in(cell) {
+                let t = t as usize;
+                if !boxes_overlap(&me.lo, &me.hi, &m.lo[t], &m.hi[t]) || !owns_pair(cell, me.cells.lo, m.lo_cell[t]) {
+                    continue;
+                }
+                let corners = m.corners[t].map(|p| sub(p, c));
+                if let Some(g) = contact_ellipsoid_triangle(&me.shape, corners) {
+                    out.push(PackedContact::new(i as u32, ContactKind::Triangle, t as u32, &g));
+                }
+            }
+        }
+        for o in grid.items_in(cell) {
+            let o = o as usize;
+            if o <= i || !layers_meet(b.layer[i], b.mask[i], b.layer[o], b.mask[o]) {
+                continue;
+            }
+            let other = boxes[o].as_ref().expect("gridded bodies are alive");
+            if !boxes_overlap(&me.lo, &me.hi, &other.lo, &other.hi) || !owns_pair(cell, me.cells.lo, other.cells.lo) {
+                continue;
+            }
+            if let Some(g) = contact_ellipsoid_ellipsoid(&me.shape, &other.shape, sub(b.center[o], c)) {
+                out.push(PackedContact::new(i as u32, ContactKind::Body, o as u32, &g));
+            }
+        }
+    }
+    out[start..].sort_unstable_by_key(|p| p.other);
+}
+
+/// Every contact of the world, sorted by (body, kind, other), into `out`.
+pub fn contacts(world: &World, out: &mut Vec<PackedContact>) -> Result<()> {
     let b = world.bodies();
     let cell_size = world.cell_size();
+    let t0 = std::time::Instant::now();
     let boxes: Vec<Option<BodyBox>> = (0..b.len())
         .into_par_iter()
+        .with_min_len(256)
         .map(|i| {
             if !b.alive[i] {
                 return Ok(None);
@@ -47,66 +104,66 @@ pub fn contacts(world: &World) -> Result<Vec<Contact>> {
         })
         .collect::<Result<_>>()?;
     let ranges: Vec<Option<CellRange>> = boxes.iter().map(|x| x.as_ref().map(|x| x.cells)).collect();
+    let t1 = t0.elapsed();
     let grid = HashGrid::build(&ranges)?;
-    let mesh = world.mesh();
-    let mesh_layer = world.mesh_layer();
-    let per_body: Vec<Vec<Contact>> = (0..b.len())
-        .into_par_iter()
-        .map(|i| {
-            let Some(me) = &boxes[i] else { return Vec::new() };
-            let c = b.center[i];
-            let mut out = Vec::new();
-            let with_mesh = mesh.filter(|_| b.mask[i] & mesh_layer != 0);
-            for cell in me.cells.cells() {
-                if let Some(m) = with_mesh {
-                    for t in m.grid.items_in(cell) {
-                        let t = t as usize;
-                        if !boxes_overlap(&me.lo, &me.hi, &m.lo[t], &m.hi[t])
-                            || !owns_pair(cell, me.cells.lo, m.lo_cell[t])
-                        {
-                            continue;
-                        }
-                        let corners = m.corners[t].map(|p| sub(p, c));
-                        if let Some(g) = contact_ellipsoid_triangle(&me.shape, corners) {
-                            out.push(Contact {
-                                body: i as u32,
-                                kind: ContactKind::Triangle,
-                                other: t as u32,
-                                normal: g.normal,
-                                depth: g.depth,
-                                point: [c[0] + g.point[0], c[1] + g.point[1], c[2] + g.point[2]],
-                            });
-                        }
-                    }
-                }
-                for o in grid.items_in(cell) {
-                    let o = o as usize;
-                    if o <= i || !layers_meet(b.layer[i], b.mask[i], b.layer[o], b.mask[o]) {
-                        continue;
-                    }
-                    let other = boxes[o].as_ref().expect("gridded bodies are alive");
-                    if !boxes_overlap(&me.lo, &me.hi, &other.lo, &other.hi)
-                        || !owns_pair(cell, me.cells.lo, other.cells.lo)
-                    {
-                        continue;
-                    }
-                    if let Some(g) = contact_ellipsoid_ellipsoid(&me.shape, &other.shape, sub(b.center[o], c)) {
-                        out.push(Contact {
-                            body: i as u32,
-                            kind: ContactKind::Body,
-                            other: o as u32,
-                            normal: g.normal,
-                            depth: g.depth,
-                            point: [c[0] + g.point[0], c[1] + g.point[1], c[2] + g.point[2]],
-                        });
-                    }
-                }
-            }
-            out.sort_unstable_by_key(Contact::order_key);
-            out
+    let t2 = t0.elapsed();
+    // Bodies are visited in Morton order of their cells, so that neighbours, which read the
+    // same grid buckets and triangles, run one after another (mostly cache hits).
+    let mut order: Vec<(u64, u32)> = boxes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, x)| {
+            let c = x.as_ref()?.cells.lo.map(|v| (v as i64 + CELL_LIMIT) as u32 & 0x1f_ffff);
+            Some((morton3_64(c[0], c[1], c[2]), i as u32))
         })
         .collect();
-    Ok(per_body.concat())
+    order.par_sort_unstable();
+    let mesh = world.mesh().map(|m| &**m);
+    // Each chunk of neighbours: its bodies' contacts, one sorted run per body.
+    let chunks: Vec<ChunkContacts> = order
+        .par_chunks(CHUNK)
+        .map(|chunk| {
+            let (mut found, mut runs) = (Vec::new(), Vec::with_capacity(chunk.len()));
+            for &(_, i) in chunk {
+                let start = found.len();
+                body_contacts(world, &boxes, &grid, mesh, i as usize, &mut found);
+                runs.push((i, (found.len() - start) as u32));
+            }
+            (found, runs)
+        })
+        .collect();
+    let t3 = t0.elapsed();
+    // Runs to their places in body order.
+    let mut offset = vec![0usize; b.len() + 1];
+    for (_, runs) in &chunks {
+        for &(i, n) in runs {
+            offset[i as usize + 1] = n as usize;
+        }
+    }
+    for i in 0..b.len() {
+        offset[i + 1] += offset[i];
+    }
+    out.clear();
+    out.resize(offset[b.len()], PackedContact::default());
+    let dst = RowPtr(out.as_mut_ptr());
+    chunks.par_iter().for_each(|(found, runs)| {
+        let mut at = 0;
+        for &(i, n) in runs {
+            let n = n as usize;
+            // SAFETY: body i's run [offset[i], offset[i + 1]) is written by this chunk only.
+            unsafe { dst.span(offset[i as usize], n) }.copy_from_slice(&found[at..at + n]);
+            at += n;
+        }
+    });
+    if std::env::var_os("NEARKIT_PROFILE").is_some() {
+        eprintln!(
+            "collide cpu: boxes {t1:?}, grid {:?}, narrow {:?}, gather {:?}",
+            t2 - t1,
+            t3 - t2,
+            t0.elapsed() - t3
+        );
+    }
+    Ok(())
 }
 
 /// Each sweep's first contact with the mesh (`None`: it moves freely, or there is no mesh).

@@ -36,6 +36,13 @@ impl<V> RowPtr<V> {
     pub(crate) unsafe fn row(&self, q: usize, k: usize) -> &mut [V] {
         std::slice::from_raw_parts_mut(self.0.add(q * k), k)
     }
+
+    /// # Safety
+    /// `start..start + len` must lie inside the array, and no one else may touch it meanwhile.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn span(&self, start: usize, len: usize) -> &mut [V] {
+        std::slice::from_raw_parts_mut(self.0.add(start), len)
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]

@@ -2,9 +2,12 @@
 // its Rust twin in src/collide/ operation for operation, in f64 without fused multiply-add, so
 // the CPU and CUDA colliders find the same contacts bit for bit.
 //
-// A tick: body_boxes → (scan) → body_entries → (scan) → grid_fill → collide_entries, one
-// thread per (body, cell) entry, which tests the cell's triangles and higher-numbered bodies
-// of the pairs that this cell owns (hash_grid::owns_pair) → sort by (body, kind, other).
+// A tick: body_boxes → (scan) → body_entries → (scan) → grid_fill rebuild the body grid;
+// count_pairs → (scan) → write_pairs list the candidate pairs each grid entry owns, in body
+// order; narrow_pairs tests them, a thread each; (scan) → compact_hits keeps the contacts
+// and place_runs puts each body's run, sorted, at its place in id order. Big worlds are first
+// put in Morton order of their cells (a radix sort), so that neighbours share caches; every
+// kernel after body_boxes works on "slots", slot j holding body order[j].
 
 typedef V3<double> D3;
 #define CELL_BITS 21
@@ -29,6 +32,7 @@ __device__ __forceinline__ bool dnormalize(D3 u, D3& out) {
 struct Shape {
     double r[3][3];
     D3 radii;
+    double u[3][3];  // S⁻¹·Rᵀ
 };
 
 __device__ __forceinline__ Shape make_shape(D3 radii, double x, double y, double z, double w) {
@@ -45,6 +49,9 @@ __device__ __forceinline__ Shape make_shape(D3 radii, double x, double y, double
     s.r[2][1] = k * (y * z + x * w);
     s.r[2][2] = 1.0 - k * (x * x + y * y);
     s.radii = radii;
+    double rr[3] = {radii.x, radii.y, radii.z};
+    for (int j = 0; j < 3; j++)
+        for (int i = 0; i < 3; i++) s.u[j][i] = s.r[i][j] / rr[j];
     return s;
 }
 
@@ -65,8 +72,8 @@ __device__ __forceinline__ D3 to_world(const Shape& s, D3 u) {
               s.r[2][0] * u.x + s.r[2][1] * u.y + s.r[2][2] * u.z);
 }
 __device__ __forceinline__ D3 to_unit(const Shape& s, D3 d) {
-    D3 l = to_local(s, d);
-    return v3(l.x / s.radii.x, l.y / s.radii.y, l.z / s.radii.z);
+    return v3(s.u[0][0] * d.x + s.u[0][1] * d.y + s.u[0][2] * d.z, s.u[1][0] * d.x + s.u[1][1] * d.y + s.u[1][2] * d.z,
+              s.u[2][0] * d.x + s.u[2][1] * d.y + s.u[2][2] * d.z);
 }
 __device__ __forceinline__ D3 from_unit(const Shape& s, D3 p) {
     return to_world(s, v3(p.x * s.radii.x, p.y * s.radii.y, p.z * s.radii.z));
@@ -135,7 +142,11 @@ __device__ __forceinline__ double pw_f(const double sa[6], const double sb[6], D
     D3 x = pw_solve(g, r);
     return l * (1.0 - l) * vdot(r, x);
 }
-#define PW_STEPS 64
+#define PW_STEPS 24
+__device__ __forceinline__ D3 sym_mul(const double m[6], D3 x) {
+    return v3(m[0] * x.x + m[3] * x.y + m[4] * x.z, m[3] * x.x + m[1] * x.y + m[5] * x.z,
+              m[4] * x.x + m[5] * x.y + m[2] * x.z);
+}
 
 __device__ bool contact_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r, Geometry& out) {
     double reach = t_max(t_max(a.radii.x, a.radii.y), a.radii.z) + t_max(t_max(b.radii.x, b.radii.y), b.radii.z);
@@ -143,35 +154,36 @@ __device__ bool contact_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r
     double sa[6], sb[6];
     sigma(a, sa);
     sigma(b, sb);
-    const double inv_phi = 0.6180339887498949;
+    double ha = support(a, r), hb = support(b, r);
+    double l = ha + hb > 0.0 ? ha / (ha + hb) : 0.5;
+    if (!(pw_f(sa, sb, r, l) < 1.0)) return false;
+    double d[6];
+    for (int k = 0; k < 6; k++) d[k] = sb[k] - sa[k];
     double lo = 0.0, hi = 1.0;
-    double x1 = hi - inv_phi * (hi - lo);
-    double x2 = lo + inv_phi * (hi - lo);
-    double f1 = pw_f(sa, sb, r, x1), f2 = pw_f(sa, sb, r, x2);
     for (int it = 0; it < PW_STEPS; it++) {
-        if (f1 < f2) {
-            lo = x1;
-            x1 = x2;
-            f1 = f2;
-            x2 = lo + inv_phi * (hi - lo);
-            f2 = pw_f(sa, sb, r, x2);
-        } else {
-            hi = x2;
-            x2 = x1;
-            f2 = f1;
-            x1 = hi - inv_phi * (hi - lo);
-            f1 = pw_f(sa, sb, r, x1);
-        }
+        double g[6];
+        pw_blend(sa, sb, l, g);
+        D3 x = pw_solve(g, r);
+        D3 y = sym_mul(d, x);
+        double s = vdot(r, x), q = vdot(x, y), w = vdot(y, pw_solve(g, y));
+        double m = l * (1.0 - l);
+        double d1 = (1.0 - 2.0 * l) * s - m * q;
+        double d2 = -2.0 * s - 2.0 * (1.0 - 2.0 * l) * q + 2.0 * m * w;
+        if (d1 > 0.0) lo = l;
+        else hi = l;
+        double step = l - d1 / d2;
+        double next = d2 < 0.0 && step > lo && step < hi ? step : 0.5 * (lo + hi);
+        if (next == l || d1 == 0.0) break;
+        l = next;
     }
-    double l = f1 < f2 ? x2 : x1;
     double g[6];
     pw_blend(sa, sb, l, g);
     D3 x = pw_solve(g, r);
     double f = l * (1.0 - l) * vdot(r, x);
     if (!(f < 1.0)) return false;
     double m = 1.0 - l;
-    out.point = v3(m * (sa[0] * x.x + sa[3] * x.y + sa[4] * x.z), m * (sa[3] * x.x + sa[1] * x.y + sa[5] * x.z),
-                   m * (sa[4] * x.x + sa[5] * x.y + sa[2] * x.z));
+    D3 sx = sym_mul(sa, x);
+    out.point = v3(m * sx.x, m * sx.y, m * sx.z);
     D3 ab;
     if (!dnormalize(x, ab)) ab = v3(0.0, 0.0, 1.0);
     out.depth = support(a, ab) + support(b, ab) - vdot(ab, r);
@@ -328,16 +340,29 @@ __device__ __forceinline__ bool boxes_overlap(const double* alo, const double* a
 }
 
 // One thread per body: its shape, widened box and cells; count = cells (0 when not alive).
+// With `sort_key` (not null), also each body's 30-bit Morton code of its low cell (cells
+// taken mod 1024), which orders the tick's work so that neighbours run together.
 extern "C" __global__ void body_boxes(const double* pose, const double* radii, const u32* alive, u32 n,
-                                      double cell_size, double* box, int* cells, u32* count, u32* error) {
+                                      double cell_size, double* box, int* cells, u32* count, u32* error,
+                                      u64* sort_key, u32* sort_val, double* shapes) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+    if (sort_key) {
+        sort_key[i] = 0x3fffffffull;  // dead bodies last
+        sort_val[i] = i;
+    }
     if (!alive[i]) {
         count[i] = 0;
         return;
     }
     const double* p = pose + 7 * (u64)i;
     Shape s = make_shape(v3(radii[3 * i], radii[3 * i + 1], radii[3 * i + 2]), p[3], p[4], p[5], p[6]);
+    double* sh = shapes + 18 * (u64)i;
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++) {
+            sh[3 * r + k] = s.r[r][k];
+            sh[9 + 3 * r + k] = s.u[r][k];
+        }
     D3 h = half_extents(s);
     h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
     double lo[3] = {p[0] - h.x, p[1] - h.y, p[2] - h.z};
@@ -358,20 +383,34 @@ extern "C" __global__ void body_boxes(const double* pose, const double* radii, c
         c = 0;
     }
     count[i] = (u32)c;
+    if (sort_key) {
+        const int* l = cells + 6 * (u64)i;
+        sort_key[i] = spread3_21((u32)l[0] & 1023u) | (spread3_21((u32)l[1] & 1023u) << 1) |
+                      (spread3_21((u32)l[2] & 1023u) << 2);
+    }
 }
 
-// One thread per body: its (cell key, body) entries at its offset, and each entry's bucket
-// and rank within the bucket.
-extern "C" __global__ void body_entries(const int* cells, const u32* offset, u32 n, u64 mask, u64* entry_key,
-                                        u32* entry_body, u32* entry_bucket, u32* entry_rank, u32* bucket_count) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    u32 e = offset[i], end = offset[i + 1];
-    if (e == end) return;
+// Cell counts in work order: slot j holds body order[j].
+extern "C" __global__ void slot_counts(const u32* order, const u32* count, u32 n, u32* slot_count) {
+    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < n) slot_count[j] = count[order[j]];
+}
+
+// One thread per body: its (cell key, body) entries at its offset (those within `capacity`;
+// the host grows it and runs the tick again when the total is larger), and each entry's
+// bucket and rank within the bucket.
+extern "C" __global__ void body_entries(const int* cells, const u32* order, const u32* offset, u32 n, u32 capacity,
+                                        u64 mask, u64* entry_key, u32* entry_body, u32* entry_bucket,
+                                        u32* entry_rank, u32* bucket_count) {
+    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    u32 i = order ? order[j] : j;
+    u32 e = offset[j], end = min(offset[j + 1], capacity);
+    if (e >= end) return;
     const int* c = cells + 6 * (u64)i;
     for (int z = c[2]; z <= c[5]; z++)
         for (int y = c[1]; y <= c[4]; y++)
-            for (int x = c[0]; x <= c[3]; x++) {
+            for (int x = c[0]; x <= c[3] && e < end; x++) {
                 u64 key = cell_key(x, y, z);
                 u32 b = bucket_of(key, mask);
                 entry_key[e] = key;
@@ -382,96 +421,231 @@ extern "C" __global__ void body_entries(const int* cells, const u32* offset, u32
             }
 }
 
+// Entries into bucket order; the total is offset[n] (at most `capacity`).
 extern "C" __global__ void grid_fill(const u64* entry_key, const u32* entry_body, const u32* entry_bucket,
-                                     const u32* entry_rank, u32 n, const u32* start, u64* keys, u32* items) {
+                                     const u32* entry_rank, const u32* offset, u32 n, u32 capacity, const u32* start,
+                                     u64* keys, u32* items) {
     u32 e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= n) return;
+    if (e >= min(offset[n], capacity)) return;
     u32 at = start[entry_bucket[e]] + entry_rank[e];
     keys[at] = entry_key[e];
     items[at] = entry_body[e];
 }
 
-__device__ __forceinline__ void push_contact(u32* count, u32 capacity, u64 key, D3 normal, double depth, D3 point,
-                                             u64* out_key, u32* out_index, double* out) {
-    u32 at = atomicAdd(count, 1u);
-    if (at >= capacity) return;
-    out_key[at] = key;
-    out_index[at] = at;
-    double* o = out + 7 * (u64)at;
-    o[0] = normal.x;
-    o[1] = normal.y;
-    o[2] = normal.z;
-    o[3] = depth;
-    o[4] = point.x;
-    o[5] = point.y;
-    o[6] = point.z;
+// A contact as it leaves the device: `other` carries the kind in its top bit (set: a body),
+// so sorting a body's contacts by it gives (kind, other) order. Normal, depth and the point's
+// offset from the body's center are rounded to f32 (both colliders round alike).
+struct ContactRec {
+    u32 body;
+    u32 other;
+    float n[3];
+    float depth;
+    float off[3];
+};
+#define KIND_BODY 0x80000000u
+
+__device__ __forceinline__ ContactRec make_rec(u32 body, u32 other, const Geometry& g) {
+    ContactRec r;
+    r.body = body;
+    r.other = other;
+    r.n[0] = (float)g.normal.x;
+    r.n[1] = (float)g.normal.y;
+    r.n[2] = (float)g.normal.z;
+    r.depth = (float)g.depth;
+    r.off[0] = (float)g.point.x;
+    r.off[1] = (float)g.point.y;
+    r.off[2] = (float)g.point.z;
+    return r;
 }
 
-// One thread per (body, cell) entry: the pairs this cell owns. Contact keys are
-// body·(triangles + bodies) + other (+ triangles for a body), so sorting them gives
-// (body, kind, other) order.
-extern "C" __global__ void collide_entries(const u64* entry_key, const u32* entry_body, u32 entries,
-                                           const double* pose, const double* radii, const u32* layer,
-                                           const u32* mask, const double* box, const int* cells, HashGridView bodies,
-                                           MeshView mesh, u32 mesh_layer, u32 n_bodies, u32* count, u32 capacity,
-                                           u64* out_key, u32* out_index, double* out) {
-    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= entries) return;
-    u32 i = entry_body[e];
-    u64 key = entry_key[e];
+struct BodyView {
+    const double* pose;   // center, quaternion: 7 per body
+    const double* radii;  // 3 per body
+    const double* shape;  // rotation and S⁻¹·Rᵀ, row by row: 18 per body (from body_boxes)
+    const u32* layer;
+    const u32* mask;
+    const u32* alive;
+    const double* box;    // lo, hi: 6 per body
+    const int* cells;     // lo, hi cell: 6 per body
+    HashGridView grid;
+};
+
+// The shape body_boxes made (the same bits as make_shape, without its ten divisions).
+__device__ __forceinline__ Shape body_shape(const BodyView& b, u32 i) {
+    Shape s;
+    const double* sh = b.shape + 18 * (u64)i;
+    for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 3; k++) {
+            s.r[r][k] = sh[3 * r + k];
+            s.u[r][k] = sh[9 + 3 * r + k];
+        }
+    s.radii = v3(b.radii[3 * i], b.radii[3 * i + 1], b.radii[3 * i + 2]);
+    return s;
+}
+
+// The pairs that grid entry e (body i in cell `key`) owns (hash_grid::owns_pair): the cell's
+// triangles and higher-numbered bodies whose boxes meet body i's, offered to sink(other) in
+// bucket order, `other` with KIND_BODY set for a body. cpu/collide.rs tests the same pairs.
+template <typename Sink>
+__device__ __forceinline__ void entry_pairs(const BodyView& bv, const MeshView& mesh, u32 mesh_layer, u32 i, u64 key,
+                                            Sink sink) {
     int cx = (int)((long long)(key >> (2 * CELL_BITS)) - CELL_LIMIT);
     int cy = (int)((long long)((key >> CELL_BITS) & ((1ull << CELL_BITS) - 1)) - CELL_LIMIT);
     int cz = (int)((long long)(key & ((1ull << CELL_BITS) - 1)) - CELL_LIMIT);
-    const double* p = pose + 7 * (u64)i;
-    D3 c = v3(p[0], p[1], p[2]);
-    Shape s = make_shape(v3(radii[3 * i], radii[3 * i + 1], radii[3 * i + 2]), p[3], p[4], p[5], p[6]);
-    const double* blo = box + 6 * (u64)i;
+    const double* blo = bv.box + 6 * (u64)i;
     const double* bhi = blo + 3;
-    const int* lc = cells + 6 * (u64)i;
-    u64 stride = (u64)mesh.n + n_bodies;
-    if (mesh.n > 0 && (mask[i] & mesh_layer) != 0) {
+    const int* lc = bv.cells + 6 * (u64)i;
+    if (mesh.n > 0 && (bv.mask[i] & mesh_layer) != 0) {
         u32 b = bucket_of(key, mesh.grid.mask);
-        for (u32 k = mesh.grid.start[b]; k < mesh.grid.start[b + 1]; k++) {
-            if (mesh.grid.keys[k] != key) continue;
-            u32 t = mesh.grid.items[k];
+        for (u32 e = mesh.grid.start[b]; e < mesh.grid.start[b + 1]; e++) {
+            if (mesh.grid.keys[e] != key) continue;
+            u32 t = mesh.grid.items[e];
             const int* tc = mesh.lo_cell + 3 * (u64)t;
             if (!boxes_overlap(blo, bhi, mesh.lo + 3 * (u64)t, mesh.hi + 3 * (u64)t)) continue;
             if (cx != max(lc[0], tc[0]) || cy != max(lc[1], tc[1]) || cz != max(lc[2], tc[2])) continue;
-            const double* q = mesh.corners + 9 * (u64)t;
-            Geometry g;
-            if (contact_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), c), vsub(v3(q[3], q[4], q[5]), c),
-                                           vsub(v3(q[6], q[7], q[8]), c), g)) {
-                push_contact(count, capacity, (u64)i * stride + t, g.normal, g.depth, dadd(c, g.point), out_key,
-                             out_index, out);
-            }
+            sink(t);
         }
     }
-    u32 b = bucket_of(key, bodies.mask);
-    for (u32 k = bodies.start[b]; k < bodies.start[b + 1]; k++) {
-        if (bodies.keys[k] != key) continue;
-        u32 o = bodies.items[k];
+    u32 b = bucket_of(key, bv.grid.mask);
+    for (u32 e = bv.grid.start[b]; e < bv.grid.start[b + 1]; e++) {
+        if (bv.grid.keys[e] != key) continue;
+        u32 o = bv.grid.items[e];
         if (o <= i) continue;
-        if (!((layer[i] & mask[o]) != 0 && (layer[o] & mask[i]) != 0)) continue;
-        const double* olo = box + 6 * (u64)o;
-        const int* oc = cells + 6 * (u64)o;
+        if (!((bv.layer[i] & bv.mask[o]) != 0 && (bv.layer[o] & bv.mask[i]) != 0)) continue;
+        const double* olo = bv.box + 6 * (u64)o;
+        const int* oc = bv.cells + 6 * (u64)o;
         if (!boxes_overlap(blo, bhi, olo, olo + 3)) continue;
         if (cx != max(lc[0], oc[0]) || cy != max(lc[1], oc[1]) || cz != max(lc[2], oc[2])) continue;
-        const double* po = pose + 7 * (u64)o;
-        Shape so = make_shape(v3(radii[3 * o], radii[3 * o + 1], radii[3 * o + 2]), po[3], po[4], po[5], po[6]);
-        Geometry g;
-        if (contact_ellipsoid_ellipsoid(s, so, vsub(v3(po[0], po[1], po[2]), c), g)) {
-            push_contact(count, capacity, (u64)i * stride + mesh.n + o, g.normal, g.depth, dadd(c, g.point), out_key,
-                         out_index, out);
-        }
+        sink(KIND_BODY | o);
     }
 }
 
-extern "C" __global__ void gather_contacts(const u32* index, u32 n, const double* in, double* out) {
+// A thread per grid entry: how many pairs it owns.
+extern "C" __global__ void count_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
+                                       u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer, u32* pair_count) {
+    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 total = min(offset[n], entry_cap);
+    if (e > total) return;
+    if (e == total) {
+        pair_count[e] = 0;  // so that the scan's last element is the total
+        return;
+    }
+    u32 k = 0;
+    entry_pairs(bv, mesh, mesh_layer, entry_body[e], entry_key[e], [&](u32) { k++; });
+    pair_count[e] = k;
+}
+
+// A thread per grid entry: its pairs at its offset, as (body, other). Entries are in body
+// order, so each body's pairs form one run.
+extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
+                                       u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer,
+                                       const u32* pair_offset, u32 pair_cap, u32* pair_body, u32* pair_other) {
+    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= min(offset[n], entry_cap)) return;
+    u32 i = entry_body[e], at = pair_offset[e];
+    entry_pairs(bv, mesh, mesh_layer, i, entry_key[e], [&](u32 other) {
+        if (at < pair_cap) {
+            pair_body[at] = i;
+            pair_other[at] = other;
+        }
+        at++;
+    });
+}
+
+// A thread per candidate pair (seed B's lesson: every thread does one test, none idles while
+// a neighbour works through a long list): the exact test; hit[k] = 1 and rec[k] on contact.
+extern "C" __global__ void narrow_pairs(const u32* pair_body, const u32* pair_other, const u32* pair_offset,
+                                        const u32* offset, u32 n, u32 entry_cap, u32 pair_cap, BodyView bv,
+                                        MeshView mesh, u32* hit, ContactRec* rec) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 total = min(pair_offset[min(offset[n], entry_cap)], pair_cap);
+    if (k > total) return;
+    if (k == total) {
+        hit[k] = 0;
+        return;
+    }
+    u32 i = pair_body[k], other = pair_other[k];
+    const double* p = bv.pose + 7 * (u64)i;
+    D3 c = v3(p[0], p[1], p[2]);
+    Shape s = body_shape(bv, i);
+    Geometry g;
+    bool h;
+    if (other & KIND_BODY) {
+        u32 o = other & ~KIND_BODY;
+        const double* po = bv.pose + 7 * (u64)o;
+        h = contact_ellipsoid_ellipsoid(s, body_shape(bv, o), vsub(v3(po[0], po[1], po[2]), c), g);
+    } else {
+        const double* q = mesh.corners + 9 * (u64)other;
+        h = contact_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), c), vsub(v3(q[3], q[4], q[5]), c),
+                                       vsub(v3(q[6], q[7], q[8]), c), g);
+    }
+    hit[k] = h;
+    if (h) rec[k] = make_rec(i, other, g);
+}
+
+// Hits to their scanned positions (in pair order: body runs stay whole).
+extern "C" __global__ void compact_hits(const u32* hit_offset, const u32* pair_offset, const u32* offset, u32 n,
+                                        u32 entry_cap, u32 pair_cap, u32 contact_cap, const ContactRec* rec,
+                                        ContactRec* out) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 total = min(pair_offset[min(offset[n], entry_cap)], pair_cap);
+    if (k >= total) return;
+    u32 at = hit_offset[k];
+    if (hit_offset[k + 1] != at && at < contact_cap) out[at] = rec[k];
+}
+
+// The run of contacts of the body in slot j, in compact_hits' layout.
+__device__ __forceinline__ void slot_run(const u32* offset, const u32* pair_offset, const u32* hit_offset, u32 j,
+                                         u32 entry_cap, u32 pair_cap, u32& lo, u32& hi) {
+    u32 e0 = min(offset[j], entry_cap), e1 = min(offset[j + 1], entry_cap);
+    lo = hit_offset[min(pair_offset[e0], pair_cap)];
+    hi = hit_offset[min(pair_offset[e1], pair_cap)];
+}
+
+// A thread per slot: its body's contact count, by body id (scanned next into final offsets).
+extern "C" __global__ void run_counts(const u32* order, const u32* offset, const u32* pair_offset,
+                                      const u32* hit_offset, u32 n, u32 entry_cap, u32 pair_cap, u32* run_count) {
+    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j > n) return;
+    if (j == n) {
+        run_count[n] = 0;
+        return;
+    }
+    u32 lo, hi;
+    slot_run(offset, pair_offset, hit_offset, j, entry_cap, pair_cap, lo, hi);
+    run_count[order ? order[j] : j] = hi - lo;
+}
+
+// A thread per slot: its body's run copied to the body's place in id order and sorted there
+// by `other` (kind, then id). Runs are short: insertion sort.
+extern "C" __global__ void place_runs(const u32* order, const u32* offset, const u32* pair_offset,
+                                      const u32* hit_offset, const u32* run_offset, u32 n, u32 entry_cap,
+                                      u32 pair_cap, u32 contact_cap, const ContactRec* compact, ContactRec* out) {
     u32 j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= n) return;
-    const double* s = in + 7 * (u64)index[j];
-    double* d = out + 7 * (u64)j;
-    for (int k = 0; k < 7; k++) d[k] = s[k];
+    u32 lo, hi;
+    slot_run(offset, pair_offset, hit_offset, j, entry_cap, pair_cap, lo, hi);
+    u32 at = run_offset[order ? order[j] : j];
+    if (hi > contact_cap || at + (hi - lo) > contact_cap) return;  // overflow: the host runs again
+    for (u32 k = lo; k < hi; k++) {
+        ContactRec r = compact[k];
+        u32 m = at + (k - lo);
+        for (; m > at && out[m - 1].other > r.other; m--) out[m] = out[m - 1];
+        out[m] = r;
+    }
+}
+
+// status: [0] contacts, [1] grid entries, [2] a body out of range (+1), [3] candidate pairs.
+extern "C" __global__ void tick_status(const u32* offset, u32 n, u32 entry_cap, const u32* pair_offset, u32 pair_cap,
+                                       const u32* hit_offset, u32* status) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    u32 entries = offset[n];
+    status[1] = entries;
+    if (entries > entry_cap) return;
+    u32 pairs = pair_offset[entries];
+    status[3] = pairs;
+    if (pairs > pair_cap) return;
+    status[0] = hit_offset[pairs];
 }
 
 // One thread per sweep (13 values: radii, quaternion, from, to): the first triangle it
@@ -532,5 +706,37 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
         o[4] = best.normal.x;
         o[5] = best.normal.y;
         o[6] = best.normal.z;
+    }
+}
+
+// For the equality tests: the narrow phase on given inputs. pairs: 17 values each (radii a,
+// quaternion a, radii b, quaternion b, r = b − a); tris: 16 (radii, quaternion, corners as
+// offsets). out: 8 values each (hit, normal, depth, point).
+extern "C" __global__ void narrow_check(const double* pairs, u32 n_pairs, const double* tris, u32 n_tris,
+                                        double* out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n_pairs + n_tris) return;
+    Geometry g;
+    bool hit;
+    if (i < n_pairs) {
+        const double* p = pairs + 17 * (u64)i;
+        Shape a = make_shape(v3(p[0], p[1], p[2]), p[3], p[4], p[5], p[6]);
+        Shape b = make_shape(v3(p[7], p[8], p[9]), p[10], p[11], p[12], p[13]);
+        hit = contact_ellipsoid_ellipsoid(a, b, v3(p[14], p[15], p[16]), g);
+    } else {
+        const double* p = tris + 16 * (u64)(i - n_pairs);
+        Shape a = make_shape(v3(p[0], p[1], p[2]), p[3], p[4], p[5], p[6]);
+        hit = contact_ellipsoid_triangle(a, v3(p[7], p[8], p[9]), v3(p[10], p[11], p[12]), v3(p[13], p[14], p[15]), g);
+    }
+    double* o = out + 8 * (u64)i;
+    o[0] = hit ? 1.0 : 0.0;
+    if (hit) {
+        o[1] = g.normal.x;
+        o[2] = g.normal.y;
+        o[3] = g.normal.z;
+        o[4] = g.depth;
+        o[5] = g.point.x;
+        o[6] = g.point.y;
+        o[7] = g.point.z;
     }
 }

@@ -1,15 +1,20 @@
 //! Launches collide.cu: the collision world on the device. The mesh and its grid are
-//! uploaded once; body shapes and layers when they change; poses every tick they moved. The
-//! body grid is rebuilt on the device each tick, and contacts come back sorted.
+//! uploaded once; body shapes and layers when they change; poses every tick they moved
+//! (through pinned memory). The body grid is rebuilt on the device each tick, and contacts
+//! come back sorted, with one small status read and one contact read per tick. Every buffer
+//! is kept and only grows, so a steady world allocates nothing per tick.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
+use rayon::prelude::*;
 
-use super::radix_sort::{bits_for, exclusive_scan, sort_pairs};
+use super::radix_sort::{exclusive_scan, sort_pairs};
 use super::{cuda_err, grid, CudaBackend};
+use crate::collide::contact_ellipsoid_triangle::ContactGeometry;
+use crate::collide::ellipsoid::V3;
 use crate::collide::hash_grid::bucket_count;
-use crate::collide::world::{Contact, ContactKind, Sweep, SweepResult, Versions, World};
+use crate::collide::world::{PackedContact, Sweep, SweepResult, Versions, World};
 use crate::error::{Error, Result};
 
 /// `struct HashGridView` of collide.cu.
@@ -33,9 +38,28 @@ struct MeshView {
     grid: HashGridView,
     n: u32,
 }
-// SAFETY: plain old data matching the C structs (pointers, a u64 mask, a u32, C padding).
+/// `struct BodyView` of collide.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BodyView {
+    pose: u64,
+    radii: u64,
+    shape: u64,
+    layer: u64,
+    mask: u64,
+    alive: u64,
+    bbox: u64,
+    cells: u64,
+    grid: HashGridView,
+}
+
+// SAFETY: plain old data matching the C structs (pointers, u64s, u32s and f32s, C padding).
 unsafe impl DeviceRepr for HashGridView {}
 unsafe impl DeviceRepr for MeshView {}
+unsafe impl DeviceRepr for BodyView {}
+unsafe impl DeviceRepr for PackedContact {}
+// SAFETY: all-zero bits are a valid PackedContact.
+unsafe impl ValidAsZeroBits for PackedContact {}
 
 struct DeviceMesh {
     corners: CudaSlice<f64>,
@@ -109,6 +133,98 @@ struct DeviceBodies {
     n: usize,
 }
 
+/// A device buffer that only grows.
+struct Grow<T: DeviceRepr> {
+    buf: Option<CudaSlice<T>>,
+}
+
+impl<T: DeviceRepr> Grow<T> {
+    fn new() -> Self {
+        Grow { buf: None }
+    }
+
+    /// At least `n` elements (grown by a quarter more when it must grow).
+    fn at_least(&mut self, be: &CudaBackend, n: usize) -> Result<&mut CudaSlice<T>> {
+        if self.buf.as_ref().is_none_or(|b| b.len() < n) {
+            self.buf = Some(be.alloc_uninit::<T>((n + n / 4).max(64))?);
+        }
+        Ok(self.buf.as_mut().expect("allocated"))
+    }
+
+    fn ptr(&self, be: &CudaBackend) -> u64 {
+        self.get().device_ptr(&be.stream).0
+    }
+
+    fn get(&self) -> &CudaSlice<T> {
+        self.buf.as_ref().expect("allocated by at_least")
+    }
+}
+
+/// Pinned host memory that only grows (`write`: write-combined, for uploads).
+struct Pinned<T: DeviceRepr> {
+    buf: Option<PinnedHostSlice<T>>,
+    write: bool,
+}
+
+impl<T: DeviceRepr + Default + Copy> Pinned<T> {
+    fn new(write: bool) -> Self {
+        Pinned { buf: None, write }
+    }
+
+    fn at_least(&mut self, be: &CudaBackend, n: usize) -> Result<&mut PinnedHostSlice<T>> {
+        if self.buf.as_ref().is_none_or(|b| b.len() < n) {
+            let len = (n + n / 4).max(64);
+            let flags = if self.write { cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED } else { 0 };
+            // SAFETY: every use writes the elements it reads (uploads fill, downloads copy in).
+            let b = unsafe { be.stream.context().alloc_pinned_with_flags::<T>(len, flags) }.map_err(cuda_err)?;
+            self.buf = Some(b);
+        }
+        Ok(self.buf.as_mut().expect("allocated"))
+    }
+}
+
+/// Per-tick device buffers, kept between ticks.
+struct TickBuffers {
+    bbox: Grow<f64>,
+    /// Each body's rotation and unit-space map (18 values), made once per tick.
+    shape: Grow<f64>,
+    cells: Grow<i32>,
+    /// Cell counts per slot, scanned in place into entry offsets.
+    offset: Grow<u32>,
+    /// Cell counts per body, and the Morton order of the bodies (big worlds only).
+    count: Grow<u32>,
+    sort_key: Grow<u64>,
+    order: Grow<u32>,
+    /// Contacts per body, scanned in place into their final offsets.
+    run_offset: Grow<u32>,
+
+    entry_key: Grow<u64>,
+    entry_body: Grow<u32>,
+    entry_bucket: Grow<u32>,
+    entry_rank: Grow<u32>,
+    start: Grow<u32>,
+    keys: Grow<u64>,
+    items: Grow<u32>,
+    /// Candidate pairs per entry, scanned in place into offsets.
+    pair_offset: Grow<u32>,
+    pair_body: Grow<u32>,
+    pair_other: Grow<u32>,
+    /// Hit flags per pair, scanned in place into contact positions.
+    hit_offset: Grow<u32>,
+    rec: Grow<PackedContact>,
+    compact: Grow<PackedContact>,
+    out: Grow<PackedContact>,
+    status: Grow<u32>,
+    /// Entries, pairs and contacts the buffers hold room for (from the last tick that fit).
+    entry_cap: usize,
+    pair_cap: usize,
+    contact_cap: usize,
+}
+
+/// From this many bodies on, a tick first sorts them by cell (Morton order): below, the
+/// whole world sits in the GPU's caches anyway and the sort's launches would cost more.
+const SORT_FROM: usize = 1 << 16;
+
 /// A world's resident copy on one GPU. Switching a world between colliders is free: each
 /// one uploads what changed since it last saw the world (by `World::versions`).
 pub struct CudaCollider {
@@ -116,13 +232,52 @@ pub struct CudaCollider {
     held: Option<Versions>,
     mesh: Option<DeviceMesh>,
     bodies: Option<DeviceBodies>,
-    pose_host: Vec<f64>,
-    capacity: usize,
+    pose_host: Pinned<f64>,
+    status_host: Pinned<u32>,
+    contacts_host: Pinned<PackedContact>,
+    tick: TickBuffers,
 }
 
 impl CudaCollider {
     pub fn new(be: Arc<CudaBackend>) -> Result<Self> {
-        Ok(CudaCollider { be, held: None, mesh: None, bodies: None, pose_host: Vec::new(), capacity: 1 << 16 })
+        Ok(CudaCollider {
+            be,
+            held: None,
+            mesh: None,
+            bodies: None,
+            pose_host: Pinned::new(true),
+            status_host: Pinned::new(false),
+            contacts_host: Pinned::new(false),
+            tick: TickBuffers {
+                bbox: Grow::new(),
+                shape: Grow::new(),
+                cells: Grow::new(),
+                offset: Grow::new(),
+                count: Grow::new(),
+                sort_key: Grow::new(),
+                order: Grow::new(),
+                run_offset: Grow::new(),
+
+                entry_key: Grow::new(),
+                entry_body: Grow::new(),
+                entry_bucket: Grow::new(),
+                entry_rank: Grow::new(),
+                start: Grow::new(),
+                keys: Grow::new(),
+                items: Grow::new(),
+                pair_offset: Grow::new(),
+                pair_body: Grow::new(),
+                pair_other: Grow::new(),
+                hit_offset: Grow::new(),
+                rec: Grow::new(),
+                compact: Grow::new(),
+                out: Grow::new(),
+                status: Grow::new(),
+                entry_cap: 1 << 12,
+                pair_cap: 1 << 12,
+                contact_cap: 1 << 12,
+            },
+        })
     }
 
     pub fn describe(&self) -> String {
@@ -158,53 +313,235 @@ impl CudaCollider {
                 n,
             });
         }
-        if resized || held.poses != v.poses {
-            self.pose_host.clear();
-            self.pose_host.reserve(7 * n);
-            for (i, (c, q)) in b.center.iter().zip(&b.orientation).enumerate() {
-                if b.alive[i] {
-                    crate::collide::check_center(*c)?;
-                }
-                self.pose_host.extend_from_slice(c);
-                self.pose_host.extend_from_slice(q);
+        if (resized || held.poses != v.poses) && n > 0 {
+            let bad = |i: usize| b.alive[i] && !b.center[i].iter().all(|x| x.is_finite());
+            // Small worlds stay on this thread: waking the pool would cost more than the copy.
+            let big = n > 1 << 15;
+            let first_bad = if big { (0..n).into_par_iter().find_first(|&i| bad(i)) } else { (0..n).find(|&i| bad(i)) };
+            if let Some(i) = first_bad {
+                crate::collide::check_center(b.center[i])?;
             }
-            if n > 0 {
-                let d = self.bodies.as_mut().expect("bodies uploaded above");
-                s.memcpy_htod(&self.pose_host, &mut d.pose).map_err(cuda_err)?;
+            let host = self.pose_host.at_least(be, 7 * n)?;
+            let dst = &mut host.as_mut_slice().map_err(cuda_err)?[..7 * n];
+            let fill = |(d, (c, q)): (&mut [f64], (&V3, &[f64; 4]))| {
+                d[..3].copy_from_slice(c);
+                d[3..].copy_from_slice(q);
+            };
+            if big {
+                dst.par_chunks_mut(7).zip(b.center.par_iter().zip(b.orientation.par_iter())).for_each(fill);
+            } else {
+                dst.chunks_mut(7).zip(b.center.iter().zip(b.orientation.iter())).for_each(fill);
             }
+            let d = self.bodies.as_mut().expect("bodies uploaded above");
+            s.memcpy_htod(&host.as_slice().map_err(cuda_err)?[..7 * n], &mut d.pose).map_err(cuda_err)?;
         }
         self.held = Some(v);
         Ok(())
     }
 
-    /// Every contact of the world, sorted by (body, kind, other), as `cpu::collide` gives.
-    pub fn contacts(&mut self, world: &World) -> Result<Vec<Contact>> {
+    /// Every contact of the world, sorted by (body, kind, other), as `cpu::collide` gives:
+    /// a view of this collider's pinned buffer, valid until its next tick.
+    pub fn contacts_packed(&mut self, world: &World) -> Result<&[PackedContact]> {
         let be_arc = self.be.clone();
         let be = &*be_arc;
         let _guard = be.busy.lock().unwrap();
+        let t0 = std::time::Instant::now();
         self.sync(world)?;
+        if world.bodies().is_empty() {
+            return Ok(&[]);
+        }
+        let t_sync = t0.elapsed();
+        let count = loop {
+            match self.launch_tick(world)? {
+                Some(c) => break c,
+                None => continue, // a buffer grew: run the tick again
+            }
+        };
+        let t_kernels = t0.elapsed();
+        if count == 0 {
+            return Ok(&[]);
+        }
+        let s = &be.stream;
+        let host = self.contacts_host.at_least(be, count)?;
+        s.memcpy_dtoh(&self.tick.out.get().slice(0..count), &mut *host).map_err(cuda_err)?;
+        // Event tracking is off (see CudaBackend::new), so pinned reads wait on the stream.
+        s.synchronize().map_err(cuda_err)?;
+        if std::env::var_os("NEARKIT_PROFILE").is_some() {
+            eprintln!(
+                "collide cuda: upload {:?}, kernels {:?}, download {:?} ({count} contacts)",
+                t_sync,
+                t_kernels - t_sync,
+                t0.elapsed() - t_kernels
+            );
+        }
+        let host = self.contacts_host.buf.as_ref().expect("allocated above");
+        Ok(&host.as_slice().map_err(cuda_err)?[..count])
+    }
+
+    /// One tick on the device; `None` when the grid entries, the candidate pairs or the
+    /// contacts overflowed their buffers (which have grown, so the caller runs it again),
+    /// else the contact count.
+    fn launch_tick(&mut self, world: &World) -> Result<Option<usize>> {
+        let be = &*self.be;
         let s = &be.stream;
         let n = world.bodies().len();
-        if n == 0 {
-            return Ok(Vec::new());
-        }
+        let (n32, cell_size) = (n as u32, world.cell_size());
         let mesh = self.mesh.as_ref().expect("synced").view(be);
         let d = self.bodies.as_ref().expect("synced");
-        let n32 = n as u32;
-        let cell_size = world.cell_size();
+        let t = &mut self.tick;
+        let (entry_cap, pair_cap, contact_cap) = (t.entry_cap, t.pair_cap, t.contact_cap);
+        let buckets = bucket_count(entry_cap);
+        let bmask = (buckets - 1) as u64;
+        t.bbox.at_least(be, 6 * n)?;
+        t.shape.at_least(be, 18 * n)?;
+        t.cells.at_least(be, 6 * n)?;
+        t.offset.at_least(be, n + 1)?;
+        t.run_offset.at_least(be, n + 1)?;
+        // Big worlds are worked through in Morton order of the bodies' cells.
+        let sorted = n >= SORT_FROM;
+        if sorted {
+            t.count.at_least(be, n)?;
+            t.sort_key.at_least(be, n)?;
+            t.order.at_least(be, n)?;
+        }
+        for g in [&mut t.entry_body, &mut t.entry_bucket, &mut t.entry_rank, &mut t.items] {
+            g.at_least(be, entry_cap)?;
+        }
+        t.entry_key.at_least(be, entry_cap)?;
+        t.keys.at_least(be, entry_cap)?;
+        t.start.at_least(be, buckets + 1)?;
+        t.pair_offset.at_least(be, entry_cap + 1)?;
+        t.pair_body.at_least(be, pair_cap)?;
+        t.pair_other.at_least(be, pair_cap)?;
+        t.hit_offset.at_least(be, pair_cap + 1)?;
+        t.rec.at_least(be, pair_cap)?;
+        t.compact.at_least(be, contact_cap)?;
+        t.out.at_least(be, contact_cap)?;
+        let status = t.status.at_least(be, 4)?;
+        s.memset_zeros(status).map_err(cuda_err)?;
+        let (e32, p32, c32) = (entry_cap as u32, pair_cap as u32, contact_cap as u32);
+        let mesh_layer = world.mesh_layer();
 
-        let mut bbox = be.alloc_uninit::<f64>(6 * n)?;
-        let mut cells = be.alloc_uninit::<i32>(6 * n)?;
-        let mut offset = be.alloc::<u32>(n + 1)?;
-        let mut error = be.alloc::<u32>(1)?;
-        let f = be.func("body_boxes")?;
-        let mut l = s.launch_builder(&f);
-        l.arg(&d.pose).arg(&d.radii).arg(&d.alive).arg(&n32).arg(&cell_size).arg(&mut bbox).arg(&mut cells);
-        l.arg(&mut offset).arg(&mut error);
-        unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
-        exclusive_scan(be, &mut offset, n + 1)?;
-        let total = s.clone_dtoh(&offset.slice(n..n + 1)).map_err(cuda_err)?[0] as usize;
-        let bad = s.clone_dtoh(&error).map_err(cuda_err)?[0];
+        // Boxes and cell counts; status[2] names a body out of the grid's range.
+        {
+            let f = be.func("body_boxes")?;
+            let mut l = s.launch_builder(&f);
+            let err = t.status.get().slice(2..3);
+            let count = if sorted { t.count.ptr(be) } else { t.offset.ptr(be) };
+            let (key, val) = if sorted { (t.sort_key.ptr(be), t.order.ptr(be)) } else { (0u64, 0u64) };
+            let (bbox, cells) = (t.bbox.buf.as_mut().unwrap(), t.cells.buf.as_mut().unwrap());
+            l.arg(&d.pose).arg(&d.radii).arg(&d.alive).arg(&n32).arg(&cell_size).arg(bbox).arg(cells).arg(&count);
+            l.arg(&err).arg(&key).arg(&val).arg(t.shape.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
+        }
+        if sorted {
+            sort_pairs(be, t.sort_key.buf.as_mut().unwrap(), t.order.buf.as_mut().unwrap(), n, 30)?;
+            let f = be.func("slot_counts")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(t.order.get()).arg(t.count.get()).arg(&n32).arg(t.offset.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+        }
+        let order = if sorted { t.order.ptr(be) } else { 0u64 };
+        // The last count must be 0 so that offset[n] is the total.
+        s.memset_zeros(&mut t.offset.buf.as_mut().unwrap().slice_mut(n..n + 1)).map_err(cuda_err)?;
+        exclusive_scan(be, t.offset.buf.as_mut().unwrap(), n + 1)?;
+        s.memset_zeros(&mut t.start.buf.as_mut().unwrap().slice_mut(0..buckets + 1)).map_err(cuda_err)?;
+        {
+            let f = be.func("body_entries")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(t.cells.get()).arg(&order).arg(t.offset.get()).arg(&n32).arg(&e32).arg(&bmask);
+            l.arg(t.entry_key.buf.as_mut().unwrap()).arg(t.entry_body.buf.as_mut().unwrap());
+            l.arg(t.entry_bucket.buf.as_mut().unwrap()).arg(t.entry_rank.buf.as_mut().unwrap());
+            l.arg(t.start.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
+        }
+        exclusive_scan(be, t.start.buf.as_mut().unwrap(), buckets + 1)?;
+        {
+            let f = be.func("grid_fill")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.entry_bucket.get()).arg(t.entry_rank.get());
+            l.arg(t.offset.get()).arg(&n32).arg(&e32).arg(t.start.get());
+            l.arg(t.keys.buf.as_mut().unwrap()).arg(t.items.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(entry_cap, 256)) }.map_err(cuda_err)?;
+        }
+        let view = BodyView {
+            pose: d.pose.device_ptr(s).0,
+            radii: d.radii.device_ptr(s).0,
+            shape: t.shape.ptr(be),
+            layer: d.layer.device_ptr(s).0,
+            mask: d.mask.device_ptr(s).0,
+            alive: d.alive.device_ptr(s).0,
+            bbox: t.bbox.get().device_ptr(s).0,
+            cells: t.cells.get().device_ptr(s).0,
+            grid: HashGridView {
+                start: t.start.get().device_ptr(s).0,
+                keys: t.keys.get().device_ptr(s).0,
+                items: t.items.get().device_ptr(s).0,
+                mask: bmask,
+            },
+        };
+        // Candidate pairs: counted, scanned, written in body order.
+        {
+            let f = be.func("count_pairs")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
+            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(t.pair_offset.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(entry_cap + 1, 128)) }.map_err(cuda_err)?;
+        }
+        exclusive_scan(be, t.pair_offset.buf.as_mut().unwrap(), entry_cap + 1)?;
+        {
+            let f = be.func("write_pairs")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
+            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(t.pair_offset.get()).arg(&p32);
+            l.arg(t.pair_body.buf.as_mut().unwrap()).arg(t.pair_other.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(entry_cap, 128)) }.map_err(cuda_err)?;
+        }
+        // The exact tests, a thread per pair; hits kept in order; each body's run sorted.
+        {
+            let f = be.func("narrow_pairs")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(t.pair_body.get()).arg(t.pair_other.get()).arg(t.pair_offset.get()).arg(t.offset.get());
+            l.arg(&n32).arg(&e32).arg(&p32).arg(&view).arg(&mesh);
+            l.arg(t.hit_offset.buf.as_mut().unwrap()).arg(t.rec.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(pair_cap + 1, 128)) }.map_err(cuda_err)?;
+        }
+        exclusive_scan(be, t.hit_offset.buf.as_mut().unwrap(), pair_cap + 1)?;
+        {
+            let f = be.func("compact_hits")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(t.hit_offset.get()).arg(t.pair_offset.get()).arg(t.offset.get()).arg(&n32).arg(&e32).arg(&p32);
+            l.arg(&c32).arg(t.rec.get()).arg(t.compact.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(pair_cap, 256)) }.map_err(cuda_err)?;
+        }
+        // Each body's run to its place in id order, sorted.
+        {
+            let f = be.func("run_counts")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(&order).arg(t.offset.get()).arg(t.pair_offset.get()).arg(t.hit_offset.get()).arg(&n32);
+            l.arg(&e32).arg(&p32).arg(t.run_offset.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(n + 1, 256)) }.map_err(cuda_err)?;
+        }
+        exclusive_scan(be, t.run_offset.buf.as_mut().unwrap(), n + 1)?;
+        {
+            let f = be.func("place_runs")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(&order).arg(t.offset.get()).arg(t.pair_offset.get()).arg(t.hit_offset.get()).arg(t.run_offset.get());
+            l.arg(&n32).arg(&e32).arg(&p32).arg(&c32).arg(t.compact.get()).arg(t.out.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
+        }
+        {
+            let f = be.func("tick_status")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(t.offset.get()).arg(&n32).arg(&e32).arg(t.pair_offset.get()).arg(&p32).arg(t.hit_offset.get());
+            l.arg(t.status.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(1, 32)) }.map_err(cuda_err)?;
+        }
+        let host = self.status_host.at_least(be, 4)?;
+        s.memcpy_dtoh(&t.status.get().slice(0..4), &mut *host).map_err(cuda_err)?;
+        s.synchronize().map_err(cuda_err)?;
+        let st = host.as_slice().map_err(cuda_err)?;
+        let (contacts, entries, bad, pairs) = (st[0] as usize, st[1] as usize, st[2], st[3] as usize);
         if bad != 0 {
             let c = world.bodies().center[bad as usize - 1];
             return Err(Error::InvalidArgument(format!(
@@ -213,88 +550,41 @@ impl CudaCollider {
                 crate::collide::hash_grid::CELL_LIMIT - 1
             )));
         }
-
-        // The body grid: entries in body order, then grouped by bucket.
-        let buckets = bucket_count(total);
-        let bmask = (buckets - 1) as u64;
-        let total32 = total as u32;
-        let mut entry_key = be.alloc_uninit::<u64>(total)?;
-        let mut entry_body = be.alloc_uninit::<u32>(total)?;
-        let mut entry_bucket = be.alloc_uninit::<u32>(total)?;
-        let mut entry_rank = be.alloc_uninit::<u32>(total)?;
-        let mut start = be.alloc::<u32>(buckets + 1)?;
-        let f = be.func("body_entries")?;
-        let mut l = s.launch_builder(&f);
-        l.arg(&cells).arg(&offset).arg(&n32).arg(&bmask).arg(&mut entry_key).arg(&mut entry_body);
-        l.arg(&mut entry_bucket).arg(&mut entry_rank).arg(&mut start);
-        unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
-        exclusive_scan(be, &mut start, buckets + 1)?;
-        let mut keys = be.alloc_uninit::<u64>(total)?;
-        let mut items = be.alloc_uninit::<u32>(total)?;
-        let f = be.func("grid_fill")?;
-        let mut l = s.launch_builder(&f);
-        l.arg(&entry_key).arg(&entry_body).arg(&entry_bucket).arg(&entry_rank).arg(&total32).arg(&start);
-        l.arg(&mut keys).arg(&mut items);
-        unsafe { l.launch(grid(total, 256)) }.map_err(cuda_err)?;
-        let body_grid = HashGridView {
-            start: start.device_ptr(s).0,
-            keys: keys.device_ptr(s).0,
-            items: items.device_ptr(s).0,
-            mask: bmask,
-        };
-
-        // Narrow phase, grown and re-run if the contacts overflow.
-        let mesh_layer = world.mesh_layer();
-        let mut count = be.alloc::<u32>(1)?;
-        let found = loop {
-            let cap = self.capacity;
-            let cap32 = cap as u32;
-            let mut out_key = be.alloc_uninit::<u64>(cap)?;
-            let mut out_index = be.alloc_uninit::<u32>(cap)?;
-            let mut out = be.alloc_uninit::<f64>(7 * cap)?;
-            s.memset_zeros(&mut count).map_err(cuda_err)?;
-            let f = be.func("collide_entries")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&entry_key).arg(&entry_body).arg(&total32).arg(&d.pose).arg(&d.radii).arg(&d.layer).arg(&d.mask);
-            l.arg(&bbox).arg(&cells).arg(&body_grid).arg(&mesh).arg(&mesh_layer).arg(&n32).arg(&mut count);
-            l.arg(&cap32).arg(&mut out_key).arg(&mut out_index).arg(&mut out);
-            unsafe { l.launch(grid(total, 128)) }.map_err(cuda_err)?;
-            let c = s.clone_dtoh(&count).map_err(cuda_err)?[0] as usize;
-            if c <= cap {
-                break (c, out_key, out_index, out);
-            }
-            self.capacity = (c + c / 4).next_power_of_two();
-        };
-        let (c, mut out_key, mut out_index, out) = found;
-        if c == 0 {
-            return Ok(Vec::new());
+        if entries > entry_cap || pairs > pair_cap || contacts > contact_cap {
+            t.entry_cap = t.entry_cap.max(entries + entries / 4);
+            t.pair_cap = t.pair_cap.max(pairs + pairs / 4);
+            t.contact_cap = t.contact_cap.max(contacts + contacts / 4);
+            return Ok(None);
         }
-        let stride = mesh.n as u64 + n as u64;
-        sort_pairs(be, &mut out_key, &mut out_index, c, bits_for((n as u64 * stride) as usize))?;
-        let mut sorted = be.alloc_uninit::<f64>(7 * c)?;
-        let c32 = c as u32;
-        let f = be.func("gather_contacts")?;
+        Ok(Some(contacts))
+    }
+
+    /// The narrow phase alone on the device, for the equality tests: `pairs` of
+    /// (radii a, orientation a, radii b, orientation b, r) and `tris` of (radii, orientation,
+    /// corners as offsets from the center); one result per input, pairs first.
+    #[doc(hidden)]
+    pub fn narrow_check(&self, pairs: &[[f64; 17]], tris: &[[f64; 16]]) -> Result<Vec<Option<ContactGeometry>>> {
+        let be = &*self.be;
+        let s = &be.stream;
+        let (np, nt) = (pairs.len(), tris.len());
+        let p = s.clone_htod(&pairs.iter().flatten().copied().chain([0.0]).collect::<Vec<f64>>()).map_err(cuda_err)?;
+        let t = s.clone_htod(&tris.iter().flatten().copied().chain([0.0]).collect::<Vec<f64>>()).map_err(cuda_err)?;
+        let mut out = be.alloc::<f64>(8 * (np + nt))?;
+        let (np32, nt32) = (np as u32, nt as u32);
+        let f = be.func("narrow_check")?;
         let mut l = s.launch_builder(&f);
-        l.arg(&out_index).arg(&c32).arg(&out).arg(&mut sorted);
-        unsafe { l.launch(grid(c, 256)) }.map_err(cuda_err)?;
-        let key = s.clone_dtoh(&out_key.slice(0..c)).map_err(cuda_err)?;
-        let data = s.clone_dtoh(&sorted.slice(0..7 * c)).map_err(cuda_err)?;
-        let tris = mesh.n as u64;
-        Ok(key
-            .iter()
-            .zip(data.chunks_exact(7))
-            .map(|(&k, v)| {
-                let (body, rest) = ((k / stride) as u32, k % stride);
-                let (kind, other) =
-                    if rest < tris { (ContactKind::Triangle, rest) } else { (ContactKind::Body, rest - tris) };
-                Contact {
-                    body,
-                    kind,
-                    other: other as u32,
-                    normal: [v[0], v[1], v[2]],
-                    depth: v[3],
-                    point: [v[4], v[5], v[6]],
-                }
+        l.arg(&p).arg(&np32).arg(&t).arg(&nt32).arg(&mut out);
+        unsafe { l.launch(grid(np + nt, 128)) }.map_err(cuda_err)?;
+        let out = s.clone_dtoh(&out).map_err(cuda_err)?;
+        Ok(out
+            .chunks_exact(8)
+            .take(np + nt)
+            .map(|o| {
+                (o[0] != 0.0).then(|| ContactGeometry {
+                    normal: [o[1], o[2], o[3]],
+                    depth: o[4],
+                    point: [o[5], o[6], o[7]],
+                })
             })
             .collect())
     }
@@ -315,7 +605,10 @@ impl CudaCollider {
         let n = sweeps.len();
         let flat: Vec<f64> =
             sweeps.iter().flat_map(|w| w.radii.into_iter().chain(w.orientation).chain(w.from).chain(w.to)).collect();
+        let t0 = std::time::Instant::now();
         let input = s.clone_htod(&flat).map_err(cuda_err)?;
+        s.synchronize().map_err(cuda_err)?;
+        let t_up = t0.elapsed();
         let mut tri = be.alloc_uninit::<u32>(n)?;
         let mut out = be.alloc_uninit::<f64>(7 * n)?;
         let mut error = be.alloc::<u32>(1)?;
@@ -326,6 +619,10 @@ impl CudaCollider {
         l.arg(&input).arg(&n32).arg(&cell_size).arg(&mesh).arg(&mut tri).arg(&mut out).arg(&mut error);
         unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
         let bad = s.clone_dtoh(&error).map_err(cuda_err)?[0];
+        let t_kernel = t0.elapsed();
+        if std::env::var_os("NEARKIT_PROFILE").is_some() {
+            eprintln!("sweeps cuda: upload {t_up:?}, kernel {:?} ({n} sweeps)", t_kernel - t_up);
+        }
         if bad != 0 {
             return Err(Error::InvalidArgument(format!(
                 "sweep {} leaves the grid's range (±{} cells): use larger cells",
