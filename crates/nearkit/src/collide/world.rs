@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::contact_ellipsoid_triangle::ContactGeometry;
-use super::ellipsoid::{Shape, V3};
+use super::ellipsoid::{cross, dot, normalize, sub, Shape, V3};
 use super::hash_grid::{CellRange, HashGrid};
 use crate::error::{Error, Result};
 use crate::mesh::Mesh;
@@ -73,6 +73,9 @@ pub fn layers_meet(layer_a: u32, mask_a: u32, layer_b: u32, mask_b: u32) -> bool
 #[derive(Debug)]
 pub struct StaticMesh {
     pub corners: Vec<[V3; 3]>,
+    /// Unit normal and offset (n·corner) of each triangle's plane; a zero normal for a
+    /// degenerate triangle. For a quick, conservative reject only.
+    pub plane: Vec<[f64; 4]>,
     pub lo: Vec<V3>,
     pub hi: Vec<V3>,
     pub lo_cell: Vec<[i32; 3]>,
@@ -89,7 +92,14 @@ impl StaticMesh {
             lo.iter().zip(&hi).map(|(l, h)| CellRange::of_box(*l, *h, cell_size)).collect::<Result<Vec<_>>>()?;
         let lo_cell = ranges.iter().map(|r| r.lo).collect();
         let grid = HashGrid::build(&ranges.into_iter().map(Some).collect::<Vec<_>>())?;
-        Ok(StaticMesh { corners, lo, hi, lo_cell, grid })
+        let plane = corners
+            .iter()
+            .map(|c| match normalize(cross(sub(c[1], c[0]), sub(c[2], c[0]))) {
+                Some(n) => [n[0], n[1], n[2], dot(n, c[0])],
+                None => [0.0; 4],
+            })
+            .collect();
+        Ok(StaticMesh { corners, plane, lo, hi, lo_cell, grid })
     }
 }
 

@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use super::RowPtr;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
-use crate::collide::ellipsoid::{sub, Shape, V3};
+use crate::collide::ellipsoid::{dot, sub, Shape, V3};
 use crate::collide::hash_grid::{owns_pair, CellRange, HashGrid, CELL_LIMIT};
 use crate::collide::sweep_ellipsoid_triangle::sweep_ellipsoid_triangle;
 use crate::collide::world::{
@@ -60,6 +60,15 @@ fn body_contacts(
             for t in m.grid.items_in(cell) {
                 let t = t as usize;
                 if !boxes_overlap(&me.lo, &me.hi, &m.lo[t], &m.hi[t]) || !owns_pair(cell, me.cells.lo, m.lo_cell[t]) {
+                    continue;
+                }
+                // The body reaches h(n) from its center along the plane's normal: farther
+                // from the plane (with room for rounding) it cannot touch the triangle.
+                let [nx, ny, nz, off] = m.plane[t];
+                let n = [nx, ny, nz];
+                let d = dot(n, c) - off;
+                let reach = me.shape.support(n);
+                if d.abs() > reach * (1.0 + 1e-9) + 1e-9 * (off.abs() + 1.0) {
                     continue;
                 }
                 let corners = m.corners[t].map(|p| sub(p, c));

@@ -435,7 +435,7 @@ extern "C" __global__ void grid_fill(const u64* entry_key, const u32* entry_body
 // A contact as it leaves the device: `other` carries the kind in its top bit (set: a body),
 // so sorting a body's contacts by it gives (kind, other) order. Normal, depth and the point's
 // offset from the body's center are rounded to f32 (both colliders round alike).
-struct ContactRec {
+struct PackedContact {
     u32 body;
     u32 other;
     float n[3];
@@ -444,8 +444,8 @@ struct ContactRec {
 };
 #define KIND_BODY 0x80000000u
 
-__device__ __forceinline__ ContactRec make_rec(u32 body, u32 other, const Geometry& g) {
-    ContactRec r;
+__device__ __forceinline__ PackedContact make_rec(u32 body, u32 other, const Geometry& g) {
+    PackedContact r;
     r.body = body;
     r.other = other;
     r.n[0] = (float)g.normal.x;
@@ -539,7 +539,8 @@ extern "C" __global__ void count_pairs(const u64* entry_key, const u32* entry_bo
 // order, so each body's pairs form one run.
 extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
                                        u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer,
-                                       const u32* pair_offset, u32 pair_cap, u32* pair_body, u32* pair_other) {
+                                       const u32* pair_offset, u32 pair_cap, u32* pair_body, u32* pair_other,
+                                       u32* body_pairs, u32* body_pair_count) {
     u32 e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= min(offset[n], entry_cap)) return;
     u32 i = entry_body[e], at = pair_offset[e];
@@ -547,23 +548,16 @@ extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_bo
         if (at < pair_cap) {
             pair_body[at] = i;
             pair_other[at] = other;
+            // Body pairs cost ten times a triangle's: they get their own kernel.
+            if (other & KIND_BODY) body_pairs[atomicAdd(body_pair_count, 1u)] = at;
         }
         at++;
     });
 }
 
-// A thread per candidate pair (seed B's lesson: every thread does one test, none idles while
-// a neighbour works through a long list): the exact test; hit[k] = 1 and rec[k] on contact.
-extern "C" __global__ void narrow_pairs(const u32* pair_body, const u32* pair_other, const u32* pair_offset,
-                                        const u32* offset, u32 n, u32 entry_cap, u32 pair_cap, BodyView bv,
-                                        MeshView mesh, u32* hit, ContactRec* rec) {
-    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 total = min(pair_offset[min(offset[n], entry_cap)], pair_cap);
-    if (k > total) return;
-    if (k == total) {
-        hit[k] = 0;
-        return;
-    }
+// The exact test of candidate pair k; hit[k] = 1 and rec[k] on contact.
+__device__ __forceinline__ void narrow_pair(u32 k, const u32* pair_body, const u32* pair_other, const BodyView& bv,
+                                            const MeshView& mesh, u32* hit, PackedContact* rec) {
     u32 i = pair_body[k], other = pair_other[k];
     const double* p = bv.pose + 7 * (u64)i;
     D3 c = v3(p[0], p[1], p[2]);
@@ -583,10 +577,35 @@ extern "C" __global__ void narrow_pairs(const u32* pair_body, const u32* pair_ot
     if (h) rec[k] = make_rec(i, other, g);
 }
 
+// A thread per candidate pair (seed B's lesson: every thread does one test, none idles while
+// a neighbour works through a long list). Triangle pairs here; body pairs, ten times dearer,
+// in narrow_body_pairs, so that no warp mixes the two.
+extern "C" __global__ void narrow_pairs(const u32* pair_body, const u32* pair_other, const u32* pair_offset,
+                                        const u32* offset, u32 n, u32 entry_cap, u32 pair_cap, BodyView bv,
+                                        MeshView mesh, u32* hit, PackedContact* rec) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 total = min(pair_offset[min(offset[n], entry_cap)], pair_cap);
+    if (k > total) return;
+    if (k == total) {
+        hit[k] = 0;
+        return;
+    }
+    if (pair_other[k] & KIND_BODY) return;
+    narrow_pair(k, pair_body, pair_other, bv, mesh, hit, rec);
+}
+
+extern "C" __global__ void narrow_body_pairs(const u32* body_pairs, const u32* body_pair_count, u32 pair_cap,
+                                             const u32* pair_body, const u32* pair_other, BodyView bv,
+                                             MeshView mesh, u32* hit, PackedContact* rec) {
+    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= min(*body_pair_count, pair_cap)) return;
+    narrow_pair(body_pairs[j], pair_body, pair_other, bv, mesh, hit, rec);
+}
+
 // Hits to their scanned positions (in pair order: body runs stay whole).
 extern "C" __global__ void compact_hits(const u32* hit_offset, const u32* pair_offset, const u32* offset, u32 n,
-                                        u32 entry_cap, u32 pair_cap, u32 contact_cap, const ContactRec* rec,
-                                        ContactRec* out) {
+                                        u32 entry_cap, u32 pair_cap, u32 contact_cap, const PackedContact* rec,
+                                        PackedContact* out) {
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
     u32 total = min(pair_offset[min(offset[n], entry_cap)], pair_cap);
     if (k >= total) return;
@@ -620,7 +639,7 @@ extern "C" __global__ void run_counts(const u32* order, const u32* offset, const
 // by `other` (kind, then id). Runs are short: insertion sort.
 extern "C" __global__ void place_runs(const u32* order, const u32* offset, const u32* pair_offset,
                                       const u32* hit_offset, const u32* run_offset, u32 n, u32 entry_cap,
-                                      u32 pair_cap, u32 contact_cap, const ContactRec* compact, ContactRec* out) {
+                                      u32 pair_cap, u32 contact_cap, const PackedContact* compact, PackedContact* out) {
     u32 j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= n) return;
     u32 lo, hi;
@@ -628,7 +647,7 @@ extern "C" __global__ void place_runs(const u32* order, const u32* offset, const
     u32 at = run_offset[order ? order[j] : j];
     if (hi > contact_cap || at + (hi - lo) > contact_cap) return;  // overflow: the host runs again
     for (u32 k = lo; k < hi; k++) {
-        ContactRec r = compact[k];
+        PackedContact r = compact[k];
         u32 m = at + (k - lo);
         for (; m > at && out[m - 1].other > r.other; m--) out[m] = out[m - 1];
         out[m] = r;

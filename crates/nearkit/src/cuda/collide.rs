@@ -209,6 +209,8 @@ struct TickBuffers {
     pair_offset: Grow<u32>,
     pair_body: Grow<u32>,
     pair_other: Grow<u32>,
+    /// Indices of the body–body pairs among the candidates.
+    body_pairs: Grow<u32>,
     /// Hit flags per pair, scanned in place into contact positions.
     hit_offset: Grow<u32>,
     rec: Grow<PackedContact>,
@@ -236,6 +238,12 @@ pub struct CudaCollider {
     status_host: Pinned<u32>,
     contacts_host: Pinned<PackedContact>,
     tick: TickBuffers,
+    sweep_in: Grow<f64>,
+    sweep_tri: Grow<u32>,
+    sweep_out: Grow<f64>,
+    sweep_in_host: Pinned<f64>,
+    sweep_tri_host: Pinned<u32>,
+    sweep_out_host: Pinned<f64>,
 }
 
 impl CudaCollider {
@@ -248,6 +256,12 @@ impl CudaCollider {
             pose_host: Pinned::new(true),
             status_host: Pinned::new(false),
             contacts_host: Pinned::new(false),
+            sweep_in: Grow::new(),
+            sweep_tri: Grow::new(),
+            sweep_out: Grow::new(),
+            sweep_in_host: Pinned::new(true),
+            sweep_tri_host: Pinned::new(false),
+            sweep_out_host: Pinned::new(false),
             tick: TickBuffers {
                 bbox: Grow::new(),
                 shape: Grow::new(),
@@ -268,6 +282,7 @@ impl CudaCollider {
                 pair_offset: Grow::new(),
                 pair_body: Grow::new(),
                 pair_other: Grow::new(),
+                body_pairs: Grow::new(),
                 hit_offset: Grow::new(),
                 rec: Grow::new(),
                 compact: Grow::new(),
@@ -413,11 +428,12 @@ impl CudaCollider {
         t.pair_offset.at_least(be, entry_cap + 1)?;
         t.pair_body.at_least(be, pair_cap)?;
         t.pair_other.at_least(be, pair_cap)?;
+        t.body_pairs.at_least(be, pair_cap)?;
         t.hit_offset.at_least(be, pair_cap + 1)?;
         t.rec.at_least(be, pair_cap)?;
         t.compact.at_least(be, contact_cap)?;
         t.out.at_least(be, contact_cap)?;
-        let status = t.status.at_least(be, 4)?;
+        let status = t.status.at_least(be, 8)?;
         s.memset_zeros(status).map_err(cuda_err)?;
         let (e32, p32, c32) = (entry_cap as u32, pair_cap as u32, contact_cap as u32);
         let mesh_layer = world.mesh_layer();
@@ -495,6 +511,8 @@ impl CudaCollider {
             l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
             l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(t.pair_offset.get()).arg(&p32);
             l.arg(t.pair_body.buf.as_mut().unwrap()).arg(t.pair_other.buf.as_mut().unwrap());
+            let body_pair_count = t.status.get().slice(4..5);
+            l.arg(t.body_pairs.buf.as_mut().unwrap()).arg(&body_pair_count);
             unsafe { l.launch(grid(entry_cap, 128)) }.map_err(cuda_err)?;
         }
         // The exact tests, a thread per pair; hits kept in order; each body's run sorted.
@@ -505,6 +523,12 @@ impl CudaCollider {
             l.arg(&n32).arg(&e32).arg(&p32).arg(&view).arg(&mesh);
             l.arg(t.hit_offset.buf.as_mut().unwrap()).arg(t.rec.buf.as_mut().unwrap());
             unsafe { l.launch(grid(pair_cap + 1, 128)) }.map_err(cuda_err)?;
+            let f = be.func("narrow_body_pairs")?;
+            let mut l = s.launch_builder(&f);
+            let body_pair_count = t.status.get().slice(4..5);
+            l.arg(t.body_pairs.get()).arg(&body_pair_count).arg(&p32).arg(t.pair_body.get()).arg(t.pair_other.get());
+            l.arg(&view).arg(&mesh).arg(t.hit_offset.buf.as_mut().unwrap()).arg(t.rec.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(pair_cap, 128)) }.map_err(cuda_err)?;
         }
         exclusive_scan(be, t.hit_offset.buf.as_mut().unwrap(), pair_cap + 1)?;
         {
@@ -591,9 +615,7 @@ impl CudaCollider {
 
     /// Each sweep's first hit on the static mesh, as `cpu::collide::sweeps` gives.
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
-        for sw in sweeps {
-            sw.check()?;
-        }
+        sweeps.par_iter().with_min_len(4096).try_for_each(Sweep::check)?;
         if world.mesh().is_none() || sweeps.is_empty() {
             return Ok(vec![None; sweeps.len()]);
         }
@@ -603,26 +625,41 @@ impl CudaCollider {
         self.sync(world)?;
         let s = &be.stream;
         let n = sweeps.len();
-        let flat: Vec<f64> =
-            sweeps.iter().flat_map(|w| w.radii.into_iter().chain(w.orientation).chain(w.from).chain(w.to)).collect();
         let t0 = std::time::Instant::now();
-        let input = s.clone_htod(&flat).map_err(cuda_err)?;
-        s.synchronize().map_err(cuda_err)?;
+        // Inputs through pinned memory: 13 values per sweep.
+        let host = self.sweep_in_host.at_least(be, 13 * n)?;
+        host.as_mut_slice().map_err(cuda_err)?[..13 * n]
+            .par_chunks_mut(13)
+            .zip(sweeps.par_iter())
+            .with_min_len(4096)
+            .for_each(|(d, w)| {
+                d[..3].copy_from_slice(&w.radii);
+                d[3..7].copy_from_slice(&w.orientation);
+                d[7..10].copy_from_slice(&w.from);
+                d[10..].copy_from_slice(&w.to);
+            });
+        let input = self.sweep_in.at_least(be, 13 * n)?;
+        s.memcpy_htod(&host.as_slice().map_err(cuda_err)?[..13 * n], input).map_err(cuda_err)?;
         let t_up = t0.elapsed();
-        let mut tri = be.alloc_uninit::<u32>(n)?;
-        let mut out = be.alloc_uninit::<f64>(7 * n)?;
-        let mut error = be.alloc::<u32>(1)?;
+        self.sweep_tri.at_least(be, n)?;
+        self.sweep_out.at_least(be, 7 * n)?;
+        let error = self.tick.status.at_least(be, 4)?;
+        s.memset_zeros(error).map_err(cuda_err)?;
         let mesh = self.mesh.as_ref().expect("synced").view(be);
         let (n32, cell_size) = (n as u32, world.cell_size());
-        let f = be.func("sweep_queries")?;
-        let mut l = s.launch_builder(&f);
-        l.arg(&input).arg(&n32).arg(&cell_size).arg(&mesh).arg(&mut tri).arg(&mut out).arg(&mut error);
-        unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
-        let bad = s.clone_dtoh(&error).map_err(cuda_err)?[0];
-        let t_kernel = t0.elapsed();
-        if std::env::var_os("NEARKIT_PROFILE").is_some() {
-            eprintln!("sweeps cuda: upload {t_up:?}, kernel {:?} ({n} sweeps)", t_kernel - t_up);
+        {
+            let f = be.func("sweep_queries")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(self.sweep_in.get()).arg(&n32).arg(&cell_size).arg(&mesh);
+            l.arg(self.sweep_tri.buf.as_mut().unwrap()).arg(self.sweep_out.buf.as_mut().unwrap());
+            l.arg(self.tick.status.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
         }
+        let status = self.status_host.at_least(be, 4)?;
+        s.memcpy_dtoh(&self.tick.status.get().slice(0..4), &mut *status).map_err(cuda_err)?;
+        s.synchronize().map_err(cuda_err)?;
+        let bad = status.as_slice().map_err(cuda_err)?[0];
+        let t_kernel = t0.elapsed();
         if bad != 0 {
             return Err(Error::InvalidArgument(format!(
                 "sweep {} leaves the grid's range (±{} cells): use larger cells",
@@ -630,11 +667,18 @@ impl CudaCollider {
                 crate::collide::hash_grid::CELL_LIMIT - 1
             )));
         }
-        let tri = s.clone_dtoh(&tri).map_err(cuda_err)?;
-        let out = s.clone_dtoh(&out).map_err(cuda_err)?;
-        Ok(tri
-            .iter()
-            .zip(out.chunks_exact(7))
+        let tri = self.sweep_tri_host.at_least(be, n)?;
+        s.memcpy_dtoh(&self.sweep_tri.get().slice(0..n), &mut *tri).map_err(cuda_err)?;
+        let out = self.sweep_out_host.at_least(be, 7 * n)?;
+        s.memcpy_dtoh(&self.sweep_out.get().slice(0..7 * n), &mut *out).map_err(cuda_err)?;
+        s.synchronize().map_err(cuda_err)?;
+        let t_down = t0.elapsed();
+        let tri = &self.sweep_tri_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..n];
+        let out = &self.sweep_out_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..7 * n];
+        let results = tri
+            .par_iter()
+            .zip(out.par_chunks_exact(7))
+            .with_min_len(4096)
             .map(|(&t, v)| {
                 (t != crate::NO_ID).then(|| SweepResult {
                     toi: v[0],
@@ -643,6 +687,15 @@ impl CudaCollider {
                     normal: [v[4], v[5], v[6]],
                 })
             })
-            .collect())
+            .collect();
+        if std::env::var_os("NEARKIT_PROFILE").is_some() {
+            eprintln!(
+                "sweeps cuda: upload {t_up:?}, kernel {:?}, download {:?}, unpack {:?} ({n} sweeps)",
+                t_kernel - t_up,
+                t_down - t_kernel,
+                t0.elapsed() - t_down
+            );
+        }
+        Ok(results)
     }
 }
