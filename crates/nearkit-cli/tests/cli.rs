@@ -357,3 +357,102 @@ fn bench_closest_point_runs_and_compares_with_the_6d_boxes() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("end to end") && out.contains("6-D MinMax") && out.contains("6-D MinExtent"), "{out}");
 }
+
+/// A 2-D float64 .npy (rows × cols), C order.
+fn npy_2d(rows: usize, cols: usize, v: impl Fn(usize, usize) -> f64) -> Vec<u8> {
+    let mut header = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    for r in 0..rows {
+        for c in 0..cols {
+            out.extend_from_slice(&v(r, c).to_le_bytes());
+        }
+    }
+    out
+}
+
+#[test]
+fn collide_runs_scenes_and_writes_contacts_and_the_scene() {
+    let d = tempfile::tempdir().unwrap();
+    let contacts = d.path().join("c.csv");
+    let scene = d.path().join("last");
+    let o = nearkit(&[
+        "collide",
+        "--device",
+        "cpu",
+        "--ticks",
+        "3",
+        "--bodies",
+        "500",
+        "--sweeps",
+        "200",
+        "--contacts-out",
+        s(&contacts),
+        "--scene-out",
+        s(&scene),
+        "-q",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("19,440 triangles") && out.contains("per tick p50"), "{out}");
+    let text = std::fs::read_to_string(&contacts).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("tick,body,kind,other,nx,ny,nz,depth,px,py,pz"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.len() > 500, "{} contacts", rows.len());
+    assert!(rows.iter().all(|r| r.len() == 11 && r[0] == "2" && (r[2] == "triangle" || r[2] == "body")));
+    assert!(rows.iter().any(|r| r[2] == "body"));
+    let bodies = std::fs::read_to_string(scene.join("bodies.csv")).unwrap();
+    assert_eq!(bodies.lines().count(), 501);
+    let mesh = std::fs::read(scene.join("mesh.ply")).unwrap();
+    assert!(mesh.starts_with(b"ply\nformat binary_little_endian"));
+    // The written mesh reads back as the scene's terrain.
+    let o = nearkit(&[
+        "collide",
+        "--device",
+        "cpu",
+        "--ticks",
+        "1",
+        "--bodies",
+        "50",
+        "--mesh-size",
+        "0",
+        "--scene",
+        &format!("mesh:{}", s(&scene.join("mesh.ply"))),
+    ]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("19,440 triangles"), "{}", String::from_utf8_lossy(&o.stderr));
+    // A heightfield from a 2-D array.
+    let hf = write(d.path(), "hf.npy", &npy_2d(20, 30, |r, c| ((r * c) as f64 * 0.1).sin()));
+    let o = nearkit(&[
+        "collide",
+        "--device",
+        "cpu",
+        "--ticks",
+        "2",
+        "--bodies",
+        "100",
+        "--scene",
+        &format!("mesh:{}", s(&hf)),
+    ]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("1,102 triangles"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn collide_refuses_bad_input() {
+    let d = tempfile::tempdir().unwrap();
+    fails(&["collide", "--scene", "moon"], &["unknown scene", "crater"], None);
+    fails(&["collide", "--ticks", "0"], &["--ticks"], None);
+    fails(&["collide", "--bodies", "0"], &["--bodies"], None);
+    fails(&["collide", "--cell-size", "-1", "--device", "cpu"], &["cell size"], None);
+    let bad = write(d.path(), "bad.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n");
+    fails(&["collide", "--scene", &format!("mesh:{}", s(&bad))], &["bad.off"], None);
+    let flat = write(d.path(), "flat.npy", &npy_2d(1, 5, |_, _| 0.0));
+    fails(&["collide", "--scene", &format!("mesh:{}", s(&flat))], &["flat.npy", "2-D array"], None);
+    let nan = write(d.path(), "nan.npy", &npy_2d(3, 3, |r, _| if r == 1 { f64::NAN } else { 0.0 }));
+    fails(&["collide", "--scene", &format!("mesh:{}", s(&nan))], &["nan.npy", "not finite"], None);
+}

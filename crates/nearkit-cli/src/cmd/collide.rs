@@ -47,14 +47,14 @@ pub struct CollideArgs {
     #[arg(long)]
     pub switch_every: Option<u64>,
     /// Grid cell size in metres.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub cell_size: f64,
     /// A mesh scene is scaled so its longest side is this many metres (0: keep its units).
     /// Heightfields are never scaled; their samples are --spacing apart.
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = 50.0, allow_negative_numbers = true)]
     pub mesh_size: f64,
     /// Spacing of a .npy heightfield's samples, in metres.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub spacing: f64,
     /// Also time this many swept queries against the mesh: the bodies (in turn) each moving
     /// 1 m along x and 0.5 m down.
