@@ -139,6 +139,8 @@ pub struct Versions {
 }
 
 pub struct World {
+    /// Unique in the process: tells colliders apart the worlds they are handed.
+    id: u64,
     cell_size: f64,
     mesh_layer: u32,
     mesh: Option<Arc<StaticMesh>>,
@@ -154,7 +156,9 @@ impl World {
         if !(cell_size.is_finite() && cell_size > 0.0) {
             return Err(Error::InvalidArgument(format!("cell size must be a positive number, got {cell_size}")));
         }
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(World {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             cell_size,
             mesh_layer: 1,
             mesh: None,
@@ -162,6 +166,10 @@ impl World {
             free: BTreeSet::new(),
             versions: Versions::default(),
         })
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     pub fn cell_size(&self) -> f64 {

@@ -231,7 +231,8 @@ const SORT_FROM: usize = 1 << 16;
 /// one uploads what changed since it last saw the world (by `World::versions`).
 pub struct CudaCollider {
     be: Arc<CudaBackend>,
-    held: Option<Versions>,
+    /// The world (by id) and its versions as last uploaded.
+    held: Option<(u64, Versions)>,
     mesh: Option<DeviceMesh>,
     bodies: Option<DeviceBodies>,
     pose_host: Pinned<f64>,
@@ -244,6 +245,24 @@ pub struct CudaCollider {
     sweep_in_host: Pinned<f64>,
     sweep_tri_host: Pinned<u32>,
     sweep_out_host: Pinned<f64>,
+    /// The last tick, captured as a CUDA graph, and what it was captured for.
+    graph: Option<(GraphKey, cudarc::driver::CudaGraph)>,
+    /// The sizes of the last tick run: a tick is captured when they repeat.
+    last_key: Option<GraphKey>,
+    use_graphs: bool,
+}
+
+/// Everything a captured tick depends on besides the poses (which it reads from a buffer
+/// that stays put): a tick with another key is captured afresh.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct GraphKey {
+    world: u64,
+    n: usize,
+    caps: [usize; 3],
+    mesh: u64,
+    shapes: u64,
+    cell_size: u64,
+    mesh_layer: u32,
 }
 
 impl CudaCollider {
@@ -262,6 +281,9 @@ impl CudaCollider {
             sweep_in_host: Pinned::new(true),
             sweep_tri_host: Pinned::new(false),
             sweep_out_host: Pinned::new(false),
+            graph: None,
+            last_key: None,
+            use_graphs: std::env::var_os("NEARKIT_NO_GRAPHS").is_none(),
             tick: TickBuffers {
                 bbox: Grow::new(),
                 shape: Grow::new(),
@@ -303,7 +325,10 @@ impl CudaCollider {
         let be = &*self.be;
         let s = &be.stream;
         let v = world.versions();
-        let held = self.held.unwrap_or(Versions { mesh: u64::MAX, poses: u64::MAX, shapes: u64::MAX });
+        let held = match self.held {
+            Some((id, v)) if id == world.id() => v,
+            _ => Versions { mesh: u64::MAX, poses: u64::MAX, shapes: u64::MAX },
+        };
         if held.mesh != v.mesh || self.mesh.is_none() {
             self.mesh = Some(DeviceMesh::upload(be, world)?);
         }
@@ -350,7 +375,7 @@ impl CudaCollider {
             let d = self.bodies.as_mut().expect("bodies uploaded above");
             s.memcpy_htod(&host.as_slice().map_err(cuda_err)?[..7 * n], &mut d.pose).map_err(cuda_err)?;
         }
-        self.held = Some(v);
+        self.held = Some((world.id(), v));
         Ok(())
     }
 
@@ -393,10 +418,92 @@ impl CudaCollider {
         Ok(&host.as_slice().map_err(cuda_err)?[..count])
     }
 
-    /// One tick on the device; `None` when the grid entries, the candidate pairs or the
-    /// contacts overflowed their buffers (which have grown, so the caller runs it again),
-    /// else the contact count.
+    /// Sizes every tick buffer for the current capacities (nothing is allocated while a
+    /// tick is captured into a graph).
+    fn prepare_tick(&mut self, n: usize) -> Result<()> {
+        let be = &*self.be;
+        let t = &mut self.tick;
+        let (entry_cap, pair_cap, contact_cap) = (t.entry_cap, t.pair_cap, t.contact_cap);
+        t.bbox.at_least(be, 6 * n)?;
+        t.shape.at_least(be, 18 * n)?;
+        t.cells.at_least(be, 6 * n)?;
+        t.offset.at_least(be, n + 1)?;
+        t.run_offset.at_least(be, n + 1)?;
+        if n >= SORT_FROM {
+            t.count.at_least(be, n)?;
+            t.sort_key.at_least(be, n)?;
+            t.order.at_least(be, n)?;
+        }
+        for g in [&mut t.entry_body, &mut t.entry_bucket, &mut t.entry_rank, &mut t.items] {
+            g.at_least(be, entry_cap)?;
+        }
+        t.entry_key.at_least(be, entry_cap)?;
+        t.keys.at_least(be, entry_cap)?;
+        t.start.at_least(be, bucket_count(entry_cap) + 1)?;
+        t.pair_offset.at_least(be, entry_cap + 1)?;
+        t.pair_body.at_least(be, pair_cap)?;
+        t.pair_other.at_least(be, pair_cap)?;
+        t.body_pairs.at_least(be, pair_cap)?;
+        t.hit_offset.at_least(be, pair_cap + 1)?;
+        t.rec.at_least(be, pair_cap)?;
+        t.compact.at_least(be, contact_cap)?;
+        t.out.at_least(be, contact_cap)?;
+        t.status.at_least(be, 8)?;
+        self.status_host.at_least(be, 4)?;
+        Ok(())
+    }
+
+    /// One tick on the device: runs it (through a CUDA graph when one fits), then reads the
+    /// status. `None` when the grid entries, the candidate pairs or the contacts overflowed
+    /// their buffers (which have grown, so the caller runs it again), else the contact count.
     fn launch_tick(&mut self, world: &World) -> Result<Option<usize>> {
+        let n = world.bodies().len();
+        self.prepare_tick(n)?;
+        let t = &self.tick;
+        let v = world.versions();
+        let key = GraphKey {
+            world: world.id(),
+            n,
+            caps: [t.entry_cap, t.pair_cap, t.contact_cap],
+            mesh: v.mesh,
+            shapes: v.shapes,
+            cell_size: world.cell_size().to_bits(),
+            mesh_layer: world.mesh_layer(),
+        };
+        let be_arc = self.be.clone();
+        let s = &be_arc.stream;
+        if self.graph.as_ref().is_some_and(|(k, _)| *k == key) {
+            self.graph.as_ref().expect("checked").1.launch().map_err(cuda_err)?;
+        } else if self.use_graphs && self.last_key == Some(key) {
+            // The second tick with the same sizes: capture it, and replay it from now on.
+            self.graph = None;
+            let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+            let captured = s.begin_capture(mode).map_err(cuda_err).and_then(|()| {
+                let queued = self.enqueue_tick(world);
+                let graph = s.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0)).map_err(cuda_err);
+                queued.and(graph)
+            });
+            match captured {
+                Ok(Some(g)) => {
+                    g.launch().map_err(cuda_err)?;
+                    self.graph = Some((key, g));
+                }
+                _ => {
+                    // No graph (capture refused here): launch directly from now on.
+                    self.use_graphs = false;
+                    self.enqueue_tick(world)?;
+                }
+            }
+        } else {
+            self.graph = None;
+            self.enqueue_tick(world)?;
+        }
+        self.last_key = Some(key);
+        self.read_status(world)
+    }
+
+    /// Queues every kernel of a tick (no allocation, no synchronisation: it may be captured).
+    fn enqueue_tick(&mut self, world: &World) -> Result<()> {
         let be = &*self.be;
         let s = &be.stream;
         let n = world.bodies().len();
@@ -407,34 +514,9 @@ impl CudaCollider {
         let (entry_cap, pair_cap, contact_cap) = (t.entry_cap, t.pair_cap, t.contact_cap);
         let buckets = bucket_count(entry_cap);
         let bmask = (buckets - 1) as u64;
-        t.bbox.at_least(be, 6 * n)?;
-        t.shape.at_least(be, 18 * n)?;
-        t.cells.at_least(be, 6 * n)?;
-        t.offset.at_least(be, n + 1)?;
-        t.run_offset.at_least(be, n + 1)?;
         // Big worlds are worked through in Morton order of the bodies' cells.
         let sorted = n >= SORT_FROM;
-        if sorted {
-            t.count.at_least(be, n)?;
-            t.sort_key.at_least(be, n)?;
-            t.order.at_least(be, n)?;
-        }
-        for g in [&mut t.entry_body, &mut t.entry_bucket, &mut t.entry_rank, &mut t.items] {
-            g.at_least(be, entry_cap)?;
-        }
-        t.entry_key.at_least(be, entry_cap)?;
-        t.keys.at_least(be, entry_cap)?;
-        t.start.at_least(be, buckets + 1)?;
-        t.pair_offset.at_least(be, entry_cap + 1)?;
-        t.pair_body.at_least(be, pair_cap)?;
-        t.pair_other.at_least(be, pair_cap)?;
-        t.body_pairs.at_least(be, pair_cap)?;
-        t.hit_offset.at_least(be, pair_cap + 1)?;
-        t.rec.at_least(be, pair_cap)?;
-        t.compact.at_least(be, contact_cap)?;
-        t.out.at_least(be, contact_cap)?;
-        let status = t.status.at_least(be, 8)?;
-        s.memset_zeros(status).map_err(cuda_err)?;
+        s.memset_zeros(t.status.buf.as_mut().expect("prepared")).map_err(cuda_err)?;
         let (e32, p32, c32) = (entry_cap as u32, pair_cap as u32, contact_cap as u32);
         let mesh_layer = world.mesh_layer();
 
@@ -561,6 +643,14 @@ impl CudaCollider {
             l.arg(t.status.buf.as_mut().unwrap());
             unsafe { l.launch(grid(1, 32)) }.map_err(cuda_err)?;
         }
+        Ok(())
+    }
+
+    /// Reads the tick's status: the contact count, or `None` after growing a buffer.
+    fn read_status(&mut self, world: &World) -> Result<Option<usize>> {
+        let be = &*self.be;
+        let s = &be.stream;
+        let t = &mut self.tick;
         let host = self.status_host.at_least(be, 4)?;
         s.memcpy_dtoh(&t.status.get().slice(0..4), &mut *host).map_err(cuda_err)?;
         s.synchronize().map_err(cuda_err)?;
@@ -569,12 +659,13 @@ impl CudaCollider {
         if bad != 0 {
             let c = world.bodies().center[bad as usize - 1];
             return Err(Error::InvalidArgument(format!(
-                "body {} at {c:?} is beyond ±{} cells of {cell_size}, or spans too many: use larger cells",
+                "body {} at {c:?} is beyond ±{} cells of {}, or spans too many: use larger cells",
                 bad - 1,
-                crate::collide::hash_grid::CELL_LIMIT - 1
+                crate::collide::hash_grid::CELL_LIMIT - 1,
+                world.cell_size()
             )));
         }
-        if entries > entry_cap || pairs > pair_cap || contacts > contact_cap {
+        if entries > t.entry_cap || pairs > t.pair_cap || contacts > t.contact_cap {
             t.entry_cap = t.entry_cap.max(entries + entries / 4);
             t.pair_cap = t.pair_cap.max(pairs + pairs / 4);
             t.contact_cap = t.contact_cap.max(contacts + contacts / 4);

@@ -96,7 +96,9 @@ impl CudaBackend {
             ordinal,
             name,
             arch,
-            stream: ctx.default_stream(),
+            // A stream of our own, not the legacy default one: collision ticks are captured
+            // into CUDA graphs, which the default stream cannot do.
+            stream: ctx.new_stream().map_err(cuda_err)?,
             module,
             vector_module: OnceLock::new(),
             functions: Mutex::new(HashMap::new()),
