@@ -521,8 +521,14 @@ __device__ __forceinline__ void entry_pairs(const BodyView& bv, const MeshView& 
 }
 
 // A thread per grid entry: how many pairs it owns.
+// Pairs an entry keeps from its counting pass, so that most entries are enumerated once.
+#define KEPT_PAIRS 8
+
+// A thread per grid entry: how many pairs it owns; the first KEPT_PAIRS of them are kept
+// (kept[e * KEPT_PAIRS + k]) for write_pairs.
 extern "C" __global__ void count_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
-                                       u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer, u32* pair_count) {
+                                       u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer, u32* pair_count,
+                                       u32* kept) {
     u32 e = blockIdx.x * blockDim.x + threadIdx.x;
     u32 total = min(offset[n], entry_cap);
     if (e > total) return;
@@ -531,20 +537,25 @@ extern "C" __global__ void count_pairs(const u64* entry_key, const u32* entry_bo
         return;
     }
     u32 k = 0;
-    entry_pairs(bv, mesh, mesh_layer, entry_body[e], entry_key[e], [&](u32) { k++; });
+    u32* mine = kept + (u64)e * KEPT_PAIRS;
+    entry_pairs(bv, mesh, mesh_layer, entry_body[e], entry_key[e], [&](u32 other) {
+        if (k < KEPT_PAIRS) mine[k] = other;
+        k++;
+    });
     pair_count[e] = k;
 }
 
-// A thread per grid entry: its pairs at its offset, as (body, other). Entries are in body
-// order, so each body's pairs form one run.
+// A thread per grid entry: its pairs at its offset, as (body, other), from what count_pairs
+// kept (enumerated again only past KEPT_PAIRS). Entries are in body order, so each body's
+// pairs form one run.
 extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
                                        u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer,
-                                       const u32* pair_offset, u32 pair_cap, u32* pair_body, u32* pair_other,
-                                       u32* body_pairs, u32* body_pair_count) {
+                                       const u32* pair_offset, u32 pair_cap, const u32* kept, u32* pair_body,
+                                       u32* pair_other, u32* body_pairs, u32* body_pair_count) {
     u32 e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= min(offset[n], entry_cap)) return;
-    u32 i = entry_body[e], at = pair_offset[e];
-    entry_pairs(bv, mesh, mesh_layer, i, entry_key[e], [&](u32 other) {
+    u32 i = entry_body[e], at = pair_offset[e], count = pair_offset[e + 1] - at;
+    auto put = [&](u32 other) {
         if (at < pair_cap) {
             pair_body[at] = i;
             pair_other[at] = other;
@@ -552,7 +563,13 @@ extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_bo
             if (other & KIND_BODY) body_pairs[atomicAdd(body_pair_count, 1u)] = at;
         }
         at++;
-    });
+    };
+    if (count <= KEPT_PAIRS) {
+        const u32* mine = kept + (u64)e * KEPT_PAIRS;
+        for (u32 k = 0; k < count; k++) put(mine[k]);
+    } else {
+        entry_pairs(bv, mesh, mesh_layer, i, entry_key[e], put);
+    }
 }
 
 // The exact test of candidate pair k; hit[k] = 1 and rec[k] on contact.

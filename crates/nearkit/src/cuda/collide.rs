@@ -209,6 +209,8 @@ struct TickBuffers {
     pair_offset: Grow<u32>,
     pair_body: Grow<u32>,
     pair_other: Grow<u32>,
+    /// The first pairs of each entry, kept by the counting pass (8 per entry).
+    kept: Grow<u32>,
     /// Indices of the body–body pairs among the candidates.
     body_pairs: Grow<u32>,
     /// Hit flags per pair, scanned in place into contact positions.
@@ -226,6 +228,9 @@ struct TickBuffers {
 /// From this many bodies on, a tick first sorts them by cell (Morton order): below, the
 /// whole world sits in the GPU's caches anyway and the sort's launches would cost more.
 const SORT_FROM: usize = 1 << 16;
+
+/// `KEPT_PAIRS` of collide.cu.
+const KEPT_PAIRS: usize = 8;
 
 /// A world's resident copy on one GPU. Switching a world between colliders is free: each
 /// one uploads what changed since it last saw the world (by `World::versions`).
@@ -304,6 +309,7 @@ impl CudaCollider {
                 pair_offset: Grow::new(),
                 pair_body: Grow::new(),
                 pair_other: Grow::new(),
+                kept: Grow::new(),
                 body_pairs: Grow::new(),
                 hit_offset: Grow::new(),
                 rec: Grow::new(),
@@ -367,13 +373,25 @@ impl CudaCollider {
                 d[..3].copy_from_slice(c);
                 d[3..].copy_from_slice(q);
             };
-            if big {
-                dst.par_chunks_mut(7).zip(b.center.par_iter().zip(b.orientation.par_iter())).for_each(fill);
-            } else {
-                dst.chunks_mut(7).zip(b.center.iter().zip(b.orientation.iter())).for_each(fill);
-            }
             let d = self.bodies.as_mut().expect("bodies uploaded above");
-            s.memcpy_htod(&host.as_slice().map_err(cuda_err)?[..7 * n], &mut d.pose).map_err(cuda_err)?;
+            let dev = d.pose.device_ptr(s).0;
+            s.context().bind_to_thread().map_err(cuda_err)?;
+            // Big worlds go up in pieces, each copied while the next one is filled.
+            let piece = if big { n.div_ceil(8) } else { n };
+            for start in (0..n).step_by(piece) {
+                let end = (start + piece).min(n);
+                let part = &mut dst[7 * start..7 * end];
+                let (c, q) = (&b.center[start..end], &b.orientation[start..end]);
+                if big {
+                    part.par_chunks_mut(7).zip(c.par_iter().zip(q.par_iter())).for_each(fill);
+                } else {
+                    part.chunks_mut(7).zip(c.iter().zip(q.iter())).for_each(fill);
+                }
+                // SAFETY: pinned memory owned by this collider, not written again before the
+                // tick's synchronisation; the device range lies inside `pose` (7n values).
+                unsafe { cudarc::driver::result::memcpy_htod_async(dev + 8 * 7 * start as u64, &*part, s.cu_stream()) }
+                    .map_err(cuda_err)?;
+            }
         }
         self.held = Some((world.id(), v));
         Ok(())
@@ -441,6 +459,7 @@ impl CudaCollider {
         t.keys.at_least(be, entry_cap)?;
         t.start.at_least(be, bucket_count(entry_cap) + 1)?;
         t.pair_offset.at_least(be, entry_cap + 1)?;
+        t.kept.at_least(be, KEPT_PAIRS * entry_cap)?;
         t.pair_body.at_least(be, pair_cap)?;
         t.pair_other.at_least(be, pair_cap)?;
         t.body_pairs.at_least(be, pair_cap)?;
@@ -584,6 +603,7 @@ impl CudaCollider {
             let mut l = s.launch_builder(&f);
             l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
             l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(t.pair_offset.buf.as_mut().unwrap());
+            l.arg(t.kept.buf.as_mut().unwrap());
             unsafe { l.launch(grid(entry_cap + 1, 128)) }.map_err(cuda_err)?;
         }
         exclusive_scan(be, t.pair_offset.buf.as_mut().unwrap(), entry_cap + 1)?;
@@ -591,7 +611,7 @@ impl CudaCollider {
             let f = be.func("write_pairs")?;
             let mut l = s.launch_builder(&f);
             l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
-            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(t.pair_offset.get()).arg(&p32);
+            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(t.pair_offset.get()).arg(&p32).arg(t.kept.get());
             l.arg(t.pair_body.buf.as_mut().unwrap()).arg(t.pair_other.buf.as_mut().unwrap());
             let body_pair_count = t.status.get().slice(4..5);
             l.arg(t.body_pairs.buf.as_mut().unwrap()).arg(&body_pair_count);
