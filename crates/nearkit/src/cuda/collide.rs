@@ -376,22 +376,17 @@ impl CudaCollider {
             let d = self.bodies.as_mut().expect("bodies uploaded above");
             let dev = d.pose.device_ptr(s).0;
             s.context().bind_to_thread().map_err(cuda_err)?;
-            // Big worlds go up in pieces, each copied while the next one is filled.
-            let piece = if big { n.div_ceil(8) } else { n };
-            for start in (0..n).step_by(piece) {
-                let end = (start + piece).min(n);
-                let part = &mut dst[7 * start..7 * end];
-                let (c, q) = (&b.center[start..end], &b.orientation[start..end]);
-                if big {
-                    part.par_chunks_mut(7).zip(c.par_iter().zip(q.par_iter())).for_each(fill);
-                } else {
-                    part.chunks_mut(7).zip(c.iter().zip(q.iter())).for_each(fill);
-                }
-                // SAFETY: pinned memory owned by this collider, not written again before the
-                // tick's synchronisation; the device range lies inside `pose` (7n values).
-                unsafe { cudarc::driver::result::memcpy_htod_async(dev + 8 * 7 * start as u64, &*part, s.cu_stream()) }
-                    .map_err(cuda_err)?;
+            // (Uploading in pieces, each copied while the next is filled, was slower: 5.9 ms
+            // against 3.0 ms for a million bodies.)
+            if big {
+                dst.par_chunks_mut(7).zip(b.center.par_iter().zip(b.orientation.par_iter())).for_each(fill);
+            } else {
+                dst.chunks_mut(7).zip(b.center.iter().zip(b.orientation.iter())).for_each(fill);
             }
+            // SAFETY: pinned memory owned by this collider and not written again before the
+            // tick's synchronisation; `pose` holds 7n values. (cudarc's own copy from a slice
+            // would wait for it here.)
+            unsafe { cudarc::driver::result::memcpy_htod_async(dev, &*dst, s.cu_stream()) }.map_err(cuda_err)?;
         }
         self.held = Some((world.id(), v));
         Ok(())
