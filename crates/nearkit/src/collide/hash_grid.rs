@@ -87,6 +87,13 @@ pub struct HashGrid {
 impl HashGrid {
     /// Enters item i into every cell of `ranges[i]` (`None`: not entered).
     pub fn build(ranges: &[Option<CellRange>]) -> Result<Self> {
+        let mut grid = HashGrid::default();
+        grid.rebuild(ranges)?;
+        Ok(grid)
+    }
+
+    /// As `build`, reusing this grid's memory (a world's bodies are re-entered every tick).
+    pub fn rebuild(&mut self, ranges: &[Option<CellRange>]) -> Result<()> {
         let total: usize = ranges.iter().flatten().map(CellRange::count).sum();
         if total > u32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!(
@@ -95,7 +102,9 @@ impl HashGrid {
         }
         let buckets = bucket_count(total);
         let mask = (buckets - 1) as u64;
-        let mut start = vec![0u32; buckets + 1];
+        let start = &mut self.start;
+        start.clear();
+        start.resize(buckets + 1, 0);
         for r in ranges.iter().flatten() {
             for c in r.cells() {
                 start[bucket_of(cell_key(c), mask) + 1] += 1;
@@ -104,19 +113,24 @@ impl HashGrid {
         for b in 0..buckets {
             start[b + 1] += start[b];
         }
-        let mut cursor = start.clone();
-        let (mut keys, mut items) = (vec![0u64; total], vec![0u32; total]);
+        self.keys.resize(total, 0);
+        self.items.resize(total, 0);
+        // start[b] serves as bucket b's cursor, ending at bucket b + 1's start; shifted back after.
         for (i, r) in ranges.iter().enumerate() {
             for c in r.iter().flat_map(CellRange::cells) {
                 let key = cell_key(c);
                 let b = bucket_of(key, mask);
-                let at = cursor[b] as usize;
-                cursor[b] += 1;
-                keys[at] = key;
-                items[at] = i as u32;
+                let at = start[b] as usize;
+                start[b] += 1;
+                self.keys[at] = key;
+                self.items[at] = i as u32;
             }
         }
-        Ok(HashGrid { start, keys, items })
+        for b in (1..=buckets).rev() {
+            start[b] = start[b - 1];
+        }
+        start[0] = 0;
+        Ok(())
     }
 
     pub fn mask(&self) -> u64 {

@@ -56,7 +56,7 @@ pub(crate) fn check_center(c: ellipsoid::V3) -> Result<()> {
 /// Where contacts are computed. The world is the same for both; switching between ticks is
 /// allowed (the CUDA collider re-uploads what changed since it last ran).
 pub enum Collider {
-    Cpu(Vec<PackedContact>),
+    Cpu(Box<crate::cpu::collide::CpuCollider>),
     Cuda(Box<crate::cuda::CudaCollider>),
 }
 
@@ -72,7 +72,7 @@ impl Collider {
     }
 
     pub fn cpu() -> Collider {
-        Collider::Cpu(Vec::new())
+        Collider::Cpu(Box::default())
     }
 
     pub fn describe(&self) -> String {
@@ -86,10 +86,7 @@ impl Collider {
     /// until its next tick. This is the fast path (nothing is copied or unpacked).
     pub fn contacts_packed<'a>(&'a mut self, world: &'a World) -> Result<Contacts<'a>> {
         let packed: &[PackedContact] = match self {
-            Collider::Cpu(buf) => {
-                crate::cpu::collide::contacts(world, buf)?;
-                buf
-            }
+            Collider::Cpu(c) => c.contacts(world)?,
             Collider::Cuda(c) => c.contacts_packed(world)?,
         };
         Ok(Contacts::new(packed, world))

@@ -94,85 +94,103 @@ fn body_contacts(
     out[start..].sort_unstable_by_key(|p| p.other);
 }
 
-/// Every contact of the world, sorted by (body, kind, other), into `out`.
-pub fn contacts(world: &World, out: &mut Vec<PackedContact>) -> Result<()> {
-    let b = world.bodies();
-    let cell_size = world.cell_size();
-    let t0 = std::time::Instant::now();
-    let boxes: Vec<Option<BodyBox>> = (0..b.len())
-        .into_par_iter()
-        .with_min_len(256)
-        .map(|i| {
-            if !b.alive[i] {
-                return Ok(None);
+/// The CPU collider: its buffers are kept between ticks, so a steady world allocates almost
+/// nothing per tick.
+#[derive(Default)]
+pub struct CpuCollider {
+    packed: Vec<PackedContact>,
+    boxes: Vec<Option<BodyBox>>,
+    ranges: Vec<Option<CellRange>>,
+    grid: HashGrid,
+    order: Vec<(u64, u32)>,
+    offset: Vec<usize>,
+}
+
+impl CpuCollider {
+    /// Every contact of the world, sorted by (body, kind, other).
+    pub fn contacts(&mut self, world: &World) -> Result<&[PackedContact]> {
+        let b = world.bodies();
+        let n = b.len();
+        let cell_size = world.cell_size();
+        let t0 = std::time::Instant::now();
+        self.boxes.resize_with(n, || None);
+        self.boxes.par_iter_mut().enumerate().with_min_len(256).try_for_each(|(i, slot)| -> Result<()> {
+            *slot = None;
+            if b.alive[i] {
+                crate::collide::check_center(b.center[i])?;
+                let shape = b.shape(i);
+                let (lo, hi) = body_box(&shape, b.center[i]);
+                *slot = Some(BodyBox { shape, lo, hi, cells: CellRange::of_box(lo, hi, cell_size)? });
             }
-            crate::collide::check_center(b.center[i])?;
-            let shape = b.shape(i);
-            let (lo, hi) = body_box(&shape, b.center[i]);
-            Ok(Some(BodyBox { shape, lo, hi, cells: CellRange::of_box(lo, hi, cell_size)? }))
-        })
-        .collect::<Result<_>>()?;
-    let ranges: Vec<Option<CellRange>> = boxes.iter().map(|x| x.as_ref().map(|x| x.cells)).collect();
-    let t1 = t0.elapsed();
-    let grid = HashGrid::build(&ranges)?;
-    let t2 = t0.elapsed();
-    // Bodies are visited in Morton order of their cells, so that neighbours, which read the
-    // same grid buckets and triangles, run one after another (mostly cache hits).
-    let mut order: Vec<(u64, u32)> = boxes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, x)| {
+            Ok(())
+        })?;
+        let boxes = &self.boxes;
+        self.ranges.clear();
+        self.ranges.extend(boxes.iter().map(|x| x.as_ref().map(|x| x.cells)));
+        let t1 = t0.elapsed();
+        self.grid.rebuild(&self.ranges)?;
+        let grid = &self.grid;
+        let t2 = t0.elapsed();
+        // Bodies are visited in Morton order of their cells, so that neighbours, which read
+        // the same grid buckets and triangles, run one after another (mostly cache hits).
+        self.order.clear();
+        self.order.extend(boxes.iter().enumerate().filter_map(|(i, x)| {
             let c = x.as_ref()?.cells.lo.map(|v| (v as i64 + CELL_LIMIT) as u32 & 0x1f_ffff);
             Some((morton3_64(c[0], c[1], c[2]), i as u32))
-        })
-        .collect();
-    order.par_sort_unstable();
-    let mesh = world.mesh().map(|m| &**m);
-    // Each chunk of neighbours: its bodies' contacts, one sorted run per body.
-    let chunks: Vec<ChunkContacts> = order
-        .par_chunks(CHUNK)
-        .map(|chunk| {
-            let (mut found, mut runs) = (Vec::new(), Vec::with_capacity(chunk.len()));
-            for &(_, i) in chunk {
-                let start = found.len();
-                body_contacts(world, &boxes, &grid, mesh, i as usize, &mut found);
-                runs.push((i, (found.len() - start) as u32));
+        }));
+        self.order.par_sort_unstable();
+        let mesh = world.mesh().map(|m| &**m);
+        // Each chunk of neighbours: its bodies' contacts, one sorted run per body.
+        let chunks: Vec<ChunkContacts> = self
+            .order
+            .par_chunks(CHUNK)
+            .map(|chunk| {
+                let (mut found, mut runs) = (Vec::new(), Vec::with_capacity(chunk.len()));
+                for &(_, i) in chunk {
+                    let start = found.len();
+                    body_contacts(world, boxes, grid, mesh, i as usize, &mut found);
+                    runs.push((i, (found.len() - start) as u32));
+                }
+                (found, runs)
+            })
+            .collect();
+        let t3 = t0.elapsed();
+        // Runs to their places in body order.
+        let offset = &mut self.offset;
+        offset.clear();
+        offset.resize(n + 1, 0);
+        for (_, runs) in &chunks {
+            for &(i, c) in runs {
+                offset[i as usize + 1] = c as usize;
             }
-            (found, runs)
-        })
-        .collect();
-    let t3 = t0.elapsed();
-    // Runs to their places in body order.
-    let mut offset = vec![0usize; b.len() + 1];
-    for (_, runs) in &chunks {
-        for &(i, n) in runs {
-            offset[i as usize + 1] = n as usize;
         }
-    }
-    for i in 0..b.len() {
-        offset[i + 1] += offset[i];
-    }
-    out.clear();
-    out.resize(offset[b.len()], PackedContact::default());
-    let dst = RowPtr(out.as_mut_ptr());
-    chunks.par_iter().for_each(|(found, runs)| {
-        let mut at = 0;
-        for &(i, n) in runs {
-            let n = n as usize;
-            // SAFETY: body i's run [offset[i], offset[i + 1]) is written by this chunk only.
-            unsafe { dst.span(offset[i as usize], n) }.copy_from_slice(&found[at..at + n]);
-            at += n;
+        for i in 0..n {
+            offset[i + 1] += offset[i];
         }
-    });
-    if std::env::var_os("NEARKIT_PROFILE").is_some() {
-        eprintln!(
-            "collide cpu: boxes {t1:?}, grid {:?}, narrow {:?}, gather {:?}",
-            t2 - t1,
-            t3 - t2,
-            t0.elapsed() - t3
-        );
+        let out = &mut self.packed;
+        out.clear();
+        out.resize(offset[n], PackedContact::default());
+        let dst = RowPtr(out.as_mut_ptr());
+        let offset = &self.offset;
+        chunks.par_iter().for_each(|(found, runs)| {
+            let mut at = 0;
+            for &(i, c) in runs {
+                let c = c as usize;
+                // SAFETY: body i's run [offset[i], offset[i + 1]) is written by this chunk only.
+                unsafe { dst.span(offset[i as usize], c) }.copy_from_slice(&found[at..at + c]);
+                at += c;
+            }
+        });
+        if std::env::var_os("NEARKIT_PROFILE").is_some() {
+            eprintln!(
+                "collide cpu: boxes {t1:?}, grid {:?}, narrow {:?}, gather {:?}",
+                t2 - t1,
+                t3 - t2,
+                t0.elapsed() - t3
+            );
+        }
+        Ok(&self.packed)
     }
-    Ok(())
 }
 
 /// Each sweep's first contact with the mesh (`None`: it moves freely, or there is no mesh).
