@@ -106,30 +106,13 @@ fn bad_inputs_fail_cleanly() {
     let bytes = std::fs::read(&npy).unwrap();
     let cut = write(d.path(), "cut.npy", &bytes[..bytes.len() - 50]);
     fails(&["pairs", "--a", s(&cut), "--b", s(&good), "--out", s(o)], &["cut.npy", "truncated"], Some(o));
-    let wrong_shape = write(d.path(), "wrong.npy", &npy_f64_2cols());
+    let wrong_shape = write(d.path(), "wrong.npy", &npy_2d(2, 2, |r, c| (2 * r + c + 1) as f64));
     fails(&["pairs", "--a", s(&wrong_shape), "--b", s(&good)], &["wrong.npy", "N×3"], None);
     let ply = write(d.path(), "cut.ply", b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nend_header\n0 0 0\n1 1 1\n");
     fails(&["pairs", "--a", s(&ply), "--b", s(&good)], &["cut.ply"], None);
     let off = write(d.path(), "bad.off", b"OFF\n3 1 0\n0 0 0\n1 1 1\n");
     fails(&["pairs", "--a", s(&off), "--b", s(&good)], &["bad.off", "ends after 2 of 3 vertices"], None);
     fails(&["pairs", "--device", "tpu"], &["unknown device 'tpu'"], None);
-}
-
-/// A 2×2 float64 .npy (a shape error, not a parse error).
-fn npy_f64_2cols() -> Vec<u8> {
-    let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }";
-    let mut h = header.to_string();
-    while (10 + h.len() + 1) % 64 != 0 {
-        h.push(' ');
-    }
-    h.push('\n');
-    let mut v = b"\x93NUMPY\x01\x00".to_vec();
-    v.extend_from_slice(&(h.len() as u16).to_le_bytes());
-    v.extend_from_slice(h.as_bytes());
-    for x in [1.0f64, 2.0, 3.0, 4.0] {
-        v.extend_from_slice(&x.to_le_bytes());
-    }
-    v
 }
 
 #[test]
@@ -238,7 +221,7 @@ fn knn_searches_vectors_triangle_boxes_and_the_shifted_sort() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read_to_string(&exact).unwrap(), std::fs::read_to_string(&approx).unwrap());
     // 2-D vectors from an N×2 .npy.
-    let v = write(d.path(), "v.npy", &npy_f64_2cols());
+    let v = write(d.path(), "v.npy", &npy_2d(2, 2, |r, c| (2 * r + c + 1) as f64));
     let o = nearkit(&["knn", "--data", s(&v), "--queries", s(&v), "-k", "1", "--device", "cpu", "--out", s(&out)]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(std::fs::read_to_string(&out).unwrap().contains("\n0,1,0,0\n"));

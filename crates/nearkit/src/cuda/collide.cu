@@ -483,6 +483,22 @@ __device__ __forceinline__ Shape body_shape(const BodyView& b, u32 i) {
     return s;
 }
 
+// The mesh's triangles in cell `key` (at cx, cy, cz) that a box [lo, hi] with low cell lc
+// meets and whose pair with it this cell owns (hash_grid::owns_pair), offered to sink(t).
+template <typename Sink>
+__device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u64 key, int cx, int cy, int cz, const double* lo,
+                                           const double* hi, const int* lc, Sink sink) {
+    u32 b = bucket_of(key, mesh.grid.mask);
+    for (u32 e = mesh.grid.start[b]; e < mesh.grid.start[b + 1]; e++) {
+        if (mesh.grid.keys[e] != key) continue;
+        u32 t = mesh.grid.items[e];
+        const int* tc = mesh.lo_cell + 3 * (u64)t;
+        if (!boxes_overlap(lo, hi, mesh.lo + 3 * (u64)t, mesh.hi + 3 * (u64)t)) continue;
+        if (cx != max(lc[0], tc[0]) || cy != max(lc[1], tc[1]) || cz != max(lc[2], tc[2])) continue;
+        sink(t);
+    }
+}
+
 // The pairs that grid entry e (body i in cell `key`) owns (hash_grid::owns_pair): the cell's
 // triangles and higher-numbered bodies whose boxes meet body i's, offered to sink(other) in
 // bucket order, `other` with KIND_BODY set for a body. cpu/collide.rs tests the same pairs.
@@ -495,17 +511,7 @@ __device__ __forceinline__ void entry_pairs(const BodyView& bv, const MeshView& 
     const double* blo = bv.box + 6 * (u64)i;
     const double* bhi = blo + 3;
     const int* lc = bv.cells + 6 * (u64)i;
-    if (mesh.n > 0 && (bv.mask[i] & mesh_layer) != 0) {
-        u32 b = bucket_of(key, mesh.grid.mask);
-        for (u32 e = mesh.grid.start[b]; e < mesh.grid.start[b + 1]; e++) {
-            if (mesh.grid.keys[e] != key) continue;
-            u32 t = mesh.grid.items[e];
-            const int* tc = mesh.lo_cell + 3 * (u64)t;
-            if (!boxes_overlap(blo, bhi, mesh.lo + 3 * (u64)t, mesh.hi + 3 * (u64)t)) continue;
-            if (cx != max(lc[0], tc[0]) || cy != max(lc[1], tc[1]) || cz != max(lc[2], tc[2])) continue;
-            sink(t);
-        }
-    }
+    if (mesh.n > 0 && (bv.mask[i] & mesh_layer) != 0) mesh_pairs(mesh, key, cx, cy, cz, blo, bhi, lc, sink);
     u32 b = bucket_of(key, bv.grid.mask);
     for (u32 e = bv.grid.start[b]; e < bv.grid.start[b + 1]; e++) {
         if (bv.grid.keys[e] != key) continue;
@@ -712,13 +718,7 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
         for (int y = lc[1]; y <= hc[1]; y++)
             for (int x = lc[0]; x <= hc[0]; x++) {
                 u64 key = cell_key(x, y, z);
-                u32 b = bucket_of(key, mesh.grid.mask);
-                for (u32 k = mesh.grid.start[b]; k < mesh.grid.start[b + 1]; k++) {
-                    if (mesh.grid.keys[k] != key) continue;
-                    u32 t = mesh.grid.items[k];
-                    const int* tc = mesh.lo_cell + 3 * (u64)t;
-                    if (!boxes_overlap(lo, hi, mesh.lo + 3 * (u64)t, mesh.hi + 3 * (u64)t)) continue;
-                    if (x != max(lc[0], tc[0]) || y != max(lc[1], tc[1]) || z != max(lc[2], tc[2])) continue;
+                mesh_pairs(mesh, key, x, y, z, lo, hi, lc, [&](u32 t) {
                     const double* q = mesh.corners + 9 * (u64)t;
                     Hit hit;
                     if (sweep_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), from), vsub(v3(q[3], q[4], q[5]), from),
@@ -729,7 +729,7 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
                             best_t = t;
                         }
                     }
-                }
+                });
             }
     out_tri[i] = best_t;
     double* o = out + 7 * (u64)i;
