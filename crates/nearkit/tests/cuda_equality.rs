@@ -279,7 +279,24 @@ fn same_closest_points<T: Real>(seed: u64) {
         tris.extend([[0, 0, 1], [5, 5, 5], [0, 1, 0]]); // degenerate ones
         Mesh { vertices: p, triangles: tris }
     };
-    for (name, mesh) in [("sphere", sphere), ("clustered soup", soup)] {
+    // Tiny meshes (a root that is a leaf, one node, two levels) and exact ties (every
+    // triangle twice, so the smaller id must win).
+    let first = |n: usize| Mesh { vertices: soup.vertices.clone(), triangles: soup.triangles[..n].to_vec() };
+    let twice = {
+        let mut m = first(300);
+        m.triangles.extend(m.triangles.clone());
+        m
+    };
+    let meshes = [
+        ("sphere", sphere),
+        ("one triangle", first(1)),
+        ("5 triangles", first(5)),
+        ("9 triangles", first(9)),
+        ("70 triangles", first(70)),
+        ("doubled triangles", twice),
+        ("clustered soup", soup),
+    ];
+    for (name, mesh) in meshes {
         let (lo, hi) = mesh.vertices.bounds();
         let q = {
             let u: nearkit::Points<T> =

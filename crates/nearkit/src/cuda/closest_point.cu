@@ -1,5 +1,5 @@
-// Closest point on a triangle mesh: one thread per query (in Morton order), a depth-first
-// search of the TriangleBvh (src/triangle_bvh.rs) built on the host. closest_point_triangle
+// Closest point on a triangle mesh: eight lanes per query (queries in Morton order), a
+// depth-first search of the WideBvh (src/triangle_bvh.rs) built on the host. closest_point_triangle
 // repeats src/closest_point_triangle.rs operation for operation (no fused multiply-add), so
 // both backends return the same bits.
 
@@ -102,113 +102,147 @@ __device__ TriPoint<T> closest_point_triangle(V3<T> p, V3<T> a, V3<T> b, V3<T> c
     return nearest_edge(p, a, b, c);
 }
 
-// TriangleBvh on the device: corners c[k*3 + axis] columns of n, boxes lo/hi (axis columns of
-// n - 1 internal nodes).
+// The WideBvh (src/triangle_bvh.rs) on the device. Per node WIDE children: OrientedBox
+// records of 16 values {axes[9], lo[3], hi[3], pad} and child references; per sorted triangle
+// a record of 12 values {a, b, c, pad} and its mesh id.
 template <typename T>
-struct TriBvh {
+struct WideBvh {
+    const T* boxes;
+    const u32* children;
+    const T* tris;
     const u32* ids;
-    const T* corners;  // 9 columns of n
-    const u32* left;
-    const u32* right;
-    const u32* other_end;
-    const T* lo;  // 3 columns of n - 1
-    const T* hi;
-    u32 n;
+    u32 stack_cap;  // stack entries per query
 };
 
-#define CP_LEAF 4  // triangle_bvh::TRIANGLE_LEAF
-#define CP_STACK 64
+#define CP_WIDE 8  // triangle_bvh::WIDE
+#define CP_LEAF_BIT 0x80000000u
+#define CP_START 0x0fffffffu
+#define CP_EMPTY 0xffffffffu
 
+// triangle_bvh.rs::OrientedBox::lower_bound
 template <typename T>
-__device__ __forceinline__ T cp_bound(const TriBvh<T>& t, u32 i, V3<T> q) {
-    u64 m = t.n - 1;
-    T gx = t_max(t_max(t.lo[i] - q.x, q.x - t.hi[i]), (T)0);
-    T gy = t_max(t_max(t.lo[m + i] - q.y, q.y - t.hi[m + i]), (T)0);
-    T gz = t_max(t_max(t.lo[2 * m + i] - q.z, q.z - t.hi[2 * m + i]), (T)0);
-    return gx * gx + gy * gy + gz * gz;
-}
-
-template <typename T>
-__device__ __forceinline__ void cp_offer(const TriBvh<T>& t, u32 s, V3<T> q, T r2, T slack, bool& found, u32& bid,
-                                         TriPoint<T>& best, T& cut) {
-    u64 n = t.n;
-    const T* c = t.corners;
-    V3<T> a = v3(c[s], c[n + s], c[2 * n + s]);
-    V3<T> b = v3(c[3 * n + s], c[4 * n + s], c[5 * n + s]);
-    V3<T> cc = v3(c[6 * n + s], c[7 * n + s], c[8 * n + s]);
-    TriPoint<T> tp = closest_point_triangle(q, a, b, cc);
-    u32 id = t.ids[s];
-    bool better = !found || tp.d2 < best.d2 || (tp.d2 == best.d2 && id < bid);
-    if (tp.d2 <= r2 && better) {
-        T r = sqrt(tp.d2) + slack;
-        cut = r * r;
-        best = tp;
-        bid = id;
-        found = true;
+__device__ __forceinline__ T cp_bound(const T* b, V3<T> q) {
+    T s = (T)0;
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        T p = q.x * __ldg(b + k * 3) + q.y * __ldg(b + k * 3 + 1) + q.z * __ldg(b + k * 3 + 2);
+        T g = t_max(t_max(__ldg(b + 9 + k) - p, p - __ldg(b + 12 + k)), (T)0);
+        s = s + g * g;
     }
+    return s;
 }
 
-// cpu/closest_point.rs::search for the queries in `order`; results at each query's index.
+// A bound stored as f32, rounded down so it stays a lower bound.
+__device__ __forceinline__ float cp_lb_f32(float v) { return v; }
+__device__ __forceinline__ float cp_lb_f32(double v) { return __double2float_rd(v); }
+
+// cpu/closest_point.rs::search, by CP_WIDE lanes per query (a warp serves four queries): at
+// a node each lane bounds one child and the children within the cut are pushed farthest
+// first; at a leaf each lane tests one triangle. Every lane keeps the best of the triangles
+// it tested; the cut is the group's best. The answer is the brute-force minimum of the
+// computed distances, ties to the smaller id, whatever the order of visits, so it equals the
+// CPU's bit for bit. Why lanes per query and not a thread per query: with a thread per query
+// a warp's lanes stood at different nodes, so about 6 of 32 were active and each read its own
+// sectors; here a group's lanes read one node's children together.
+// Dynamic shared memory: per group, stack_cap entries of (reference, f32 bound).
 template <typename T>
-__device__ void closest_points_impl(const T* qx, const T* qy, const T* qz, const u32* order, u32 nq, TriBvh<T> t, T r2,
+__device__ void closest_points_impl(const T* qx, const T* qy, const T* qz, const u32* order, u32 nq, WideBvh<T> t, T r2,
                                     T slack, u32* out_tri, T* out_d, T* out_x, T* out_y, T* out_z, T* out_u, T* out_v,
                                     T* out_w) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nq) return;
-    u32 qi = order[i];
+    extern __shared__ u32 cp_stack[];
+    u32 tid = threadIdx.x;
+    u32 sub = tid & (CP_WIDE - 1);
+    unsigned gmask = 0xffu << (tid & 24);
+    u64 g = ((u64)blockIdx.x * blockDim.x + tid) / CP_WIDE;
+    if (g >= nq) return;  // the whole group leaves together
+    u32* st_ref = cp_stack + (tid / CP_WIDE) * t.stack_cap * 2;
+    float* st_lb = (float*)(st_ref + t.stack_cap);
+    u32 qi = order[g];
     V3<T> q = v3(qx[qi], qy[qi], qz[qi]);
+    T inf = t_inf<T>();
     bool found = false;
     u32 bid = NO_ID;
     TriPoint<T> best;
     T r = sqrt(r2) + slack;
     T cut = r * r;
-    if (t.n <= CP_LEAF) {
-        for (u32 s = 0; s < t.n; s++) cp_offer(t, s, q, r2, slack, found, bid, best, cut);
-    } else {
-        u32 stack_node[CP_STACK];
-        T stack_lb[CP_STACK];
-        int top = 0;
-        stack_node[0] = 0;
-        stack_lb[0] = cp_bound(t, 0, q);
-        top = 1;
-        while (top > 0) {
-            top--;
-            u32 node = stack_node[top];
-            if (stack_lb[top] > cut) continue;
-            u32 j = t.other_end[node];
-            u32 s = min(node, j), e = max(node, j) + 1;
-            if (e - s <= CP_LEAF) {
-                for (u32 k = s; k < e; k++) cp_offer(t, k, q, r2, slack, found, bid, best, cut);
-                continue;
-            }
-            u32 kid[2];
-            T klb[2];
-            int nk = 0;
-            u32 ch[2] = {t.left[node], t.right[node]};
-            for (int h = 0; h < 2; h++) {
-                if (ch[h] & CHILD_POINT) {
-                    cp_offer(t, ch[h] & ~CHILD_POINT, q, r2, slack, found, bid, best, cut);
-                } else {
-                    kid[nk] = ch[h];
-                    klb[nk] = cp_bound(t, ch[h], q);
-                    nk++;
+    if (sub == 0) {
+        st_ref[0] = 0;
+        st_lb[0] = 0.0f;
+    }
+    int top = 1;
+    __syncwarp(gmask);
+    while (top > 0) {
+        top--;
+        u32 ref = st_ref[top];
+        T lb_in = (T)st_lb[top];
+        __syncwarp(gmask);  // all have read the entry before a push may overwrite it
+        if (lb_in > cut) continue;
+        if (ref & CP_LEAF_BIT) {
+            u32 s = ref & CP_START, cnt = ((ref >> 28) & 7) + 1;
+            if (sub < cnt) {
+                u32 k = s + sub;
+                const T* c = t.tris + (u64)k * 12;
+                V3<T> a = v3(__ldg(c), __ldg(c + 1), __ldg(c + 2));
+                V3<T> b = v3(__ldg(c + 3), __ldg(c + 4), __ldg(c + 5));
+                V3<T> cc = v3(__ldg(c + 6), __ldg(c + 7), __ldg(c + 8));
+                TriPoint<T> tp = closest_point_triangle(q, a, b, cc);
+                u32 id = __ldg(t.ids + k);
+                bool better = !found || tp.d2 < best.d2 || (tp.d2 == best.d2 && id < bid);
+                if (tp.d2 <= r2 && better) {
+                    best = tp;
+                    bid = id;
+                    found = true;
                 }
             }
-            if (nk == 2 && klb[1] < klb[0]) {
-                u32 tk = kid[0]; kid[0] = kid[1]; kid[1] = tk;
-                T tl = klb[0]; klb[0] = klb[1]; klb[1] = tl;
+            T m = found ? best.d2 : inf;
+#pragma unroll
+            for (int off = CP_WIDE / 2; off > 0; off /= 2) m = t_min(m, __shfl_xor_sync(gmask, m, off, CP_WIDE));
+            if (m < inf) {
+                T rr = sqrt(m) + slack;
+                cut = rr * rr;
             }
-            for (int h = nk - 1; h >= 0; h--) {
-                if (klb[h] <= cut) { stack_node[top] = kid[h]; stack_lb[top] = klb[h]; top++; }
-            }
+            continue;
+        }
+        u64 slot = (u64)ref * CP_WIDE + sub;
+        u32 child = __ldg(t.children + slot);
+        T lb = child == CP_EMPTY ? inf : cp_bound(t.boxes + slot * 16, q);
+        bool valid = child != CP_EMPTY && lb <= cut;
+        u32 vm = (__ballot_sync(gmask, valid) >> (tid & 24)) & 0xffu;
+        // Rank among the valid children, farthest first (ties: the higher slot first), so the
+        // nearest ends on top.
+        int rank = 0;
+#pragma unroll
+        for (int j = 0; j < CP_WIDE; j++) {
+            T o = __shfl_sync(gmask, lb, j, CP_WIDE);
+            if (((vm >> j) & 1) && (o > lb || (o == lb && (u32)j > sub))) rank++;
+        }
+        if (valid) {
+            st_ref[top + rank] = child;
+            st_lb[top + rank] = cp_lb_f32(lb);
+        }
+        top += __popc(vm);
+        __syncwarp(gmask);
+    }
+    // The group's answer: the least (d2, id) of its lanes.
+    T d = found ? best.d2 : inf;
+    u32 id = found ? bid : NO_ID;
+#pragma unroll
+    for (int off = CP_WIDE / 2; off > 0; off /= 2) {
+        T od = __shfl_xor_sync(gmask, d, off, CP_WIDE);
+        u32 oid = __shfl_xor_sync(gmask, id, off, CP_WIDE);
+        if (od < d || (od == d && oid < id)) {
+            d = od;
+            id = oid;
         }
     }
-    if (found) {
+    bool mine = found && bid == id;
+    bool none = id == NO_ID && sub == 0;
+    if (mine) {
         out_tri[qi] = bid;
         out_d[qi] = sqrt(best.d2);
         out_x[qi] = best.p.x; out_y[qi] = best.p.y; out_z[qi] = best.p.z;
         out_u[qi] = best.u; out_v[qi] = best.v; out_w[qi] = best.w;
-    } else {
+    } else if (none) {
         T nan = quiet_nan<T>();
         out_tri[qi] = NO_ID;
         out_d[qi] = t_inf<T>();
@@ -216,7 +250,7 @@ __device__ void closest_points_impl(const T* qx, const T* qy, const T* qz, const
         out_u[qi] = nan; out_v[qi] = nan; out_w[qi] = nan;
     }
 }
-NK_INSTANTIATE(closest_points, (const R* qx, const R* qy, const R* qz, const u32* order, u32 nq, TriBvh<R> t, R r2,
+NK_INSTANTIATE(closest_points, (const R* qx, const R* qy, const R* qz, const u32* order, u32 nq, WideBvh<R> t, R r2,
                                 R slack, u32* out_tri, R* out_d, R* out_x, R* out_y, R* out_z, R* out_u, R* out_v,
                                 R* out_w),
                (qx, qy, qz, order, nq, t, r2, slack, out_tri, out_d, out_x, out_y, out_z, out_u, out_v, out_w))

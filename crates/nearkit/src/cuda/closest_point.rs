@@ -1,39 +1,42 @@
 //! Launches closest_point.cu: closest points on a mesh for many queries. The `TriangleBvh` is
-//! built on the host (one sort of the triangles) and uploaded; queries are ordered on the
-//! device by Morton code and searched one per thread.
+//! built on the host (one sort of the triangles), collapsed to a `WideBvh` and uploaded;
+//! queries are ordered on the device by Morton code and searched by `WIDE` lanes each.
 
 use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
 
 use super::radix_sort::sort_pairs;
 use super::{cuda_err, grid, CudaBackend};
 use crate::closest_point::{check_closest_points, Checked, ClosestPointOptions, ClosestPoints};
-use crate::error::Result;
+use crate::error::{Error, Result};
+
+/// Shared memory a block of the closest-point kernel may take for its queries' stacks.
+const STACK_BYTES: usize = 48 * 1024;
 use crate::mesh::Mesh;
 use crate::morton::MortonFrame;
 use crate::points::Points;
 use crate::real::Real;
-use crate::triangle_bvh::TriangleBvh;
+use crate::triangle_bvh::{TriangleBvh, WideBvh, WIDE};
 
-/// `struct TriBvh<T>` of closest_point.cu: device pointers and the triangle count.
+/// `struct WideBvh<T>` of closest_point.cu: device pointers and the stack size.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct TriBvhArgs {
-    ptrs: [u64; 7],
-    n: u32,
+struct WideBvhArgs {
+    ptrs: [u64; 4],
+    stack_cap: u32,
 }
-// SAFETY: plain old data matching the C struct (7 pointers, a u32, C padding).
-unsafe impl DeviceRepr for TriBvhArgs {}
+// SAFETY: plain old data matching the C struct (4 pointers, a u32, C padding).
+unsafe impl DeviceRepr for WideBvhArgs {}
 
-/// A `TriangleBvh` in device memory.
+/// A mesh's closest-point index in device memory: the `TriangleBvh` collapsed to a `WideBvh`.
 pub struct DeviceTriangleBvh<T> {
+    /// `OrientedBox` records of every node's `WIDE` children, 16 values each.
+    boxes: CudaSlice<T>,
+    children: CudaSlice<u32>,
+    /// Per sorted triangle {a, b, c, pad}: 12 values.
+    tris: CudaSlice<T>,
     ids: CudaSlice<u32>,
-    corners: CudaSlice<T>,
-    left: CudaSlice<u32>,
-    right: CudaSlice<u32>,
-    other_end: CudaSlice<u32>,
-    lo: CudaSlice<T>,
-    hi: CudaSlice<T>,
-    n: usize,
+    /// Stack entries a query's search may need.
+    stack_cap: usize,
     /// origin x, y, z and scale of the mesh's Morton frame (orders the queries).
     frame: CudaSlice<T>,
 }
@@ -41,40 +44,42 @@ pub struct DeviceTriangleBvh<T> {
 impl<T: Real> DeviceTriangleBvh<T> {
     pub fn upload(be: &CudaBackend, bvh: &TriangleBvh<T>, frame: &MortonFrame<T>) -> Result<Self> {
         let s = &be.stream;
-        let flat = |cols: &[&Vec<T>]| cols.iter().flat_map(|c| c.iter().copied()).collect::<Vec<T>>();
-        let c = &bvh.corners;
-        let corners = flat(&[&c[0][0], &c[0][1], &c[0][2], &c[1][0], &c[1][1], &c[1][2], &c[2][0], &c[2][1], &c[2][2]]);
+        let wide = WideBvh::of(bvh).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "the mesh has {} triangles; the CUDA closest-point index holds fewer than 2^28 (use --device cpu)",
+                bvh.len()
+            ))
+        })?;
+        let tris: Vec<T> = (0..bvh.len().max(1))
+            .flat_map(|s| {
+                let c = if s < bvh.len() { bvh.triangle(s) } else { [[T::ZERO; 3]; 3] };
+                c.into_iter().flatten().chain([T::ZERO; 3])
+            })
+            .collect();
+        let boxes: Vec<T> =
+            wide.boxes.iter().flat_map(|b| b.axes.iter().chain(&b.lo).chain(&b.hi).chain([&b.pad])).copied().collect();
         let up = |v: &[T]| s.clone_htod(v).map_err(cuda_err);
         let up32 = |v: &[u32]| s.clone_htod(if v.is_empty() { &[0u32][..] } else { v }).map_err(cuda_err);
-        let lo = flat(&[&bvh.lo[0], &bvh.lo[1], &bvh.lo[2]]);
-        let hi = flat(&[&bvh.hi[0], &bvh.hi[1], &bvh.hi[2]]);
-        let pad = |v: Vec<T>| if v.is_empty() { vec![T::ZERO] } else { v };
         Ok(Self {
+            boxes: up(&boxes)?,
+            children: up32(&wide.children)?,
+            tris: up(&tris)?,
             ids: up32(&bvh.ids)?,
-            corners: up(&corners)?,
-            left: up32(&bvh.left)?,
-            right: up32(&bvh.right)?,
-            other_end: up32(&bvh.other_end)?,
-            lo: up(&pad(lo))?,
-            hi: up(&pad(hi))?,
-            n: bvh.len(),
+            stack_cap: 1 + (WIDE - 1) * wide.depth + 1,
             frame: up(&[frame.origin[0], frame.origin[1], frame.origin[2], frame.scale])?,
         })
     }
 
-    fn args(&self, be: &CudaBackend) -> TriBvhArgs {
+    fn args(&self, be: &CudaBackend) -> WideBvhArgs {
         let s = &be.stream;
-        TriBvhArgs {
+        WideBvhArgs {
             ptrs: [
+                self.boxes.device_ptr(s).0,
+                self.children.device_ptr(s).0,
+                self.tris.device_ptr(s).0,
                 self.ids.device_ptr(s).0,
-                self.corners.device_ptr(s).0,
-                self.left.device_ptr(s).0,
-                self.right.device_ptr(s).0,
-                self.other_end.device_ptr(s).0,
-                self.lo.device_ptr(s).0,
-                self.hi.device_ptr(s).0,
             ],
-            n: self.n as u32,
+            stack_cap: self.stack_cap as u32,
         }
     }
 }
@@ -142,7 +147,17 @@ pub(crate) fn closest_points_resident<T: Real>(
     for v in out.values.iter_mut() {
         l.arg(v);
     }
-    unsafe { l.launch(grid(nq, 128)) }.map_err(cuda_err)?;
+    // WIDE lanes per query; each query's stack in shared memory (8 bytes an entry), within
+    // the 48 KiB a block may take without opting in.
+    let entry_bytes = 8 * bvh.stack_cap;
+    let groups = (STACK_BYTES / entry_bytes).clamp(1, 16);
+    if groups * entry_bytes > STACK_BYTES {
+        return Err(Error::InvalidArgument("the mesh's index is too deep for the CUDA closest-point search".into()));
+    }
+    let block = (groups * WIDE) as u32;
+    let mut cfg = grid(nq * WIDE, block);
+    cfg.shared_mem_bytes = (groups * entry_bytes) as u32;
+    unsafe { l.launch(cfg) }.map_err(cuda_err)?;
     Ok(())
 }
 
