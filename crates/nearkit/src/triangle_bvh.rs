@@ -52,15 +52,19 @@ impl<T: Real> OrientedBox<T> {
     }
 
     /// The box of the triangles at sorted positions `s..e`, computed in f64 on the axes as
-    /// rounded to T, then widened outward by a few ulps so it holds after rounding.
+    /// rounded to T, then widened outward by a few ulps so that the projections of its
+    /// corners, rounded in T, still fall inside.
     fn of_triangles(corners: &[[Vec<T>; 3]; 3], s: usize, e: usize) -> Self {
         let at = |k: usize, t: usize| -> [f64; 3] { std::array::from_fn(|a| corners[k][a][t].to_f64()) };
         let frame = frame_of(&at, s, e);
         let axes: [T; 9] = std::array::from_fn(|i| T::from_f64(frame[i / 3][i % 3]));
         let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+        // The largest |x|₁ of a corner: a projection rounded in T is off by a few ulps of it.
+        let mut norm1 = 0.0f64;
         for t in s..e {
             for k in 0..3 {
                 let x = at(k, t);
+                norm1 = norm1.max(x[0].abs() + x[1].abs() + x[2].abs());
                 for j in 0..3 {
                     let p = dot(x, std::array::from_fn(|a| axes[j * 3 + a].to_f64()));
                     lo[j] = lo[j].min(p);
@@ -69,7 +73,7 @@ impl<T: Real> OrientedBox<T> {
             }
         }
         let eps = if T::NAME == "f32" { f32::EPSILON as f64 } else { f64::EPSILON };
-        let widen = |j: usize| (lo[j].abs() + hi[j].abs()) * eps * 4.0;
+        let widen = |j: usize| (lo[j].abs() + hi[j].abs() + norm1) * eps * 4.0;
         Self {
             axes,
             lo: std::array::from_fn(|j| T::from_f64(lo[j] - widen(j))),
@@ -134,7 +138,9 @@ fn frame_of(at: &dyn Fn(usize, usize) -> [f64; 3], s: usize, e: usize) -> [[f64;
         ax[k] = 1.0;
         let u = unit(sub(ax, n.map(|v| v * dot(ax, n))));
         let v = cross(n, u);
-        let quad = |x: [f64; 3], y: [f64; 3]| -> f64 { (0..3).map(|i| (0..3).map(|j| x[i] * cov[i][j] * y[j]).sum::<f64>()).sum() };
+        let quad = |x: [f64; 3], y: [f64; 3]| -> f64 {
+            (0..3).map(|i| (0..3).map(|j| x[i] * cov[i][j] * y[j]).sum::<f64>()).sum()
+        };
         let th = 0.5 * (2.0 * quad(u, v)).atan2(quad(u, u) - quad(v, v));
         let (c, sn) = (th.cos(), th.sin());
         let u2 = unit(std::array::from_fn(|i| u[i] * c + v[i] * sn));

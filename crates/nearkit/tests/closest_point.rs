@@ -198,3 +198,47 @@ fn bad_meshes_and_queries_are_refused() {
     let neg = ClosestPointOptions { max_distance: Some(-1.0f32) };
     assert!(closest_points(&ok, &q, &neg).is_err());
 }
+
+/// The GPU's wide index covers every triangle exactly once, and every child box holds the
+/// corners of its triangles.
+#[test]
+fn wide_bvh_covers_every_triangle_once() {
+    use nearkit::triangle_bvh::{TriangleBvh, WideBvh, WIDE, WIDE_EMPTY, WIDE_LEAF, WIDE_START};
+    for n in [1usize, 2, 7, 8, 9, 64, 1000] {
+        let p: nearkit::Points<f32> =
+            nearkit::generate::generate(nearkit::generate::Distribution::Clustered, 3 * n, 10.0, n as u64);
+        let mesh =
+            nearkit::Mesh { vertices: p, triangles: (0..n as u32).map(|t| [3 * t, 3 * t + 1, 3 * t + 2]).collect() };
+        let bvh = TriangleBvh::build(&mesh);
+        let wide = WideBvh::of(&bvh).unwrap();
+        let mut seen = vec![0u32; n];
+        // Walk from the root: (node, box of the slot that led here).
+        let mut todo = vec![0usize];
+        let mut nodes = 0;
+        while let Some(w) = todo.pop() {
+            nodes += 1;
+            for c in 0..WIDE {
+                let (child, b) = (wide.children[w * WIDE + c], wide.boxes[w * WIDE + c]);
+                if child == WIDE_EMPTY {
+                    continue;
+                }
+                let (s, e) = if child & WIDE_LEAF != 0 {
+                    let s = (child & WIDE_START) as usize;
+                    (s, s + ((child >> 28) & 7) as usize + 1)
+                } else {
+                    todo.push(child as usize);
+                    // The child node's slots hold all of its triangles; check them there.
+                    (0, 0)
+                };
+                for t in s..e {
+                    seen[t] += 1;
+                    for corner in bvh.triangle(t) {
+                        assert_eq!(b.lower_bound(corner), 0.0, "n {n}: a corner outside its leaf's box");
+                    }
+                }
+            }
+        }
+        assert!(seen.iter().all(|&k| k == 1), "n {n}: every triangle in exactly one leaf");
+        assert_eq!(nodes * WIDE, wide.children.len(), "n {n}: every node reachable");
+    }
+}

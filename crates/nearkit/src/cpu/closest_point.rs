@@ -40,10 +40,12 @@ pub fn closest_points<T: Real>(
     let pts = [RowPtr(out.point.x.as_mut_ptr()), RowPtr(out.point.y.as_mut_ptr()), RowPtr(out.point.z.as_mut_ptr())];
     let bary = [RowPtr(out.bary[0].as_mut_ptr()), RowPtr(out.bary[1].as_mut_ptr()), RowPtr(out.bary[2].as_mut_ptr())];
     order.par_iter().with_min_len(256).for_each_init(
-        || Vec::with_capacity(64),
-        |stack, &(_, q)| {
+        || (Vec::with_capacity(64), None),
+        |(stack, hint), &(_, q)| {
             let q = q as usize;
-            if let Some((id, tp)) = search(&bvh, queries.get(q), r2, slack, stack) {
+            let found = search(&bvh, queries.get(q), r2, slack, *hint, stack);
+            *hint = found.map(|f| f.1);
+            if let Some((id, _, tp)) = found {
                 // SAFETY: entry q lies inside every output array and only query q writes it.
                 unsafe {
                     tri.row(q, 1)[0] = id;
@@ -59,40 +61,47 @@ pub fn closest_points<T: Real>(
     Ok(out)
 }
 
-/// The nearest triangle of `q` within squared radius `r2` (ties to the smaller id), or `None`.
-/// A box is skipped only when its bound exceeds the best distance plus `slack`, so a
-/// triangle whose computed distance rounds below its box's bound is never lost: the answer is
-/// the brute-force minimum of the computed distances.
+/// The nearest triangle of `q` within squared radius `r2` (ties to the smaller id) with its
+/// sorted position, or `None`. A box is skipped only when its bound exceeds the best distance
+/// plus `slack`, so a triangle whose computed distance rounds below its box's bound is never
+/// lost: the answer is the brute-force minimum of the computed distances, whatever is tested
+/// first. `hint`, a sorted position (the previous query's answer when queries come in
+/// Morton order), has its neighbours tested first, so the cut is tight from the start.
 pub fn search<T: Real>(
     bvh: &TriangleBvh<T>,
     q: [T; 3],
     r2: T,
     slack: T,
+    hint: Option<usize>,
     stack: &mut Vec<(usize, T)>,
-) -> Option<(u32, TrianglePoint<T>)> {
+) -> Option<(u32, usize, TrianglePoint<T>)> {
     if bvh.is_empty() {
         return None;
     }
-    let mut best: Option<(u32, TrianglePoint<T>)> = None;
+    let mut best: Option<(u32, usize, TrianglePoint<T>)> = None;
     // Boxes farther than this (squared) are skipped; it shrinks as `best` improves.
     let widen = |d2: T| {
         let r = d2.sqrt() + slack;
         r * r
     };
     let mut cut = widen(r2);
-    let offer = |s: usize, best: &mut Option<(u32, TrianglePoint<T>)>, cut: &mut T| {
+    let offer = |s: usize, best: &mut Option<(u32, usize, TrianglePoint<T>)>, cut: &mut T| {
         let [a, b, c] = bvh.triangle(s);
         let tp = closest_point_triangle(q, a, b, c);
         let id = bvh.ids[s];
         let better = match best {
             None => true,
-            Some((bid, bt)) => tp.d2 < bt.d2 || (tp.d2 == bt.d2 && id < *bid),
+            Some((bid, _, bt)) => tp.d2 < bt.d2 || (tp.d2 == bt.d2 && id < *bid),
         };
         if tp.d2 <= r2 && better {
             *cut = widen(tp.d2);
-            *best = Some((id, tp));
+            *best = Some((id, s, tp));
         }
     };
+    if let Some(h) = hint {
+        let s = h.saturating_sub(3);
+        (s..(s + 8).min(bvh.len())).for_each(|s| offer(s, &mut best, &mut cut));
+    }
     if bvh.len() <= TRIANGLE_LEAF {
         (0..bvh.len()).for_each(|s| offer(s, &mut best, &mut cut));
         return best;

@@ -112,7 +112,10 @@ struct WideBvh {
     const T* tris;
     const u32* ids;
     u32 stack_cap;  // stack entries per query
+    u32 n;          // triangles
 };
+
+#define CP_RUN 16  // consecutive queries per group (closest_point.rs::QUERIES_PER_GROUP)
 
 #define CP_WIDE 8  // triangle_bvh::WIDE
 #define CP_LEAF_BIT 0x80000000u
@@ -153,23 +156,32 @@ __device__ void closest_points_impl(const T* qx, const T* qy, const T* qz, const
     u32 tid = threadIdx.x;
     u32 sub = tid & (CP_WIDE - 1);
     unsigned gmask = 0xffu << (tid & 24);
-    u64 g = ((u64)blockIdx.x * blockDim.x + tid) / CP_WIDE;
-    if (g >= nq) return;  // the whole group leaves together
+    u64 g0 = ((u64)blockIdx.x * blockDim.x + tid) / CP_WIDE * CP_RUN;
     u32* st_ref = cp_stack + (tid / CP_WIDE) * t.stack_cap * 2;
     float* st_lb = (float*)(st_ref + t.stack_cap);
+    T inf = t_inf<T>();
+    // Sorted position of the previous query's triangle: the next query (its neighbour on the
+    // Morton curve) tests the 8 triangles around it first, so its cut is tight from the start.
+    u32 hint = NO_ID;
+    for (u64 g = g0; g < g0 + CP_RUN && g < nq; g++) {
     u32 qi = order[g];
     V3<T> q = v3(qx[qi], qy[qi], qz[qi]);
-    T inf = t_inf<T>();
     bool found = false;
-    u32 bid = NO_ID;
+    u32 bid = NO_ID, bpos = NO_ID;
     TriPoint<T> best;
     T r = sqrt(r2) + slack;
     T cut = r * r;
+    int top = 1;
     if (sub == 0) {
         st_ref[0] = 0;
         st_lb[0] = 0.0f;
+        if (hint != NO_ID) {
+            u32 hs = hint >= 3 ? hint - 3 : 0, he = min(hs + CP_WIDE, t.n);
+            st_ref[1] = CP_LEAF_BIT | ((he - hs - 1) << 28) | hs;
+            st_lb[1] = 0.0f;
+        }
     }
-    int top = 1;
+    if (hint != NO_ID) top = 2;
     __syncwarp(gmask);
     while (top > 0) {
         top--;
@@ -191,6 +203,7 @@ __device__ void closest_points_impl(const T* qx, const T* qy, const T* qz, const
                 if (tp.d2 <= r2 && better) {
                     best = tp;
                     bid = id;
+                    bpos = k;
                     found = true;
                 }
             }
@@ -225,16 +238,19 @@ __device__ void closest_points_impl(const T* qx, const T* qy, const T* qz, const
     }
     // The group's answer: the least (d2, id) of its lanes.
     T d = found ? best.d2 : inf;
-    u32 id = found ? bid : NO_ID;
+    u32 id = found ? bid : NO_ID, pos = found ? bpos : NO_ID;
 #pragma unroll
     for (int off = CP_WIDE / 2; off > 0; off /= 2) {
         T od = __shfl_xor_sync(gmask, d, off, CP_WIDE);
         u32 oid = __shfl_xor_sync(gmask, id, off, CP_WIDE);
+        u32 opos = __shfl_xor_sync(gmask, pos, off, CP_WIDE);
         if (od < d || (od == d && oid < id)) {
             d = od;
             id = oid;
+            pos = opos;
         }
     }
+    hint = pos;
     bool mine = found && bid == id;
     bool none = id == NO_ID && sub == 0;
     if (mine) {
@@ -248,6 +264,8 @@ __device__ void closest_points_impl(const T* qx, const T* qy, const T* qz, const
         out_d[qi] = t_inf<T>();
         out_x[qi] = nan; out_y[qi] = nan; out_z[qi] = nan;
         out_u[qi] = nan; out_v[qi] = nan; out_w[qi] = nan;
+    }
+    __syncwarp(gmask);  // the stack is reused by the next query
     }
 }
 NK_INSTANTIATE(closest_points, (const R* qx, const R* qy, const R* qz, const u32* order, u32 nq, WideBvh<R> t, R r2,

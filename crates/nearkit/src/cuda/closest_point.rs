@@ -9,6 +9,10 @@ use super::{cuda_err, grid, CudaBackend};
 use crate::closest_point::{check_closest_points, Checked, ClosestPointOptions, ClosestPoints};
 use crate::error::{Error, Result};
 
+/// Consecutive queries (on the Morton curve) one group of lanes answers, each starting from
+/// the triangles around the previous one's answer (`CP_RUN` in closest_point.cu).
+const QUERIES_PER_GROUP: usize = 16;
+
 /// Shared memory a block of the closest-point kernel may take for its queries' stacks.
 const STACK_BYTES: usize = 48 * 1024;
 use crate::mesh::Mesh;
@@ -23,6 +27,7 @@ use crate::triangle_bvh::{TriangleBvh, WideBvh, WIDE};
 struct WideBvhArgs {
     ptrs: [u64; 4],
     stack_cap: u32,
+    n: u32,
 }
 // SAFETY: plain old data matching the C struct (4 pointers, a u32, C padding).
 unsafe impl DeviceRepr for WideBvhArgs {}
@@ -37,6 +42,7 @@ pub struct DeviceTriangleBvh<T> {
     ids: CudaSlice<u32>,
     /// Stack entries a query's search may need.
     stack_cap: usize,
+    n: usize,
     /// origin x, y, z and scale of the mesh's Morton frame (orders the queries).
     frame: CudaSlice<T>,
 }
@@ -65,7 +71,8 @@ impl<T: Real> DeviceTriangleBvh<T> {
             children: up32(&wide.children)?,
             tris: up(&tris)?,
             ids: up32(&bvh.ids)?,
-            stack_cap: 1 + (WIDE - 1) * wide.depth + 1,
+            stack_cap: 1 + (WIDE - 1) * wide.depth + 2,
+            n: bvh.len(),
             frame: up(&[frame.origin[0], frame.origin[1], frame.origin[2], frame.scale])?,
         })
     }
@@ -80,6 +87,7 @@ impl<T: Real> DeviceTriangleBvh<T> {
                 self.ids.device_ptr(s).0,
             ],
             stack_cap: self.stack_cap as u32,
+            n: self.n as u32,
         }
     }
 }
@@ -155,7 +163,7 @@ pub(crate) fn closest_points_resident<T: Real>(
         return Err(Error::InvalidArgument("the mesh's index is too deep for the CUDA closest-point search".into()));
     }
     let block = (groups * WIDE) as u32;
-    let mut cfg = grid(nq * WIDE, block);
+    let mut cfg = grid(nq.div_ceil(QUERIES_PER_GROUP) * WIDE, block);
     cfg.shared_mem_bytes = (groups * entry_bytes) as u32;
     unsafe { l.launch(cfg) }.map_err(cuda_err)?;
     Ok(())
