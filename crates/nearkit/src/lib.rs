@@ -28,6 +28,7 @@ pub mod shifted_sort;
 pub mod signed_distance;
 pub mod tree;
 pub mod triangle_bvh;
+pub mod vec3;
 pub mod vector_tree;
 pub mod vectors;
 

@@ -12,24 +12,11 @@ use crate::points::Points;
 use crate::real::Real;
 use crate::tree::NO_ID;
 
-type V = [f64; 3];
+use crate::vec3::{cross, dot, normalize, sub, V3 as V};
 
-fn sub(a: V, b: V) -> V {
-    [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
-}
-fn cross(a: V, b: V) -> V {
-    [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
-}
-fn dot(a: V, b: V) -> f64 {
-    a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-}
+/// `a / |a|`, or zero for a zero vector.
 fn unit(a: V) -> V {
-    let l = dot(a, a).sqrt();
-    if l > 0.0 {
-        [a[0] / l, a[1] / l, a[2] / l]
-    } else {
-        [0.0; 3]
-    }
+    normalize(a).unwrap_or([0.0; 3])
 }
 fn add_scaled(acc: &mut V, a: V, s: f64) {
     for k in 0..3 {

@@ -16,6 +16,7 @@ use crate::mesh::Mesh;
 use crate::morton::MortonFrame;
 use crate::real::Real;
 use crate::tree::{radix_node, CHILD_POINT};
+use crate::vec3::{cross, dot, normalize, sub};
 
 /// A node of at most this many triangles is scanned rather than descended.
 pub const TRIANGLE_LEAF: usize = 4;
@@ -83,21 +84,9 @@ impl<T: Real> OrientedBox<T> {
     }
 }
 
-fn sub(u: [f64; 3], v: [f64; 3]) -> [f64; 3] {
-    [u[0] - v[0], u[1] - v[1], u[2] - v[2]]
-}
-
-fn dot(u: [f64; 3], v: [f64; 3]) -> f64 {
-    u[0] * v[0] + u[1] * v[1] + u[2] * v[2]
-}
-
-fn cross(u: [f64; 3], v: [f64; 3]) -> [f64; 3] {
-    [u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]]
-}
-
+/// `u / |u|`; NaN for a zero vector, which `frame_of` then replaces by the box axes.
 fn unit(u: [f64; 3]) -> [f64; 3] {
-    let l = dot(u, u).sqrt();
-    u.map(|v| v / l)
+    normalize(u).unwrap_or([f64::NAN; 3])
 }
 
 /// Orthonormal axes for the triangles `s..e` (corner k of triangle t is `at(k, t)`): the mean

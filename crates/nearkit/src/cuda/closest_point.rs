@@ -8,6 +8,11 @@ use super::radix_sort::sort_pairs;
 use super::{cuda_err, grid, CudaBackend};
 use crate::closest_point::{check_closest_points, Checked, ClosestPointOptions, ClosestPoints};
 use crate::error::{Error, Result};
+use crate::mesh::Mesh;
+use crate::morton::MortonFrame;
+use crate::points::Points;
+use crate::real::Real;
+use crate::triangle_bvh::{TriangleBvh, WideBvh, WIDE};
 
 /// Consecutive queries (on the Morton curve) one group of lanes answers, each starting from
 /// the triangles around the previous one's answer (`CP_RUN` in closest_point.cu).
@@ -15,11 +20,6 @@ const QUERIES_PER_GROUP: usize = 16;
 
 /// Shared memory a block of the closest-point kernel may take for its queries' stacks.
 const STACK_BYTES: usize = 48 * 1024;
-use crate::mesh::Mesh;
-use crate::morton::MortonFrame;
-use crate::points::Points;
-use crate::real::Real;
-use crate::triangle_bvh::{TriangleBvh, WideBvh, WIDE};
 
 /// `struct WideBvh<T>` of closest_point.cu: device pointers and the stack size.
 #[repr(C)]
@@ -29,7 +29,7 @@ struct WideBvhArgs {
     stack_cap: u32,
     n: u32,
 }
-// SAFETY: plain old data matching the C struct (4 pointers, a u32, C padding).
+// SAFETY: plain old data matching the C struct (4 pointers, two u32s).
 unsafe impl DeviceRepr for WideBvhArgs {}
 
 /// A mesh's closest-point index in device memory: the `TriangleBvh` collapsed to a `WideBvh`.
@@ -71,6 +71,7 @@ impl<T: Real> DeviceTriangleBvh<T> {
             children: up32(&wide.children)?,
             tris: up(&tris)?,
             ids: up32(&bvh.ids)?,
+            // The depth-first bound, plus the hint entry, plus one to spare.
             stack_cap: 1 + (WIDE - 1) * wide.depth + 2,
             n: bvh.len(),
             frame: up(&[frame.origin[0], frame.origin[1], frame.origin[2], frame.scale])?,

@@ -273,12 +273,6 @@ impl CudaBackend {
         knn::knn_resident(self, data, queries, opts, ids, distances)
     }
 
-    /// The device's multiprocessor count.
-    pub fn multiprocessors(&self) -> Result<usize> {
-        let a = cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
-        Ok(self.stream.context().attribute(a).map_err(cuda_err)?.max(1) as usize)
-    }
-
     /// Builds a mesh's closest-point index (on the host) and uploads it.
     pub fn triangle_bvh<T: Real>(&self, mesh: &Mesh<T>) -> Result<DeviceTriangleBvh<T>> {
         mesh.validate()?;
