@@ -496,7 +496,12 @@ impl<T: Real> CandidateGrid<T> {
             let g = self.floor[b] - e;
             let g2 = g * g;
             if g > T::ZERO && g2 > tiny && g2 > bd * m {
-                continue;
+                // The floors of non-empty buckets grow bucket by bucket, so past a non-empty
+                // bucket ruled out, none can help; empty ones (infinite floor) are skipped.
+                if self.floor[b] == T::INFINITY {
+                    continue;
+                }
+                break;
             }
             for &i in &self.entry[self.start[b] as usize..self.start[b + 1] as usize] {
                 let i = i as usize;

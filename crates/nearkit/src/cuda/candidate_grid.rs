@@ -1,7 +1,7 @@
 //! Launches candidate_grid.cu: the `CandidateGrid` of src/grid.rs built on the device, in the
 //! same layout (and the same entry order) as the CPU build.
 
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaView, DevicePtr, DeviceRepr, PushKernelArg};
 
 use super::radix_sort::exclusive_scan;
 use super::tree_build::DeviceTree;
@@ -34,12 +34,22 @@ pub(crate) struct LevelKernels<'a, A> {
     pub data: &'a A,
 }
 
+/// A chunk of queries in grid-cell order: `len` records (x, y, z, index in the chunk) of
+/// `GridCand` layout.
+pub(crate) struct CellQueries<T> {
+    pub records: CudaSlice<T>,
+    pub len: usize,
+}
+
 pub struct DeviceGrid<T> {
     pub frame: GridFrame<T>,
     pub start: CudaSlice<u32>,
     pub floor: CudaSlice<T>,
     pub entry: CudaSlice<u32>,
     pub entries: usize,
+    /// Each entry's point and id (`GridCand` of candidate_grid.cu, 4 values an entry), for
+    /// the 3-D scan; `None` for grids over embedded data, whose kernels read the entries.
+    pub cand: Option<CudaSlice<T>>,
 }
 
 impl<T: Real> DeviceGrid<T> {
@@ -67,14 +77,21 @@ impl<T: Real> DeviceGrid<T> {
         let Some(frame) = GridFrame::for_queries(lo, hi, tree.n as usize, n_queries, k_list) else {
             return Ok(None);
         };
-        Self::build_levels(
+        let mut g = Self::build_levels(
             be,
             &LevelKernels { count: "grid_level_count", fill: "grid_level_fill", data: &targs },
             frame,
             k_list,
             r2,
-        )
-        .map(Some)
+        )?;
+        let mut cand = be.alloc_uninit::<T>(4 * g.entries.max(1))?;
+        let n32 = g.entries as u32;
+        let f = be.func_t::<T>("grid_pack")?;
+        let mut l = be.stream.launch_builder(&f);
+        l.arg(&targs).arg(&g.entry).arg(&n32).arg(&mut cand);
+        unsafe { l.launch(grid(g.entries, 256)) }.map_err(cuda_err)?;
+        g.cand = Some(cand);
+        Ok(Some(g))
     }
 
     /// Every level of `frame`, coarse to fine, each filtering its parent's lists
@@ -131,7 +148,36 @@ impl<T: Real> DeviceGrid<T> {
         l.arg(targs).arg(&fargs).arg(&cells32).arg(&pstart).arg(&pentry);
         l.arg(&start).arg(&cell_r2).arg(&cell_lo).arg(&mut entry);
         unsafe { l.launch(cfg) }.map_err(cuda_err)?;
-        Ok(Self { frame, start, floor, entry, entries: total })
+        Ok(Self { frame, start, floor, entry, entries: total, cand: None })
+    }
+
+    /// Queries `x, y, z` (`len` of them) ordered by the cell of this grid that holds them, by
+    /// a counting sort, as records (x, y, z, index in the chunk); those outside the grid come
+    /// last.
+    pub(crate) fn sort_queries(
+        &self,
+        be: &CudaBackend,
+        x: &CudaView<'_, T>,
+        y: &CudaView<'_, T>,
+        z: &CudaView<'_, T>,
+        len: usize,
+    ) -> Result<CellQueries<T>> {
+        let cells = self.frame.cells();
+        let (len32, cells32) = (len as u32, cells as u32);
+        let fargs = self.frame_args();
+        let mut cell_of = be.alloc_uninit::<u32>(len)?;
+        let mut count = be.alloc_zeroed::<u32>(cells + 2)?;
+        let f = be.func_t::<T>("grid_cell_count")?;
+        let mut l = be.stream.launch_builder(&f);
+        l.arg(x).arg(y).arg(z).arg(&len32).arg(&fargs).arg(&cells32).arg(&mut cell_of).arg(&mut count);
+        unsafe { l.launch(grid(len, 256)) }.map_err(cuda_err)?;
+        exclusive_scan(be, &mut count, cells + 1)?;
+        let mut records = be.alloc_uninit::<T>(4 * len.max(1))?;
+        let f = be.func_t::<T>("grid_cell_scatter")?;
+        let mut l = be.stream.launch_builder(&f);
+        l.arg(x).arg(y).arg(z).arg(&len32).arg(&cell_of).arg(&mut count).arg(&mut records);
+        unsafe { l.launch(grid(len, 256)) }.map_err(cuda_err)?;
+        Ok(CellQueries { records, len })
     }
 
     pub(crate) fn frame_args(&self) -> GridFrameArgs<T> {

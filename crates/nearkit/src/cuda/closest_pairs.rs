@@ -93,6 +93,21 @@ pub(super) fn for_each_chunk_sorted_by<T: Real>(
     key_bits: u32,
     mut f: impl FnMut(&SortedChunk<T>) -> Result<()>,
 ) -> Result<()> {
+    let order = |x: &CudaView<'_, T>, y: &CudaView<'_, T>, z: &CudaView<'_, T>, len| {
+        sort_chunk(be, tree, x, y, z, len, key_bits)
+    };
+    for_each_chunk_ordered(be, a, chunk, order, |offset, last, c| f(&SortedChunk { offset, last, ..c }))
+}
+
+/// The chunks of `a`, each put in order by `order(x, y, z, len)` on the device, to
+/// `f(offset, last, ordered)`.
+pub(super) fn for_each_chunk_ordered<T: Real, C>(
+    be: &CudaBackend,
+    a: &Source<'_, T>,
+    chunk: usize,
+    order: impl Fn(&CudaView<'_, T>, &CudaView<'_, T>, &CudaView<'_, T>, usize) -> Result<C>,
+    mut f: impl FnMut(usize, bool, C) -> Result<()>,
+) -> Result<()> {
     let (n, c) = (a.len(), chunk.max(1));
     let mut s = 0;
     while s < n {
@@ -100,13 +115,11 @@ pub(super) fn for_each_chunk_sorted_by<T: Real>(
         let chunk = match a {
             Source::Host(p) => {
                 let d = DevicePoints::upload_range(be, p, s, e)?;
-                sort_chunk(be, tree, &d.x.as_view(), &d.y.as_view(), &d.z.as_view(), e - s, key_bits)?
+                order(&d.x.as_view(), &d.y.as_view(), &d.z.as_view(), e - s)?
             }
-            Source::Device(d) => {
-                sort_chunk(be, tree, &d.x.slice(s..e), &d.y.slice(s..e), &d.z.slice(s..e), e - s, key_bits)?
-            }
+            Source::Device(d) => order(&d.x.slice(s..e), &d.y.slice(s..e), &d.z.slice(s..e), e - s)?,
         };
-        f(&SortedChunk { offset: s, last: e == n, ..chunk })?;
+        f(s, e == n, chunk)?;
         s = e;
     }
     Ok(())

@@ -17,7 +17,10 @@ __device__ __forceinline__ T dist2_nd(const T* q, const T* cols, u64 stride, u32
     return s;
 }
 
-// The k best (d2, id) so far, ascending. K > 0: registers; K == 0: the caller's row.
+// The k best (d2, id) so far, ascending. K > 0: registers, the list in the last k of K slots
+// (the first K - k hold -inf, which no candidate goes before), so that every slot index is a
+// constant: reading slot k - 1 by a runtime index put the whole list in local memory. K == 0:
+// the caller's row.
 template <typename T, int K, bool DEDUP = true>
 struct TopList {
     T d[K > 0 ? K : 1];
@@ -25,14 +28,16 @@ struct TopList {
     T* gd;
     u32* gid;
     u32 k;
+    u32 pad;
     T bd;   // the k-th entry (the bound a candidate must beat)
     u32 bid;
 
     __device__ __forceinline__ void init(u32 k_, T r2, T* row_d, u32* row_id) {
         k = k_; gd = row_d; gid = row_id; bd = r2; bid = NO_ID;
+        pad = K > 0 ? K - k_ : 0;
         if (K > 0) {
 #pragma unroll
-            for (int j = 0; j < (K > 0 ? K : 1); j++) { d[j] = r2; id[j] = NO_ID; }
+            for (int j = 0; j < (K > 0 ? K : 1); j++) { d[j] = (u32)j < pad ? -t_inf<T>() : r2; id[j] = NO_ID; }
         } else {
             for (u32 j = 0; j < k; j++) { gd[j] = r2; gid[j] = NO_ID; }
         }
@@ -54,8 +59,8 @@ struct TopList {
                 else if (before(c, cid, d[h], id[h])) { d[h] = c; id[h] = cid; }
             }
             if (before(c, cid, d[0], id[0])) { d[0] = c; id[0] = cid; }
-#pragma unroll
-            for (int h = 0; h < (K > 0 ? K : 1); h++) if (h == (int)k - 1) { bd = d[h]; bid = id[h]; }
+            bd = d[(K > 0 ? K : 1) - 1];
+            bid = id[(K > 0 ? K : 1) - 1];
         } else {
             u32 h = k - 1;
             while (h > 0 && before(c, cid, gd[h - 1], gid[h - 1])) h--;
@@ -71,9 +76,9 @@ struct TopList {
         if (K > 0) {
 #pragma unroll
             for (int h = 0; h < (K > 0 ? K : 1); h++) {
-                if (h < (int)k) {
-                    row_id[h] = id[h];
-                    row_d[h] = id[h] == NO_ID ? t_inf<T>() : sqrt(d[h]);
+                if ((u32)h >= pad) {
+                    row_id[h - pad] = id[h];
+                    row_d[h - pad] = id[h] == NO_ID ? t_inf<T>() : sqrt(d[h]);
                 }
             }
         } else {
