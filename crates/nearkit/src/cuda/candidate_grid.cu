@@ -14,24 +14,41 @@ struct TreeGridData {
     __device__ __forceinline__ T d2(const T* e, u32 p) const { return dist2(e[0], e[1], e[2], t.x[p], t.y[p], t.z[p]); }
 };
 
-template <typename T>
+template <typename T, int WPC>
 __device__ void grid_level_count_impl(Tree<T> t, GridFrame<T> f, u32 cells, const u32* pstart, const u32* pentry,
                                       u32 k_list, T r2, u32* count, T* floor_out, T* cell_r2, T* cell_lo) {
-    grid_level_count_body<T>(TreeGridData<T>{t}, f, cells, pstart, pentry, k_list, r2, count, floor_out, cell_r2, cell_lo);
+    grid_level_count_body<T, TreeGridData<T>, WPC>(TreeGridData<T>{t}, f, cells, pstart, pentry, k_list, r2, count,
+                                                    floor_out, cell_r2, cell_lo);
 }
-template <typename T>
+template <typename T, int WPC>
 __device__ void grid_level_fill_impl(Tree<T> t, GridFrame<T> f, u32 cells, const u32* pstart, const u32* pentry,
                                      const u32* start, const T* cell_r2, const T* cell_lo, u32* entry) {
-    grid_level_fill_body<T>(TreeGridData<T>{t}, f, cells, pstart, pentry, start, cell_r2, cell_lo, entry);
+    grid_level_fill_body<T, TreeGridData<T>, WPC>(TreeGridData<T>{t}, f, cells, pstart, pentry, start, cell_r2, cell_lo,
+                                                   entry);
 }
-
-NK_INSTANTIATE(grid_level_count, (Tree<R> t, GridFrame<R> f, u32 cells, const u32* pstart, const u32* pentry, u32 k_list,
-                                  R r2, u32* count, R* floor_out, R* cell_r2, R* cell_lo),
-               (t, f, cells, pstart, pentry, k_list, r2, count, floor_out, cell_r2, cell_lo))
-
-NK_INSTANTIATE(grid_level_fill, (Tree<R> t, GridFrame<R> f, u32 cells, const u32* pstart, const u32* pentry,
-                                 const u32* start, const R* cell_r2, const R* cell_lo, u32* entry),
-               (t, f, cells, pstart, pentry, start, cell_r2, cell_lo, entry))
+#define NK_TREE_LEVELS(SUFFIX, WPC)                                                                                     \
+    template <typename T>                                                                                               \
+    __device__ void grid_level_count##SUFFIX##_impl(Tree<T> t, GridFrame<T> f, u32 cells, const u32* pstart,            \
+                                                    const u32* pentry, u32 k_list, T r2, u32* count, T* floor_out,      \
+                                                    T* cell_r2, T* cell_lo) {                                           \
+        grid_level_count_impl<T, WPC>(t, f, cells, pstart, pentry, k_list, r2, count, floor_out, cell_r2, cell_lo);     \
+    }                                                                                                                   \
+    NK_INSTANTIATE(grid_level_count##SUFFIX, (Tree<R> t, GridFrame<R> f, u32 cells, const u32* pstart,                  \
+                                              const u32* pentry, u32 k_list, R r2, u32* count, R* floor_out,            \
+                                              R* cell_r2, R* cell_lo),                                                  \
+                   (t, f, cells, pstart, pentry, k_list, r2, count, floor_out, cell_r2, cell_lo))                       \
+    template <typename T>                                                                                               \
+    __device__ void grid_level_fill##SUFFIX##_impl(Tree<T> t, GridFrame<T> f, u32 cells, const u32* pstart,             \
+                                                   const u32* pentry, const u32* start, const T* cell_r2,               \
+                                                   const T* cell_lo, u32* entry) {                                      \
+        grid_level_fill_impl<T, WPC>(t, f, cells, pstart, pentry, start, cell_r2, cell_lo, entry);                      \
+    }                                                                                                                   \
+    NK_INSTANTIATE(grid_level_fill##SUFFIX, (Tree<R> t, GridFrame<R> f, u32 cells, const u32* pstart,                   \
+                                             const u32* pentry, const u32* start, const R* cell_r2, const R* cell_lo,   \
+                                             u32* entry),                                                               \
+                   (t, f, cells, pstart, pentry, start, cell_r2, cell_lo, entry))
+NK_TREE_LEVELS(, 1)
+NK_TREE_LEVELS(_wide, GRID_WIDE_WARPS)
 
 // The root box (the data's bounds) in one buffer: lo x, y, z, hi x, y, z.
 template <typename T>
@@ -65,37 +82,37 @@ NK_INSTANTIATE(grid_pack, (Tree<R> t, const u32* entry, u32 n, R* out), (t, entr
 
 // Queries ordered by grid cell (a counting sort): queries of one cell scan the same list, so a
 // warp's list loads are broadcasts. Pass 1: each query's cell (`cells` for a query outside the
-// grid, which takes the tree search) and the cells' counts.
+// grid, which takes the tree search), the cells' counts, and each query's rank in its cell
+// (whatever order the atomics give: it changes no answer).
 template <typename T>
 __device__ void grid_cell_count_impl(const T* qx, const T* qy, const T* qz, u32 n, GridFrame<T> f, u32 cells, u32* cell_of,
-                                     u32* count) {
+                                     u32* rank, u32* count) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 c;
     T e;
     if (!grid_locate(f, qx[i], qy[i], qz[i], c, e)) c = cells;
     cell_of[i] = c;
-    atomicAdd(&count[c], 1u);
+    rank[i] = atomicAdd(&count[c], 1u);
 }
 NK_INSTANTIATE(grid_cell_count, (const R* qx, const R* qy, const R* qz, u32 n, GridFrame<R> f, u32 cells, u32* cell_of,
-                                 u32* count),
-               (qx, qy, qz, n, f, cells, cell_of, count))
+                                 u32* rank, u32* count),
+               (qx, qy, qz, n, f, cells, cell_of, rank, count))
 
-// Pass 2: each query's record (x, y, z, index) to the next slot of its cell (`cursor`: the
-// exclusive scan of the counts), one 16-byte store (f32) where four arrays took four. The order
-// within a cell is whatever the atomics give: it changes no answer.
+// Pass 2: each query's record (x, y, z, index) to its slot, `start` (the exclusive scan of the
+// counts) of its cell plus its rank: one 16-byte store (f32).
 template <typename T>
-__device__ void grid_cell_scatter_impl(const T* qx, const T* qy, const T* qz, u32 n, const u32* cell_of, u32* cursor,
-                                       T* out) {
+__device__ void grid_cell_scatter_impl(const T* qx, const T* qy, const T* qz, u32 n, const u32* cell_of, const u32* rank,
+                                       const u32* start, T* out) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    u32 at = atomicAdd(&cursor[cell_of[i]], 1u);
     GridCand<T> c;
     c.x = qx[i]; c.y = qy[i]; c.z = qz[i]; c.id = i;
-    reinterpret_cast<GridCand<T>*>(out)[at] = c;
+    reinterpret_cast<GridCand<T>*>(out)[start[cell_of[i]] + rank[i]] = c;
 }
-NK_INSTANTIATE(grid_cell_scatter, (const R* qx, const R* qy, const R* qz, u32 n, const u32* cell_of, u32* cursor, R* out),
-               (qx, qy, qz, n, cell_of, cursor, out))
+NK_INSTANTIATE(grid_cell_scatter, (const R* qx, const R* qy, const R* qz, u32 n, const u32* cell_of, const u32* rank,
+                                   const u32* start, R* out),
+               (qx, qy, qz, n, cell_of, rank, start, out))
 
 #ifndef GRID_SCAN_BATCH
 #define GRID_SCAN_BATCH 2

@@ -10,8 +10,11 @@ use crate::error::Result;
 use crate::grid::{self as cgrid, CandidateGrid, GridFrame, BUCKETS};
 use crate::real::Real;
 
-/// Cells (one warp each) per block of the level kernels (GRID_WARPS in candidate_grid.cu).
+/// Cells (one warp each) per block of the narrow level kernels (GRID_WARPS in grid_levels.cuh).
 const WARPS_PER_BLOCK: usize = 4;
+/// Warps (one cell) per block of the wide level kernels, which build the top level
+/// (GRID_WIDE_WARPS).
+const WIDE_WARPS: usize = 16;
 
 /// `struct GridFrame<T>` of candidate_grid.cu, passed to kernels by value.
 #[repr(C)]
@@ -26,11 +29,14 @@ pub(crate) struct GridFrameArgs<T> {
 // SAFETY: plain old data matching the C struct's layout (6 T, 3 u32, C padding).
 unsafe impl<T: DeviceRepr> DeviceRepr for GridFrameArgs<T> {}
 
-/// The level kernels of one kind of data (their `_f32`/`_f64` base names) and the data's
-/// kernel argument, passed first.
+/// The level kernels of one kind of data (their `_f32`/`_f64` base names: a warp per cell,
+/// and `_wide`, a block per cell, for the top level) and the data's kernel argument, passed
+/// first.
 pub(crate) struct LevelKernels<'a, A> {
     pub count: &'a str,
     pub fill: &'a str,
+    pub count_wide: &'a str,
+    pub fill_wide: &'a str,
     pub data: &'a A,
 }
 
@@ -79,7 +85,13 @@ impl<T: Real> DeviceGrid<T> {
         };
         let mut g = Self::build_levels(
             be,
-            &LevelKernels { count: "grid_level_count", fill: "grid_level_fill", data: &targs },
+            &LevelKernels {
+                count: "grid_level_count",
+                fill: "grid_level_fill",
+                count_wide: "grid_level_count_wide",
+                fill_wide: "grid_level_fill_wide",
+                data: &targs,
+            },
             frame,
             k_list,
             r2,
@@ -134,8 +146,12 @@ impl<T: Real> DeviceGrid<T> {
             Some(p) => (p.start.device_ptr(&be.stream).0, p.entry.device_ptr(&be.stream).0),
             None => (0u64, null.device_ptr(&be.stream).0),
         };
-        let cfg = grid(cells * 32, (32 * WARPS_PER_BLOCK) as u32);
-        let f = be.func_t::<T>(kernels.count)?;
+        // The top level's few cells each read every point: a block per cell there.
+        let (count_name, fill_name, cfg) = match parent {
+            None => (kernels.count_wide, kernels.fill_wide, grid(cells * 32 * WIDE_WARPS, (32 * WIDE_WARPS) as u32)),
+            Some(_) => (kernels.count, kernels.fill, grid(cells * 32, (32 * WARPS_PER_BLOCK) as u32)),
+        };
+        let f = be.func_t::<T>(count_name)?;
         let mut l = be.stream.launch_builder(&f);
         l.arg(targs).arg(&fargs).arg(&cells32).arg(&pstart).arg(&pentry).arg(&k32).arg(&r2);
         l.arg(&mut start).arg(&mut floor).arg(&mut cell_r2).arg(&mut cell_lo);
@@ -143,7 +159,7 @@ impl<T: Real> DeviceGrid<T> {
         exclusive_scan(be, &mut start, cells * BUCKETS + 1)?;
         let total = be.stream.clone_dtoh(&start.slice(cells * BUCKETS..)).map_err(cuda_err)?[0] as usize;
         let mut entry = be.alloc_uninit::<u32>(total)?;
-        let f = be.func_t::<T>(kernels.fill)?;
+        let f = be.func_t::<T>(fill_name)?;
         let mut l = be.stream.launch_builder(&f);
         l.arg(targs).arg(&fargs).arg(&cells32).arg(&pstart).arg(&pentry);
         l.arg(&start).arg(&cell_r2).arg(&cell_lo).arg(&mut entry);
@@ -166,16 +182,18 @@ impl<T: Real> DeviceGrid<T> {
         let (len32, cells32) = (len as u32, cells as u32);
         let fargs = self.frame_args();
         let mut cell_of = be.alloc_uninit::<u32>(len)?;
+        let mut rank = be.alloc_uninit::<u32>(len)?;
         let mut count = be.alloc_zeroed::<u32>(cells + 2)?;
         let f = be.func_t::<T>("grid_cell_count")?;
         let mut l = be.stream.launch_builder(&f);
-        l.arg(x).arg(y).arg(z).arg(&len32).arg(&fargs).arg(&cells32).arg(&mut cell_of).arg(&mut count);
+        l.arg(x).arg(y).arg(z).arg(&len32).arg(&fargs).arg(&cells32).arg(&mut cell_of).arg(&mut rank);
+        l.arg(&mut count);
         unsafe { l.launch(grid(len, 256)) }.map_err(cuda_err)?;
         exclusive_scan(be, &mut count, cells + 1)?;
         let mut records = be.alloc_uninit::<T>(4 * len.max(1))?;
         let f = be.func_t::<T>("grid_cell_scatter")?;
         let mut l = be.stream.launch_builder(&f);
-        l.arg(x).arg(y).arg(z).arg(&len32).arg(&cell_of).arg(&mut count).arg(&mut records);
+        l.arg(x).arg(y).arg(z).arg(&len32).arg(&cell_of).arg(&rank).arg(&count).arg(&mut records);
         unsafe { l.launch(grid(len, 256)) }.map_err(cuda_err)?;
         Ok(CellQueries { records, len })
     }

@@ -83,86 +83,121 @@ __device__ __forceinline__ void grid_parent_list(const G& g, const GridFrame<T>&
     e = pstart[(u64)(pc + 1) * GRID_BUCKETS];
 }
 
-#define GRID_WARPS 4  // warps (cells) per block of the level kernels
+#define GRID_WARPS 4       // cells (one warp each) per block of the narrow level kernels
+#define GRID_WIDE_WARPS 16 // warps (one cell) per block of the wide ones, for the top level
 
-// Pass 1 of a level, one warp per cell: grid::lane_bound over the parent list (lane j % 32
-// keeps its two smallest; the bound is the k-th smallest of those 64), the list radius, and
-// per bucket the count and the floor. `cell_r2` / `cell_lo` keep the radius and the nearest
-// distance for pass 2.
-template <typename T, typename G>
+// The level kernels come in two shapes: WPC = 1, a warp per cell and GRID_WARPS cells a block;
+// and WPC = GRID_WIDE_WARPS, a block per cell, for the top level, whose few cells each scan
+// every point (a warp alone there was latency-bound). Both give the same lists: lane j % 32
+// of the list keeps its two smallest whichever warp reads entry j, and pass 2 places entries
+// in list order across the warps.
+template <int WPC> __device__ __forceinline__ void grid_cell_sync() {
+    if (WPC == 1) __syncwarp(); else __syncthreads();
+}
+
+// Pass 1 of a level: grid::lane_bound over the parent list (lane j % 32 keeps its two
+// smallest; the bound is the k-th smallest of those 64), the list radius, and per bucket the
+// count and the floor. `cell_r2` / `cell_lo` keep the radius and the nearest distance for
+// pass 2.
+template <typename T, typename G, int WPC = 1>
 __device__ void grid_level_count_body(G g, GridFrame<T> f, u32 cells, const u32* pstart, const u32* pentry,
                                       u32 k_list, T r2, u32* count, T* floor_out, T* cell_r2, T* cell_lo) {
-    __shared__ u32 s_count[GRID_WARPS][GRID_BUCKETS];
-    __shared__ u64 s_floor[GRID_WARPS][GRID_BUCKETS];
-    u32 w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    u32 c = blockIdx.x * GRID_WARPS + w;
-    if (c >= cells) return;  // whole warps leave together
+    constexpr int CPB = WPC == 1 ? GRID_WARPS : 1;  // cells per block
+    __shared__ u32 s_count[CPB][GRID_BUCKETS];
+    __shared__ u64 s_floor[CPB][GRID_BUCKETS];
+    __shared__ T s_pair[WPC][2][32];
+    __shared__ T s_bound[CPB][2];
+    u32 wib = threadIdx.x / 32, lane = threadIdx.x % 32;
+    u32 slot = wib / WPC, sub = wib % WPC;
+    u32 c = blockIdx.x * CPB + slot;
+    if (c >= cells) return;  // whole warps (whole blocks when WPC > 1) leave together
     T ce[G::D];
     g.center(f, c, ce);
     u32 s, e;
     grid_parent_list(g, f, c, pstart, s, e);
     T a = t_inf<T>(), b = t_inf<T>();
-    for (u32 j = s + lane; j < e; j += 32) {
+    for (u32 j = s + sub * 32 + lane; j < e; j += 32 * WPC) {
         u32 p = pstart ? pentry[j] : j;
         T v = g.d2(ce, p);
         if (v < a) { b = a; a = v; } else if (v < b) { b = v; }
     }
-    // The k-th smallest of the 64 kept values: the one whose rank (ties by lane, slot) is k-1.
-    T kth = t_inf<T>(), d1 = a;
-    for (u32 o = 16; o > 0; o >>= 1) d1 = t_min(d1, __shfl_xor_sync(0xffffffffu, d1, o));
-    u32 ra = 0, rb = 0;
-    for (u32 l = 0; l < 32; l++) {
-        T la = __shfl_sync(0xffffffffu, a, l), lb = __shfl_sync(0xffffffffu, b, l);
-        // Order: (value, lane, slot); slot 0 is a, 1 is b.
-        ra += (la < a || (la == a && l < lane)) + (lb < a || (lb == a && l < lane));
-        rb += (la < b || (la == b && l <= lane)) + (lb < b || (lb == b && l < lane));
+    if (WPC > 1) {
+        // Lane j's two smallest over every warp: the two smallest of the warps' pairs.
+        s_pair[sub][0][lane] = a;
+        s_pair[sub][1][lane] = b;
+        __syncthreads();
+        if (sub == 0) {
+            for (int w = 1; w < WPC; w++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    T v = s_pair[w][h][lane];
+                    if (v < a) { b = a; a = v; } else if (v < b) { b = v; }
+                }
+            }
+        }
     }
-    if (ra == k_list - 1) kth = a;
-    if (rb == k_list - 1) kth = b;
-    for (u32 o = 16; o > 0; o >>= 1) kth = t_min(kth, __shfl_xor_sync(0xffffffffu, kth, o));
-    T rl2 = grid_list_radius2(f, kth, r2);
-    T d_lo = sqrt(d1), d_hi = sqrt(rl2);
+    if (sub == 0) {
+        // The k-th smallest of the 64 kept values: the one whose rank (ties by lane, slot) is k-1.
+        T kth = t_inf<T>(), d1 = a;
+        for (u32 o = 16; o > 0; o >>= 1) d1 = t_min(d1, __shfl_xor_sync(0xffffffffu, d1, o));
+        u32 ra = 0, rb = 0;
+        for (u32 l = 0; l < 32; l++) {
+            T la = __shfl_sync(0xffffffffu, a, l), lb = __shfl_sync(0xffffffffu, b, l);
+            // Order: (value, lane, slot); slot 0 is a, 1 is b.
+            ra += (la < a || (la == a && l < lane)) + (lb < a || (lb == a && l < lane));
+            rb += (la < b || (la == b && l <= lane)) + (lb < b || (lb == b && l < lane));
+        }
+        if (ra == k_list - 1) kth = a;
+        if (rb == k_list - 1) kth = b;
+        for (u32 o = 16; o > 0; o >>= 1) kth = t_min(kth, __shfl_xor_sync(0xffffffffu, kth, o));
+        if (lane == 0) { s_bound[slot][0] = grid_list_radius2(f, kth, r2); s_bound[slot][1] = sqrt(d1); }
+        if (lane < GRID_BUCKETS) { s_count[slot][lane] = 0; s_floor[slot][lane] = ordered_bits(t_inf<T>()); }
+    }
+    grid_cell_sync<WPC>();
+    T rl2 = s_bound[slot][0], d_lo = s_bound[slot][1], d_hi = sqrt(rl2);
     T shrink = (T)(1.0 - GRID_MARGIN);
-    if (lane < GRID_BUCKETS) { s_count[w][lane] = 0; s_floor[w][lane] = ordered_bits(t_inf<T>()); }
-    __syncwarp();
-    for (u32 j = s + lane; j < e; j += 32) {
+    for (u32 j = s + sub * 32 + lane; j < e; j += 32 * WPC) {
         u32 p = pstart ? pentry[j] : j;
         T v = g.d2(ce, p);
         if (v <= rl2) {
             T d = sqrt(v);
             u32 bk = grid_bucket(d, d_lo, d_hi);
-            atomicAdd(&s_count[w][bk], 1u);
-            atomicMin(&s_floor[w][bk], ordered_bits(d * shrink));
+            atomicAdd(&s_count[slot][bk], 1u);
+            atomicMin(&s_floor[slot][bk], ordered_bits(d * shrink));
         }
     }
-    __syncwarp();
-    if (lane < GRID_BUCKETS) {
-        count[(u64)c * GRID_BUCKETS + lane] = s_count[w][lane];
-        floor_out[(u64)c * GRID_BUCKETS + lane] = from_ordered_bits<T>(s_floor[w][lane]);
+    grid_cell_sync<WPC>();
+    if (sub == 0 && lane < GRID_BUCKETS) {
+        count[(u64)c * GRID_BUCKETS + lane] = s_count[slot][lane];
+        floor_out[(u64)c * GRID_BUCKETS + lane] = from_ordered_bits<T>(s_floor[slot][lane]);
     }
-    if (lane == 0) { cell_r2[c] = rl2; cell_lo[c] = d_lo; }
+    if (sub == 0 && lane == 0) { cell_r2[c] = rl2; cell_lo[c] = d_lo; }
 }
-// Pass 2 of a level, one warp per cell: the parent list again, in order, each kept entry to
-// the next slot of its bucket (`start`: the exclusive scan of pass 1's counts). Lanes of one
-// round that share a bucket take consecutive slots in lane order, so every bucket keeps the
-// parent list's order, as the CPU build does.
-template <typename T, typename G>
+// Pass 2 of a level: the parent list again, in order, each kept entry to the next slot of its
+// bucket (`start`: the exclusive scan of pass 1's counts). Entries of one round that share a
+// bucket take consecutive slots in list order (lane order within a warp, then warp order), so
+// every bucket keeps the parent list's order, as the CPU build does.
+template <typename T, typename G, int WPC = 1>
 __device__ void grid_level_fill_body(G g, GridFrame<T> f, u32 cells, const u32* pstart, const u32* pentry,
                                      const u32* start, const T* cell_r2, const T* cell_lo, u32* entry) {
-    __shared__ u32 s_at[GRID_WARPS][GRID_BUCKETS];
-    u32 w = threadIdx.x / 32, lane = threadIdx.x % 32;
-    u32 c = blockIdx.x * GRID_WARPS + w;
+    constexpr int CPB = WPC == 1 ? GRID_WARPS : 1;
+    __shared__ u32 s_at[CPB][GRID_BUCKETS];
+    __shared__ u32 s_warp[WPC][GRID_BUCKETS];  // this round's entries per warp and bucket
+    u32 wib = threadIdx.x / 32, lane = threadIdx.x % 32;
+    u32 slot = wib / WPC, sub = wib % WPC;
+    u32 c = blockIdx.x * CPB + slot;
     if (c >= cells) return;
     T ce[G::D];
     g.center(f, c, ce);
     u32 s, e;
     grid_parent_list(g, f, c, pstart, s, e);
     T rl2 = cell_r2[c], d_lo = cell_lo[c], d_hi = sqrt(rl2);
-    if (lane < GRID_BUCKETS) s_at[w][lane] = start[(u64)c * GRID_BUCKETS + lane];
-    __syncwarp();
+    if (sub == 0 && lane < GRID_BUCKETS) s_at[slot][lane] = start[(u64)c * GRID_BUCKETS + lane];
+    if (WPC > 1 && lane < GRID_BUCKETS) s_warp[sub][lane] = 0;
+    grid_cell_sync<WPC>();
     u32 below = (1u << lane) - 1;
-    for (u32 j0 = s; j0 < e; j0 += 32) {
-        u32 j = j0 + lane;
+    for (u32 j0 = s; j0 < e; j0 += 32 * WPC) {
+        u32 j = j0 + sub * 32 + lane;
         u32 p = 0, bk = GRID_BUCKETS;  // GRID_BUCKETS: not kept
         if (j < e) {
             p = pstart ? pentry[j] : j;
@@ -170,12 +205,27 @@ __device__ void grid_level_fill_body(G g, GridFrame<T> f, u32 cells, const u32* 
             if (v <= rl2) bk = grid_bucket(sqrt(v), d_lo, d_hi);
         }
         u32 peers = __match_any_sync(0xffffffffu, bk);
-        if (bk < GRID_BUCKETS) {
-            u32 at = s_at[w][bk];
-            entry[at + __popc(peers & below)] = p;
+        bool leader = bk < GRID_BUCKETS && (peers & below) == 0;
+        if (WPC == 1) {
+            if (bk < GRID_BUCKETS) entry[s_at[slot][bk] + __popc(peers & below)] = p;
+            __syncwarp();
+            if (leader) s_at[slot][bk] += __popc(peers);
+            __syncwarp();
+        } else {
+            if (leader) s_warp[sub][bk] = __popc(peers);
+            __syncthreads();
+            if (bk < GRID_BUCKETS) {
+                u32 at = s_at[0][bk] + __popc(peers & below);
+                for (u32 w = 0; w < sub; w++) at += s_warp[w][bk];
+                entry[at] = p;
+            }
+            __syncthreads();
+            if (threadIdx.x < GRID_BUCKETS) {
+                u32 t = 0;
+                for (u32 w = 0; w < WPC; w++) { t += s_warp[w][threadIdx.x]; s_warp[w][threadIdx.x] = 0; }
+                s_at[0][threadIdx.x] += t;
+            }
+            __syncthreads();
         }
-        __syncwarp();
-        if (bk < GRID_BUCKETS && (peers & below) == 0) s_at[w][bk] += __popc(peers);
-        __syncwarp();
     }
 }

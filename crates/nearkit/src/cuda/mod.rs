@@ -57,6 +57,24 @@ pub fn driver_present() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
+/// Lets the device's memory pool keep what queries free instead of returning it to the driver
+/// at every synchronisation (its default): a second query of the same size then allocates
+/// from the pool in microseconds instead of mapping hundreds of MB afresh.
+fn keep_freed_memory(ctx: &CudaContext) -> Result<()> {
+    use cudarc::driver::sys::{self, CUmemPool_attribute as A};
+    let mut pool = std::ptr::null_mut();
+    let mut keep = u64::MAX;
+    // SAFETY: the context's own device pool; a 64-bit in-parameter.
+    unsafe {
+        ctx.bind_to_thread().map_err(cuda_err)?;
+        sys::cuDeviceGetMemPool(&mut pool, ctx.cu_device()).result().map_err(cuda_err)?;
+        sys::cuMemPoolSetAttribute(pool, A::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut keep as *mut u64 as *mut _)
+            .result()
+            .map_err(cuda_err)?;
+    }
+    Ok(())
+}
+
 impl CudaBackend {
     /// The process-wide backend for GPU `ordinal`, created (context + kernels) on first use.
     pub fn shared(ordinal: usize) -> Result<Arc<CudaBackend>> {
@@ -87,6 +105,7 @@ impl CudaBackend {
         // One stream per backend: cross-stream event tracking would only add overhead.
         // SAFETY: no other stream of this context touches our buffers.
         unsafe { ctx.disable_event_tracking() };
+        keep_freed_memory(&ctx)?;
         let (major, minor) = ctx.compute_capability().map_err(cuda_err)?;
         let arch = format!("sm_{major}{minor}");
         let cubin = compile::compile_cubin(compile::KERNEL_SOURCE, &arch, true)?;

@@ -404,29 +404,35 @@ __device__ void aabb6_grid_rows_impl(const T* qcols, u32 nq, const u32* order, c
     best.write(out_d + row, out_ids + row);
 }
 
+#define NK_AABB6_LEVELS(NAME, MM, SUFFIX, WPC)                                                                       \
+    template <typename T>                                                                                            \
+    __device__ void aabb6_grid_level_count##SUFFIX##_##NAME##_impl(VecColsArg<T> a, GridFrame<T> f, u32 cells,        \
+                                                                   const u32* pstart, const u32* pentry, u32 k_list, \
+                                                                   T r2, u32* count, T* floor_out, T* cell_r2,       \
+                                                                   T* cell_lo) {                                     \
+        grid_level_count_body<T, Aabb6GridData<T, MM>, WPC>(Aabb6GridData<T, MM>{a.cols, a.n}, f, cells, pstart,       \
+                                                            pentry, k_list, r2, count, floor_out, cell_r2, cell_lo);   \
+    }                                                                                                                \
+    NK_INSTANTIATE(aabb6_grid_level_count##SUFFIX##_##NAME, (VecColsArg<R> a, GridFrame<R> f, u32 cells,              \
+                                                             const u32* pstart, const u32* pentry, u32 k_list, R r2,  \
+                                                             u32* count, R* floor_out, R* cell_r2, R* cell_lo),       \
+                   (a, f, cells, pstart, pentry, k_list, r2, count, floor_out, cell_r2, cell_lo))                    \
+    template <typename T>                                                                                            \
+    __device__ void aabb6_grid_level_fill##SUFFIX##_##NAME##_impl(VecColsArg<T> a, GridFrame<T> f, u32 cells,         \
+                                                                  const u32* pstart, const u32* pentry,              \
+                                                                  const u32* start, const T* cell_r2,                \
+                                                                  const T* cell_lo, u32* entry) {                    \
+        grid_level_fill_body<T, Aabb6GridData<T, MM>, WPC>(Aabb6GridData<T, MM>{a.cols, a.n}, f, cells, pstart,        \
+                                                           pentry, start, cell_r2, cell_lo, entry);                    \
+    }                                                                                                                \
+    NK_INSTANTIATE(aabb6_grid_level_fill##SUFFIX##_##NAME, (VecColsArg<R> a, GridFrame<R> f, u32 cells,               \
+                                                            const u32* pstart, const u32* pentry, const u32* start,   \
+                                                            const R* cell_r2, const R* cell_lo, u32* entry),          \
+                   (a, f, cells, pstart, pentry, start, cell_r2, cell_lo, entry))
+
 #define NK_AABB6_GRID(NAME, MM)                                                                                      \
-    template <typename T>                                                                                            \
-    __device__ void aabb6_grid_level_count_##NAME##_impl(VecColsArg<T> a, GridFrame<T> f, u32 cells,                  \
-                                                         const u32* pstart, const u32* pentry, u32 k_list, T r2,     \
-                                                         u32* count, T* floor_out, T* cell_r2, T* cell_lo) {         \
-        grid_level_count_body<T>(Aabb6GridData<T, MM>{a.cols, a.n}, f, cells, pstart, pentry, k_list, r2, count,         \
-                                 floor_out, cell_r2, cell_lo);                                                       \
-    }                                                                                                                \
-    NK_INSTANTIATE(aabb6_grid_level_count_##NAME, (VecColsArg<R> a, GridFrame<R> f, u32 cells, const u32* pstart,    \
-                                                   const u32* pentry, u32 k_list, R r2, u32* count, R* floor_out,     \
-                                                   R* cell_r2, R* cell_lo),                                          \
-                   (a, f, cells, pstart, pentry, k_list, r2, count, floor_out, cell_r2, cell_lo))              \
-    template <typename T>                                                                                            \
-    __device__ void aabb6_grid_level_fill_##NAME##_impl(VecColsArg<T> a, GridFrame<T> f, u32 cells,                   \
-                                                        const u32* pstart, const u32* pentry, const u32* start,      \
-                                                        const T* cell_r2, const T* cell_lo, u32* entry) {            \
-        grid_level_fill_body<T>(Aabb6GridData<T, MM>{a.cols, a.n}, f, cells, pstart, pentry, start, cell_r2, cell_lo,     \
-                                entry);                                                                              \
-    }                                                                                                                \
-    NK_INSTANTIATE(aabb6_grid_level_fill_##NAME, (VecColsArg<R> a, GridFrame<R> f, u32 cells, const u32* pstart,     \
-                                                  const u32* pentry, const u32* start, const R* cell_r2,              \
-                                                  const R* cell_lo, u32* entry),                                     \
-                   (a, f, cells, pstart, pentry, start, cell_r2, cell_lo, entry))                              \
+    NK_AABB6_LEVELS(NAME, MM, , 1)                                                                                   \
+    NK_AABB6_LEVELS(NAME, MM, _wide, GRID_WIDE_WARPS)                                                                \
     NK_AABB6_ROWS(NAME, MM, 8)                                                                                       \
     NK_AABB6_ROWS(NAME, MM, 32)
 

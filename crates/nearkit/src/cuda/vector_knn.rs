@@ -197,11 +197,23 @@ fn aabb6_grid<T: Real>(
         return Ok(None);
     };
     let data = VecColsArg { cols: tree.cols.device_ptr(&be.stream).0, n: tree.len as u32 };
-    let (count, fill) = match e {
-        Aabb6::MinMax => ("aabb6_grid_level_count_mm", "aabb6_grid_level_fill_mm"),
-        Aabb6::MinExtent => ("aabb6_grid_level_count_me", "aabb6_grid_level_fill_me"),
+    let kernels = match e {
+        Aabb6::MinMax => LevelKernels {
+            count: "aabb6_grid_level_count_mm",
+            fill: "aabb6_grid_level_fill_mm",
+            count_wide: "aabb6_grid_level_count_wide_mm",
+            fill_wide: "aabb6_grid_level_fill_wide_mm",
+            data: &data,
+        },
+        Aabb6::MinExtent => LevelKernels {
+            count: "aabb6_grid_level_count_me",
+            fill: "aabb6_grid_level_fill_me",
+            count_wide: "aabb6_grid_level_count_wide_me",
+            fill_wide: "aabb6_grid_level_fill_wide_me",
+            data: &data,
+        },
     };
-    DeviceGrid::build_levels(be, &LevelKernels { count, fill, data: &data }, frame, k_list, r2).map(Some)
+    DeviceGrid::build_levels(be, &kernels, frame, k_list, r2).map(Some)
 }
 
 /// Builds the 6-D candidate grid on the device and brings it back (tests compare it with
