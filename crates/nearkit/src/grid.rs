@@ -347,6 +347,15 @@ pub fn lane_bound<T: Real>(d2s: &[T], k: usize) -> (T, T) {
     (all[k - 1], all[0])
 }
 
+/// A list entry with its point and id, so that the 3-D scan reads one record per candidate
+/// instead of following the entry into the tree's arrays (`GridCand` of candidate_grid.cu).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct GridCand<T> {
+    pub p: [T; 3],
+    pub id: u32,
+}
+
 /// Per-cell candidate lists for one (k, radius): see the module comment. Entries are sorted
 /// positions in the data's `MortonTree`, so the lists cost 4 bytes an entry.
 #[derive(Clone, Debug, PartialEq)]
@@ -477,6 +486,92 @@ impl<T: Real> CandidateGrid<T> {
 
     pub fn is_empty(&self) -> bool {
         self.entry.is_empty()
+    }
+
+    /// Every entry's record, in list order, for `knn_packed` (the grid of `tree`).
+    pub fn packed(&self, tree: &MortonTree<T>) -> Vec<GridCand<T>> {
+        self.entry
+            .par_iter()
+            .with_min_len(4096)
+            .map(|&i| {
+                let i = i as usize;
+                GridCand { p: [tree.x[i], tree.y[i], tree.z[i]], id: tree.id[i] }
+            })
+            .collect()
+    }
+
+    /// The queries' indices in the order of the cells that hold them (a counting sort; within
+    /// a cell, input order), those outside the grid last: neighbours in this order scan the
+    /// same list.
+    pub fn cell_order(&self, queries: &crate::points::Points<T>) -> Vec<u32> {
+        let cells = self.frame.cells();
+        let cell: Vec<u32> = (0..queries.len())
+            .into_par_iter()
+            .with_min_len(4096)
+            .map(|i| self.frame.cell_of(queries.get(i)).map_or(cells as u32, |c| c as u32))
+            .collect();
+        let mut start = vec![0u32; cells + 2];
+        for &c in &cell {
+            start[c as usize + 1] += 1;
+        }
+        for c in 0..=cells {
+            start[c + 1] += start[c];
+        }
+        let mut order = vec![0u32; queries.len()];
+        for (i, &c) in cell.iter().enumerate() {
+            let at = &mut start[c as usize];
+            order[*at as usize] = i as u32;
+            *at += 1;
+        }
+        order
+    }
+
+    /// `knn` for the 3-D grid of a `MortonTree`, reading `cand` (`packed`) instead of the
+    /// tree: the same answer.
+    #[inline]
+    pub fn knn_packed(
+        &self,
+        tree: &MortonTree<T>,
+        cand: &[GridCand<T>],
+        q: [T; 3],
+        r2: T,
+        skip: u32,
+        best: &mut [(T, u32)],
+    ) -> bool {
+        let Some((c, e)) = self.frame.locate_in(tree, q) else {
+            return false;
+        };
+        let k = best.len();
+        best.fill((r2, crate::tree::NO_ID));
+        let (m, tiny) = (T::from_f64(1.0 + MARGIN), tiny::<T>());
+        let (mut bd, mut bid) = best[k - 1];
+        for b in c * BUCKETS..(c + 1) * BUCKETS {
+            let g = self.floor[b] - e;
+            let g2 = g * g;
+            if g > T::ZERO && g2 > tiny && g2 > bd * m {
+                // As in `knn`: past a non-empty bucket ruled out, none can help.
+                if self.floor[b] == T::INFINITY {
+                    continue;
+                }
+                break;
+            }
+            for r in &cand[self.start[b] as usize..self.start[b + 1] as usize] {
+                if r.id == skip {
+                    continue;
+                }
+                let d = dist2(q[0], q[1], q[2], r.p[0], r.p[1], r.p[2]);
+                if d < bd || (d == bd && r.id < bid) {
+                    let mut pos = k - 1;
+                    while pos > 0 && (d < best[pos - 1].0 || (d == best[pos - 1].0 && r.id < best[pos - 1].1)) {
+                        best[pos] = best[pos - 1];
+                        pos -= 1;
+                    }
+                    best[pos] = (d, r.id);
+                    (bd, bid) = best[k - 1];
+                }
+            }
+        }
+        true
     }
 
     /// q's up-to-k nearest within `r2` (ties by smaller id), ignoring id `skip`, into `best`
