@@ -465,18 +465,29 @@ impl<T: Real> CandidateGrid<T> {
                 (buckets, floor)
             })
             .collect();
+        // Lay the lists out cell after cell: offsets first, then every cell copies its own
+        // buckets into its span in parallel.
         let mut start = Vec::with_capacity(cells.len() * BUCKETS + 1);
         let mut floor = Vec::with_capacity(cells.len() * BUCKETS);
-        let mut entry = Vec::new();
-        start.push(0);
-        for (buckets, fl) in cells {
+        start.push(0u32);
+        let mut total = 0usize;
+        for (buckets, fl) in &cells {
             for (b, list) in buckets.iter().enumerate() {
-                entry.extend_from_slice(list);
-                assert!(entry.len() < u32::MAX as usize, "candidate lists exceed 2^32 entries");
-                start.push(entry.len() as u32);
+                total += list.len();
+                assert!(total < u32::MAX as usize, "candidate lists exceed 2^32 entries");
+                start.push(total as u32);
                 floor.push(fl[b]);
             }
         }
+        let mut entry = vec![0u32; total];
+        let at = crate::cpu::RowPtr(entry.as_mut_ptr());
+        cells.par_iter().enumerate().with_min_len(64).for_each(|(c, (buckets, _))| {
+            for (b, list) in buckets.iter().enumerate() {
+                let s = start[c * BUCKETS + b] as usize;
+                // SAFETY: bucket (c, b) owns entry[start[cb]..start[cb + 1]], of its length.
+                unsafe { at.span(s, list.len()) }.copy_from_slice(list);
+            }
+        });
         Self { frame, start, floor, entry }
     }
 
@@ -510,19 +521,37 @@ impl<T: Real> CandidateGrid<T> {
             .with_min_len(4096)
             .map(|i| self.frame.cell_of(queries.get(i)).map_or(cells as u32, |c| c as u32))
             .collect();
-        let mut start = vec![0u32; cells + 2];
-        for &c in &cell {
-            start[c as usize + 1] += 1;
-        }
+        // A stable counting sort in parallel: each chunk of queries counts its cells, the
+        // chunks' slots follow one another within every cell, then each chunk places its own.
+        let chunk = cell.len().div_ceil(rayon::current_num_threads().max(1) * 4).max(1 << 14);
+        let counts: Vec<Vec<u32>> = cell
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut h = vec![0u32; cells + 1];
+                for &c in part {
+                    h[c as usize] += 1;
+                }
+                h
+            })
+            .collect();
+        let mut base = vec![0u32; counts.len() * (cells + 1)];
+        let mut total = 0u32;
         for c in 0..=cells {
-            start[c + 1] += start[c];
+            for (j, h) in counts.iter().enumerate() {
+                base[j * (cells + 1) + c] = total;
+                total += h[c];
+            }
         }
         let mut order = vec![0u32; queries.len()];
-        for (i, &c) in cell.iter().enumerate() {
-            let at = &mut start[c as usize];
-            order[*at as usize] = i as u32;
-            *at += 1;
-        }
+        let at = crate::cpu::RowPtr(order.as_mut_ptr());
+        cell.par_chunks(chunk).zip(base.par_chunks_mut(cells + 1)).enumerate().for_each(|(j, (part, next))| {
+            for (i, &c) in part.iter().enumerate() {
+                let slot = &mut next[c as usize];
+                // SAFETY: every (chunk, cell) pair owns its own run of slots.
+                unsafe { at.span(*slot as usize, 1)[0] = (j * chunk + i) as u32 };
+                *slot += 1;
+            }
+        });
         order
     }
 
