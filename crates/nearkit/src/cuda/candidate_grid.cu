@@ -157,8 +157,8 @@ __device__ __forceinline__ void store_row(const u32 (&si)[K], const T (&sd)[K], 
 }
 
 // CandidateGrid::knn for one query per thread, the sorted list in registers: K is a
-// compile-time capacity >= k. Queries come in Morton order, so neighbouring threads mostly
-// share a cell and their list loads are broadcasts. (A variant where the warp loaded each list
+// compile-time capacity >= k. Queries come as records in cell order (grid_cell_scatter), so a
+// warp's threads mostly share a cell and their list loads are broadcasts. (A variant where the warp loaded each list
 // 32 entries at a time and passed them round by shuffles was 1.8x slower on an H200: every
 // lane then pays for every entry, while here each lane skips its own far buckets.) A query
 // outside the grid takes the tree search (knn_rows).

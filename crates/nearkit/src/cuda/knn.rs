@@ -1,4 +1,5 @@
-//! Launches knn.cu: exact k-nearest neighbours on the device, queries in Morton-ordered chunks.
+//! Exact k-nearest neighbours on the device: through the candidate grid (candidate_grid.cu),
+//! queries in grid-cell order, or by the tree search of knn.cu, queries in Morton order.
 
 use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
 
