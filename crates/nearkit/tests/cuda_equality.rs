@@ -99,6 +99,17 @@ fn gpu_matches_cpu_in_small_chunks() {
     // Read per call by the CUDA backend; other tests seeing it would only chunk too.
     std::env::set_var("NEARKIT_CUDA_CHUNK", "777");
     same_answers::<f32>(41, 3000, 1000);
+    // kNN graphs across chunks: a self id must be the query's index in the whole set, through
+    // the grid (40,000 queries) and through the tree (1,500).
+    if let Some(gpu) = gpu() {
+        for n in [40_000, 1_500] {
+            for (name, data, _) in point_sets::<f32>(42, n, 10) {
+                let opts = KnnOptions { k: 8, max_distance: None, exclude_self: true };
+                let c = CpuBackend.knn(&data, &data, &opts).unwrap();
+                assert_eq!(c, gpu.knn(&data, &data, &opts).unwrap(), "{name}: chunked graph of {n}");
+            }
+        }
+    }
     std::env::remove_var("NEARKIT_CUDA_CHUNK");
 }
 

@@ -29,7 +29,7 @@ pub(super) fn knn<T: Real>(
     let grid = DeviceGrid::build(be, &tree, n, k + usize::from(opts.exclude_self), r2)?;
     let mut out = Knn { k, ids: Vec::with_capacity(n * k), distances: Vec::with_capacity(n * k) };
     let chunk = chunk_size().min((MAX_CHUNK_ENTRIES / k).max(1));
-    for_each_sorted_chunk(be, &Source::Host(queries), &tree, grid.as_ref(), chunk, |_, c| {
+    for_each_sorted_chunk(be, &Source::Host(queries), &tree, grid.as_ref(), chunk, |offset, c| {
         let len = c.len();
         let mut ids = be.alloc_uninit::<u32>(len * k)?;
         let mut dist = be.alloc_uninit::<T>(len * k)?;
@@ -37,7 +37,7 @@ pub(super) fn knn<T: Real>(
             be,
             &tree,
             grid.as_ref(),
-            0,
+            offset,
             c,
             k,
             r2,
