@@ -570,36 +570,10 @@ impl<T: Real> CandidateGrid<T> {
         let Some((c, e)) = self.frame.locate_in(tree, q) else {
             return false;
         };
-        let k = best.len();
-        best.fill((r2, crate::tree::NO_ID));
-        let (m, tiny) = (T::from_f64(1.0 + MARGIN), tiny::<T>());
-        let (mut bd, mut bid) = best[k - 1];
-        for b in c * BUCKETS..(c + 1) * BUCKETS {
-            let g = self.floor[b] - e;
-            let g2 = g * g;
-            if g > T::ZERO && g2 > tiny && g2 > bd * m {
-                // As in `knn`: past a non-empty bucket ruled out, none can help.
-                if self.floor[b] == T::INFINITY {
-                    continue;
-                }
-                break;
-            }
-            for r in &cand[self.start[b] as usize..self.start[b + 1] as usize] {
-                if r.id == skip {
-                    continue;
-                }
-                let d = dist2(q[0], q[1], q[2], r.p[0], r.p[1], r.p[2]);
-                if d < bd || (d == bd && r.id < bid) {
-                    let mut pos = k - 1;
-                    while pos > 0 && (d < best[pos - 1].0 || (d == best[pos - 1].0 && r.id < best[pos - 1].1)) {
-                        best[pos] = best[pos - 1];
-                        pos -= 1;
-                    }
-                    best[pos] = (d, r.id);
-                    (bd, bid) = best[k - 1];
-                }
-            }
-        }
+        self.scan(c, e, r2, skip, best, |j| {
+            let r = &cand[j];
+            (dist2(q[0], q[1], q[2], r.p[0], r.p[1], r.p[2]), r.id)
+        });
         true
     }
 
@@ -612,6 +586,17 @@ impl<T: Real> CandidateGrid<T> {
             return false;
         };
         let q = data.embed(q);
+        self.scan(c, e, r2, skip, best, |j| {
+            let i = self.entry[j] as usize;
+            (data.d2(&q, i), data.id(i))
+        });
+        true
+    }
+
+    /// Cell `c`'s scan for a query at `e` from its centre: `candidate(j)` is (squared
+    /// distance, id) of list entry j. Fills `best` as `knn` says.
+    #[inline(always)]
+    fn scan(&self, c: usize, e: T, r2: T, skip: u32, best: &mut [(T, u32)], candidate: impl Fn(usize) -> (T, u32)) {
         let k = best.len();
         best.fill((r2, crate::tree::NO_ID));
         let (m, tiny) = (T::from_f64(1.0 + MARGIN), tiny::<T>());
@@ -627,13 +612,11 @@ impl<T: Real> CandidateGrid<T> {
                 }
                 break;
             }
-            for &i in &self.entry[self.start[b] as usize..self.start[b + 1] as usize] {
-                let i = i as usize;
-                let pid = data.id(i);
+            for j in self.start[b] as usize..self.start[b + 1] as usize {
+                let (d, pid) = candidate(j);
                 if pid == skip {
                     continue;
                 }
-                let d = data.d2(&q, i);
                 if d < bd || (d == bd && pid < bid) {
                     let mut pos = k - 1;
                     while pos > 0 && (d < best[pos - 1].0 || (d == best[pos - 1].0 && pid < best[pos - 1].1)) {
@@ -645,6 +628,5 @@ impl<T: Real> CandidateGrid<T> {
                 }
             }
         }
-        true
     }
 }

@@ -62,17 +62,24 @@ pub fn driver_present() -> bool {
 /// from the pool in microseconds instead of mapping hundreds of MB afresh.
 fn keep_freed_memory(ctx: &CudaContext) -> Result<()> {
     use cudarc::driver::sys::{self, CUmemPool_attribute as A};
-    let mut pool = std::ptr::null_mut();
+    let pool = device_pool(ctx)?;
     let mut keep = u64::MAX;
     // SAFETY: the context's own device pool; a 64-bit in-parameter.
     unsafe {
-        ctx.bind_to_thread().map_err(cuda_err)?;
-        sys::cuDeviceGetMemPool(&mut pool, ctx.cu_device()).result().map_err(cuda_err)?;
         sys::cuMemPoolSetAttribute(pool, A::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &mut keep as *mut u64 as *mut _)
             .result()
             .map_err(cuda_err)?;
     }
     Ok(())
+}
+
+/// The default memory pool of the context's device (the context bound to this thread).
+fn device_pool(ctx: &CudaContext) -> Result<cudarc::driver::sys::CUmemoryPool> {
+    let mut pool = std::ptr::null_mut();
+    ctx.bind_to_thread().map_err(cuda_err)?;
+    // SAFETY: an out-parameter for the context's own device.
+    unsafe { cudarc::driver::sys::cuDeviceGetMemPool(&mut pool, ctx.cu_device()) }.result().map_err(cuda_err)?;
+    Ok(pool)
 }
 
 impl CudaBackend {
@@ -177,13 +184,10 @@ impl CudaBackend {
     pub fn memory_high_water(&self, reset: bool) -> Result<(u64, u64)> {
         use cudarc::driver::sys::{self, CUmemPool_attribute as A};
         self.synchronize()?;
-        let ctx = self.stream.context();
-        let mut pool = std::ptr::null_mut();
+        let pool = device_pool(self.stream.context())?;
         let (mut used, mut reserved) = (0u64, 0u64);
         // SAFETY: driver queries on this context's own device pool; 64-bit out-parameters.
         unsafe {
-            ctx.bind_to_thread().map_err(cuda_err)?;
-            sys::cuDeviceGetMemPool(&mut pool, ctx.cu_device()).result().map_err(cuda_err)?;
             sys::cuMemPoolGetAttribute(pool, A::CU_MEMPOOL_ATTR_USED_MEM_HIGH, &mut used as *mut u64 as *mut _)
                 .result()
                 .map_err(cuda_err)?;
