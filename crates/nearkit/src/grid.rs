@@ -49,6 +49,12 @@ pub trait GridData<T: Real>: Sync {
     fn d2_embedded(&self, a: &[T; VEC_DIM], b: &[T; VEC_DIM]) -> T;
     /// Squared distance from an embedded point to the data point at sorted position `i`.
     fn d2(&self, a: &[T; VEC_DIM], i: usize) -> T;
+    /// `d2` of each listed position into `out` (cleared first).
+    #[inline]
+    fn d2_list(&self, a: &[T; VEC_DIM], list: &[u32], out: &mut Vec<T>) {
+        out.clear();
+        out.extend(list.iter().map(|&i| self.d2(a, i as usize)));
+    }
     /// The id of the data point at sorted position `i`.
     fn id(&self, i: usize) -> u32;
     /// A bound on |embed(a) - embed(b)| / |a - b|.
@@ -72,6 +78,18 @@ impl<T: Real> GridData<T> for MortonTree<T> {
     #[inline(always)]
     fn d2(&self, a: &[T; VEC_DIM], i: usize) -> T {
         dist2(a[0], a[1], a[2], self.x[i], self.y[i], self.z[i])
+    }
+    #[inline]
+    fn d2_list(&self, a: &[T; VEC_DIM], list: &[u32], out: &mut Vec<T>) {
+        // Local slices: the stores into `out` cannot then make the compiler reload the
+        // coordinate arrays' addresses for every entry.
+        let (x, y, z) = (&self.x[..], &self.y[..], &self.z[..]);
+        out.clear();
+        out.resize(list.len(), T::ZERO);
+        for (o, &i) in out.iter_mut().zip(list) {
+            let i = i as usize;
+            *o = dist2(a[0], a[1], a[2], x[i], y[i], z[i]);
+        }
     }
     #[inline(always)]
     fn id(&self, i: usize) -> u32 {
@@ -245,7 +263,12 @@ impl<T: Real> GridFrame<T> {
     #[inline(always)]
     pub fn center(&self, c: usize) -> [T; 3] {
         let (dx, dy) = (self.dims[0] as usize, self.dims[1] as usize);
-        let idx = [c % dx, (c / dx) % dy, c / (dx * dy)];
+        self.center_at([c % dx, (c / dx) % dy, c / (dx * dy)])
+    }
+
+    /// Centre of the cell with integer coordinates `idx`.
+    #[inline(always)]
+    fn center_at(&self, idx: [usize; 3]) -> [T; 3] {
         std::array::from_fn(|d| self.origin[d] + T::from_f64(idx[d] as f64 + 0.5) * self.cell)
     }
 
@@ -253,33 +276,48 @@ impl<T: Real> GridFrame<T> {
     /// the grid (by more than the inflation of `half_diag`).
     #[inline(always)]
     pub fn locate(&self, q: [T; 3]) -> Option<(usize, T)> {
-        let c = self.cell_of(q)?;
-        let centre = self.center(c);
+        let idx = self.cell_idx(q)?;
+        let centre = self.center_at(idx);
         let e = dist2(q[0], q[1], q[2], centre[0], centre[1], centre[2]).sqrt() * T::from_f64(1.0 + MARGIN);
-        (e <= self.half_diag).then_some((c, e))
+        (e <= self.half_diag).then_some((self.cell_at(idx), e))
     }
 
     /// `locate` with |q - centre| measured in `data`'s space (between embedded points).
     #[inline(always)]
     pub fn locate_in<G: GridData<T>>(&self, data: &G, q: [T; 3]) -> Option<(usize, T)> {
-        let c = self.cell_of(q)?;
-        let (qe, ce) = (data.embed(q), data.embed(self.center(c)));
+        let idx = self.cell_idx(q)?;
+        let (qe, ce) = (data.embed(q), data.embed(self.center_at(idx)));
         let e = data.d2_embedded(&qe, &ce).sqrt() * T::from_f64(1.0 + MARGIN);
-        (e <= self.half_diag).then_some((c, e))
+        (e <= self.half_diag).then_some((self.cell_at(idx), e))
     }
 
     /// The cell of `q` (clamped at the edges), or `None` when `q` is a cell or more outside.
     #[inline(always)]
     fn cell_of(&self, q: [T; 3]) -> Option<usize> {
+        self.cell_idx(q).map(|idx| self.cell_at(idx))
+    }
+
+    /// The integer coordinates of `cell_of`.
+    #[inline(always)]
+    fn cell_idx(&self, q: [T; 3]) -> Option<[usize; 3]> {
+        // The cell is floor(t), clamped; floor(t) >= -1 and floor(t) <= n read t >= -1 and
+        // t < n + 1, and on t >= 0 truncation is floor, so no floor call is needed (x86-64's
+        // baseline has no rounding instruction).
         let mut idx = [0usize; 3];
         for d in 0..3 {
-            let t = ((q[d] - self.origin[d]) * self.inv_cell).to_f64().floor();
-            if !(t >= -1.0 && t <= self.dims[d] as f64) {
+            let t = ((q[d] - self.origin[d]) * self.inv_cell).to_f64();
+            let n = self.dims[d] as f64;
+            if !(t >= -1.0 && t < n + 1.0) {
                 return None;
             }
             idx[d] = (t.max(0.0) as usize).min(self.dims[d] as usize - 1);
         }
-        Some(idx[0] + self.dims[0] as usize * (idx[1] + self.dims[1] as usize * idx[2]))
+        Some(idx)
+    }
+
+    #[inline(always)]
+    fn cell_at(&self, idx: [usize; 3]) -> usize {
+        idx[0] + self.dims[0] as usize * (idx[1] + self.dims[1] as usize * idx[2])
     }
 
     /// Squared radius of cell `c`'s list: d_k(c) + 2h, capped by the query radius (r + h),
@@ -332,17 +370,23 @@ pub const LANES: usize = 32;
 /// does: entry j goes to lane j % 32, each lane keeps its two smallest, and the bound is the
 /// k-th smallest of those 64 (k distinct entries lie within it). Also the smallest of all.
 pub fn lane_bound<T: Real>(d2s: &[T], k: usize) -> (T, T) {
-    let mut top = [(T::INFINITY, T::INFINITY); LANES];
-    for (j, &v) in d2s.iter().enumerate() {
-        let t = &mut top[j % LANES];
-        if v < t.0 {
-            t.1 = t.0;
-            t.0 = v;
-        } else if v < t.1 {
-            t.1 = v;
+    // Branch-free min/max over 32 lanes at a time (the compiler vectorizes it); the same
+    // values as "if v < t0 { t1 = t0; t0 = v } else if v < t1 { t1 = v }".
+    let mut t0 = [T::INFINITY; LANES];
+    let mut t1 = [T::INFINITY; LANES];
+    let mut keep = |chunk: &[T]| {
+        for (l, &v) in chunk.iter().enumerate() {
+            let hi = if v > t0[l] { v } else { t0[l] };
+            t1[l] = if hi < t1[l] { hi } else { t1[l] };
+            t0[l] = if v < t0[l] { v } else { t0[l] };
         }
+    };
+    let mut chunks = d2s.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        keep(chunk);
     }
-    let mut all: Vec<T> = top.iter().flat_map(|t| [t.0, t.1]).collect();
+    keep(chunks.remainder());
+    let mut all: Vec<T> = t0.into_iter().chain(t1).collect();
     all.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (all[k - 1], all[0])
 }
@@ -435,59 +479,79 @@ impl<T: Real> CandidateGrid<T> {
     fn build_level<G: GridData<T>>(data: &G, frame: GridFrame<T>, parent: Option<&Self>, k_list: usize, r2: T) -> Self {
         let shrink = T::from_f64(1.0 - MARGIN);
         let all: Vec<u32> = if parent.is_none() { (0..data.len() as u32).collect() } else { Vec::new() };
-        let cells: Vec<([Vec<u32>; BUCKETS], [T; BUCKETS])> = (0..frame.cells())
+        // Per cell: its list (bucket after bucket), the buckets' lengths and floors.
+        let cells: Vec<(Vec<u32>, [u32; BUCKETS], [T; BUCKETS])> = (0..frame.cells())
             .into_par_iter()
             .with_min_len(16)
-            .map_init(Vec::new, |d2s, c| {
-                let list: &[u32] = match parent {
-                    None => &all,
-                    Some(p) => {
-                        let pc = frame.parent_cell(c);
-                        &p.entry[p.start[pc * BUCKETS] as usize..p.start[(pc + 1) * BUCKETS] as usize]
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(d2s, sel), c| {
+                    let list: &[u32] = match parent {
+                        None => &all,
+                        Some(p) => {
+                            let pc = frame.parent_cell(c);
+                            &p.entry[p.start[pc * BUCKETS] as usize..p.start[(pc + 1) * BUCKETS] as usize]
+                        }
+                    };
+                    let q = data.embed(frame.center(c));
+                    data.d2_list(&q, list, d2s);
+                    let (dk2, d1) = lane_bound(d2s, k_list);
+                    let r_list2 = frame.list_radius2(dk2, r2);
+                    let (d_lo, d_hi) = (d1.sqrt(), r_list2.sqrt());
+                    // The kept entries with their buckets, then a counting sort into one list
+                    // that keeps the parent's order within a bucket. The floor is taken on
+                    // squared distances: sqrt and the shrink are monotone, so it is the same
+                    // value as the smallest of d * shrink.
+                    sel.clear();
+                    let mut count = [0u32; BUCKETS];
+                    let mut least = [T::INFINITY; BUCKETS];
+                    for (&i, &d2) in list.iter().zip(d2s.iter()) {
+                        if d2 <= r_list2 {
+                            let b = bucket_of(d2.sqrt(), d_lo, d_hi);
+                            sel.push((i, b as u8));
+                            count[b] += 1;
+                            if d2 < least[b] {
+                                least[b] = d2;
+                            }
+                        }
                     }
-                };
-                let q = data.embed(frame.center(c));
-                d2s.clear();
-                d2s.extend(list.iter().map(|&i| data.d2(&q, i as usize)));
-                let (dk2, d1) = lane_bound(d2s, k_list);
-                let r_list2 = frame.list_radius2(dk2, r2);
-                let (d_lo, d_hi) = (d1.sqrt(), r_list2.sqrt());
-                let mut buckets: [Vec<u32>; BUCKETS] = Default::default();
-                let mut floor = [T::INFINITY; BUCKETS];
-                for (&i, &d2) in list.iter().zip(d2s.iter()) {
-                    if d2 <= r_list2 {
-                        let d = d2.sqrt();
-                        let b = bucket_of(d, d_lo, d_hi);
-                        buckets[b].push(i);
-                        floor[b] = floor[b].min(d * shrink);
+                    let mut at = [0u32; BUCKETS];
+                    for b in 1..BUCKETS {
+                        at[b] = at[b - 1] + count[b - 1];
                     }
-                }
-                (buckets, floor)
-            })
+                    let mut kept = vec![0u32; sel.len()];
+                    for &(i, b) in sel.iter() {
+                        kept[at[b as usize] as usize] = i;
+                        at[b as usize] += 1;
+                    }
+                    let lens = std::array::from_fn(|b| count[b]);
+                    let floor = std::array::from_fn(|b| least[b].sqrt() * shrink);
+                    (kept, lens, floor)
+                },
+            )
             .collect();
         // Lay the lists out cell after cell: offsets first, then every cell copies its own
-        // buckets into its span in parallel.
+        // list into its span in parallel.
         let mut start = Vec::with_capacity(cells.len() * BUCKETS + 1);
         let mut floor = Vec::with_capacity(cells.len() * BUCKETS);
         start.push(0u32);
         let mut total = 0usize;
-        for (buckets, fl) in &cells {
-            for (b, list) in buckets.iter().enumerate() {
-                total += list.len();
+        for (_, lens, fl) in &cells {
+            for b in 0..BUCKETS {
+                total += lens[b] as usize;
                 assert!(total < u32::MAX as usize, "candidate lists exceed 2^32 entries");
                 start.push(total as u32);
                 floor.push(fl[b]);
             }
         }
-        let mut entry = vec![0u32; total];
+        let mut entry = crate::cpu::big_vec::<u32>(total);
         let at = crate::cpu::RowPtr(entry.as_mut_ptr());
-        cells.par_iter().enumerate().with_min_len(64).for_each(|(c, (buckets, _))| {
-            for (b, list) in buckets.iter().enumerate() {
-                let s = start[c * BUCKETS + b] as usize;
-                // SAFETY: bucket (c, b) owns entry[start[cb]..start[cb + 1]], of its length.
-                unsafe { at.span(s, list.len()) }.copy_from_slice(list);
-            }
+        cells.par_iter().enumerate().with_min_len(64).for_each(|(c, (list, _, _))| {
+            // SAFETY: cell c owns entry[start[c * BUCKETS]..start[(c + 1) * BUCKETS]], of its length.
+            unsafe { at.copy_from(start[c * BUCKETS] as usize, list) };
         });
+        // SAFETY: the cells' spans tile 0..total, and each was written above.
+        unsafe { entry.set_len(total) };
         Self { frame, start, floor, entry }
     }
 
@@ -501,20 +565,18 @@ impl<T: Real> CandidateGrid<T> {
 
     /// Every entry's record, in list order, for `knn_packed` (the grid of `tree`).
     pub fn packed(&self, tree: &MortonTree<T>) -> Vec<GridCand<T>> {
-        self.entry
-            .par_iter()
-            .with_min_len(4096)
-            .map(|&i| {
-                let i = i as usize;
-                GridCand { p: [tree.x[i], tree.y[i], tree.z[i]], id: tree.id[i] }
-            })
-            .collect()
+        let mut cand = crate::cpu::big_vec(self.entry.len());
+        cand.par_extend(self.entry.par_iter().with_min_len(4096).map(|&i| {
+            let i = i as usize;
+            GridCand { p: [tree.x[i], tree.y[i], tree.z[i]], id: tree.id[i] }
+        }));
+        cand
     }
 
-    /// The queries' indices in the order of the cells that hold them (a counting sort; within
-    /// a cell, input order), those outside the grid last: neighbours in this order scan the
-    /// same list.
-    pub fn cell_order(&self, queries: &crate::points::Points<T>) -> Vec<u32> {
+    /// The queries as records (point, index) in the order of the cells that hold them (a
+    /// counting sort; within a cell, input order), those outside the grid last: neighbours in
+    /// this order scan the same list, and the scan then reads the queries in sequence.
+    pub fn sorted_queries(&self, queries: &crate::points::Points<T>) -> Vec<GridCand<T>> {
         let cells = self.frame.cells();
         let cell: Vec<u32> = (0..queries.len())
             .into_par_iter()
@@ -542,17 +604,21 @@ impl<T: Real> CandidateGrid<T> {
                 total += h[c];
             }
         }
-        let mut order = vec![0u32; queries.len()];
-        let at = crate::cpu::RowPtr(order.as_mut_ptr());
+        let mut sorted = crate::cpu::big_vec::<GridCand<T>>(queries.len());
+        let at = crate::cpu::RowPtr(sorted.as_mut_ptr());
         cell.par_chunks(chunk).zip(base.par_chunks_mut(cells + 1)).enumerate().for_each(|(j, (part, next))| {
             for (i, &c) in part.iter().enumerate() {
                 let slot = &mut next[c as usize];
-                // SAFETY: every (chunk, cell) pair owns its own run of slots.
-                unsafe { at.span(*slot as usize, 1)[0] = (j * chunk + i) as u32 };
+                let q = j * chunk + i;
+                // SAFETY: every (chunk, cell) pair owns its own run of slots, and the slots
+                // cover 0..len exactly once, so every record is written before `set_len`.
+                unsafe { at.write(*slot as usize, GridCand { p: queries.get(q), id: q as u32 }) };
                 *slot += 1;
             }
         });
-        order
+        // SAFETY: every slot was written above.
+        unsafe { sorted.set_len(queries.len()) };
+        sorted
     }
 
     /// `knn` for the 3-D grid of a `MortonTree`, reading `cand` (`packed`) instead of the
@@ -570,9 +636,17 @@ impl<T: Real> CandidateGrid<T> {
         let Some((c, e)) = self.frame.locate_in(tree, q) else {
             return false;
         };
-        self.scan(c, e, r2, skip, best, |j| {
-            let r = &cand[j];
-            (dist2(q[0], q[1], q[2], r.p[0], r.p[1], r.p[2]), r.id)
+        self.scan(c, e, r2, skip, best, |range, top| {
+            #[cfg(target_arch = "x86_64")]
+            if let Some((cand, top)) = as_f32(cand, top) {
+                let q = q.map(|v| v.to_f64() as f32);
+                // SAFETY: SSE2 is part of x86-64's baseline.
+                unsafe { offer_f32x4(&cand[range], q, top) };
+                return;
+            }
+            for r in &cand[range] {
+                top.offer(dist2(q[0], q[1], q[2], r.p[0], r.p[1], r.p[2]), r.id);
+            }
         });
         true
     }
@@ -586,25 +660,33 @@ impl<T: Real> CandidateGrid<T> {
             return false;
         };
         let q = data.embed(q);
-        self.scan(c, e, r2, skip, best, |j| {
-            let i = self.entry[j] as usize;
-            (data.d2(&q, i), data.id(i))
+        self.scan(c, e, r2, skip, best, |range, top| {
+            for &i in &self.entry[range] {
+                top.offer(data.d2(&q, i as usize), data.id(i as usize));
+            }
         });
         true
     }
 
-    /// Cell `c`'s scan for a query at `e` from its centre: `candidate(j)` is (squared
-    /// distance, id) of list entry j. Fills `best` as `knn` says.
+    /// Cell `c`'s scan for a query at `e` from its centre: `visit(range, top)` offers list
+    /// entries `range` (a bucket) to `top`. Fills `best` as `knn` says.
     #[inline(always)]
-    fn scan(&self, c: usize, e: T, r2: T, skip: u32, best: &mut [(T, u32)], candidate: impl Fn(usize) -> (T, u32)) {
-        let k = best.len();
+    fn scan(
+        &self,
+        c: usize,
+        e: T,
+        r2: T,
+        skip: u32,
+        best: &mut [(T, u32)],
+        mut visit: impl FnMut(std::ops::Range<usize>, &mut TopK<'_, T>),
+    ) {
         best.fill((r2, crate::tree::NO_ID));
+        let mut top = TopK { bound: r2, bound_id: crate::tree::NO_ID, skip, best };
         let (m, tiny) = (T::from_f64(1.0 + MARGIN), tiny::<T>());
-        let (mut bd, mut bid) = best[k - 1];
         for b in c * BUCKETS..(c + 1) * BUCKETS {
             let g = self.floor[b] - e;
             let g2 = g * g;
-            if g > T::ZERO && g2 > tiny && g2 > bd * m {
+            if g > T::ZERO && g2 > tiny && g2 > top.bound * m {
                 // The floors of non-empty buckets grow bucket by bucket, so past a non-empty
                 // bucket ruled out, none can help; empty ones (infinite floor) are skipped.
                 if self.floor[b] == T::INFINITY {
@@ -612,21 +694,89 @@ impl<T: Real> CandidateGrid<T> {
                 }
                 break;
             }
-            for j in self.start[b] as usize..self.start[b + 1] as usize {
-                let (d, pid) = candidate(j);
-                if pid == skip {
-                    continue;
-                }
-                if d < bd || (d == bd && pid < bid) {
-                    let mut pos = k - 1;
-                    while pos > 0 && (d < best[pos - 1].0 || (d == best[pos - 1].0 && pid < best[pos - 1].1)) {
-                        best[pos] = best[pos - 1];
-                        pos -= 1;
-                    }
-                    best[pos] = (d, pid);
-                    (bd, bid) = best[k - 1];
-                }
+            visit(self.start[b] as usize..self.start[b + 1] as usize, &mut top);
+        }
+    }
+}
+
+/// The k best (squared distance, id) so far, ascending, ties by smaller id, as a scan fills
+/// it; `bound` is the k-th.
+pub struct TopK<'a, T> {
+    bound: T,
+    bound_id: u32,
+    skip: u32,
+    best: &'a mut [(T, u32)],
+}
+
+impl<T: Real> TopK<'_, T> {
+    /// Takes (d, id) in if it beats the k-th (and is not the skipped id).
+    #[inline(always)]
+    pub fn offer(&mut self, d: T, id: u32) {
+        if id == self.skip || !(d < self.bound || (d == self.bound && id < self.bound_id)) {
+            return;
+        }
+        let best = &mut *self.best;
+        let mut pos = best.len() - 1;
+        while pos > 0 && (d < best[pos - 1].0 || (d == best[pos - 1].0 && id < best[pos - 1].1)) {
+            best[pos] = best[pos - 1];
+            pos -= 1;
+        }
+        best[pos] = (d, id);
+        (self.bound, self.bound_id) = best[best.len() - 1];
+    }
+}
+
+/// `cand` and `top` as f32 when T is f32 (for the SSE scan).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn as_f32<'t, 'a, T: Real>(
+    cand: &[GridCand<T>],
+    top: &'t mut TopK<'a, T>,
+) -> Option<(&'t [GridCand<f32>], &'t mut TopK<'a, f32>)> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return None;
+    }
+    // SAFETY: T is f32, so these are the same types.
+    unsafe {
+        Some((
+            &*(cand as *const [GridCand<T>] as *const [GridCand<f32>]),
+            &mut *(top as *mut TopK<'a, T> as *mut TopK<'a, f32>),
+        ))
+    }
+}
+
+/// Offers `cand` to `top`, four records at a time: their distances in one SSE register
+/// (the same operations as `dist2`, so the same values), and only those within the bound go
+/// on to `offer`, which breaks ties exactly.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn offer_f32x4(cand: &[GridCand<f32>], q: [f32; 3], top: &mut TopK<'_, f32>) {
+    use std::arch::x86_64::*;
+    let (qx, qy, qz) = (_mm_set1_ps(q[0]), _mm_set1_ps(q[1]), _mm_set1_ps(q[2]));
+    let mut quads = cand.chunks_exact(4);
+    for quad in &mut quads {
+        let p = quad.as_ptr() as *const f32;
+        let (r0, r1, r2, r3) =
+            (_mm_loadu_ps(p), _mm_loadu_ps(p.add(4)), _mm_loadu_ps(p.add(8)), _mm_loadu_ps(p.add(12)));
+        // Transpose four (x, y, z, id) records into x, y and z lanes.
+        let (t0, t1) = (_mm_unpacklo_ps(r0, r1), _mm_unpacklo_ps(r2, r3));
+        let (t2, t3) = (_mm_unpackhi_ps(r0, r1), _mm_unpackhi_ps(r2, r3));
+        let dx = _mm_sub_ps(qx, _mm_movelh_ps(t0, t1));
+        let dy = _mm_sub_ps(qy, _mm_movehl_ps(t1, t0));
+        let dz = _mm_sub_ps(qz, _mm_movelh_ps(t2, t3));
+        let d = _mm_add_ps(_mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy)), _mm_mul_ps(dz, dz));
+        let mut hit = _mm_movemask_ps(_mm_cmple_ps(d, _mm_set1_ps(top.bound)));
+        if hit != 0 {
+            let mut ds = [0f32; 4];
+            _mm_storeu_ps(ds.as_mut_ptr(), d);
+            while hit != 0 {
+                let l = hit.trailing_zeros() as usize;
+                top.offer(ds[l], quad[l].id);
+                hit &= hit - 1;
             }
         }
+    }
+    for r in quads.remainder() {
+        top.offer(dist2(q[0], q[1], q[2], r.p[0], r.p[1], r.p[2]), r.id);
     }
 }
