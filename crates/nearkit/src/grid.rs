@@ -578,11 +578,13 @@ impl<T: Real> CandidateGrid<T> {
     /// this order scan the same list, and the scan then reads the queries in sequence.
     pub fn sorted_queries(&self, queries: &crate::points::Points<T>) -> Vec<GridCand<T>> {
         let cells = self.frame.cells();
-        let cell: Vec<u32> = (0..queries.len())
-            .into_par_iter()
-            .with_min_len(4096)
-            .map(|i| self.frame.cell_of(queries.get(i)).map_or(cells as u32, |c| c as u32))
-            .collect();
+        let mut cell = crate::cpu::big_vec::<u32>(queries.len());
+        cell.par_extend(
+            (0..queries.len())
+                .into_par_iter()
+                .with_min_len(4096)
+                .map(|i| self.frame.cell_of(queries.get(i)).map_or(cells as u32, |c| c as u32)),
+        );
         // A stable counting sort in parallel: each chunk of queries counts its cells, the
         // chunks' slots follow one another within every cell, then each chunk places its own.
         let chunk = cell.len().div_ceil(rayon::current_num_threads().max(1) * 4).max(1 << 14);
