@@ -129,6 +129,19 @@ fn check_backend<T: Real>(seed: u64) {
                 }
             }
         }
+        // The kNN graph of one set: each point skips itself, through the grid.
+        let set = generate::<T>(dist, 40_000, 1000.0, seed + 2);
+        for k in [1, 6] {
+            let opts = KnnOptions { k, max_distance: None, exclude_self: true };
+            let got = CpuBackend.knn(&set, &set, &opts).unwrap();
+            for q in (0..set.len()).step_by(13) {
+                let want = brute(&set, set.get(q), k, T::INFINITY, q as u32);
+                for (j, &(wd, wid)) in want.iter().enumerate() {
+                    let (id, d) = (got.ids[q * k + j], got.distances[q * k + j]);
+                    assert_eq!((id, d), (wid, wd.sqrt()), "{dist:?} graph, k {k}, query {q} rank {j}");
+                }
+            }
+        }
     }
 }
 
