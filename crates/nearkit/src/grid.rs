@@ -524,9 +524,8 @@ impl<T: Real> CandidateGrid<T> {
                         kept[at[b as usize] as usize] = i;
                         at[b as usize] += 1;
                     }
-                    let lens = std::array::from_fn(|b| count[b]);
                     let floor = std::array::from_fn(|b| least[b].sqrt() * shrink);
-                    (kept, lens, floor)
+                    (kept, count, floor)
                 },
             )
             .collect();
