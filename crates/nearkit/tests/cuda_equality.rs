@@ -465,4 +465,17 @@ fn gpu_collision_world_matches_cpu_when_sorted() {
         assert!(a == b, "tick {tick}: {} vs {} contacts", a.len(), b.len());
         scene.advance(&mut world, tick);
     }
+    // A center the grid cannot hold is refused by both, naming the body; the device checks
+    // centers itself (the host does not), so this checks that path. Then both recover.
+    let keep = world.poses_mut().0[54_321];
+    for (bad, says) in [([f64::NAN, 0.0, 0.0], "not finite"), ([1e12, 0.0, 0.0], "larger cells")] {
+        world.poses_mut().0[54_321] = bad;
+        for c in [&mut cpu, &mut cuda] {
+            let e = c.contacts(&world).unwrap_err().to_string();
+            assert!(e.contains("body 54321") && e.contains(says), "{e}");
+        }
+    }
+    world.poses_mut().0[54_321] = keep;
+    let (a, b) = (cpu.contacts(&world).unwrap(), cuda.contacts(&world).unwrap());
+    assert!(a.len() > 50_000 && a == b, "after the errors: {} vs {} contacts", a.len(), b.len());
 }

@@ -45,11 +45,11 @@ pub use world::{Body, BodyId, Contact, ContactKind, Contacts, PackedContact, Swe
 use crate::device::Device;
 use crate::error::{Error, Result};
 
-pub(crate) fn check_center(c: ellipsoid::V3) -> Result<()> {
+pub(crate) fn check_center(body: usize, c: ellipsoid::V3) -> Result<()> {
     if c.iter().all(|v| v.is_finite()) {
         Ok(())
     } else {
-        Err(Error::InvalidArgument(format!("a body center is not finite: {c:?}")))
+        Err(Error::InvalidArgument(format!("body {body}: its center {c:?} is not finite")))
     }
 }
 

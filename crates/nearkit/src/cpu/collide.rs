@@ -12,7 +12,7 @@ use crate::collide::sweep_ellipsoid_triangle::sweep_ellipsoid_triangle;
 use crate::collide::world::{
     layers_meet, ContactKind, PackedContact, StaticMesh, Sweep, SweepResult, World, BOX_SLACK,
 };
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::morton::morton3_64;
 
 #[inline(always)]
@@ -117,10 +117,15 @@ impl CpuCollider {
         self.boxes.par_iter_mut().enumerate().with_min_len(256).try_for_each(|(i, slot)| -> Result<()> {
             *slot = None;
             if b.alive[i] {
-                crate::collide::check_center(b.center[i])?;
+                crate::collide::check_center(i, b.center[i])?;
                 let shape = b.shape(i);
                 let (lo, hi) = body_box(&shape, b.center[i]);
-                *slot = Some(BodyBox { shape, lo, hi, cells: CellRange::of_box(lo, hi, cell_size)? });
+                *slot = Some(BodyBox {
+                    shape,
+                    lo,
+                    hi,
+                    cells: CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?,
+                });
             }
             Ok(())
         })?;
@@ -229,4 +234,12 @@ pub fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>
             Ok(best)
         })
         .collect()
+}
+
+/// An error about one body, naming it (the CUDA collider's errors name the body too).
+fn body_error(i: usize, e: Error) -> Error {
+    match e {
+        Error::InvalidArgument(m) => Error::InvalidArgument(format!("body {i}: {m}")),
+        e => e,
+    }
 }

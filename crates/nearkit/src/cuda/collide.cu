@@ -342,7 +342,7 @@ __device__ __forceinline__ bool boxes_overlap(const double* alo, const double* a
 // One thread per body: its shape, widened box and cells; count = cells (0 when not alive).
 // With `sort_key` (not null), also each body's 30-bit Morton code of its low cell (cells
 // taken mod 1024), which orders the tick's work so that neighbours run together.
-extern "C" __global__ void body_boxes(const double* pose, const double* radii, const u32* alive, u32 n,
+extern "C" __global__ void body_boxes(const double* center, const double* quat, const double* radii, const u32* alive, u32 n,
                                       double cell_size, double* box, int* cells, u32* count, u32* error,
                                       u64* sort_key, u32* sort_val, double* shapes) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -355,8 +355,9 @@ extern "C" __global__ void body_boxes(const double* pose, const double* radii, c
         count[i] = 0;
         return;
     }
-    const double* p = pose + 7 * (u64)i;
-    Shape s = make_shape(v3(radii[3 * i], radii[3 * i + 1], radii[3 * i + 2]), p[3], p[4], p[5], p[6]);
+    const double* p = center + 3 * (u64)i;
+    const double* q = quat + 4 * (u64)i;
+    Shape s = make_shape(v3(radii[3 * i], radii[3 * i + 1], radii[3 * i + 2]), q[0], q[1], q[2], q[3]);
     double* sh = shapes + 18 * (u64)i;
     for (int r = 0; r < 3; r++)
         for (int k = 0; k < 3; k++) {
@@ -459,7 +460,7 @@ __device__ __forceinline__ PackedContact make_rec(u32 body, u32 other, const Geo
 }
 
 struct BodyView {
-    const double* pose;   // center, quaternion: 7 per body
+    const double* center; // 3 per body
     const double* radii;  // 3 per body
     const double* shape;  // rotation and S⁻¹·Rᵀ, row by row: 18 per body (from body_boxes)
     const u32* layer;
@@ -582,14 +583,14 @@ extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_bo
 __device__ __forceinline__ void narrow_pair(u32 k, const u32* pair_body, const u32* pair_other, const BodyView& bv,
                                             const MeshView& mesh, u32* hit, PackedContact* rec) {
     u32 i = pair_body[k], other = pair_other[k];
-    const double* p = bv.pose + 7 * (u64)i;
+    const double* p = bv.center + 3 * (u64)i;
     D3 c = v3(p[0], p[1], p[2]);
     Shape s = body_shape(bv, i);
     Geometry g;
     bool h;
     if (other & KIND_BODY) {
         u32 o = other & ~KIND_BODY;
-        const double* po = bv.pose + 7 * (u64)o;
+        const double* po = bv.center + 3 * (u64)o;
         h = contact_ellipsoid_ellipsoid(s, body_shape(bv, o), vsub(v3(po[0], po[1], po[2]), c), g);
     } else {
         const double* q = mesh.corners + 9 * (u64)other;
