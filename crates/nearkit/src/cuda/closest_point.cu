@@ -1,5 +1,5 @@
-// Closest point on a triangle mesh: eight lanes per query (queries in Morton order), a
-// depth-first search of the WideBvh (src/triangle_bvh.rs) built on the host. closest_point_triangle
+// Closest point on a triangle mesh: a warp per 32 queries (in Morton order), a depth-first
+// search of the WideBvh (src/triangle_bvh.rs) built on the host. closest_point_triangle
 // repeats src/closest_point_triangle.rs operation for operation (no fused multiply-add), so
 // both backends return the same bits.
 
@@ -111,167 +111,18 @@ struct WideBvh {
     const u32* children;
     const T* tris;
     const u32* ids;
-    u32 stack_cap;  // stack entries per query
+    u32 stack_cap;  // stack entries per warp
     u32 n;          // triangles
 };
-
-#define CP_RUN 16  // consecutive queries per group (closest_point.rs::QUERIES_PER_GROUP)
 
 #define CP_WIDE 8  // triangle_bvh::WIDE
 #define CP_LEAF_BIT 0x80000000u
 #define CP_START 0x0fffffffu
 #define CP_EMPTY 0xffffffffu
 
-// triangle_bvh.rs::OrientedBox::lower_bound
-template <typename T>
-__device__ __forceinline__ T cp_bound(const T* b, V3<T> q) {
-    T s = (T)0;
-#pragma unroll
-    for (int k = 0; k < 3; k++) {
-        T p = q.x * __ldg(b + k * 3) + q.y * __ldg(b + k * 3 + 1) + q.z * __ldg(b + k * 3 + 2);
-        T g = t_max(t_max(__ldg(b + 9 + k) - p, p - __ldg(b + 12 + k)), (T)0);
-        s = s + g * g;
-    }
-    return s;
-}
-
 // A bound stored as f32, rounded down so it stays a lower bound.
 __device__ __forceinline__ float cp_lb_f32(float v) { return v; }
 __device__ __forceinline__ float cp_lb_f32(double v) { return __double2float_rd(v); }
-
-// cpu/closest_point.rs::search, by CP_WIDE lanes per query (a warp serves four queries): at
-// a node each lane bounds one child and the children within the cut are pushed farthest
-// first; at a leaf each lane tests one triangle. Every lane keeps the best of the triangles
-// it tested; the cut is the group's best. The answer is the brute-force minimum of the
-// computed distances, ties to the smaller id, whatever the order of visits, so it equals the
-// CPU's bit for bit. Why lanes per query and not a thread per query: with a thread per query
-// a warp's lanes stood at different nodes, so about 6 of 32 were active and each read its own
-// sectors; here a group's lanes read one node's children together.
-// Dynamic shared memory: per group, stack_cap entries of (reference, f32 bound).
-template <typename T>
-__device__ void closest_points_impl(const T* qx, const T* qy, const T* qz, const u32* order, u32 nq, WideBvh<T> t, T r2,
-                                    T slack, u32* out_tri, T* out_d, T* out_x, T* out_y, T* out_z, T* out_u, T* out_v,
-                                    T* out_w) {
-    extern __shared__ u32 cp_stack[];
-    u32 tid = threadIdx.x;
-    u32 sub = tid & (CP_WIDE - 1);
-    unsigned gmask = 0xffu << (tid & 24);
-    u64 g0 = ((u64)blockIdx.x * blockDim.x + tid) / CP_WIDE * CP_RUN;
-    u32* st_ref = cp_stack + (tid / CP_WIDE) * t.stack_cap * 2;
-    float* st_lb = (float*)(st_ref + t.stack_cap);
-    T inf = t_inf<T>();
-    // Sorted position of the previous query's triangle: the next query (its neighbour on the
-    // Morton curve) tests the 8 triangles around it first, so its cut is tight from the start.
-    u32 hint = NO_ID;
-    for (u64 g = g0; g < g0 + CP_RUN && g < nq; g++) {
-    u32 qi = order[g];
-    V3<T> q = v3(qx[qi], qy[qi], qz[qi]);
-    bool found = false;
-    u32 bid = NO_ID, bpos = NO_ID;
-    TriPoint<T> best;
-    T r = sqrt(r2) + slack;
-    T cut = r * r;
-    int top = 1;
-    if (sub == 0) {
-        st_ref[0] = 0;
-        st_lb[0] = 0.0f;
-        if (hint != NO_ID) {
-            u32 hs = hint >= 3 ? hint - 3 : 0, he = min(hs + CP_WIDE, t.n);
-            st_ref[1] = CP_LEAF_BIT | ((he - hs - 1) << 28) | hs;
-            st_lb[1] = 0.0f;
-        }
-    }
-    if (hint != NO_ID) top = 2;
-    __syncwarp(gmask);
-    while (top > 0) {
-        top--;
-        u32 ref = st_ref[top];
-        T lb_in = (T)st_lb[top];
-        __syncwarp(gmask);  // all have read the entry before a push may overwrite it
-        if (lb_in > cut) continue;
-        if (ref & CP_LEAF_BIT) {
-            u32 s = ref & CP_START, cnt = ((ref >> 28) & 7) + 1;
-            if (sub < cnt) {
-                u32 k = s + sub;
-                const T* c = t.tris + (u64)k * 12;
-                V3<T> a = v3(__ldg(c), __ldg(c + 1), __ldg(c + 2));
-                V3<T> b = v3(__ldg(c + 3), __ldg(c + 4), __ldg(c + 5));
-                V3<T> cc = v3(__ldg(c + 6), __ldg(c + 7), __ldg(c + 8));
-                TriPoint<T> tp = closest_point_triangle(q, a, b, cc);
-                u32 id = __ldg(t.ids + k);
-                bool better = !found || tp.d2 < best.d2 || (tp.d2 == best.d2 && id < bid);
-                if (tp.d2 <= r2 && better) {
-                    best = tp;
-                    bid = id;
-                    bpos = k;
-                    found = true;
-                }
-            }
-            T m = found ? best.d2 : inf;
-#pragma unroll
-            for (int off = CP_WIDE / 2; off > 0; off /= 2) m = t_min(m, __shfl_xor_sync(gmask, m, off, CP_WIDE));
-            if (m < inf) {
-                T rr = sqrt(m) + slack;
-                cut = rr * rr;
-            }
-            continue;
-        }
-        u64 slot = (u64)ref * CP_WIDE + sub;
-        u32 child = __ldg(t.children + slot);
-        T lb = child == CP_EMPTY ? inf : cp_bound(t.boxes + slot * 16, q);
-        bool valid = child != CP_EMPTY && lb <= cut;
-        u32 vm = (__ballot_sync(gmask, valid) >> (tid & 24)) & 0xffu;
-        // Rank among the valid children, farthest first (ties: the higher slot first), so the
-        // nearest ends on top.
-        int rank = 0;
-#pragma unroll
-        for (int j = 0; j < CP_WIDE; j++) {
-            T o = __shfl_sync(gmask, lb, j, CP_WIDE);
-            if (((vm >> j) & 1) && (o > lb || (o == lb && (u32)j > sub))) rank++;
-        }
-        if (valid) {
-            st_ref[top + rank] = child;
-            st_lb[top + rank] = cp_lb_f32(lb);
-        }
-        top += __popc(vm);
-        __syncwarp(gmask);
-    }
-    // The group's answer: the least (d2, id) of its lanes.
-    T d = found ? best.d2 : inf;
-    u32 id = found ? bid : NO_ID, pos = found ? bpos : NO_ID;
-#pragma unroll
-    for (int off = CP_WIDE / 2; off > 0; off /= 2) {
-        T od = __shfl_xor_sync(gmask, d, off, CP_WIDE);
-        u32 oid = __shfl_xor_sync(gmask, id, off, CP_WIDE);
-        u32 opos = __shfl_xor_sync(gmask, pos, off, CP_WIDE);
-        if (od < d || (od == d && oid < id)) {
-            d = od;
-            id = oid;
-            pos = opos;
-        }
-    }
-    hint = pos;
-    bool mine = found && bid == id;
-    bool none = id == NO_ID && sub == 0;
-    if (mine) {
-        out_tri[qi] = bid;
-        out_d[qi] = sqrt(best.d2);
-        out_x[qi] = best.p.x; out_y[qi] = best.p.y; out_z[qi] = best.p.z;
-        out_u[qi] = best.u; out_v[qi] = best.v; out_w[qi] = best.w;
-    } else if (none) {
-        T nan = quiet_nan<T>();
-        out_tri[qi] = NO_ID;
-        out_d[qi] = t_inf<T>();
-        out_x[qi] = nan; out_y[qi] = nan; out_z[qi] = nan;
-        out_u[qi] = nan; out_v[qi] = nan; out_w[qi] = nan;
-    }
-    __syncwarp(gmask);  // the stack is reused by the next query
-    }
-}
-NK_INSTANTIATE(closest_points, (const R* qx, const R* qy, const R* qz, const u32* order, u32 nq, WideBvh<R> t, R r2,
-                                R slack, u32* out_tri, R* out_d, R* out_x, R* out_y, R* out_z, R* out_u, R* out_v,
-                                R* out_w),
-               (qx, qy, qz, order, nq, t, r2, slack, out_tri, out_d, out_x, out_y, out_z, out_u, out_v, out_w))
 
 // Morton keys (top 24 bits of the 63-bit code in the mesh's frame) of the queries, for order.
 template <typename T>
@@ -283,3 +134,162 @@ __device__ void cp_query_keys_impl(const T* qx, const T* qy, const T* qz, u32 n,
 }
 NK_INSTANTIATE(cp_query_keys, (const R* qx, const R* qy, const R* qz, u32 n, const R* frame, u64* keys, u32* vals),
                (qx, qy, qz, n, frame, keys, vals))
+
+// 16-value box records and 12-value triangle records, loaded as vectors (records are
+// 64 and 48 bytes, aligned).
+__device__ __forceinline__ void cp_load(const float* p, float* v, int n) {
+    for (int i = 0; i < n / 4; i++) {
+        float4 x = __ldg((const float4*)p + i);
+        v[4 * i] = x.x; v[4 * i + 1] = x.y; v[4 * i + 2] = x.z; v[4 * i + 3] = x.w;
+    }
+}
+__device__ __forceinline__ void cp_load(const double* p, double* v, int n) {
+    for (int i = 0; i < n / 2; i++) {
+        double2 x = __ldg((const double2*)p + i);
+        v[2 * i] = x.x; v[2 * i + 1] = x.y;
+    }
+}
+
+// triangle_bvh.rs::OrientedBox::lower_bound, of a loaded record.
+template <typename T>
+__device__ __forceinline__ T cp_bound_of(const T* b, V3<T> q) {
+    T s = (T)0;
+#pragma unroll
+    for (int k = 0; k < 3; k++) {
+        T p = q.x * b[k * 3] + q.y * b[k * 3 + 1] + q.z * b[k * 3 + 2];
+        T g = t_max(t_max(b[9 + k] - p, p - b[12 + k]), (T)0);
+        s = s + g * g;
+    }
+    return s;
+}
+
+template <typename T>
+__device__ __forceinline__ T cp_box_bound(const T* boxes, u64 slot, V3<T> q) {
+    T b[16];
+    cp_load(boxes + slot * 16, b, 16);
+    return cp_bound_of(b, q);
+}
+
+// cpu/closest_point.rs::search by packets: a warp takes 32 consecutive queries (Morton order),
+// a lane each, and walks the WideBvh once for all of them. A child is visited when any lane's bound is
+// within that lane's cut; children are pushed farthest first by the least of the lanes'
+// bounds. Control flow is the warp's, so no lane waits on another's path; a lane whose bound
+// rules a box out idles there. Each lane keeps the brute-force minimum of what it tests (ties
+// to the smaller id), so the answer equals the CPU's bit for bit. The stack holds child slots
+// (node · WIDE + c), whose box is rechecked when popped, as the cuts have shrunk since.
+template <typename T>
+__device__ void closest_points_impl(const T* qx, const T* qy, const T* qz, const u32* order, u32 nq,
+                                           WideBvh<T> t, T r2, T slack, u32* out_tri, T* out_d, T* out_x, T* out_y,
+                                           T* out_z, T* out_u, T* out_v, T* out_w) {
+    extern __shared__ u32 cp_stack[];
+    const unsigned full = 0xffffffffu;
+    u32* st = cp_stack + (threadIdx.x >> 5) * t.stack_cap;
+    u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    bool active = g < nq;
+    if (__ballot_sync(full, active) == 0) return;
+    u32 qi = active ? order[g] : 0;
+    V3<T> q = active ? v3(qx[qi], qy[qi], qz[qi]) : v3((T)0, (T)0, (T)0);
+    T inf = t_inf<T>();
+    bool found = false;
+    u32 bid = NO_ID;
+    TriPoint<T> best;
+    T r = sqrt(r2) + slack;
+    T cut = active ? r * r : -inf;  // a lane past the end wants nothing
+    int top = 0;
+    u32 node = 0;
+    while (true) {
+        // Expand `node`: bound its children, push the wanted ones farthest first.
+        u32 key[CP_WIDE];
+        u32 want = 0, mine = 0;
+#pragma unroll
+        for (int j = 0; j < CP_WIDE; j++) {
+            u64 slot = (u64)node * CP_WIDE + j;
+            u32 child = __ldg(t.children + slot);
+            key[j] = 0;
+            if (child != CP_EMPTY) {
+                T lb = cp_box_bound(t.boxes, slot, q);
+                bool w = lb <= cut;
+                mine |= (u32)w << j;
+                if (__any_sync(full, w)) {
+                    want |= 1u << j;
+                    key[j] = __reduce_min_sync(full, w ? __float_as_uint(cp_lb_f32(lb)) : 0xffffffffu);
+                }
+            }
+        }
+        // The nearest child ends on top; its bounds stand until a leaf shrinks a cut.
+        bool fresh = want != 0;
+        u32 last = 0;
+        while (want) {
+            u32 bj = 0, bk = 0;
+#pragma unroll
+            for (int j = 0; j < CP_WIDE; j++)
+                if (((want >> j) & 1) && key[j] >= bk) {
+                    bk = key[j];
+                    bj = j;
+                }
+            if ((threadIdx.x & 31) == 0) st[top] = node * CP_WIDE + bj;
+            top++;
+            want &= ~(1u << bj);
+            last = bj;
+        }
+        __syncwarp(full);
+        // Pop until a node to expand; leaves are tested on the way.
+        bool more = false;
+        while (top > 0) {
+            top--;
+            u32 slot = st[top];
+            __syncwarp(full);  // all have read the entry before a push may overwrite it
+            u32 child = __ldg(t.children + slot);
+            bool w;
+            if (fresh) {
+                w = (mine >> last) & 1;
+                fresh = false;
+            } else {
+                w = cp_box_bound(t.boxes, (u64)slot, q) <= cut;
+                if (!__any_sync(full, w)) continue;
+            }
+            if (!(child & CP_LEAF_BIT)) {
+                node = child;
+                more = true;
+                break;
+            }
+            if (w) {
+                u32 s = child & CP_START, cnt = ((child >> 28) & 7) + 1;
+                for (u32 k = s; k < s + cnt; k++) {
+                    T c[12];
+                    cp_load(t.tris + (u64)k * 12, c, 12);
+                    V3<T> a = v3(c[0], c[1], c[2]), b = v3(c[3], c[4], c[5]), cc = v3(c[6], c[7], c[8]);
+                    TriPoint<T> tp = closest_point_triangle(q, a, b, cc);
+                    u32 id = __ldg(t.ids + k);
+                    bool better = !found || tp.d2 < best.d2 || (tp.d2 == best.d2 && id < bid);
+                    if (tp.d2 <= r2 && better) {
+                        best = tp;
+                        bid = id;
+                        found = true;
+                        T rr = sqrt(tp.d2) + slack;
+                        cut = rr * rr;
+                    }
+                }
+            }
+            __syncwarp(full);
+        }
+        if (!more) break;
+    }
+    if (!active) return;
+    if (found) {
+        out_tri[qi] = bid;
+        out_d[qi] = sqrt(best.d2);
+        out_x[qi] = best.p.x; out_y[qi] = best.p.y; out_z[qi] = best.p.z;
+        out_u[qi] = best.u; out_v[qi] = best.v; out_w[qi] = best.w;
+    } else {
+        T nan = quiet_nan<T>();
+        out_tri[qi] = NO_ID;
+        out_d[qi] = t_inf<T>();
+        out_x[qi] = nan; out_y[qi] = nan; out_z[qi] = nan;
+        out_u[qi] = nan; out_v[qi] = nan; out_w[qi] = nan;
+    }
+}
+NK_INSTANTIATE(closest_points, (const R* qx, const R* qy, const R* qz, const u32* order, u32 nq, WideBvh<R> t,
+                                       R r2, R slack, u32* out_tri, R* out_d, R* out_x, R* out_y, R* out_z, R* out_u,
+                                       R* out_v, R* out_w),
+               (qx, qy, qz, order, nq, t, r2, slack, out_tri, out_d, out_x, out_y, out_z, out_u, out_v, out_w))

@@ -1,6 +1,7 @@
 //! Launches closest_point.cu: closest points on a mesh for many queries. The `TriangleBvh` is
 //! built on the host (one sort of the triangles), collapsed to a `WideBvh` and uploaded;
-//! queries are ordered on the device by Morton code and searched by `WIDE` lanes each.
+//! queries are ordered on the device by Morton code and searched in packets of 32, a warp
+//! walking the tree once for its 32 queries.
 
 use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
 
@@ -14,11 +15,7 @@ use crate::points::Points;
 use crate::real::Real;
 use crate::triangle_bvh::{TriangleBvh, WideBvh, WIDE};
 
-/// Consecutive queries (on the Morton curve) one group of lanes answers, each starting from
-/// the triangles around the previous one's answer (`CP_RUN` in closest_point.cu).
-const QUERIES_PER_GROUP: usize = 16;
-
-/// Shared memory a block of the closest-point kernel may take for its queries' stacks.
+/// Shared memory a block of the closest-point kernel may take for its warps' stacks.
 const STACK_BYTES: usize = 48 * 1024;
 
 /// `struct WideBvh<T>` of closest_point.cu: device pointers and the stack size.
@@ -40,7 +37,7 @@ pub struct DeviceTriangleBvh<T> {
     /// Per sorted triangle {a, b, c, pad}: 12 values.
     tris: CudaSlice<T>,
     ids: CudaSlice<u32>,
-    /// Stack entries a query's search may need.
+    /// Stack entries a warp's search may need.
     stack_cap: usize,
     n: usize,
     /// origin x, y, z and scale of the mesh's Morton frame (orders the queries).
@@ -71,7 +68,7 @@ impl<T: Real> DeviceTriangleBvh<T> {
             children: up32(&wide.children)?,
             tris: up(&tris)?,
             ids: up32(&bvh.ids)?,
-            // The depth-first bound, plus the hint entry, plus one to spare.
+            // The depth-first bound, plus two to spare.
             stack_cap: 1 + (WIDE - 1) * wide.depth + 2,
             n: bvh.len(),
             frame: up(&[frame.origin[0], frame.origin[1], frame.origin[2], frame.scale])?,
@@ -156,16 +153,14 @@ pub(crate) fn closest_points_resident<T: Real>(
     for v in out.values.iter_mut() {
         l.arg(v);
     }
-    // WIDE lanes per query; each query's stack in shared memory (8 bytes an entry), within
-    // the 48 KiB a block may take without opting in.
-    let entry_bytes = 8 * bvh.stack_cap;
-    let groups = (STACK_BYTES / entry_bytes).clamp(1, 16);
-    if groups * entry_bytes > STACK_BYTES {
+    // A warp per 32 queries, each warp's stack (4 bytes an entry) in shared memory. Four warps
+    // a block were as fast as two and a little faster than eight or sixteen.
+    let warps = (STACK_BYTES / (4 * bvh.stack_cap)).clamp(1, 4);
+    if 4 * bvh.stack_cap > STACK_BYTES {
         return Err(Error::InvalidArgument("the mesh's index is too deep for the CUDA closest-point search".into()));
     }
-    let block = (groups * WIDE) as u32;
-    let mut cfg = grid(nq.div_ceil(QUERIES_PER_GROUP) * WIDE, block);
-    cfg.shared_mem_bytes = (groups * entry_bytes) as u32;
+    let mut cfg = grid(nq, (warps * 32) as u32);
+    cfg.shared_mem_bytes = (warps * 4 * bvh.stack_cap) as u32;
     unsafe { l.launch(cfg) }.map_err(cuda_err)?;
     Ok(())
 }
