@@ -39,6 +39,14 @@ def main():
     q = np.random.default_rng(17).uniform(c - h, c + h, size=(a.queries, 3)).astype(np.float32)
     q = np.asfortranarray(q)
     r2 = np.full(a.queries, np.inf, dtype=np.float32)
+    # fcpw 1.0.4 (PyPI, late 2026) takes a list of bounding spheres; earlier 1.x took the
+    # arrays. Building the list is input marshalling, done once and not timed.
+    spheres = None
+    if hasattr(fcpw, "bounding_sphere_3D_list"):
+        spheres = fcpw.bounding_sphere_3D_list()
+        qc = np.ascontiguousarray(q)
+        for i in range(a.queries):
+            spheres.append(fcpw.bounding_sphere_3D(qc[i], np.inf))
     times = []
     for _ in range(a.runs + 1):
         t0 = time.perf_counter()
@@ -48,7 +56,10 @@ def main():
         scene.set_object_triangles(np.asfortranarray(f), 0)
         scene.build(fcpw.aggregate_type.bvh_surface_area, True)
         hits = fcpw.interaction_3D_list()
-        scene.find_closest_points(q, r2, hits)
+        if spheres is not None:
+            scene.find_closest_points(spheres, hits)
+        else:
+            scene.find_closest_points(q, r2, hits)
         times.append(time.perf_counter() - t0)
     d = np.array([hits[i].d for i in range(min(len(hits), 1000))])
     print(f"fcpw (CPU, vectorized SAH BVH): {len(f)} triangles, {a.queries:,} queries, "

@@ -124,12 +124,13 @@ struct WideBvh {
 __device__ __forceinline__ float cp_lb_f32(float v) { return v; }
 __device__ __forceinline__ float cp_lb_f32(double v) { return __double2float_rd(v); }
 
-// Morton keys (top 24 bits of the 63-bit code in the mesh's frame) of the queries, for order.
+// Morton keys (top 30 bits of the 63-bit code in the frame closest_point.rs sets) of the
+// queries, for order.
 template <typename T>
 __device__ void cp_query_keys_impl(const T* qx, const T* qy, const T* qz, u32 n, const T* frame, u64* keys, u32* vals) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    keys[i] = morton_code(frame, qx[i], qy[i], qz[i]) >> 39;
+    keys[i] = morton_code(frame, qx[i], qy[i], qz[i]) >> 33;
     vals[i] = i;
 }
 NK_INSTANTIATE(cp_query_keys, (const R* qx, const R* qy, const R* qz, u32 n, const R* frame, u64* keys, u32* vals),

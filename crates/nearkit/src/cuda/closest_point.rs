@@ -40,13 +40,21 @@ pub struct DeviceTriangleBvh<T> {
     /// Stack entries a warp's search may need.
     stack_cap: usize,
     n: usize,
-    /// origin x, y, z and scale of the mesh's Morton frame (orders the queries).
+    /// origin x, y, z and scale of the Morton frame that orders the queries.
     frame: CudaSlice<T>,
 }
 
 impl<T: Real> DeviceTriangleBvh<T> {
-    pub fn upload(be: &CudaBackend, bvh: &TriangleBvh<T>, frame: &MortonFrame<T>) -> Result<Self> {
+    /// `lo`, `hi`: the mesh's box.
+    pub fn upload(be: &CudaBackend, bvh: &TriangleBvh<T>, lo: [T; 3], hi: [T; 3]) -> Result<Self> {
         let s = &be.stream;
+        // Queries are ordered on a Morton curve over the mesh's box widened by its size on
+        // every side: queries around the mesh (most of them, in a box 1.5 times the mesh's)
+        // keep their order instead of piling up on the faces of the mesh's box, so a warp's
+        // 32 queries lie together (1M queries around the bunny: 2.50–2.54 ms against
+        // 2.83–2.87 with the mesh's own box and 24-bit keys).
+        let e = (0..3).map(|a| hi[a] - lo[a]).fold(T::ZERO, |m, v| if v > m { v } else { m });
+        let frame = MortonFrame::from_bounds(lo.map(|v| v - e), hi.map(|v| v + e));
         let wide = WideBvh::of(bvh).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "the mesh has {} triangles; the CUDA closest-point index holds fewer than 2^28 (use --device cpu)",
@@ -144,7 +152,7 @@ pub(crate) fn closest_points_resident<T: Real>(
     let mut l = be.stream.launch_builder(&f);
     l.arg(&queries.x).arg(&queries.y).arg(&queries.z).arg(&nq32).arg(&bvh.frame).arg(&mut keys).arg(&mut order);
     unsafe { l.launch(grid(nq, 256)) }.map_err(cuda_err)?;
-    sort_pairs(be, &mut keys, &mut order, nq, 24)?;
+    sort_pairs(be, &mut keys, &mut order, nq, 30)?;
     let args = bvh.args(be);
     let f = be.func_t::<T>("closest_points")?;
     let mut l = be.stream.launch_builder(&f);
@@ -172,7 +180,7 @@ pub(crate) fn closest_points<T: Real>(
     opts: &ClosestPointOptions<T>,
 ) -> Result<ClosestPoints<T>> {
     let Checked { r2, slack, lo, hi } = check_closest_points(mesh, queries, opts)?;
-    let bvh = DeviceTriangleBvh::upload(be, &TriangleBvh::build(mesh), &MortonFrame::from_bounds(lo, hi))?;
+    let bvh = DeviceTriangleBvh::upload(be, &TriangleBvh::build(mesh), lo, hi)?;
     let dq = super::DevicePoints::upload(be, queries)?;
     let mut out = DeviceClosestPoints::alloc(be, queries.len())?;
     closest_points_resident(be, &bvh, &dq, r2, slack, &mut out)?;

@@ -300,8 +300,7 @@ impl CudaBackend {
     pub fn triangle_bvh<T: Real>(&self, mesh: &Mesh<T>) -> Result<DeviceTriangleBvh<T>> {
         mesh.validate()?;
         let (lo, hi) = mesh.vertices.bounds();
-        let frame = crate::morton::MortonFrame::from_bounds(lo, hi);
-        DeviceTriangleBvh::upload(self, &crate::triangle_bvh::TriangleBvh::build(mesh), &frame)
+        DeviceTriangleBvh::upload(self, &crate::triangle_bvh::TriangleBvh::build(mesh), lo, hi)
     }
 
     /// `closest_points` on an uploaded index and queries, results left on the device. `slack`:
