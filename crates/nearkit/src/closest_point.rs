@@ -59,3 +59,13 @@ pub(crate) fn check_closest_points<T: Real>(
     let (lo, hi) = mesh.vertices.bounds();
     Ok(Checked { r2, slack: rounding_slack(lo, hi, queries), lo, hi })
 }
+
+/// The Morton frame that orders closest-point queries (both backends): the mesh's box widened
+/// by its size on every side. Queries around the mesh (most of them, for queries in a box 1.5
+/// times the mesh's) keep their order instead of piling up, clamped, on the faces of the
+/// mesh's own box, so consecutive queries lie together: their searches share a path (a GPU
+/// warp's 32 queries walk the tree together) and each starts near its predecessor's answer.
+pub(crate) fn query_frame<T: Real>(lo: [T; 3], hi: [T; 3]) -> crate::morton::MortonFrame<T> {
+    let e = (0..3).map(|a| hi[a] - lo[a]).fold(T::ZERO, |m, v| if v > m { v } else { m });
+    crate::morton::MortonFrame::from_bounds(lo.map(|v| v - e), hi.map(|v| v + e))
+}

@@ -1,18 +1,19 @@
 //! Closest point on a triangle mesh for many queries, on the CPU: queries in Morton order,
+//! in f32 searched by packets of `LANES` over the `WideBvh` (`closest_point_packet`), else
 //! each a depth-first search of the `TriangleBvh`, nearer child first.
 
 use rayon::prelude::*;
 
+use super::closest_point_packet::{search_packet, LANES};
 use super::RowPtr;
-use crate::closest_point::{check_closest_points, Checked, ClosestPointOptions, ClosestPoints};
+use crate::closest_point::{check_closest_points, query_frame, Checked, ClosestPointOptions, ClosestPoints};
 use crate::closest_point_triangle::{closest_point_triangle, TrianglePoint};
 use crate::error::Result;
 use crate::mesh::Mesh;
-use crate::morton::MortonFrame;
 use crate::points::Points;
 use crate::real::Real;
 use crate::tree::NO_ID;
-use crate::triangle_bvh::{TriangleBvh, TRIANGLE_LEAF};
+use crate::triangle_bvh::{TriangleBvh, WideBvh, TRIANGLE_LEAF};
 
 pub fn closest_points<T: Real>(
     mesh: &Mesh<T>,
@@ -21,7 +22,7 @@ pub fn closest_points<T: Real>(
 ) -> Result<ClosestPoints<T>> {
     let Checked { r2, slack, lo, hi } = check_closest_points(mesh, queries, opts)?;
     let bvh = TriangleBvh::build(mesh);
-    let frame = MortonFrame::from_bounds(lo, hi);
+    let frame = query_frame(lo, hi);
     let mut order: Vec<(u64, u32)> = (0..queries.len())
         .into_par_iter()
         .map(|i| (frame.code(queries.x[i], queries.y[i], queries.z[i]), i as u32))
@@ -39,6 +40,43 @@ pub fn closest_points<T: Real>(
     let dist = RowPtr(out.distance.as_mut_ptr());
     let pts = [RowPtr(out.point.x.as_mut_ptr()), RowPtr(out.point.y.as_mut_ptr()), RowPtr(out.point.z.as_mut_ptr())];
     let bary = [RowPtr(out.bary[0].as_mut_ptr()), RowPtr(out.bary[1].as_mut_ptr()), RowPtr(out.bary[2].as_mut_ptr())];
+    let write = |q: usize, id: u32, tp: TrianglePoint<T>| {
+        // SAFETY: entry q lies inside every output array and only query q writes it.
+        unsafe {
+            tri.row(q, 1)[0] = id;
+            dist.row(q, 1)[0] = tp.d2.sqrt();
+            for a in 0..3 {
+                pts[a].row(q, 1)[0] = tp.point[a];
+                bary[a].row(q, 1)[0] = tp.bary[a];
+            }
+        }
+    };
+    // f32: packets of Morton-consecutive queries searched together (closest_point_packet.rs);
+    // each lane's answer is the scalar search's, so the point is recomputed by the scalar
+    // test for the winner only.
+    if let Some((bvh32, q32, r2, slack)) = as_f32(&bvh, queries, r2, slack) {
+        if let Some(wide) = WideBvh::of(bvh32) {
+            order.par_chunks(LANES).with_min_len(32).for_each_init(
+                || Vec::with_capacity(64),
+                |stack, chunk| {
+                    let mut q = [[0.0f32; LANES]; 3];
+                    for (i, &(_, k)) in chunk.iter().enumerate() {
+                        let p = q32.get(k as usize);
+                        (0..3).for_each(|a| q[a][i] = p[a]);
+                    }
+                    let (_, pos) = search_packet(bvh32, &wide, &q, chunk.len(), r2, slack, stack);
+                    for (i, &(_, k)) in chunk.iter().enumerate() {
+                        if pos[i] != u32::MAX {
+                            let s = pos[i] as usize;
+                            let [a, b, c] = bvh.triangle(s);
+                            write(k as usize, bvh.ids[s], closest_point_triangle(queries.get(k as usize), a, b, c));
+                        }
+                    }
+                },
+            );
+            return Ok(out);
+        }
+    }
     order.par_iter().with_min_len(256).for_each_init(
         || (Vec::with_capacity(64), None),
         |(stack, hint), &(_, q)| {
@@ -46,19 +84,32 @@ pub fn closest_points<T: Real>(
             let found = search(&bvh, queries.get(q), r2, slack, *hint, stack);
             *hint = found.map(|f| f.1);
             if let Some((id, _, tp)) = found {
-                // SAFETY: entry q lies inside every output array and only query q writes it.
-                unsafe {
-                    tri.row(q, 1)[0] = id;
-                    dist.row(q, 1)[0] = tp.d2.sqrt();
-                    for a in 0..3 {
-                        pts[a].row(q, 1)[0] = tp.point[a];
-                        bary[a].row(q, 1)[0] = tp.bary[a];
-                    }
-                }
+                write(q, id, tp);
             }
         },
     );
     Ok(out)
+}
+
+/// `bvh`, `queries`, `r2` and `slack` as f32 when T is f32.
+fn as_f32<'a, T: Real>(
+    bvh: &'a TriangleBvh<T>,
+    queries: &'a Points<T>,
+    r2: T,
+    slack: T,
+) -> Option<(&'a TriangleBvh<f32>, &'a Points<f32>, f32, f32)> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return None;
+    }
+    // SAFETY: T is f32, so these are the same types.
+    unsafe {
+        Some((
+            &*(bvh as *const TriangleBvh<T> as *const TriangleBvh<f32>),
+            &*(queries as *const Points<T> as *const Points<f32>),
+            r2.to_f64() as f32,
+            slack.to_f64() as f32,
+        ))
+    }
 }
 
 /// The nearest triangle of `q` within squared radius `r2` (ties to the smaller id) with its

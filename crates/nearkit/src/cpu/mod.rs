@@ -2,6 +2,7 @@
 
 mod closest_pairs;
 pub mod closest_point;
+mod closest_point_packet;
 pub mod collide;
 mod knn;
 pub mod search;
