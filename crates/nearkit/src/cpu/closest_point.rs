@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::closest_point_packet::{search_packet, LANES};
+use super::closest_point_packet::{PacketSearch, LANES};
 use super::RowPtr;
 use crate::closest_point::{check_closest_points, query_frame, Checked, ClosestPointOptions, ClosestPoints};
 use crate::closest_point_triangle::{closest_point_triangle, TrianglePoint};
@@ -54,8 +54,12 @@ pub fn closest_points<T: Real>(
     // f32: packets of Morton-consecutive queries searched together (closest_point_packet.rs);
     // each lane's answer is the scalar search's, so the point is recomputed by the scalar
     // test for the winner only.
-    if let Some((bvh32, q32, r2, slack)) = as_f32(&bvh, queries, r2, slack) {
+    let f32_parts = (&bvh as &dyn std::any::Any)
+        .downcast_ref::<TriangleBvh<f32>>()
+        .zip((queries as &dyn std::any::Any).downcast_ref::<Points<f32>>());
+    if let Some((bvh32, q32)) = f32_parts {
         if let Some(wide) = WideBvh::of(bvh32) {
+            let packets = PacketSearch { bvh: bvh32, wide, r2: r2.to_f64() as f32, slack: slack.to_f64() as f32 };
             order.par_chunks(LANES).with_min_len(32).for_each_init(
                 || Vec::with_capacity(64),
                 |stack, chunk| {
@@ -64,7 +68,7 @@ pub fn closest_points<T: Real>(
                         let p = q32.get(k as usize);
                         (0..3).for_each(|a| q[a][i] = p[a]);
                     }
-                    let (_, pos) = search_packet(bvh32, &wide, &q, chunk.len(), r2, slack, stack);
+                    let pos = packets.run(&q, chunk.len(), stack);
                     for (i, &(_, k)) in chunk.iter().enumerate() {
                         if pos[i] != u32::MAX {
                             let s = pos[i] as usize;
@@ -89,27 +93,6 @@ pub fn closest_points<T: Real>(
         },
     );
     Ok(out)
-}
-
-/// `bvh`, `queries`, `r2` and `slack` as f32 when T is f32.
-fn as_f32<'a, T: Real>(
-    bvh: &'a TriangleBvh<T>,
-    queries: &'a Points<T>,
-    r2: T,
-    slack: T,
-) -> Option<(&'a TriangleBvh<f32>, &'a Points<f32>, f32, f32)> {
-    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
-        return None;
-    }
-    // SAFETY: T is f32, so these are the same types.
-    unsafe {
-        Some((
-            &*(bvh as *const TriangleBvh<T> as *const TriangleBvh<f32>),
-            &*(queries as *const Points<T> as *const Points<f32>),
-            r2.to_f64() as f32,
-            slack.to_f64() as f32,
-        ))
-    }
 }
 
 /// The nearest triangle of `q` within squared radius `r2` (ties to the smaller id) with its

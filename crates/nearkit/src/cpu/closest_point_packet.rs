@@ -157,116 +157,103 @@ fn box_bound(b: &OrientedBox<f32>, q: &[F; 3]) -> F {
     s
 }
 
-/// Each lane's best (squared distance, sorted position) within squared radius `r2`, for the
-/// queries `q` (lanes past `active` are padding). Positions are `u32::MAX` where none is found.
-/// Runs the AVX2 build of the search where the CPU has it (eight lanes in one register; SSE2,
-/// the x86-64 baseline, takes two); the arithmetic is the same IEEE operations either way. (An
-/// AVX-512 build measured the same as AVX2.)
-pub fn search_packet(
-    bvh: &TriangleBvh<f32>,
-    wide: &WideBvh<f32>,
-    q: &[F; 3],
-    active: usize,
-    r2: f32,
-    slack: f32,
-    stack: &mut Vec<u32>,
-) -> ([f32; LANES], [u32; LANES]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2.
-        return unsafe { search_packet_avx2(bvh, wide, q, active, r2, slack, stack) };
-    }
-    search_packet_body(bvh, wide, q, active, r2, slack, stack)
+/// A mesh's index, collapsed for packets, and the query's squared radius and rounding slack.
+pub struct PacketSearch<'a> {
+    pub bvh: &'a TriangleBvh<f32>,
+    pub wide: WideBvh<f32>,
+    pub r2: f32,
+    pub slack: f32,
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn search_packet_avx2(
-    bvh: &TriangleBvh<f32>,
-    wide: &WideBvh<f32>,
-    q: &[F; 3],
-    active: usize,
-    r2: f32,
-    slack: f32,
-    stack: &mut Vec<u32>,
-) -> ([f32; LANES], [u32; LANES]) {
-    search_packet_body(bvh, wide, q, active, r2, slack, stack)
-}
-
-#[inline(always)]
-fn search_packet_body(
-    bvh: &TriangleBvh<f32>,
-    wide: &WideBvh<f32>,
-    q: &[F; 3],
-    active: usize,
-    r2: f32,
-    slack: f32,
-    stack: &mut Vec<u32>,
-) -> ([f32; LANES], [u32; LANES]) {
-    let widen = |d2: f32| {
-        let r = d2.sqrt() + slack;
-        r * r
-    };
-    let mut best = [f32::INFINITY; LANES];
-    let mut best_id = [u32::MAX; LANES];
-    let mut best_pos = [u32::MAX; LANES];
-    let mut cut: F = std::array::from_fn(|i| if i < active { widen(r2) } else { f32::NEG_INFINITY });
-    stack.clear();
-    let mut node = 0usize;
-    loop {
-        // Expand `node`: the children some lane wants, farthest first (by the least bound).
-        let mut kids = [(0.0f32, 0u32); WIDE];
-        let mut nk = 0;
-        for j in 0..WIDE {
-            let slot = node * WIDE + j;
-            if wide.children[slot] == WIDE_EMPTY {
-                continue;
-            }
-            let lb = box_bound(&wide.boxes[slot], q);
-            if (0..LANES).any(|i| lb[i] <= cut[i]) {
-                let key = (0..LANES).filter(|&i| lb[i] <= cut[i]).map(|i| lb[i]).fold(f32::INFINITY, f32::min);
-                kids[nk] = (key, slot as u32);
-                nk += 1;
-            }
+impl PacketSearch<'_> {
+    /// Each lane's nearest triangle within the radius (its sorted position; `u32::MAX` for
+    /// none), for the queries `q` (lanes past `active` are padding). Runs the AVX2 build where
+    /// the CPU has it (eight lanes in one register; SSE2, the x86-64 baseline, takes two); the
+    /// arithmetic is the same IEEE operations either way. (An AVX-512 build measured the same
+    /// as AVX2.)
+    pub fn run(&self, q: &[F; 3], active: usize, stack: &mut Vec<u32>) -> [u32; LANES] {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe { self.run_avx2(q, active, stack) };
         }
-        kids[..nk].sort_unstable_by(|x, y| y.0.total_cmp(&x.0));
-        stack.extend(kids[..nk].iter().map(|k| k.1));
-        // Pop until a node to expand; leaves are tested on the way.
-        let mut next = None;
-        while let Some(slot) = stack.pop() {
-            let slot = slot as usize;
-            let lb = box_bound(&wide.boxes[slot], q);
-            if !(0..LANES).any(|i| lb[i] <= cut[i]) {
-                continue;
+        self.run_body(q, active, stack)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn run_avx2(&self, q: &[F; 3], active: usize, stack: &mut Vec<u32>) -> [u32; LANES] {
+        self.run_body(q, active, stack)
+    }
+
+    #[inline(always)]
+    fn run_body(&self, q: &[F; 3], active: usize, stack: &mut Vec<u32>) -> [u32; LANES] {
+        let PacketSearch { bvh, ref wide, r2, slack } = *self;
+        let widen = |d2: f32| {
+            let r = d2.sqrt() + slack;
+            r * r
+        };
+        let mut best = [f32::INFINITY; LANES];
+        let mut best_id = [u32::MAX; LANES];
+        let mut best_pos = [u32::MAX; LANES];
+        let mut cut: F = std::array::from_fn(|i| if i < active { widen(r2) } else { f32::NEG_INFINITY });
+        stack.clear();
+        let mut node = 0usize;
+        loop {
+            // Expand `node`: the children some lane wants, farthest first (by the least bound).
+            let mut kids = [(0.0f32, 0u32); WIDE];
+            let mut nk = 0;
+            for j in 0..WIDE {
+                let slot = node * WIDE + j;
+                if wide.children[slot] == WIDE_EMPTY {
+                    continue;
+                }
+                let lb = box_bound(&wide.boxes[slot], q);
+                if (0..LANES).any(|i| lb[i] <= cut[i]) {
+                    let key = (0..LANES).filter(|&i| lb[i] <= cut[i]).map(|i| lb[i]).fold(f32::INFINITY, f32::min);
+                    kids[nk] = (key, slot as u32);
+                    nk += 1;
+                }
             }
-            let child = wide.children[slot];
-            if child & WIDE_LEAF == 0 {
-                next = Some(child as usize);
-                break;
-            }
-            let s = (child & WIDE_START) as usize;
-            let cnt = ((child >> 28) & 7) as usize + 1;
-            for k in s..s + cnt {
-                let [ta, tb, tc] = bvh.triangle(k);
-                let d2 = closest_d2(*q, ta, tb, tc);
-                let id = bvh.ids[k];
-                for i in 0..active {
-                    let better = d2[i] < best[i] || (d2[i] == best[i] && id < best_id[i]);
-                    if d2[i] <= r2 && better {
-                        best[i] = d2[i];
-                        best_id[i] = id;
-                        best_pos[i] = k as u32;
-                        cut[i] = widen(d2[i]);
+            kids[..nk].sort_unstable_by(|x, y| y.0.total_cmp(&x.0));
+            stack.extend(kids[..nk].iter().map(|k| k.1));
+            // Pop until a node to expand; leaves are tested on the way.
+            let mut next = None;
+            while let Some(slot) = stack.pop() {
+                let slot = slot as usize;
+                let lb = box_bound(&wide.boxes[slot], q);
+                if !(0..LANES).any(|i| lb[i] <= cut[i]) {
+                    continue;
+                }
+                let child = wide.children[slot];
+                if child & WIDE_LEAF == 0 {
+                    next = Some(child as usize);
+                    break;
+                }
+                let s = (child & WIDE_START) as usize;
+                let cnt = ((child >> 28) & 7) as usize + 1;
+                for k in s..s + cnt {
+                    let [ta, tb, tc] = bvh.triangle(k);
+                    let d2 = closest_d2(*q, ta, tb, tc);
+                    let id = bvh.ids[k];
+                    for i in 0..active {
+                        let better = d2[i] < best[i] || (d2[i] == best[i] && id < best_id[i]);
+                        if d2[i] <= r2 && better {
+                            best[i] = d2[i];
+                            best_id[i] = id;
+                            best_pos[i] = k as u32;
+                            cut[i] = widen(d2[i]);
+                        }
                     }
                 }
             }
+            match next {
+                Some(n) => node = n,
+                None => break,
+            }
         }
-        match next {
-            Some(n) => node = n,
-            None => break,
-        }
+        best_pos
     }
-    (best, best_pos)
 }
 
 #[cfg(test)]
