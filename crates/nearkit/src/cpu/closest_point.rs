@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::closest_point_packet::{PacketSearch, LANES};
-use super::RowPtr;
+use super::{prefetch, RowPtr};
 use crate::closest_point::{check_closest_points, query_frame, Checked, ClosestPointOptions, ClosestPoints};
 use crate::closest_point_triangle::{closest_point_triangle, TrianglePoint};
 use crate::error::Result;
@@ -60,20 +60,36 @@ pub fn closest_points<T: Real>(
     if let Some((bvh32, q32)) = f32_parts {
         if let Some(wide) = WideBvh::of(bvh32) {
             let packets = PacketSearch { bvh: bvh32, wide, r2: r2.to_f64() as f32, slack: slack.to_f64() as f32 };
-            order.par_chunks(LANES).with_min_len(32).for_each_init(
+            // A task takes a run of packets. The queries and output rows lie in random
+            // places: each packet prefetches the next one's, so those misses overlap a search.
+            let ahead = |k: usize| {
+                for (a, col) in [&q32.x, &q32.y, &q32.z].into_iter().enumerate() {
+                    prefetch(col.as_ptr().wrapping_add(k), 1);
+                    pts[a].prefetch(k);
+                    bary[a].prefetch(k);
+                }
+                tri.prefetch(k);
+                dist.prefetch(k);
+            };
+            order.par_chunks(LANES * 32).for_each_init(
                 || Vec::with_capacity(64),
-                |stack, chunk| {
-                    let mut q = [[0.0f32; LANES]; 3];
-                    for (i, &(_, k)) in chunk.iter().enumerate() {
-                        let p = q32.get(k as usize);
-                        (0..3).for_each(|a| q[a][i] = p[a]);
-                    }
-                    let pos = packets.run(&q, chunk.len(), stack);
-                    for (i, &(_, k)) in chunk.iter().enumerate() {
-                        if pos[i] != u32::MAX {
-                            let s = pos[i] as usize;
-                            let [a, b, c] = bvh.triangle(s);
-                            write(k as usize, bvh.ids[s], closest_point_triangle(queries.get(k as usize), a, b, c));
+                |stack, run| {
+                    for (pi, chunk) in run.chunks(LANES).enumerate() {
+                        for &(_, k) in run.iter().skip((pi + 1) * LANES).take(LANES) {
+                            ahead(k as usize);
+                        }
+                        let mut q = [[0.0f32; LANES]; 3];
+                        for (i, &(_, k)) in chunk.iter().enumerate() {
+                            let p = q32.get(k as usize);
+                            (0..3).for_each(|a| q[a][i] = p[a]);
+                        }
+                        let pos = packets.run(&q, chunk.len(), stack);
+                        for (i, &(_, k)) in chunk.iter().enumerate() {
+                            if pos[i] != u32::MAX {
+                                let s = pos[i] as usize;
+                                let [a, b, c] = bvh.triangle(s);
+                                write(k as usize, bvh.ids[s], closest_point_triangle(queries.get(k as usize), a, b, c));
+                            }
                         }
                     }
                 },

@@ -167,22 +167,15 @@ pub struct PacketSearch<'a> {
 
 impl PacketSearch<'_> {
     /// Each lane's nearest triangle within the radius (its sorted position; `u32::MAX` for
-    /// none), for the queries `q` (lanes past `active` are padding). Runs the AVX2 build where
-    /// the CPU has it (eight lanes in one register; SSE2, the x86-64 baseline, takes two); the
-    /// arithmetic is the same IEEE operations either way. (An AVX-512 build measured the same
-    /// as AVX2.)
+    /// none), for the queries `q` (lanes past `active` are padding). Runs the AVX2 version
+    /// (`closest_point_avx2`) where the CPU has it; the arithmetic is the same IEEE operations
+    /// either way, so the answers are too.
     pub fn run(&self, q: &[F; 3], active: usize, stack: &mut Vec<u32>) -> [u32; LANES] {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2.
-            return unsafe { self.run_avx2(q, active, stack) };
+            return unsafe { super::closest_point_avx2::run(self, q, active, stack) };
         }
-        self.run_body(q, active, stack)
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, q: &[F; 3], active: usize, stack: &mut Vec<u32>) -> [u32; LANES] {
         self.run_body(q, active, stack)
     }
 
@@ -283,9 +276,51 @@ mod tests {
             }
             let p: [F; 3] = std::array::from_fn(|_| std::array::from_fn(|_| rnd()));
             let got = closest_d2(p, tri[0], tri[1], tri[2]);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2.
+                let avx2 = unsafe { crate::cpu::closest_point_avx2::closest_d2_lanes(&p, tri[0], tri[1], tri[2]) };
+                assert_eq!(avx2.map(f32::to_bits), got.map(f32::to_bits), "AVX2, triangle {t} {tri:?}");
+            }
             for i in 0..LANES {
                 let want = closest_point_triangle([p[0][i], p[1][i], p[2][i]], tri[0], tri[1], tri[2]).d2;
                 assert_eq!(got[i].to_bits(), want.to_bits(), "triangle {t} {tri:?}, lane {i}");
+            }
+        }
+    }
+
+    /// The AVX2 search and the portable one give the same answers, packet by packet, on a
+    /// random mesh with degenerate triangles, for full and partial packets and a radius.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn avx2_search_matches_the_portable_one() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 24) as f32
+        };
+        let mut mesh = crate::mesh::Mesh::<f32>::uv_sphere(12, 24, 1.0, [0.0; 3]);
+        let nv = mesh.vertices.len() as u32;
+        for t in 0..200u32 {
+            // Extra triangles, some repeated or degenerate (ties, zero area).
+            mesh.triangles.push([t % nv, (t * 7 + 1) % nv, if t % 3 == 0 { t % nv } else { (t * 13 + 5) % nv }]);
+        }
+        let bvh = TriangleBvh::build(&mesh);
+        for (r2, slack) in [(f32::INFINITY, 1e-6f32), (0.04, 1e-6)] {
+            let search = PacketSearch { bvh: &bvh, wide: WideBvh::of(&bvh).unwrap(), r2, slack };
+            let mut stack = Vec::new();
+            for packet in 0..500 {
+                let q: [F; 3] = std::array::from_fn(|_| std::array::from_fn(|_| rnd() * 3.0 - 1.5));
+                let active = if packet % 5 == 0 { 1 + packet % LANES } else { LANES };
+                let want = search.run_body(&q, active, &mut stack);
+                // SAFETY: the CPU has AVX2.
+                let got = unsafe { crate::cpu::closest_point_avx2::run(&search, &q, active, &mut stack) };
+                assert_eq!(got[..active], want[..active], "packet {packet}, r2 {r2}");
             }
         }
     }

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::closest_pairs::morton_order;
 use super::search;
-use super::RowPtr;
+use super::{prefetch, RowPtr};
 use crate::error::Result;
 use crate::grid::{CandidateGrid, GridCand};
 use crate::points::Points;
@@ -80,22 +80,6 @@ pub fn knn<T: Real>(data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>)
     prof.mark("search");
 
     Ok(out)
-}
-
-/// Asks for the cache lines of `len` values from `at` (a hint: no memory is touched).
-#[inline(always)]
-fn prefetch<V>(at: *const V, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: prefetching is a hint and never faults, wherever it points.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(at as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(len - 1) as *const i8);
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (at, len);
 }
 
 /// Phase times on stderr when NEARKIT_PROFILE=1.

@@ -2,6 +2,8 @@
 
 mod closest_pairs;
 pub mod closest_point;
+#[cfg(target_arch = "x86_64")]
+mod closest_point_avx2;
 mod closest_point_packet;
 pub mod collide;
 mod knn;
@@ -43,6 +45,12 @@ impl<V> RowPtr<V> {
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn span(&self, start: usize, len: usize) -> &mut [V] {
         std::slice::from_raw_parts_mut(self.0.add(start), len)
+    }
+
+    /// Asks for slot `i`'s cache line ahead of a write (a hint; nothing is touched).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, i: usize) {
+        prefetch(self.0.wrapping_add(i), 1)
     }
 
     /// Writes slot `i`, which may be uninitialized (no reference to it is made).
@@ -129,4 +137,20 @@ impl Backend for CpuBackend {
     ) -> Result<Knn<T>> {
         vector_knn::approx_knn(data, queries, opts)
     }
+}
+
+/// Asks for the cache lines of `len` values from `at` (a hint: no memory is touched).
+#[inline(always)]
+pub(crate) fn prefetch<V>(at: *const V, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: prefetching is a hint and never faults, wherever it points.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(at as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(len - 1) as *const i8);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (at, len);
 }
