@@ -351,6 +351,49 @@ fn world_contacts_equal_all_pairs() {
     }
 }
 
+/// The CPU collider keeps candidate lists from tick to tick: over many ticks of small steps,
+/// turns, jumps, bodies added and removed, layers changed, and another world in between, its
+/// contacts stay those of the brute force.
+#[test]
+fn world_contacts_stay_exact_over_ticks() {
+    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let mut r = rng(77);
+    let mut world = random_world(20, "uniform");
+    let other = random_world(21, "clustered");
+    for tick in 0..40 {
+        {
+            let (centers, orientations) = world.poses_mut();
+            for (c, q) in centers.iter_mut().zip(orientations.iter_mut()) {
+                // Mostly centimetres; now and then a jump of metres.
+                let step = if r.random_range(0.0..1.0) < 0.02 { 3.0 } else { 0.06 };
+                for v in c.iter_mut() {
+                    *v += r.random_range(-step..step);
+                }
+                for v in q.iter_mut() {
+                    *v += r.random_range(-0.1..0.1);
+                }
+            }
+        }
+        if tick % 10 == 5 {
+            world.remove_body(BodyId(tick as u32)).unwrap();
+            world.add_body(Body::sphere([9.0, 9.0, 0.0], 1.5)).unwrap();
+            world.add_body(Body::sphere([4.0, 12.0, 0.5], 0.7)).unwrap();
+        }
+        if tick == 25 {
+            for i in (0..100).step_by(7) {
+                world.set_layers(BodyId(i), 2, 2).unwrap();
+            }
+        }
+        let got = cpu.contacts(&world).unwrap();
+        let want = brute_contacts(&world);
+        assert!(want.len() > 50, "tick {tick}: only {} contacts", want.len());
+        assert_eq!(got, want, "tick {tick}");
+        if tick % 7 == 3 {
+            assert_eq!(cpu.contacts(&other).unwrap(), brute_contacts(&other), "the other world, tick {tick}");
+        }
+    }
+}
+
 #[test]
 fn world_sweeps_equal_all_triangles() {
     let world = random_world(20, "uniform");

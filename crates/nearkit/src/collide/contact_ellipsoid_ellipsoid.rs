@@ -10,13 +10,16 @@
 use super::contact_ellipsoid_triangle::ContactGeometry;
 use super::ellipsoid::{dot, normalize, Shape, V3};
 
-/// At most this many safeguarded Newton steps; they stop early once λ stops moving, which
-/// takes about five from the first guess.
+/// At most this many safeguarded Newton steps; they stop once a step moves λ by at most
+/// `SETTLED`, about five from the first guess. (Newton converges quadratically, so the last
+/// step leaves λ within ~1e-24 of the optimum; F is flat there.)
 const STEPS: usize = 24;
+const SETTLED: f64 = 1e-13;
 
-/// G(λ)⁻¹·r for symmetric G = (xx, yy, zz, xy, xz, yz), by the adjugate.
+/// The adjugate of symmetric G = (xx, yy, zz, xy, xz, yz), in the same order, and its
+/// determinant: G⁻¹·r is then `apply(&inverse(g), r)`, and one G serves two solves.
 #[inline(always)]
-fn solve(g: [f64; 6], r: V3) -> V3 {
+fn inverse(g: [f64; 6]) -> ([f64; 6], f64) {
     let [xx, yy, zz, xy, xz, yz] = g;
     let c00 = yy * zz - yz * yz;
     let c01 = xz * yz - xy * zz;
@@ -25,11 +28,24 @@ fn solve(g: [f64; 6], r: V3) -> V3 {
     let c12 = xy * xz - xx * yz;
     let c22 = xx * yy - xy * xy;
     let det = xx * c00 + xy * c01 + xz * c02;
+    ([c00, c11, c22, c01, c02, c12], det)
+}
+
+/// G⁻¹·r from `inverse(g)`.
+#[inline(always)]
+fn apply(inv: &([f64; 6], f64), r: V3) -> V3 {
+    let ([c00, c11, c22, c01, c02, c12], det) = *inv;
     [
         (c00 * r[0] + c01 * r[1] + c02 * r[2]) / det,
         (c01 * r[0] + c11 * r[1] + c12 * r[2]) / det,
         (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det,
     ]
+}
+
+/// G(λ)⁻¹·r for symmetric G.
+#[inline(always)]
+fn solve(g: [f64; 6], r: V3) -> V3 {
+    apply(&inverse(g), r)
 }
 
 #[inline(always)]
@@ -85,24 +101,30 @@ pub fn contact_ellipsoid_ellipsoid(a: &Shape, b: &Shape, r: V3) -> Option<Contac
     let d = [sb[0] - sa[0], sb[1] - sa[1], sb[2] - sa[2], sb[3] - sa[3], sb[4] - sa[4], sb[5] - sa[5]];
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     for _ in 0..STEPS {
-        let g = blend(&sa, &sb, l);
-        let x = solve(g, r);
+        let inv = inverse(blend(&sa, &sb, l));
+        let x = apply(&inv, r);
         let y = sym_mul(&d, x);
-        let (s, q, w) = (dot(r, x), dot(x, y), dot(y, solve(g, y)));
+        let (s, q, w) = (dot(r, x), dot(x, y), dot(y, apply(&inv, y)));
         let m = l * (1.0 - l);
         let d1 = (1.0 - 2.0 * l) * s - m * q;
         let d2 = -2.0 * s - 2.0 * (1.0 - 2.0 * l) * q + 2.0 * m * w;
+        if d1 == 0.0 {
+            break;
+        }
         if d1 > 0.0 {
             lo = l;
         } else {
             hi = l;
         }
+        // A Newton step that stays in the bracket (its ends included: a settled λ steps onto
+        // itself), else bisection.
         let step = l - d1 / d2;
-        let next = if d2 < 0.0 && step > lo && step < hi { step } else { 0.5 * (lo + hi) };
-        if next == l || d1 == 0.0 {
+        let next = if d2 < 0.0 && step >= lo && step <= hi { step } else { 0.5 * (lo + hi) };
+        let moved = (next - l).abs();
+        l = next;
+        if moved <= SETTLED {
             break;
         }
-        l = next;
     }
     let x = solve(blend(&sa, &sb, l), r);
     let f = l * (1.0 - l) * dot(r, x);

@@ -1,24 +1,17 @@
-//! The CPU collider: bodies are re-entered into a hashed grid every tick, then each body
-//! (in parallel) tests the triangles and the higher-numbered bodies of its cells.
+//! The CPU collider: each body (in parallel) tests the triangles and the higher-numbered
+//! bodies of its candidate lists, which are kept from tick to tick (`candidate_lists`).
 
 use rayon::prelude::*;
 
+use super::candidate_lists::{boxes_overlap, BodyBox, CandidateLists};
 use super::RowPtr;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
 use crate::collide::ellipsoid::{dot, sub, Shape, V3};
-use crate::collide::hash_grid::{owns_pair, CellRange, HashGrid, CELL_LIMIT};
+use crate::collide::hash_grid::{owns_pair, CellRange};
 use crate::collide::sweep_ellipsoid_triangle::sweep_ellipsoid_triangle;
-use crate::collide::world::{
-    layers_meet, ContactKind, PackedContact, StaticMesh, Sweep, SweepResult, World, BOX_SLACK,
-};
+use crate::collide::world::{layers_meet, ContactKind, PackedContact, Sweep, SweepResult, World, BOX_SLACK};
 use crate::error::{Error, Result};
-use crate::morton::morton3_64;
-
-#[inline(always)]
-fn boxes_overlap(alo: &V3, ahi: &V3, blo: &V3, bhi: &V3) -> bool {
-    alo[0] <= bhi[0] && blo[0] <= ahi[0] && alo[1] <= bhi[1] && blo[1] <= ahi[1] && alo[2] <= bhi[2] && blo[2] <= ahi[2]
-}
 
 /// A body's (or sweep's) box: `center` ± its widened half extents.
 #[inline]
@@ -27,82 +20,72 @@ pub(crate) fn body_box(shape: &Shape, center: V3) -> (V3, V3) {
     ([center[0] - h[0], center[1] - h[1], center[2] - h[2]], [center[0] + h[0], center[1] + h[1], center[2] + h[2]])
 }
 
-struct BodyBox {
-    shape: Shape,
-    lo: V3,
-    hi: V3,
-    cells: CellRange,
-}
-
-/// Bodies per work unit: a run of neighbours in Morton order.
+/// Bodies per work unit.
 const CHUNK: usize = 64;
 
 /// A chunk's contacts (one sorted run per body) and its runs as (body, length).
 type ChunkContacts = (Vec<PackedContact>, Vec<(u32, u32)>);
 
-/// Body `i`'s contacts, appended to `out` sorted by `other` (kind, then id).
-#[allow(clippy::too_many_arguments)]
+/// Body `i`'s contacts, appended to `out` sorted by `other` (kind, then id): its listed
+/// triangles (ascending), then its listed higher-numbered bodies.
 fn body_contacts(
     world: &World,
+    shapes: &[Option<Shape>],
     boxes: &[Option<BodyBox>],
-    grid: &HashGrid,
-    mesh: Option<&StaticMesh>,
+    lists: &CandidateLists,
     i: usize,
     out: &mut Vec<PackedContact>,
 ) {
     let b = world.bodies();
-    let me = boxes[i].as_ref().expect("ordered bodies are alive");
+    let (Some(me), Some((lo, hi))) = (&shapes[i], &boxes[i]) else { return };
     let c = b.center[i];
-    let start = out.len();
-    let with_mesh = mesh.filter(|_| b.mask[i] & world.mesh_layer() != 0);
-    for cell in me.cells.cells() {
-        if let Some(m) = with_mesh {
-            for t in m.grid.items_in(cell) {
-                let t = t as usize;
-                if !boxes_overlap(&me.lo, &me.hi, &m.lo[t], &m.hi[t]) || !owns_pair(cell, me.cells.lo, m.lo_cell[t]) {
-                    continue;
-                }
-                // The body reaches h(n) from its center along the plane's normal: farther
-                // from the plane (with room for rounding) it cannot touch the triangle.
-                let [nx, ny, nz, off] = m.plane[t];
-                let n = [nx, ny, nz];
-                let d = dot(n, c) - off;
-                let reach = me.shape.support(n);
-                if d.abs() > reach * (1.0 + 1e-9) + 1e-9 * (off.abs() + 1.0) {
-                    continue;
-                }
-                let corners = m.corners[t].map(|p| sub(p, c));
-                if let Some(g) = contact_ellipsoid_triangle(&me.shape, corners) {
-                    out.push(PackedContact::new(i as u32, ContactKind::Triangle, t as u32, &g));
-                }
+    if let Some(m) = world.mesh().filter(|_| b.mask[i] & world.mesh_layer() != 0) {
+        for &t in &lists.triangles[i] {
+            let t = t as usize;
+            if !boxes_overlap(lo, hi, &m.lo[t], &m.hi[t]) {
+                continue;
+            }
+            // The body reaches h(n) from its center along the plane's normal: farther from
+            // the plane (with room for rounding) it cannot touch the triangle.
+            let [nx, ny, nz, off] = m.plane[t];
+            let n = [nx, ny, nz];
+            let d = dot(n, c) - off;
+            let reach = me.support(n);
+            if d.abs() > reach * (1.0 + 1e-9) + 1e-9 * (off.abs() + 1.0) {
+                continue;
+            }
+            let corners = m.corners[t].map(|p| sub(p, c));
+            if let Some(g) = contact_ellipsoid_triangle(me, corners) {
+                out.push(PackedContact::new(i as u32, ContactKind::Triangle, t as u32, &g));
             }
         }
-        for o in grid.items_in(cell) {
-            let o = o as usize;
-            if o <= i || !layers_meet(b.layer[i], b.mask[i], b.layer[o], b.mask[o]) {
-                continue;
-            }
-            let other = boxes[o].as_ref().expect("gridded bodies are alive");
-            if !boxes_overlap(&me.lo, &me.hi, &other.lo, &other.hi) || !owns_pair(cell, me.cells.lo, other.cells.lo) {
-                continue;
-            }
-            if let Some(g) = contact_ellipsoid_ellipsoid(&me.shape, &other.shape, sub(b.center[o], c)) {
-                out.push(PackedContact::new(i as u32, ContactKind::Body, o as u32, &g));
-            }
+    }
+    let start = out.len();
+    for &o in &lists.bodies[i] {
+        let o = o as usize;
+        if o <= i || !layers_meet(b.layer[i], b.mask[i], b.layer[o], b.mask[o]) {
+            continue;
+        }
+        let (Some(other), Some((olo, ohi))) = (&shapes[o], &boxes[o]) else { continue };
+        if !boxes_overlap(lo, hi, olo, ohi) {
+            continue;
+        }
+        if let Some(g) = contact_ellipsoid_ellipsoid(me, other, sub(b.center[o], c)) {
+            out.push(PackedContact::new(i as u32, ContactKind::Body, o as u32, &g));
         }
     }
     out[start..].sort_unstable_by_key(|p| p.other);
 }
 
-/// The CPU collider: its buffers are kept between ticks, so a steady world allocates almost
-/// nothing per tick.
+/// The CPU collider: its buffers and candidate lists are kept between ticks, so a steady
+/// world allocates almost nothing per tick and re-lists only the bodies that left their fat
+/// boxes (`candidate_lists`).
 #[derive(Default)]
 pub struct CpuCollider {
     packed: Vec<PackedContact>,
+    shapes: Vec<Option<Shape>>,
     boxes: Vec<Option<BodyBox>>,
-    ranges: Vec<Option<CellRange>>,
-    grid: HashGrid,
-    order: Vec<(u64, u32)>,
+    lists: CandidateLists,
     offset: Vec<usize>,
 }
 
@@ -113,47 +96,37 @@ impl CpuCollider {
         let n = b.len();
         let cell_size = world.cell_size();
         let t0 = std::time::Instant::now();
-        self.boxes.resize_with(n, || None);
-        self.boxes.par_iter_mut().enumerate().with_min_len(256).try_for_each(|(i, slot)| -> Result<()> {
-            *slot = None;
-            if b.alive[i] {
-                crate::collide::check_center(i, b.center[i])?;
-                let shape = b.shape(i);
-                let (lo, hi) = body_box(&shape, b.center[i]);
-                *slot = Some(BodyBox {
-                    shape,
-                    lo,
-                    hi,
-                    cells: CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?,
-                });
-            }
-            Ok(())
-        })?;
-        let boxes = &self.boxes;
-        self.ranges.clear();
-        self.ranges.extend(boxes.iter().map(|x| x.as_ref().map(|x| x.cells)));
+        self.shapes.resize(n, None);
+        self.boxes.resize(n, None);
+        self.shapes.par_iter_mut().zip(self.boxes.par_iter_mut()).enumerate().with_min_len(256).try_for_each(
+            |(i, (shape, bbox))| -> Result<()> {
+                (*shape, *bbox) = (None, None);
+                if b.alive[i] {
+                    crate::collide::check_center(i, b.center[i])?;
+                    let s = b.shape(i);
+                    let (lo, hi) = body_box(&s, b.center[i]);
+                    // The world's grid must hold the box (as on the GPU), though the lists
+                    // grid their own way.
+                    CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?;
+                    *bbox = Some((lo, hi));
+                    *shape = Some(s);
+                }
+                Ok(())
+            },
+        )?;
         let t1 = t0.elapsed();
-        self.grid.rebuild(&self.ranges)?;
-        let grid = &self.grid;
+        self.lists.update(world, &self.boxes)?;
         let t2 = t0.elapsed();
-        // Bodies are visited in Morton order of their cells, so that neighbours, which read
-        // the same grid buckets and triangles, run one after another (mostly cache hits).
-        self.order.clear();
-        self.order.extend(boxes.iter().enumerate().filter_map(|(i, x)| {
-            let c = x.as_ref()?.cells.lo.map(|v| (v as i64 + CELL_LIMIT) as u32 & 0x1f_ffff);
-            Some((morton3_64(c[0], c[1], c[2]), i as u32))
-        }));
-        self.order.par_sort_unstable();
-        let mesh = world.mesh().map(|m| &**m);
-        // Each chunk of neighbours: its bodies' contacts, one sorted run per body.
-        let chunks: Vec<ChunkContacts> = self
-            .order
+        let (shapes, boxes, lists) = (&self.shapes, &self.boxes, &self.lists);
+        // Each chunk of bodies: their contacts, one sorted run per body.
+        let chunks: Vec<ChunkContacts> = (0..n as u32)
+            .collect::<Vec<_>>()
             .par_chunks(CHUNK)
             .map(|chunk| {
                 let (mut found, mut runs) = (Vec::new(), Vec::with_capacity(chunk.len()));
-                for &(_, i) in chunk {
+                for &i in chunk {
                     let start = found.len();
-                    body_contacts(world, boxes, grid, mesh, i as usize, &mut found);
+                    body_contacts(world, shapes, boxes, lists, i as usize, &mut found);
                     runs.push((i, (found.len() - start) as u32));
                 }
                 (found, runs)
@@ -188,8 +161,12 @@ impl CpuCollider {
         });
         if std::env::var_os("NEARKIT_PROFILE").is_some() {
             eprintln!(
-                "collide cpu: boxes {t1:?}, grid {:?}, narrow {:?}, gather {:?}",
+                "collide cpu: boxes {t1:?}, lists {:?} ({} re-listed; {} triangles, {} bodies listed), narrow {:?}, \
+                 gather {:?}",
                 t2 - t1,
+                self.lists.relisted,
+                self.lists.triangles.iter().map(Vec::len).sum::<usize>(),
+                self.lists.bodies.iter().map(Vec::len).sum::<usize>(),
                 t3 - t2,
                 t0.elapsed() - t3
             );
@@ -237,7 +214,7 @@ pub fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>
 }
 
 /// An error about one body, naming it (the CUDA collider's errors name the body too).
-fn body_error(i: usize, e: Error) -> Error {
+pub(crate) fn body_error(i: usize, e: Error) -> Error {
     match e {
         Error::InvalidArgument(m) => Error::InvalidArgument(format!("body {i}: {m}")),
         e => e,

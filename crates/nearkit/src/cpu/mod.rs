@@ -1,5 +1,6 @@
 //! The CPU backend: rayon over all cores, the same tree and algorithm as the CUDA backend.
 
+mod candidate_lists;
 mod closest_pairs;
 pub mod closest_point;
 #[cfg(target_arch = "x86_64")]

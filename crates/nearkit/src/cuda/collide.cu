@@ -119,19 +119,28 @@ __device__ bool contact_ellipsoid_triangle(const Shape& s, D3 c0, D3 c1, D3 c2, 
     return true;
 }
 
-// contact_ellipsoid_ellipsoid.rs
-__device__ __forceinline__ D3 pw_solve(const double g[6], D3 r) {
+// contact_ellipsoid_ellipsoid.rs: inverse, apply, solve.
+struct PwInverse {
+    double c[6], det;
+};
+__device__ __forceinline__ PwInverse pw_inverse(const double g[6]) {
     double xx = g[0], yy = g[1], zz = g[2], xy = g[3], xz = g[4], yz = g[5];
-    double c00 = yy * zz - yz * yz;
-    double c01 = xz * yz - xy * zz;
-    double c02 = xy * yz - xz * yy;
-    double c11 = xx * zz - xz * xz;
-    double c12 = xy * xz - xx * yz;
-    double c22 = xx * yy - xy * xy;
-    double det = xx * c00 + xy * c01 + xz * c02;
-    return v3((c00 * r.x + c01 * r.y + c02 * r.z) / det, (c01 * r.x + c11 * r.y + c12 * r.z) / det,
-              (c02 * r.x + c12 * r.y + c22 * r.z) / det);
+    PwInverse v;
+    v.c[0] = yy * zz - yz * yz;  // c00
+    v.c[3] = xz * yz - xy * zz;  // c01
+    v.c[4] = xy * yz - xz * yy;  // c02
+    v.c[1] = xx * zz - xz * xz;  // c11
+    v.c[5] = xy * xz - xx * yz;  // c12
+    v.c[2] = xx * yy - xy * xy;  // c22
+    v.det = xx * v.c[0] + xy * v.c[3] + xz * v.c[4];
+    return v;
 }
+__device__ __forceinline__ D3 pw_apply(const PwInverse& v, D3 r) {
+    const double* c = v.c;
+    return v3((c[0] * r.x + c[3] * r.y + c[4] * r.z) / v.det, (c[3] * r.x + c[1] * r.y + c[5] * r.z) / v.det,
+              (c[4] * r.x + c[5] * r.y + c[2] * r.z) / v.det);
+}
+__device__ __forceinline__ D3 pw_solve(const double g[6], D3 r) { return pw_apply(pw_inverse(g), r); }
 __device__ __forceinline__ void pw_blend(const double sa[6], const double sb[6], double l, double g[6]) {
     double m = 1.0 - l;
     for (int k = 0; k < 6; k++) g[k] = m * sa[k] + l * sb[k];
@@ -143,6 +152,7 @@ __device__ __forceinline__ double pw_f(const double sa[6], const double sb[6], D
     return l * (1.0 - l) * vdot(r, x);
 }
 #define PW_STEPS 24
+#define PW_SETTLED 1e-13
 __device__ __forceinline__ D3 sym_mul(const double m[6], D3 x) {
     return v3(m[0] * x.x + m[3] * x.y + m[4] * x.z, m[3] * x.x + m[1] * x.y + m[5] * x.z,
               m[4] * x.x + m[5] * x.y + m[2] * x.z);
@@ -163,18 +173,21 @@ __device__ bool contact_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r
     for (int it = 0; it < PW_STEPS; it++) {
         double g[6];
         pw_blend(sa, sb, l, g);
-        D3 x = pw_solve(g, r);
+        PwInverse inv = pw_inverse(g);
+        D3 x = pw_apply(inv, r);
         D3 y = sym_mul(d, x);
-        double s = vdot(r, x), q = vdot(x, y), w = vdot(y, pw_solve(g, y));
+        double s = vdot(r, x), q = vdot(x, y), w = vdot(y, pw_apply(inv, y));
         double m = l * (1.0 - l);
         double d1 = (1.0 - 2.0 * l) * s - m * q;
         double d2 = -2.0 * s - 2.0 * (1.0 - 2.0 * l) * q + 2.0 * m * w;
+        if (d1 == 0.0) break;
         if (d1 > 0.0) lo = l;
         else hi = l;
         double step = l - d1 / d2;
-        double next = d2 < 0.0 && step > lo && step < hi ? step : 0.5 * (lo + hi);
-        if (next == l || d1 == 0.0) break;
+        double next = d2 < 0.0 && step >= lo && step <= hi ? step : 0.5 * (lo + hi);
+        double moved = fabs(next - l);
         l = next;
+        if (moved <= PW_SETTLED) break;
     }
     double g[6];
     pw_blend(sa, sb, l, g);
