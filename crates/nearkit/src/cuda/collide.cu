@@ -410,29 +410,33 @@ extern "C" __global__ void slot_counts(const u32* order, const u32* count, u32 n
     if (j < n) slot_count[j] = count[order[j]];
 }
 
-// One thread per body: its (cell key, body) entries at its offset (those within `capacity`;
-// the host grows it and runs the tick again when the total is larger), and each entry's
-// bucket and rank within the bucket.
+// Threads per slot in body_entries and place_runs: a body's cells (8-27 for bodies about a
+// cell wide) or contacts are worked on together, so that their atomics and copies are in
+// flight at once instead of one after another.
+#define SLOT_GROUP 8
+
+// SLOT_GROUP threads per slot: entry e of the slot's body (cell k = e - offset[j] of its
+// range, x fastest, then y, then z) gets its key and bucket, and its rank in the bucket.
+// Entries past `capacity` are dropped: the host grows it and runs the tick again.
 extern "C" __global__ void body_entries(const int* cells, const u32* order, const u32* offset, u32 n, u32 capacity,
                                         u64 mask, u64* entry_key, u32* entry_body, u32* entry_bucket,
                                         u32* entry_rank, u32* bucket_count) {
-    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 j = t / SLOT_GROUP;
     if (j >= n) return;
     u32 i = order ? order[j] : j;
-    u32 e = offset[j], end = min(offset[j + 1], capacity);
-    if (e >= end) return;
+    u32 e0 = offset[j], end = min(offset[j + 1], capacity);
     const int* c = cells + 6 * (u64)i;
-    for (int z = c[2]; z <= c[5]; z++)
-        for (int y = c[1]; y <= c[4]; y++)
-            for (int x = c[0]; x <= c[3] && e < end; x++) {
-                u64 key = cell_key(x, y, z);
-                u32 b = bucket_of(key, mask);
-                entry_key[e] = key;
-                entry_body[e] = i;
-                entry_bucket[e] = b;
-                entry_rank[e] = atomicAdd(&bucket_count[b], 1u);
-                e++;
-            }
+    u32 nx = (u32)(c[3] - c[0] + 1), ny = (u32)(c[4] - c[1] + 1);
+    for (u32 e = e0 + t % SLOT_GROUP; e < end; e += SLOT_GROUP) {
+        u32 k = e - e0;
+        u64 key = cell_key(c[0] + (int)(k % nx), c[1] + (int)(k / nx % ny), c[2] + (int)(k / (nx * ny)));
+        u32 b = bucket_of(key, mask);
+        entry_key[e] = key;
+        entry_body[e] = i;
+        entry_bucket[e] = b;
+        entry_rank[e] = atomicAdd(&bucket_count[b], 1u);
+    }
 }
 
 // Entries into bucket order; the total is offset[n] (at most `capacity`).
@@ -513,19 +517,23 @@ __device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u64 key, int cx
     }
 }
 
-// The pairs that grid entry e (body i in cell `key`) owns (hash_grid::owns_pair): the cell's
-// triangles and higher-numbered bodies whose boxes meet body i's, offered to sink(other) in
-// bucket order, `other` with KIND_BODY set for a body. cpu/collide.rs tests the same pairs.
+// The pairs that grid entry e (body i in cell `key`) owns (hash_grid::owns_pair): part 0, the
+// cell's triangles, and part 1, its higher-numbered bodies, whose boxes meet body i's, offered
+// to sink(other) in bucket order, `other` with KIND_BODY set for a body. A part is a thread's
+// work, so each thread walks one bucket chain. cpu/collide.rs tests the same pairs.
 template <typename Sink>
 __device__ __forceinline__ void entry_pairs(const BodyView& bv, const MeshView& mesh, u32 mesh_layer, u32 i, u64 key,
-                                            Sink sink) {
+                                            u32 part, Sink sink) {
     int cx = (int)((long long)(key >> (2 * CELL_BITS)) - CELL_LIMIT);
     int cy = (int)((long long)((key >> CELL_BITS) & ((1ull << CELL_BITS) - 1)) - CELL_LIMIT);
     int cz = (int)((long long)(key & ((1ull << CELL_BITS) - 1)) - CELL_LIMIT);
     const double* blo = bv.box + 6 * (u64)i;
     const double* bhi = blo + 3;
     const int* lc = bv.cells + 6 * (u64)i;
-    if (mesh.n > 0 && (bv.mask[i] & mesh_layer) != 0) mesh_pairs(mesh, key, cx, cy, cz, blo, bhi, lc, sink);
+    if (part == 0) {
+        if (mesh.n > 0 && (bv.mask[i] & mesh_layer) != 0) mesh_pairs(mesh, key, cx, cy, cz, blo, bhi, lc, sink);
+        return;
+    }
     u32 b = bucket_of(key, bv.grid.mask);
     for (u32 e = bv.grid.start[b]; e < bv.grid.start[b + 1]; e++) {
         if (bv.grid.keys[e] != key) continue;
@@ -540,41 +548,41 @@ __device__ __forceinline__ void entry_pairs(const BodyView& bv, const MeshView& 
     }
 }
 
-// A thread per grid entry: how many pairs it owns.
-// Pairs an entry keeps from its counting pass, so that most entries are enumerated once.
+// Pairs a part keeps from its counting pass, so that most parts are enumerated once.
 #define KEPT_PAIRS 8
 
-// A thread per grid entry: how many pairs it owns; the first KEPT_PAIRS of them are kept
-// (kept[e * KEPT_PAIRS + k]) for write_pairs.
+// A thread per part p = 2e + part of grid entry e (entry_pairs): how many pairs it owns; the
+// first KEPT_PAIRS of them are kept (kept[p * KEPT_PAIRS + k]) for write_pairs. Pair offsets
+// are by part, so entry e's pairs start at pair_offset[2e].
 extern "C" __global__ void count_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
                                        u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer, u32* pair_count,
                                        u32* kept) {
-    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 total = min(offset[n], entry_cap);
-    if (e > total) return;
-    if (e == total) {
-        pair_count[e] = 0;  // so that the scan's last element is the total
+    u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 parts = 2 * min(offset[n], entry_cap);
+    if (p > parts) return;
+    if (p == parts) {
+        pair_count[p] = 0;  // so that the scan's last element is the total
         return;
     }
-    u32 k = 0;
-    u32* mine = kept + (u64)e * KEPT_PAIRS;
-    entry_pairs(bv, mesh, mesh_layer, entry_body[e], entry_key[e], [&](u32 other) {
+    u32 k = 0, e = p / 2;
+    u32* mine = kept + (u64)p * KEPT_PAIRS;
+    entry_pairs(bv, mesh, mesh_layer, entry_body[e], entry_key[e], p % 2, [&](u32 other) {
         if (k < KEPT_PAIRS) mine[k] = other;
         k++;
     });
-    pair_count[e] = k;
+    pair_count[p] = k;
 }
 
-// A thread per grid entry: its pairs at its offset, as (body, other), from what count_pairs
-// kept (enumerated again only past KEPT_PAIRS). Entries are in body order, so each body's
-// pairs form one run.
+// A thread per part: its pairs at its offset, as (body, other), from what count_pairs kept
+// (enumerated again only past KEPT_PAIRS). Entries are in body order, so each body's pairs
+// form one run.
 extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
                                        u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer,
                                        const u32* pair_offset, u32 pair_cap, const u32* kept, u32* pair_body,
                                        u32* pair_other, u32* body_pairs, u32* body_pair_count) {
-    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= min(offset[n], entry_cap)) return;
-    u32 i = entry_body[e], at = pair_offset[e], count = pair_offset[e + 1] - at;
+    u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= 2 * min(offset[n], entry_cap)) return;
+    u32 e = p / 2, i = entry_body[e], at = pair_offset[p], count = pair_offset[p + 1] - at;
     auto put = [&](u32 other) {
         if (at < pair_cap) {
             pair_body[at] = i;
@@ -585,10 +593,10 @@ extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_bo
         at++;
     };
     if (count <= KEPT_PAIRS) {
-        const u32* mine = kept + (u64)e * KEPT_PAIRS;
+        const u32* mine = kept + (u64)p * KEPT_PAIRS;
         for (u32 k = 0; k < count; k++) put(mine[k]);
     } else {
-        entry_pairs(bv, mesh, mesh_layer, i, entry_key[e], put);
+        entry_pairs(bv, mesh, mesh_layer, i, entry_key[e], p % 2, put);
     }
 }
 
@@ -621,7 +629,7 @@ extern "C" __global__ void narrow_pairs(const u32* pair_body, const u32* pair_ot
                                         const u32* offset, u32 n, u32 entry_cap, u32 pair_cap, BodyView bv,
                                         MeshView mesh, u32* hit, PackedContact* rec) {
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 total = min(pair_offset[min(offset[n], entry_cap)], pair_cap);
+    u32 total = min(pair_offset[2 * min(offset[n], entry_cap)], pair_cap);
     if (k > total) return;
     if (k == total) {
         hit[k] = 0;
@@ -644,7 +652,7 @@ extern "C" __global__ void compact_hits(const u32* hit_offset, const u32* pair_o
                                         u32 entry_cap, u32 pair_cap, u32 contact_cap, const PackedContact* rec,
                                         PackedContact* out) {
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 total = min(pair_offset[min(offset[n], entry_cap)], pair_cap);
+    u32 total = min(pair_offset[2 * min(offset[n], entry_cap)], pair_cap);
     if (k >= total) return;
     u32 at = hit_offset[k];
     if (hit_offset[k + 1] != at && at < contact_cap) out[at] = rec[k];
@@ -654,8 +662,8 @@ extern "C" __global__ void compact_hits(const u32* hit_offset, const u32* pair_o
 __device__ __forceinline__ void slot_run(const u32* offset, const u32* pair_offset, const u32* hit_offset, u32 j,
                                          u32 entry_cap, u32 pair_cap, u32& lo, u32& hi) {
     u32 e0 = min(offset[j], entry_cap), e1 = min(offset[j + 1], entry_cap);
-    lo = hit_offset[min(pair_offset[e0], pair_cap)];
-    hi = hit_offset[min(pair_offset[e1], pair_cap)];
+    lo = hit_offset[min(pair_offset[2 * e0], pair_cap)];
+    hi = hit_offset[min(pair_offset[2 * e1], pair_cap)];
 }
 
 // A thread per slot: its body's contact count, by body id (scanned next into final offsets).
@@ -672,22 +680,28 @@ extern "C" __global__ void run_counts(const u32* order, const u32* offset, const
     run_count[order ? order[j] : j] = hi - lo;
 }
 
-// A thread per slot: its body's run copied to the body's place in id order and sorted there
-// by `other` (kind, then id). Runs are short: insertion sort.
+// SLOT_GROUP threads per slot: its body's run copied to the body's place in id order, sorted
+// by `other` (kind, then id). Each thread takes contacts of the run and places each at its
+// rank, the number of the run's contacts before it (ties, which do not occur, by position):
+// the copies are independent, where an insertion sort in place made each wait on the last.
 extern "C" __global__ void place_runs(const u32* order, const u32* offset, const u32* pair_offset,
                                       const u32* hit_offset, const u32* run_offset, u32 n, u32 entry_cap,
                                       u32 pair_cap, u32 contact_cap, const PackedContact* compact, PackedContact* out) {
-    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 j = t / SLOT_GROUP;
     if (j >= n) return;
     u32 lo, hi;
     slot_run(offset, pair_offset, hit_offset, j, entry_cap, pair_cap, lo, hi);
     u32 at = run_offset[order ? order[j] : j];
     if (hi > contact_cap || at + (hi - lo) > contact_cap) return;  // overflow: the host runs again
-    for (u32 k = lo; k < hi; k++) {
+    for (u32 k = lo + t % SLOT_GROUP; k < hi; k += SLOT_GROUP) {
         PackedContact r = compact[k];
-        u32 m = at + (k - lo);
-        for (; m > at && out[m - 1].other > r.other; m--) out[m] = out[m - 1];
-        out[m] = r;
+        u32 rank = 0;
+        for (u32 q = lo; q < hi; q++) {
+            u32 o = compact[q].other;
+            rank += o < r.other || (o == r.other && q < k);
+        }
+        out[at + rank] = r;
     }
 }
 
@@ -698,7 +712,7 @@ extern "C" __global__ void tick_status(const u32* offset, u32 n, u32 entry_cap, 
     u32 entries = offset[n];
     status[1] = entries;
     if (entries > entry_cap) return;
-    u32 pairs = pair_offset[entries];
+    u32 pairs = pair_offset[2 * entries];
     status[3] = pairs;
     if (pairs > pair_cap) return;
     status[0] = hit_offset[pairs];
