@@ -88,12 +88,6 @@ impl HashGrid {
     /// Enters item i into every cell of `ranges[i]` (`None`: not entered).
     pub fn build(ranges: &[Option<CellRange>]) -> Result<Self> {
         let mut grid = HashGrid::default();
-        grid.rebuild(ranges)?;
-        Ok(grid)
-    }
-
-    /// As `build`, reusing this grid's memory (a world's bodies are re-entered every tick).
-    pub fn rebuild(&mut self, ranges: &[Option<CellRange>]) -> Result<()> {
         let total: usize = ranges.iter().flatten().map(CellRange::count).sum();
         if total > u32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!(
@@ -102,7 +96,7 @@ impl HashGrid {
         }
         let buckets = bucket_count(total);
         let mask = (buckets - 1) as u64;
-        let start = &mut self.start;
+        let start = &mut grid.start;
         start.clear();
         start.resize(buckets + 1, 0);
         for r in ranges.iter().flatten() {
@@ -113,8 +107,8 @@ impl HashGrid {
         for b in 0..buckets {
             start[b + 1] += start[b];
         }
-        self.keys.resize(total, 0);
-        self.items.resize(total, 0);
+        grid.keys.resize(total, 0);
+        grid.items.resize(total, 0);
         // start[b] serves as bucket b's cursor, ending at bucket b + 1's start; shifted back after.
         for (i, r) in ranges.iter().enumerate() {
             for c in r.iter().flat_map(CellRange::cells) {
@@ -122,15 +116,15 @@ impl HashGrid {
                 let b = bucket_of(key, mask);
                 let at = start[b] as usize;
                 start[b] += 1;
-                self.keys[at] = key;
-                self.items[at] = i as u32;
+                grid.keys[at] = key;
+                grid.items[at] = i as u32;
             }
         }
         for b in (1..=buckets).rev() {
             start[b] = start[b - 1];
         }
         start[0] = 0;
-        Ok(())
+        Ok(grid)
     }
 
     pub fn mask(&self) -> u64 {
