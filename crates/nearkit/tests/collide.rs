@@ -352,8 +352,8 @@ fn world_contacts_equal_all_pairs() {
 }
 
 /// The CPU collider keeps candidate lists from tick to tick: over many ticks of small steps,
-/// turns, jumps, bodies added and removed, layers changed, and another world in between, its
-/// contacts stay those of the brute force.
+/// turns, jumps, most bodies teleporting, bodies added and removed, layers changed, and
+/// another world in between, its contacts stay those of the brute force.
 #[test]
 fn world_contacts_stay_exact_over_ticks() {
     let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
@@ -382,6 +382,13 @@ fn world_contacts_stay_exact_over_ticks() {
         if tick == 25 {
             for i in (0..100).step_by(7) {
                 world.set_layers(BodyId(i), 2, 2).unwrap();
+            }
+        }
+        if tick == 30 || tick == 31 {
+            // Most bodies teleport (the lists start afresh), then move back.
+            let shift = if tick == 30 { 2.5 } else { -2.5 };
+            for c in world.poses_mut().0.iter_mut().skip(50) {
+                c[0] += shift;
             }
         }
         let got = cpu.contacts(&world).unwrap();

@@ -131,7 +131,7 @@ impl CandidateLists {
         }
         // Bodies out of their fat boxes (or new, or gone).
         let fat = &self.fat;
-        let movers: Vec<u32> = (0..n as u32)
+        let mut movers: Vec<u32> = (0..n as u32)
             .into_par_iter()
             .with_min_len(1024)
             .filter(|&i| match (&boxes[i as usize], &fat[i as usize]) {
@@ -143,6 +143,16 @@ impl CandidateLists {
         self.relisted = movers.len();
         if movers.is_empty() {
             return Ok(());
+        }
+        if movers.len() > n / 2 {
+            // Most bodies moved far (a teleport, a new scene): start afresh rather than take
+            // each one out of the cells and its neighbours' lists.
+            self.fat.iter_mut().for_each(|f| *f = None);
+            self.triangles.iter_mut().for_each(Vec::clear);
+            self.bodies.iter_mut().for_each(Vec::clear);
+            self.cells.clear();
+            movers = (0..n as u32).filter(|&i| boxes[i as usize].is_some()).collect();
+            self.relisted = movers.len();
         }
         self.moving.clear();
         self.moving.resize(n, false);
