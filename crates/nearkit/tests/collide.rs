@@ -401,6 +401,23 @@ fn world_contacts_stay_exact_over_ticks() {
     }
 }
 
+/// A body whose box fits the grid but whose candidate-list box (a margin wider) does not is
+/// refused by name; moved back, the collider recovers and is exact again.
+#[test]
+fn a_body_at_the_grids_edge_is_refused_and_the_lists_recover() {
+    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    // 7.5 m cells, which the lists use too (they take cells of at least twice a body's box).
+    let mut world = random_world(30, "big cells");
+    assert_eq!(cpu.contacts(&world).unwrap(), brute_contacts(&world));
+    let edge = world.add_body(Body::sphere([7.5 * 1_048_575.0 - 0.2, 0.0, 0.0], 0.01)).unwrap();
+    let e = cpu.contacts(&world).unwrap_err().to_string();
+    assert!(e.contains(&format!("body {}", edge.0)) && e.contains("larger cells"), "{e}");
+    world.set_pose(edge, [5.0, 5.0, 0.0], [0.0, 0.0, 0.0, 1.0]).unwrap();
+    for _ in 0..2 {
+        assert_eq!(cpu.contacts(&world).unwrap(), brute_contacts(&world));
+    }
+}
+
 #[test]
 fn world_sweeps_equal_all_triangles() {
     let world = random_world(20, "uniform");

@@ -98,7 +98,16 @@ pub struct CandidateLists {
 
 impl CandidateLists {
     /// Brings the lists up to date with this tick's boxes (`None`: no body in that slot).
+    /// After an error (a fat box beyond the grid's range) the lists start afresh next time.
     pub fn update(&mut self, world: &World, boxes: &[Option<BodyBox>]) -> Result<()> {
+        let done = self.try_update(world, boxes);
+        if done.is_err() {
+            self.made = None;
+        }
+        done
+    }
+
+    fn try_update(&mut self, world: &World, boxes: &[Option<BodyBox>]) -> Result<()> {
         let n = boxes.len();
         let v = world.versions();
         let made = Made {
