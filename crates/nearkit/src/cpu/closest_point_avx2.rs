@@ -9,7 +9,7 @@
 
 use std::arch::x86_64::*;
 
-use super::closest_point_packet::{PacketSearch, LANES};
+use super::closest_point_packet::{push_farthest_first, PacketSearch, LANES};
 use crate::triangle_bvh::{OrientedBox, WIDE, WIDE_EMPTY, WIDE_LEAF, WIDE_START};
 
 /// A point per lane.
@@ -261,15 +261,7 @@ pub unsafe fn run(s: &PacketSearch, q: &[[f32; LANES]; 3], active: usize, stack:
                 nk += 1;
             }
         }
-        // Farthest first: an insertion sort (at most WIDE entries).
-        for i in 1..nk {
-            let mut j = i;
-            while j > 0 && kids[j - 1].0 < kids[j].0 {
-                kids.swap(j - 1, j);
-                j -= 1;
-            }
-        }
-        stack.extend(kids[..nk].iter().map(|k| k.1));
+        push_farthest_first(&mut kids[..nk], stack);
         // The nearest child, popped first, was just checked against the same cuts.
         let mut fresh = nk > 0;
         // Pop until a node to expand; leaves are tested on the way.

@@ -157,6 +157,20 @@ fn box_bound(b: &OrientedBox<f32>, q: &[F; 3]) -> F {
     s
 }
 
+/// Pushes the wanted children (bound, slot) of a node, farthest first, so that the nearest is
+/// popped first: an insertion sort, as there are at most `WIDE` of them.
+#[inline(always)]
+pub fn push_farthest_first(kids: &mut [(f32, u32)], stack: &mut Vec<u32>) {
+    for i in 1..kids.len() {
+        let mut j = i;
+        while j > 0 && kids[j - 1].0 < kids[j].0 {
+            kids.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+    stack.extend(kids.iter().map(|k| k.1));
+}
+
 /// A mesh's index, collapsed for packets, and the query's squared radius and rounding slack.
 pub struct PacketSearch<'a> {
     pub bvh: &'a TriangleBvh<f32>,
@@ -208,8 +222,7 @@ impl PacketSearch<'_> {
                     nk += 1;
                 }
             }
-            kids[..nk].sort_unstable_by(|x, y| y.0.total_cmp(&x.0));
-            stack.extend(kids[..nk].iter().map(|k| k.1));
+            push_farthest_first(&mut kids[..nk], stack);
             // Pop until a node to expand; leaves are tested on the way.
             let mut next = None;
             while let Some(slot) = stack.pop() {

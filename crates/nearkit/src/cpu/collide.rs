@@ -121,12 +121,12 @@ impl CpuCollider {
         let t2 = t0.elapsed();
         let (shapes, boxes, lists) = (&self.shapes, &self.boxes, &self.lists);
         // Each chunk of bodies: their contacts, one sorted run per body.
-        let chunks: Vec<ChunkContacts> = (0..n as u32)
-            .collect::<Vec<_>>()
-            .par_chunks(CHUNK)
-            .map(|chunk| {
+        let chunks: Vec<ChunkContacts> = (0..n.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let chunk = (c * CHUNK) as u32..(n.min((c + 1) * CHUNK)) as u32;
                 let (mut found, mut runs) = (Vec::new(), Vec::with_capacity(chunk.len()));
-                for &i in chunk {
+                for i in chunk {
                     let start = found.len();
                     body_contacts(world, shapes, boxes, lists, i as usize, &mut found);
                     runs.push((i, (found.len() - start) as u32));
