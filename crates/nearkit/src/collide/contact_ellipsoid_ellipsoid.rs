@@ -13,8 +13,8 @@ use super::ellipsoid::{dot, normalize, Shape, V3};
 /// At most this many safeguarded Newton steps; they stop once a step moves λ by at most
 /// `SETTLED`, about five from the first guess. (Newton converges quadratically, so the last
 /// step leaves λ within ~1e-24 of the optimum; F is flat there.)
-const STEPS: usize = 24;
-const SETTLED: f64 = 1e-13;
+pub(crate) const STEPS: usize = 24;
+pub(crate) const SETTLED: f64 = 1e-13;
 
 /// The adjugate of symmetric G = (xx, yy, zz, xy, xz, yz), in the same order, and its
 /// determinant: G⁻¹·r is then `apply(&inverse(g), r)`, and one G serves two solves.

@@ -36,6 +36,53 @@ pub struct FatBox {
     pub cells: CellRange,
 }
 
+/// What the narrow phase's first tests read of a triangle, in one cache line: its box in f32,
+/// rounded outwards (so the test passes whatever the f64 test passes), and its plane.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+pub struct TriangleFilter {
+    pub lo: [f32; 3],
+    pub hi: [f32; 3],
+    /// Unit normal and offset (`StaticMesh::plane`).
+    pub plane: [f64; 4],
+}
+
+/// The largest f32 at most x.
+pub fn f32_down(x: f64) -> f32 {
+    let y = x as f32;
+    if (y as f64) > x {
+        step_f32(y, -1)
+    } else {
+        y
+    }
+}
+
+/// The smallest f32 at least x.
+pub fn f32_up(x: f64) -> f32 {
+    let y = x as f32;
+    if (y as f64) < x {
+        step_f32(y, 1)
+    } else {
+        y
+    }
+}
+
+/// The neighbouring f32 of finite or infinite y, upwards (`dir` 1) or downwards (-1).
+fn step_f32(y: f32, dir: i32) -> f32 {
+    if y == 0.0 {
+        return f32::from_bits(1) * dir as f32;
+    }
+    let away = (y > 0.0) == (dir > 0);
+    let b = y.to_bits();
+    f32::from_bits(if away { b + 1 } else { b - 1 })
+}
+
+/// An f32 box holding the f64 box (lo, hi).
+#[inline(always)]
+pub fn box_f32(lo: &V3, hi: &V3) -> ([f32; 3], [f32; 3]) {
+    (lo.map(f32_down), hi.map(f32_up))
+}
+
 #[inline(always)]
 pub fn boxes_overlap(alo: &V3, ahi: &V3, blo: &V3, bhi: &V3) -> bool {
     alo[0] <= bhi[0] && blo[0] <= ahi[0] && alo[1] <= bhi[1] && blo[1] <= ahi[1] && alo[2] <= bhi[2] && blo[2] <= ahi[2]
@@ -89,6 +136,8 @@ pub struct CandidateLists {
     /// The mesh's triangles gridded at `cell`, with each one's low cell.
     mesh_grid: HashGrid,
     mesh_lo_cell: Vec<[i32; 3]>,
+    /// Each triangle's box and plane for the narrow phase's first tests.
+    pub triangle_filter: Vec<TriangleFilter>,
     /// The bodies whose fat boxes enter each cell.
     cells: HashMap<u64, Vec<u32>, BuildHasherDefault<CellHasher>>,
     moving: Vec<bool>,
@@ -136,6 +185,17 @@ impl CandidateLists {
                     (HashGrid::build(&ranges.into_iter().map(Some).collect::<Vec<_>>())?, lo_cell)
                 }
                 None => (HashGrid::default(), Vec::new()),
+            };
+            self.triangle_filter = match world.mesh() {
+                Some(m) => (0..m.lo.len())
+                    .into_par_iter()
+                    .with_min_len(4096)
+                    .map(|t| {
+                        let (lo, hi) = box_f32(&m.lo[t], &m.hi[t]);
+                        TriangleFilter { lo, hi, plane: m.plane[t] }
+                    })
+                    .collect(),
+                None => Vec::new(),
             };
         }
         // Bodies out of their fat boxes (or new, or gone).

@@ -3,11 +3,11 @@
 
 use rayon::prelude::*;
 
-use super::candidate_lists::{boxes_overlap, BodyBox, CandidateLists};
+use super::candidate_lists::{box_f32, boxes_overlap, BodyBox, CandidateLists, TriangleFilter};
 use super::RowPtr;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
-use crate::collide::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
-use crate::collide::ellipsoid::{dot, sub, Shape, V3};
+use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
+use crate::collide::ellipsoid::{sub, Shape, V3};
 use crate::collide::hash_grid::{owns_pair, CellRange};
 use crate::collide::sweep_ellipsoid_triangle::sweep_ellipsoid_triangle;
 use crate::collide::world::{layers_meet, ContactKind, PackedContact, Sweep, SweepResult, World, BOX_SLACK};
@@ -26,57 +26,173 @@ const CHUNK: usize = 64;
 /// A chunk's contacts (one sorted run per body) and its runs as (body, length).
 type ChunkContacts = (Vec<PackedContact>, Vec<(u32, u32)>);
 
-/// Body `i`'s contacts, appended to `out` sorted by `other` (kind, then id): its listed
-/// triangles (ascending), then its listed higher-numbered bodies.
-fn body_contacts(
-    world: &World,
-    shapes: &[Option<Shape>],
-    boxes: &[Option<BodyBox>],
-    lists: &CandidateLists,
-    i: usize,
-    out: &mut Vec<PackedContact>,
-) {
-    let b = world.bodies();
-    let (Some(me), Some((lo, hi))) = (&shapes[i], &boxes[i]) else { return };
-    let c = b.center[i];
-    if let Some(m) = world.mesh().filter(|_| b.mask[i] & world.mesh_layer() != 0) {
-        for &t in &lists.triangles[i] {
-            let t = t as usize;
-            if !boxes_overlap(lo, hi, &m.lo[t], &m.hi[t]) {
-                continue;
+/// The listed triangles `tris` whose boxes meet the body's box (lo, hi) and whose planes
+/// lie within its reach, in `kept` (without branches: about half pass, unpredictably).
+#[inline(always)]
+fn passed_triangles<'a>(
+    sigma: [f64; 6],
+    lo: &V3,
+    hi: &V3,
+    c: V3,
+    tris: &[u32],
+    filter: &[TriangleFilter],
+    kept: &'a mut Vec<u32>,
+) -> &'a [u32] {
+    let (lo, hi) = box_f32(lo, hi);
+    let [xx, yy, zz, xy, xz, yz] = sigma;
+    kept.resize(tris.len(), 0);
+    let mut k = 0;
+    for &t in tris {
+        let f = &filter[t as usize];
+        let boxes = (lo[0] <= f.hi[0])
+            & (f.lo[0] <= hi[0])
+            & (lo[1] <= f.hi[1])
+            & (f.lo[1] <= hi[1])
+            & (lo[2] <= f.hi[2])
+            & (f.lo[2] <= hi[2]);
+        // The body reaches h(n) = √(nᵀΣn) from its center along the plane's normal n: farther
+        // from the plane, with a margin for rounding, it cannot touch the triangle.
+        let [nx, ny, nz, off] = f.plane;
+        let d = (nx * c[0] + ny * c[1] + nz * c[2]) - off;
+        let reach2 = xx * nx * nx + yy * ny * ny + zz * nz * nz + 2.0 * (xy * nx * ny + xz * nx * nz + yz * ny * nz);
+        let e = d.abs() - 1e-9 * (off.abs() + 1.0);
+        let far = (e > 0.0) & (e * e > reach2 * (1.0 + 4e-9));
+        kept[k] = t;
+        k += (boxes & !far) as usize;
+    }
+    &kept[..k]
+}
+
+/// What a tick's narrow phase reads.
+struct Tick<'a> {
+    world: &'a World,
+    shapes: &'a [Option<Shape>],
+    boxes: &'a [Option<BodyBox>],
+    sigma: &'a [[f64; 6]],
+    lists: &'a CandidateLists,
+}
+
+/// A body pair that passed the box test, and their contact if any.
+type BodyPair = (u32, u32, Option<ContactGeometry>);
+
+/// Buffers a chunk of bodies reuses.
+#[derive(Default)]
+struct Scratch {
+    kept: Vec<u32>,
+    pairs: Vec<BodyPair>,
+}
+
+impl Tick<'_> {
+    /// The contacts of bodies `chunk`, one sorted run per body: for each body, its listed
+    /// triangles (ascending), then its listed higher-numbered bodies (ascending).
+    fn chunk_contacts(&self, chunk: std::ops::Range<u32>, scratch: &mut Scratch) -> ChunkContacts {
+        let b = self.world.bodies();
+        // The chunk's body pairs first, so that the pair test fills its four lanes from
+        // several bodies (a body has about one pair past the box test).
+        let pairs = &mut scratch.pairs;
+        pairs.clear();
+        for i in chunk.clone() {
+            let iu = i as usize;
+            let Some((lo, hi)) = &self.boxes[iu] else { continue };
+            for &o in &self.lists.bodies[iu] {
+                let ou = o as usize;
+                if o <= i || !layers_meet(b.layer[iu], b.mask[iu], b.layer[ou], b.mask[ou]) {
+                    continue;
+                }
+                if matches!(&self.boxes[ou], Some((olo, ohi)) if boxes_overlap(lo, hi, olo, ohi)) {
+                    pairs.push((i, o, None));
+                }
             }
-            // The body reaches h(n) from its center along the plane's normal: farther from
-            // the plane (with room for rounding) it cannot touch the triangle.
-            let [nx, ny, nz, off] = m.plane[t];
-            let n = [nx, ny, nz];
-            let d = dot(n, c) - off;
-            let reach = me.support(n);
-            if d.abs() > reach * (1.0 + 1e-9) + 1e-9 * (off.abs() + 1.0) {
-                continue;
+        }
+        self.pair_contacts(pairs);
+        let (mut found, mut runs) = (Vec::new(), Vec::with_capacity(chunk.len()));
+        let mut next_pair = 0;
+        for i in chunk.clone() {
+            if i + 1 < chunk.end {
+                self.prefetch_triangles(i as usize + 1);
             }
-            let corners = m.corners[t].map(|p| sub(p, c));
+            let start = found.len();
+            self.triangle_contacts(i as usize, &mut scratch.kept, &mut found);
+            let body_start = found.len();
+            while next_pair < pairs.len() && pairs[next_pair].0 == i {
+                if let (_, o, Some(g)) = &pairs[next_pair] {
+                    found.push(PackedContact::new(i, ContactKind::Body, *o, g));
+                }
+                next_pair += 1;
+            }
+            found[body_start..].sort_unstable_by_key(|p| p.other);
+            runs.push((i, (found.len() - start) as u32));
+        }
+        (found, runs)
+    }
+
+    /// Each pair's contact.
+    fn pair_contacts(&self, pairs: &mut [BodyPair]) {
+        let centers = &self.world.bodies().center;
+        let shape = |i: u32| self.shapes[i as usize].as_ref().expect("bodies with boxes have shapes");
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            use super::contact_ellipsoid_ellipsoid_avx2::{contacts, Pair};
+            for group in pairs.chunks_mut(4) {
+                let lanes: [Pair; 4] = std::array::from_fn(|l| {
+                    let (i, o, _) = group[l.min(group.len() - 1)];
+                    Pair {
+                        a: shape(i),
+                        sigma_a: &self.sigma[i as usize],
+                        b: shape(o),
+                        sigma_b: &self.sigma[o as usize],
+                        r: sub(centers[o as usize], centers[i as usize]),
+                    }
+                });
+                // SAFETY: the CPU has AVX2.
+                let found = unsafe { contacts(&lanes[..group.len()]) };
+                for (p, g) in group.iter_mut().zip(found) {
+                    p.2 = g;
+                }
+            }
+            return;
+        }
+        for (i, o, g) in pairs {
+            *g = contact_ellipsoid_ellipsoid(shape(*i), shape(*o), sub(centers[*o as usize], centers[*i as usize]));
+        }
+    }
+
+    /// Body `i`'s contacts with its listed triangles, in their order.
+    fn triangle_contacts(&self, i: usize, kept: &mut Vec<u32>, out: &mut Vec<PackedContact>) {
+        let b = self.world.bodies();
+        let (Some(me), Some((lo, hi))) = (&self.shapes[i], &self.boxes[i]) else { return };
+        let Some(m) = self.world.mesh().filter(|_| b.mask[i] & self.world.mesh_layer() != 0) else { return };
+        let c = b.center[i];
+        let lists = self.lists;
+        let kept = passed_triangles(self.sigma[i], lo, hi, c, &lists.triangles[i], &lists.triangle_filter, kept);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2.
+            return unsafe {
+                super::contact_ellipsoid_triangle_avx2::triangle_contacts(me, c, kept, &m.corners, |t, g| {
+                    out.push(PackedContact::new(i as u32, ContactKind::Triangle, t, &g))
+                })
+            };
+        }
+        for &t in kept {
+            let corners = m.corners[t as usize].map(|p| sub(p, c));
             if let Some(g) = contact_ellipsoid_triangle(me, corners) {
-                out.push(PackedContact::new(i as u32, ContactKind::Triangle, t as u32, &g));
+                out.push(PackedContact::new(i as u32, ContactKind::Triangle, t, &g));
             }
         }
     }
-    let start = out.len();
-    for &o in &lists.bodies[i] {
-        let o = o as usize;
-        if o <= i || !layers_meet(b.layer[i], b.mask[i], b.layer[o], b.mask[o]) {
-            continue;
-        }
-        // The box first: most listed pairs stop there, and the shape is three times its size.
-        let Some((olo, ohi)) = &boxes[o] else { continue };
-        if !boxes_overlap(lo, hi, olo, ohi) {
-            continue;
-        }
-        let Some(other) = &shapes[o] else { continue };
-        if let Some(g) = contact_ellipsoid_ellipsoid(me, other, sub(b.center[o], c)) {
-            out.push(PackedContact::new(i as u32, ContactKind::Body, o as u32, &g));
+
+    /// Asks for what body `i`'s triangle tests will read (its listed triangles lie in random
+    /// places of a mesh larger than the cache), a body ahead.
+    #[inline(always)]
+    fn prefetch_triangles(&self, i: usize) {
+        if let Some(m) = self.world.mesh() {
+            for &t in &self.lists.triangles[i] {
+                super::prefetch(&self.lists.triangle_filter[t as usize], 1);
+                super::prefetch((&m.corners[t as usize] as *const [V3; 3]).cast::<[f64; 9]>(), 1);
+            }
         }
     }
-    out[start..].sort_unstable_by_key(|p| p.other);
 }
 
 /// The CPU collider: its buffers and candidate lists are kept between ticks, so a steady
@@ -87,6 +203,8 @@ pub struct CpuCollider {
     packed: Vec<PackedContact>,
     shapes: Vec<Option<Shape>>,
     boxes: Vec<Option<BodyBox>>,
+    /// Each body's Σ (`Shape::sigma`), for the reach along a plane's normal.
+    sigma: Vec<[f64; 6]>,
     lists: CandidateLists,
     offset: Vec<usize>,
 }
@@ -100,8 +218,14 @@ impl CpuCollider {
         let t0 = std::time::Instant::now();
         self.shapes.resize(n, None);
         self.boxes.resize(n, None);
-        self.shapes.par_iter_mut().zip(self.boxes.par_iter_mut()).enumerate().with_min_len(256).try_for_each(
-            |(i, (shape, bbox))| -> Result<()> {
+        self.sigma.resize(n, [0.0; 6]);
+        self.shapes
+            .par_iter_mut()
+            .zip(self.boxes.par_iter_mut())
+            .zip(self.sigma.par_iter_mut())
+            .enumerate()
+            .with_min_len(256)
+            .try_for_each(|(i, ((shape, bbox), sigma))| -> Result<()> {
                 (*shape, *bbox) = (None, None);
                 if b.alive[i] {
                     crate::collide::check_center(i, b.center[i])?;
@@ -111,27 +235,20 @@ impl CpuCollider {
                     // grid their own way.
                     CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?;
                     *bbox = Some((lo, hi));
+                    *sigma = s.sigma();
                     *shape = Some(s);
                 }
                 Ok(())
-            },
-        )?;
+            })?;
         let t1 = t0.elapsed();
         self.lists.update(world, &self.boxes)?;
         let t2 = t0.elapsed();
-        let (shapes, boxes, lists) = (&self.shapes, &self.boxes, &self.lists);
+        let tick = Tick { world, shapes: &self.shapes, boxes: &self.boxes, sigma: &self.sigma, lists: &self.lists };
         // Each chunk of bodies: their contacts, one sorted run per body.
         let chunks: Vec<ChunkContacts> = (0..n.div_ceil(CHUNK))
             .into_par_iter()
-            .map(|c| {
-                let chunk = (c * CHUNK) as u32..(n.min((c + 1) * CHUNK)) as u32;
-                let (mut found, mut runs) = (Vec::new(), Vec::with_capacity(chunk.len()));
-                for i in chunk {
-                    let start = found.len();
-                    body_contacts(world, shapes, boxes, lists, i as usize, &mut found);
-                    runs.push((i, (found.len() - start) as u32));
-                }
-                (found, runs)
+            .map_init(Scratch::default, |scratch, c| {
+                tick.chunk_contacts((c * CHUNK) as u32..(n.min((c + 1) * CHUNK)) as u32, scratch)
             })
             .collect();
         let t3 = t0.elapsed();

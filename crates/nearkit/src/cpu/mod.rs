@@ -7,6 +7,10 @@ pub mod closest_point;
 mod closest_point_avx2;
 mod closest_point_packet;
 pub mod collide;
+#[cfg(target_arch = "x86_64")]
+mod contact_ellipsoid_ellipsoid_avx2;
+#[cfg(target_arch = "x86_64")]
+mod contact_ellipsoid_triangle_avx2;
 mod knn;
 pub mod search;
 pub mod vector_knn;
