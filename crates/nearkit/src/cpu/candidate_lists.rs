@@ -27,7 +27,7 @@ pub type BodyBox = (V3, V3);
 /// The margin of a fat box, as a share of the grid cell and of the body's largest half extent.
 /// Wider boxes are left less often but list more.
 const MARGIN_OF_CELL: f64 = 0.1;
-const MARGIN_OF_BODY: f64 = 0.25;
+const MARGIN_OF_BODY: f64 = 0.4;
 
 #[derive(Clone, Copy, Debug)]
 pub struct FatBox {

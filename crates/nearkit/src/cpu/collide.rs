@@ -3,12 +3,14 @@
 
 use rayon::prelude::*;
 
+#[cfg(target_arch = "x86_64")]
+use super::body_shapes_avx2::ShapeBox;
 use super::candidate_lists::{box_f32, boxes_overlap, BodyBox, CandidateLists, TriangleFilter};
 use super::RowPtr;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
 use crate::collide::ellipsoid::{sub, Shape, V3};
-use crate::collide::hash_grid::{owns_pair, CellRange};
+use crate::collide::hash_grid::{owns_pair, CellRange, CELL_LIMIT};
 use crate::collide::sweep_ellipsoid_triangle::sweep_ellipsoid_triangle;
 use crate::collide::world::{layers_meet, ContactKind, PackedContact, Sweep, SweepResult, World, BOX_SLACK};
 use crate::error::{Error, Result};
@@ -61,6 +63,65 @@ fn passed_triangles<'a>(
         k += (boxes & !far) as usize;
     }
     &kept[..k]
+}
+
+/// Bodies `first..first + shapes.len()`: each live one's shape, box and Σ (`None` for empty
+/// slots). An error when a center is not finite or a box lies beyond the world's grid.
+fn body_shapes(
+    world: &World,
+    first: usize,
+    shapes: &mut [Option<Shape>],
+    boxes: &mut [Option<BodyBox>],
+    sigma: &mut [[f64; 6]],
+) -> Result<()> {
+    let b = world.bodies();
+    let cell_size = world.cell_size();
+    // Coordinates this small are surely inside the grid's range; others get the exact check.
+    let surely_inside = (CELL_LIMIT - 2) as f64 * cell_size;
+    #[cfg(target_arch = "x86_64")]
+    let avx2 = std::arch::is_x86_feature_detected!("avx2");
+    let scalar = |i: usize| -> ShapeBox {
+        let s = b.shape(i);
+        let bx = body_box(&s, b.center[i]);
+        let sg = s.sigma();
+        (s, bx, sg)
+    };
+    let mut k = 0;
+    while k < shapes.len() {
+        let m = (shapes.len() - k).min(4);
+        let ids = first + k..first + k + m;
+        for i in ids.clone() {
+            if b.alive[i] {
+                crate::collide::check_center(i, b.center[i])?;
+            }
+        }
+        let mut made: [Option<ShapeBox>; 4] = [None; 4];
+        #[cfg(target_arch = "x86_64")]
+        if avx2 && m == 4 && ids.clone().all(|i| b.alive[i]) {
+            let i = ids.start;
+            let at = |v: &[V3]| [v[i], v[i + 1], v[i + 2], v[i + 3]];
+            let q = [b.orientation[i], b.orientation[i + 1], b.orientation[i + 2], b.orientation[i + 3]];
+            // SAFETY: the CPU has AVX2.
+            made = unsafe { super::body_shapes_avx2::shapes(&at(&b.radii), &q, &at(&b.center)) }.map(Some);
+        }
+        for (j, i) in ids.enumerate() {
+            if made[j].is_none() && b.alive[i] {
+                made[j] = Some(scalar(i));
+            }
+            let slot = k + j;
+            (shapes[slot], boxes[slot]) = (None, None);
+            if let Some((s, (lo, hi), sg)) = made[j] {
+                // The world's grid must hold the box (as on the GPU), though the lists grid
+                // their own way.
+                if !lo.iter().chain(&hi).all(|x| x.abs() < surely_inside) {
+                    CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?;
+                }
+                (shapes[slot], boxes[slot], sigma[slot]) = (Some(s), Some((lo, hi)), sg);
+            }
+        }
+        k += m;
+    }
+    Ok(())
 }
 
 /// What a tick's narrow phase reads.
@@ -214,32 +275,17 @@ impl CpuCollider {
     pub fn contacts(&mut self, world: &World) -> Result<&[PackedContact]> {
         let b = world.bodies();
         let n = b.len();
-        let cell_size = world.cell_size();
         let t0 = std::time::Instant::now();
         self.shapes.resize(n, None);
         self.boxes.resize(n, None);
         self.sigma.resize(n, [0.0; 6]);
+        const SHAPE_CHUNK: usize = 256;
         self.shapes
-            .par_iter_mut()
-            .zip(self.boxes.par_iter_mut())
-            .zip(self.sigma.par_iter_mut())
+            .par_chunks_mut(SHAPE_CHUNK)
+            .zip(self.boxes.par_chunks_mut(SHAPE_CHUNK))
+            .zip(self.sigma.par_chunks_mut(SHAPE_CHUNK))
             .enumerate()
-            .with_min_len(256)
-            .try_for_each(|(i, ((shape, bbox), sigma))| -> Result<()> {
-                (*shape, *bbox) = (None, None);
-                if b.alive[i] {
-                    crate::collide::check_center(i, b.center[i])?;
-                    let s = b.shape(i);
-                    let (lo, hi) = body_box(&s, b.center[i]);
-                    // The world's grid must hold the box (as on the GPU), though the lists
-                    // grid their own way.
-                    CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?;
-                    *bbox = Some((lo, hi));
-                    *sigma = s.sigma();
-                    *shape = Some(s);
-                }
-                Ok(())
-            })?;
+            .try_for_each(|(c, ((shapes, boxes), sigma))| body_shapes(world, c * SHAPE_CHUNK, shapes, boxes, sigma))?;
         let t1 = t0.elapsed();
         self.lists.update(world, &self.boxes)?;
         let t2 = t0.elapsed();

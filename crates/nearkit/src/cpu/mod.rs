@@ -1,5 +1,7 @@
 //! The CPU backend: rayon over all cores, the same tree and algorithm as the CUDA backend.
 
+#[cfg(target_arch = "x86_64")]
+mod body_shapes_avx2;
 mod candidate_lists;
 mod closest_pairs;
 pub mod closest_point;
