@@ -154,6 +154,9 @@ impl Tick<'_> {
         pairs.clear();
         for i in chunk.clone() {
             let iu = i as usize;
+            if i + 4 < chunk.end {
+                super::prefetch(self.lists.bodies[iu + 4].as_ptr(), 1);
+            }
             let Some((lo, hi)) = &self.boxes[iu] else { continue };
             for &o in &self.lists.bodies[iu] {
                 let ou = o as usize;
@@ -169,6 +172,12 @@ impl Tick<'_> {
         let (mut found, mut runs) = (Vec::new(), Vec::with_capacity(chunk.len()));
         let mut next_pair = 0;
         for i in chunk.clone() {
+            if i + 2 < chunk.end {
+                // Each list is its own allocation: ask for them two bodies ahead.
+                let ahead = i as usize + 2;
+                super::prefetch(self.lists.triangles[ahead].as_ptr(), 1);
+                super::prefetch(self.lists.bodies[ahead].as_ptr(), 1);
+            }
             if i + 1 < chunk.end {
                 self.prefetch_triangles(i as usize + 1);
             }
