@@ -487,3 +487,39 @@ fn gpu_collision_world_matches_cpu_when_sorted() {
     let (a, b) = (cpu.contacts(&world).unwrap(), cuda.contacts(&world).unwrap());
     assert!(a.len() > 50_000 && a == b, "after the errors: {} vs {} contacts", a.len(), b.len());
 }
+
+/// The device's exclusive scan (one block, or tiles by decoupled look-back) against a host
+/// loop, at sizes around its tile and single-block limits and large enough for many tiles,
+/// one after another with one state buffer (each scan must leave it clean for the next).
+#[test]
+fn gpu_exclusive_scan_matches_host() {
+    let Some(be) = gpu() else { return };
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let sizes = [1usize, 4095, 4096, 8192, 8193, 12_289, 100_003, 1_000_000, 3_000_017, 8193, 100_003];
+    let arrays: Vec<Vec<u32>> = sizes
+        .iter()
+        .map(|&n| {
+            (0..n)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state % 7) as u32
+                })
+                .collect()
+        })
+        .collect();
+    let got = be.exclusive_scans_to_host(&arrays).unwrap();
+    for (values, got) in arrays.iter().zip(got) {
+        let mut sum = 0u32;
+        let want: Vec<u32> = values
+            .iter()
+            .map(|&v| {
+                let s = sum;
+                sum += v;
+                s
+            })
+            .collect();
+        assert_eq!(got, want, "n = {}", values.len());
+    }
+}

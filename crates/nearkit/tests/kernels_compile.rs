@@ -21,9 +21,8 @@ fn every_kernel_compiles_for_hopper() {
     for name in [
         "radix_upsweep",
         "radix_downsweep",
-        "scan_tile_sums",
+        "scan_lookback",
         "scan_single_block",
-        "scan_apply",
         "gather_u64",
         "gather_u32_as_u64",
         "iota_u32",
@@ -31,6 +30,17 @@ fn every_kernel_compiles_for_hopper() {
         "radix_nodes",
         "key_table",
         "select_threshold_sums",
+        "body_boxes",
+        "slot_counts",
+        "body_entries",
+        "grid_fill",
+        "count_pairs",
+        "write_pairs",
+        "narrow_pairs",
+        "compact_hits",
+        "place_runs",
+        "sweep_queries",
+        "narrow_check",
     ] {
         assert!(image.contains(name), "kernel {name} missing from the cubin");
     }

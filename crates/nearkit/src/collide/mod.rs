@@ -29,6 +29,7 @@
 // `!(x < 1)` and the like are meant: a NaN must fail the test, not pass it.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub mod box_f32;
 pub mod contact_ellipsoid_ellipsoid;
 pub mod contact_ellipsoid_triangle;
 pub mod ellipsoid;

@@ -16,6 +16,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use rayon::prelude::*;
 
+use crate::collide::box_f32::box_f32;
 use crate::collide::ellipsoid::V3;
 use crate::collide::hash_grid::{bucket_of, cell_key, owns_pair, CellRange, HashGrid};
 use crate::collide::world::{StaticMesh, World};
@@ -45,42 +46,6 @@ pub struct TriangleFilter {
     pub hi: [f32; 3],
     /// Unit normal and offset (`StaticMesh::plane`).
     pub plane: [f64; 4],
-}
-
-/// The largest f32 at most x.
-pub fn f32_down(x: f64) -> f32 {
-    let y = x as f32;
-    if (y as f64) > x {
-        step_f32(y, -1)
-    } else {
-        y
-    }
-}
-
-/// The smallest f32 at least x.
-pub fn f32_up(x: f64) -> f32 {
-    let y = x as f32;
-    if (y as f64) < x {
-        step_f32(y, 1)
-    } else {
-        y
-    }
-}
-
-/// The neighbouring f32 of finite or infinite y, upwards (`dir` 1) or downwards (-1).
-fn step_f32(y: f32, dir: i32) -> f32 {
-    if y == 0.0 {
-        return f32::from_bits(1) * dir as f32;
-    }
-    let away = (y > 0.0) == (dir > 0);
-    let b = y.to_bits();
-    f32::from_bits(if away { b + 1 } else { b - 1 })
-}
-
-/// An f32 box holding the f64 box (lo, hi).
-#[inline(always)]
-pub fn box_f32(lo: &V3, hi: &V3) -> ([f32; 3], [f32; 3]) {
-    (lo.map(f32_down), hi.map(f32_up))
 }
 
 #[inline(always)]

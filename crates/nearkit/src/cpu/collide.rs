@@ -5,8 +5,9 @@ use rayon::prelude::*;
 
 #[cfg(target_arch = "x86_64")]
 use super::body_shapes_avx2::ShapeBox;
-use super::candidate_lists::{box_f32, boxes_overlap, BodyBox, CandidateLists, TriangleFilter};
+use super::candidate_lists::{boxes_overlap, BodyBox, CandidateLists, TriangleFilter};
 use super::RowPtr;
+use crate::collide::box_f32::box_f32;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
 use crate::collide::ellipsoid::{sub, Shape, V3};

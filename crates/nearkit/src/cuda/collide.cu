@@ -4,8 +4,10 @@
 //
 // A tick: body_boxes → (scan) → body_entries → (scan) → grid_fill rebuild the body grid;
 // count_pairs → (scan) → write_pairs list the candidate pairs each grid entry owns, in body
-// order; narrow_pairs tests them, a thread each; (scan) → compact_hits keeps the contacts
-// and place_runs puts each body's run, sorted, at its place in id order. Big worlds are first
+// order; narrow_pairs tests them, a thread each; (scan) → compact_hits keeps the contacts and
+// counts each body's, (scan) → place_runs puts each body's run, sorted, at its place in id
+// order. Scans are single launches (radix_sort.cu); each kernel takes odd jobs (zeroing,
+// the status) that would otherwise cost a launch of their own. Big worlds are first
 // put in Morton order of their cells (a radix sort), so that neighbours share caches; every
 // kernel after body_boxes works on "slots", slot j holding body order[j].
 
@@ -338,12 +340,24 @@ struct HashGridView {
     u64 mask;
 };
 
+// A static-mesh grid entry with what the broad phase reads of its triangle, in 48 bytes (three
+// 16-byte loads instead of five scattered ones): the cell key, the triangle, its low cell, and
+// its box in f32 rounded outwards (so the box test passes whatever the f64 one would).
+struct MeshEntry {
+    u64 key;
+    u32 t;
+    int cell[3];
+    float lo[3];
+    float hi[3];
+};
+
 struct MeshView {
     const double* corners;  // 9 per triangle
     const double* lo;       // 3 per triangle
     const double* hi;
     const int* lo_cell;     // 3 per triangle
     HashGridView grid;
+    const MeshEntry* entries;  // grid entry e, as MeshEntry
     u32 n;
 };
 
@@ -355,10 +369,13 @@ __device__ __forceinline__ bool boxes_overlap(const double* alo, const double* a
 // One thread per body: its shape, widened box and cells; count = cells (0 when not alive).
 // With `sort_key` (not null), also each body's 30-bit Morton code of its low cell (cells
 // taken mod 1024), which orders the tick's work so that neighbours run together.
+// It also zeroes the grid's `starts` bucket counters (body_entries counts into them), which
+// saves the tick a launch.
 extern "C" __global__ void body_boxes(const double* center, const double* quat, const double* radii, const u32* alive, u32 n,
                                       double cell_size, double* box, int* cells, u32* count, u32* error,
-                                      u64* sort_key, u32* sort_val, double* shapes) {
+                                      u64* sort_key, u32* sort_val, double* shapes, u32* start, u32 starts) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (u32 b = i; b < starts; b += gridDim.x * blockDim.x) start[b] = 0;
     if (i >= n) return;
     if (sort_key) {
         sort_key[i] = 0x3fffffffull;  // dead bodies last
@@ -506,14 +523,22 @@ __device__ __forceinline__ Shape body_shape(const BodyView& b, u32 i) {
 template <typename Sink>
 __device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u64 key, int cx, int cy, int cz, const double* lo,
                                            const double* hi, const int* lc, Sink sink) {
+    // The body's box in f32, rounded outwards: the test stays conservative.
+    float flo[3] = {__double2float_rd(lo[0]), __double2float_rd(lo[1]), __double2float_rd(lo[2])};
+    float fhi[3] = {__double2float_ru(hi[0]), __double2float_ru(hi[1]), __double2float_ru(hi[2])};
     u32 b = bucket_of(key, mesh.grid.mask);
-    for (u32 e = mesh.grid.start[b]; e < mesh.grid.start[b + 1]; e++) {
-        if (mesh.grid.keys[e] != key) continue;
-        u32 t = mesh.grid.items[e];
-        const int* tc = mesh.lo_cell + 3 * (u64)t;
-        if (!boxes_overlap(lo, hi, mesh.lo + 3 * (u64)t, mesh.hi + 3 * (u64)t)) continue;
-        if (cx != max(lc[0], tc[0]) || cy != max(lc[1], tc[1]) || cz != max(lc[2], tc[2])) continue;
-        sink(t);
+    u32 end = mesh.grid.start[b + 1];
+    for (u32 e = mesh.grid.start[b]; e < end; e++) {
+        const uint4* r = (const uint4*)(mesh.entries + e);
+        uint4 r0 = __ldg(r), r1 = __ldg(r + 1), r2 = __ldg(r + 2);
+        if ((((u64)r0.y << 32) | r0.x) != key) continue;
+        float tlo[3] = {__uint_as_float(r1.z), __uint_as_float(r1.w), __uint_as_float(r2.x)};
+        float thi[3] = {__uint_as_float(r2.y), __uint_as_float(r2.z), __uint_as_float(r2.w)};
+        if (!(flo[0] <= thi[0] && tlo[0] <= fhi[0] && flo[1] <= thi[1] && tlo[1] <= fhi[1] && flo[2] <= thi[2] &&
+              tlo[2] <= fhi[2]))
+            continue;
+        if (cx != max(lc[0], (int)r0.w) || cy != max(lc[1], (int)r1.x) || cz != max(lc[2], (int)r1.y)) continue;
+        sink(r0.z);
     }
 }
 
@@ -622,13 +647,21 @@ __device__ __forceinline__ void narrow_pair(u32 k, const u32* pair_body, const u
     if (h) rec[k] = make_rec(i, other, g);
 }
 
-// A thread per candidate pair (seed B's lesson: every thread does one test, none idles while
-// a neighbour works through a long list). Triangle pairs here; body pairs, ten times dearer,
-// in narrow_body_pairs, so that no warp mixes the two.
+// The exact tests, a thread per candidate pair (seed B's lesson: every thread does one test,
+// none idles while a neighbour works through a long list). Threads [0, pair_cap) take the
+// body pairs, which write_pairs listed in body_pairs: ten times dearer than a triangle's, they
+// get warps of their own and start first. Threads [pair_cap, 2·pair_cap] take the pairs in
+// order, skipping body pairs; the last writes hit[total] = 0 for the scan.
 extern "C" __global__ void narrow_pairs(const u32* pair_body, const u32* pair_other, const u32* pair_offset,
-                                        const u32* offset, u32 n, u32 entry_cap, u32 pair_cap, BodyView bv,
+                                        const u32* offset, u32 n, u32 entry_cap, u32 pair_cap,
+                                        const u32* body_pairs, const u32* body_pair_count, BodyView bv,
                                         MeshView mesh, u32* hit, PackedContact* rec) {
-    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < pair_cap) {
+        if (t < min(*body_pair_count, pair_cap)) narrow_pair(body_pairs[t], pair_body, pair_other, bv, mesh, hit, rec);
+        return;
+    }
+    u32 k = t - pair_cap;
     u32 total = min(pair_offset[2 * min(offset[n], entry_cap)], pair_cap);
     if (k > total) return;
     if (k == total) {
@@ -638,26 +671,6 @@ extern "C" __global__ void narrow_pairs(const u32* pair_body, const u32* pair_ot
     if (pair_other[k] & KIND_BODY) return;
     narrow_pair(k, pair_body, pair_other, bv, mesh, hit, rec);
 }
-
-extern "C" __global__ void narrow_body_pairs(const u32* body_pairs, const u32* body_pair_count, u32 pair_cap,
-                                             const u32* pair_body, const u32* pair_other, BodyView bv,
-                                             MeshView mesh, u32* hit, PackedContact* rec) {
-    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= min(*body_pair_count, pair_cap)) return;
-    narrow_pair(body_pairs[j], pair_body, pair_other, bv, mesh, hit, rec);
-}
-
-// Hits to their scanned positions (in pair order: body runs stay whole).
-extern "C" __global__ void compact_hits(const u32* hit_offset, const u32* pair_offset, const u32* offset, u32 n,
-                                        u32 entry_cap, u32 pair_cap, u32 contact_cap, const PackedContact* rec,
-                                        PackedContact* out) {
-    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 total = min(pair_offset[2 * min(offset[n], entry_cap)], pair_cap);
-    if (k >= total) return;
-    u32 at = hit_offset[k];
-    if (hit_offset[k + 1] != at && at < contact_cap) out[at] = rec[k];
-}
-
 // The run of contacts of the body in slot j, in compact_hits' layout.
 __device__ __forceinline__ void slot_run(const u32* offset, const u32* pair_offset, const u32* hit_offset, u32 j,
                                          u32 entry_cap, u32 pair_cap, u32& lo, u32& hi) {
@@ -666,28 +679,48 @@ __device__ __forceinline__ void slot_run(const u32* offset, const u32* pair_offs
     hi = hit_offset[min(pair_offset[2 * e1], pair_cap)];
 }
 
-// A thread per slot: its body's contact count, by body id (scanned next into final offsets).
-extern "C" __global__ void run_counts(const u32* order, const u32* offset, const u32* pair_offset,
-                                      const u32* hit_offset, u32 n, u32 entry_cap, u32 pair_cap, u32* run_count) {
-    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j > n) return;
-    if (j == n) {
+// A thread per candidate pair k: its contact, if any, to its place in `out` (hit_offset is
+// scanned). Thread j ≤ n also counts slot j's contacts into run_count (0 at n, for the scan).
+extern "C" __global__ void compact_hits(const u32* order, const u32* hit_offset, const u32* pair_offset,
+                                        const u32* offset, u32 n, u32 entry_cap, u32 pair_cap, u32 contact_cap,
+                                        const PackedContact* rec, PackedContact* out, u32* run_count) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) {
+        u32 lo, hi;
+        slot_run(offset, pair_offset, hit_offset, k, entry_cap, pair_cap, lo, hi);
+        run_count[order ? order[k] : k] = hi - lo;
+    } else if (k == n) {
         run_count[n] = 0;
-        return;
     }
-    u32 lo, hi;
-    slot_run(offset, pair_offset, hit_offset, j, entry_cap, pair_cap, lo, hi);
-    run_count[order ? order[j] : j] = hi - lo;
+    u32 total = min(pair_offset[2 * min(offset[n], entry_cap)], pair_cap);
+    if (k >= total) return;
+    u32 at = hit_offset[k];
+    if (hit_offset[k + 1] != at && at < contact_cap) out[at] = rec[k];
+}
+// The tick's status for the host: entries, pairs, contacts (each only when the one before
+// fit its buffer).
+__device__ __forceinline__ void tick_status(const u32* offset, u32 n, u32 entry_cap, const u32* pair_offset, u32 pair_cap,
+                                       const u32* hit_offset, u32* status) {
+    u32 entries = offset[n];
+    status[1] = entries;
+    if (entries > entry_cap) return;
+    u32 pairs = pair_offset[2 * entries];
+    status[3] = pairs;
+    if (pairs > pair_cap) return;
+    status[0] = hit_offset[pairs];
 }
 
 // SLOT_GROUP threads per slot: its body's run copied to the body's place in id order, sorted
 // by `other` (kind, then id). Each thread takes contacts of the run and places each at its
 // rank, the number of the run's contacts before it (ties, which do not occur, by position):
 // the copies are independent, where an insertion sort in place made each wait on the last.
+// Thread 0 also writes the tick's status.
 extern "C" __global__ void place_runs(const u32* order, const u32* offset, const u32* pair_offset,
                                       const u32* hit_offset, const u32* run_offset, u32 n, u32 entry_cap,
-                                      u32 pair_cap, u32 contact_cap, const PackedContact* compact, PackedContact* out) {
+                                      u32 pair_cap, u32 contact_cap, const PackedContact* compact, PackedContact* out,
+                                      u32* status) {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t == 0) tick_status(offset, n, entry_cap, pair_offset, pair_cap, hit_offset, status);
     u32 j = t / SLOT_GROUP;
     if (j >= n) return;
     u32 lo, hi;
@@ -706,17 +739,6 @@ extern "C" __global__ void place_runs(const u32* order, const u32* offset, const
 }
 
 // status: [0] contacts, [1] grid entries, [2] a body out of range (+1), [3] candidate pairs.
-extern "C" __global__ void tick_status(const u32* offset, u32 n, u32 entry_cap, const u32* pair_offset, u32 pair_cap,
-                                       const u32* hit_offset, u32* status) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    u32 entries = offset[n];
-    status[1] = entries;
-    if (entries > entry_cap) return;
-    u32 pairs = pair_offset[2 * entries];
-    status[3] = pairs;
-    if (pairs > pair_cap) return;
-    status[0] = hit_offset[pairs];
-}
 
 // One thread per sweep (13 values: radii, quaternion, from, to): the first triangle it
 // touches, ties by smaller id (cpu/collide.rs::sweeps). out: toi, point, normal (7 values).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
 use rayon::prelude::*;
 
-use super::radix_sort::{exclusive_scan, sort_pairs};
+use super::radix_sort::{exclusive_scan_with, scan_state_len, sort_pairs};
 use super::{cuda_err, grid, CudaBackend};
 use crate::collide::contact_ellipsoid_triangle::ContactGeometry;
 use crate::collide::hash_grid::bucket_count;
@@ -35,6 +35,7 @@ struct MeshView {
     hi: u64,
     lo_cell: u64,
     grid: HashGridView,
+    entries: u64,
     n: u32,
 }
 /// `struct BodyView` of collide.cu.
@@ -68,6 +69,9 @@ struct DeviceMesh {
     start: CudaSlice<u32>,
     keys: CudaSlice<u64>,
     items: CudaSlice<u32>,
+    /// Grid entry e as collide.cu's `MeshEntry`, 12 words: key (2), triangle, its low cell (3),
+    /// its box in f32 rounded outwards (6).
+    entries: CudaSlice<u32>,
     mask: u64,
     n: u32,
 }
@@ -84,6 +88,7 @@ impl DeviceMesh {
                 start: be.alloc::<u32>(2)?,
                 keys: be.alloc::<u64>(1)?,
                 items: be.alloc::<u32>(1)?,
+                entries: be.alloc::<u32>(12)?,
                 mask: 0,
                 n: 0,
             });
@@ -91,6 +96,14 @@ impl DeviceMesh {
         let flat9: Vec<f64> = m.corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();
         let flat3 = |v: &[[f64; 3]]| v.iter().flatten().copied().collect::<Vec<f64>>();
         let cells: Vec<i32> = m.lo_cell.iter().flatten().copied().collect();
+        let mut entries = Vec::with_capacity(12 * m.grid.items.len());
+        for (&key, &t) in m.grid.keys.iter().zip(&m.grid.items) {
+            let t = t as usize;
+            let (lo, hi) = crate::collide::box_f32::box_f32(&m.lo[t], &m.hi[t]);
+            entries.extend([key as u32, (key >> 32) as u32, t as u32]);
+            entries.extend(m.lo_cell[t].map(|c| c as u32));
+            entries.extend(lo.iter().chain(&hi).map(|v| v.to_bits()));
+        }
         Ok(DeviceMesh {
             corners: s.clone_htod(&flat9).map_err(cuda_err)?,
             lo: s.clone_htod(&flat3(&m.lo)).map_err(cuda_err)?,
@@ -99,6 +112,7 @@ impl DeviceMesh {
             start: s.clone_htod(&m.grid.start).map_err(cuda_err)?,
             keys: s.clone_htod(&m.grid.keys).map_err(cuda_err)?,
             items: s.clone_htod(&m.grid.items).map_err(cuda_err)?,
+            entries: s.clone_htod(&entries).map_err(cuda_err)?,
             mask: m.grid.mask(),
             n: m.corners.len() as u32,
         })
@@ -117,6 +131,7 @@ impl DeviceMesh {
                 items: self.items.device_ptr(s).0,
                 mask: self.mask,
             },
+            entries: self.entries.device_ptr(s).0,
             n: self.n,
         }
     }
@@ -285,6 +300,8 @@ struct TickBuffers {
     compact: Grow<PackedContact>,
     out: Grow<PackedContact>,
     status: Grow<u32>,
+    /// The scans' state, zero between scans (`radix_sort::exclusive_scan_with`).
+    scan_state: Option<CudaSlice<u64>>,
     /// Entries, pairs and contacts the buffers hold room for (from the last tick that fit).
     entry_cap: usize,
     pair_cap: usize,
@@ -388,6 +405,7 @@ impl CudaCollider {
                 kept: Grow::new(),
                 body_pairs: Grow::new(),
                 hit_offset: Grow::new(),
+                scan_state: None,
                 rec: Grow::new(),
                 compact: Grow::new(),
                 out: Grow::new(),
@@ -535,6 +553,10 @@ impl CudaCollider {
         t.compact.at_least(be, contact_cap)?;
         t.out.at_least(be, contact_cap)?;
         t.status.at_least(be, 8)?;
+        let longest = (n + 1).max(bucket_count(entry_cap) + 1).max(2 * entry_cap + 1).max(pair_cap + 1);
+        if t.scan_state.as_ref().is_none_or(|b| b.len() < scan_state_len(longest)) {
+            t.scan_state = Some(be.alloc::<u64>(scan_state_len(longest + longest / 4))?);
+        }
         self.status_host.at_least(be, 4)?;
         Ok(())
     }
@@ -624,6 +646,9 @@ impl CudaCollider {
                 .arg(cells)
                 .arg(&count);
             l.arg(&err).arg(&key).arg(&val).arg(t.shape.buf.as_mut().unwrap());
+            // It zeroes the bucket starts too.
+            let starts = (buckets + 1) as u32;
+            l.arg(t.start.buf.as_mut().unwrap()).arg(&starts);
             unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
         }
         if sorted {
@@ -636,8 +661,7 @@ impl CudaCollider {
         let order = if sorted { t.order.ptr(be) } else { 0u64 };
         // The last count must be 0 so that offset[n] is the total.
         s.memset_zeros(&mut t.offset.buf.as_mut().unwrap().slice_mut(n..n + 1)).map_err(cuda_err)?;
-        exclusive_scan(be, t.offset.buf.as_mut().unwrap(), n + 1)?;
-        s.memset_zeros(&mut t.start.buf.as_mut().unwrap().slice_mut(0..buckets + 1)).map_err(cuda_err)?;
+        exclusive_scan_with(be, t.offset.buf.as_mut().unwrap(), n + 1, t.scan_state.as_mut().expect("prepared"))?;
         {
             let f = be.func("body_entries")?;
             let mut l = s.launch_builder(&f);
@@ -647,7 +671,7 @@ impl CudaCollider {
             l.arg(t.start.buf.as_mut().unwrap());
             unsafe { l.launch(grid(SLOT_GROUP * n, 128)) }.map_err(cuda_err)?;
         }
-        exclusive_scan(be, t.start.buf.as_mut().unwrap(), buckets + 1)?;
+        exclusive_scan_with(be, t.start.buf.as_mut().unwrap(), buckets + 1, t.scan_state.as_mut().expect("prepared"))?;
         {
             let f = be.func("grid_fill")?;
             let mut l = s.launch_builder(&f);
@@ -681,7 +705,12 @@ impl CudaCollider {
             l.arg(t.kept.buf.as_mut().unwrap());
             unsafe { l.launch(grid(2 * entry_cap + 1, 128)) }.map_err(cuda_err)?;
         }
-        exclusive_scan(be, t.pair_offset.buf.as_mut().unwrap(), 2 * entry_cap + 1)?;
+        exclusive_scan_with(
+            be,
+            t.pair_offset.buf.as_mut().unwrap(),
+            2 * entry_cap + 1,
+            t.scan_state.as_mut().expect("prepared"),
+        )?;
         {
             let f = be.func("write_pairs")?;
             let mut l = s.launch_builder(&f);
@@ -696,47 +725,34 @@ impl CudaCollider {
         {
             let f = be.func("narrow_pairs")?;
             let mut l = s.launch_builder(&f);
-            l.arg(t.pair_body.get()).arg(t.pair_other.get()).arg(t.pair_offset.get()).arg(t.offset.get());
-            l.arg(&n32).arg(&e32).arg(&p32).arg(&view).arg(&mesh);
-            l.arg(t.hit_offset.buf.as_mut().unwrap()).arg(t.rec.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(pair_cap + 1, 128)) }.map_err(cuda_err)?;
-            let f = be.func("narrow_body_pairs")?;
-            let mut l = s.launch_builder(&f);
             let body_pair_count = t.status.get().slice(4..5);
-            l.arg(t.body_pairs.get()).arg(&body_pair_count).arg(&p32).arg(t.pair_body.get()).arg(t.pair_other.get());
-            l.arg(&view).arg(&mesh).arg(t.hit_offset.buf.as_mut().unwrap()).arg(t.rec.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(pair_cap, 128)) }.map_err(cuda_err)?;
+            l.arg(t.pair_body.get()).arg(t.pair_other.get()).arg(t.pair_offset.get()).arg(t.offset.get());
+            l.arg(&n32).arg(&e32).arg(&p32).arg(t.body_pairs.get()).arg(&body_pair_count).arg(&view).arg(&mesh);
+            l.arg(t.hit_offset.buf.as_mut().unwrap()).arg(t.rec.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(2 * pair_cap + 1, 128)) }.map_err(cuda_err)?;
         }
-        exclusive_scan(be, t.hit_offset.buf.as_mut().unwrap(), pair_cap + 1)?;
+        exclusive_scan_with(
+            be,
+            t.hit_offset.buf.as_mut().unwrap(),
+            pair_cap + 1,
+            t.scan_state.as_mut().expect("prepared"),
+        )?;
         {
             let f = be.func("compact_hits")?;
             let mut l = s.launch_builder(&f);
-            l.arg(t.hit_offset.get()).arg(t.pair_offset.get()).arg(t.offset.get()).arg(&n32).arg(&e32).arg(&p32);
-            l.arg(&c32).arg(t.rec.get()).arg(t.compact.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(pair_cap, 256)) }.map_err(cuda_err)?;
+            l.arg(&order).arg(t.hit_offset.get()).arg(t.pair_offset.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
+            l.arg(&p32).arg(&c32).arg(t.rec.get()).arg(t.compact.buf.as_mut().unwrap());
+            l.arg(t.run_offset.buf.as_mut().unwrap());
+            unsafe { l.launch(grid(pair_cap.max(n + 1), 256)) }.map_err(cuda_err)?;
         }
-        // Each body's run to its place in id order, sorted.
-        {
-            let f = be.func("run_counts")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&order).arg(t.offset.get()).arg(t.pair_offset.get()).arg(t.hit_offset.get()).arg(&n32);
-            l.arg(&e32).arg(&p32).arg(t.run_offset.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(n + 1, 256)) }.map_err(cuda_err)?;
-        }
-        exclusive_scan(be, t.run_offset.buf.as_mut().unwrap(), n + 1)?;
+        exclusive_scan_with(be, t.run_offset.buf.as_mut().unwrap(), n + 1, t.scan_state.as_mut().expect("prepared"))?;
         {
             let f = be.func("place_runs")?;
             let mut l = s.launch_builder(&f);
             l.arg(&order).arg(t.offset.get()).arg(t.pair_offset.get()).arg(t.hit_offset.get()).arg(t.run_offset.get());
             l.arg(&n32).arg(&e32).arg(&p32).arg(&c32).arg(t.compact.get()).arg(t.out.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(SLOT_GROUP * n, 128)) }.map_err(cuda_err)?;
-        }
-        {
-            let f = be.func("tick_status")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(t.offset.get()).arg(&n32).arg(&e32).arg(t.pair_offset.get()).arg(&p32).arg(t.hit_offset.get());
             l.arg(t.status.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(1, 32)) }.map_err(cuda_err)?;
+            unsafe { l.launch(grid(SLOT_GROUP * n, 128)) }.map_err(cuda_err)?;
         }
         Ok(())
     }

@@ -401,6 +401,22 @@ impl CudaBackend {
         vector_knn::aabb6_grid_to_host(self, data, queries, k_list, r2)
     }
 
+    /// The exclusive prefix sums of each of `arrays`, computed on the device one after
+    /// another with one scan state, as a collider's tick does (tests compare them with a host
+    /// loop).
+    pub fn exclusive_scans_to_host(&self, arrays: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
+        let _guard = self.busy.lock().unwrap();
+        let longest = arrays.iter().map(Vec::len).max().unwrap_or(0);
+        let mut state = self.alloc::<u64>(radix_sort::scan_state_len(longest))?;
+        let mut out = Vec::new();
+        for values in arrays {
+            let mut d = self.stream.clone_htod(values).map_err(cuda_err)?;
+            radix_sort::exclusive_scan_with(self, &mut d, values.len(), &mut state)?;
+            out.push(self.stream.clone_dtoh(&d).map_err(cuda_err)?);
+        }
+        Ok(out)
+    }
+
     /// Builds B's tree on the device and brings it back (tests compare it with the CPU build).
     pub fn build_tree_to_host<T: Real>(&self, b: &Points<T>) -> Result<crate::tree::MortonTree<T>> {
         let _guard = self.busy.lock().unwrap();

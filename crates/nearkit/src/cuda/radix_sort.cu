@@ -1,5 +1,5 @@
 // Device-wide stable LSD radix sort of (u64 key, u32 value) pairs, 8 bits a pass, and the
-// exclusive scan it needs. Device-wide CUB does not run under NVRTC, so these are built from
+// exclusive scan it needs (single-pass, by decoupled look-back). Device-wide CUB does not run under NVRTC, so these are built from
 // block-level CUB: per pass, an upsweep counts digits per tile, a scan turns the
 // digit-major counts into output offsets, and a downsweep sorts each tile by the digit
 // (stable) and scatters it.
@@ -63,29 +63,75 @@ extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_downsweep(const
 #define SCAN_ITEMS 4
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
-// Sum of each tile of `data`.
-extern "C" __global__ void scan_tile_sums(const u32* data, u32 n, u32* sums) {
-    typedef cub::BlockReduce<u32, SCAN_THREADS> Reduce;
-    __shared__ typename Reduce::TempStorage tmp;
-    u64 base = (u64)blockIdx.x * SCAN_TILE;
-    u32 s = 0;
-    for (int i = 0; i < SCAN_ITEMS; i++) {
-        u64 g = base + (u64)i * SCAN_THREADS + threadIdx.x;
-        if (g < n) s += data[g];
+// Single-pass exclusive scan by decoupled look-back (Merrill & Garland, 2016): each block
+// takes the next tile by ticket (state[0]), publishes its tile's sum, learns the sum of all
+// tiles before it from its predecessors' published words, and scans its tile from there. One
+// launch instead of three. state[2 + t] holds flag << 32 | value: AGGREGATE, the tile's own
+// sum; PREFIX, the sum of tiles 0..=t. `state` (2 + tiles words) must be zero before the
+// launch, and is left zero after it: the last block to finish (counted in state[1]) clears
+// it, so a buffer serves scan after scan without a memset.
+#define SCAN_AGGREGATE 1ull
+#define SCAN_PREFIX 2ull
+extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_lookback(u32* data, u32 n, unsigned long long* state) {
+    typedef cub::BlockScan<u32, SCAN_THREADS> Scan;
+    __shared__ typename Scan::TempStorage tmp;
+    __shared__ u32 tile_s, before_s, last_s;
+    if (threadIdx.x == 0) tile_s = (u32)atomicAdd(&state[0], 1ull);
+    __syncthreads();
+    u32 t = tile_s;
+    u64 base = (u64)t * SCAN_TILE + (u64)threadIdx.x * SCAN_ITEMS;
+    u32 items[SCAN_ITEMS];
+    for (int i = 0; i < SCAN_ITEMS; i++) items[i] = base + i < n ? data[base + i] : 0;
+    u32 total;
+    Scan(tmp).ExclusiveSum(items, items, total);
+    volatile unsigned long long* word = state + 2;
+    if (threadIdx.x < 32) {
+        u32 lane = threadIdx.x;
+        u32 before = 0;
+        if (t > 0) {
+            if (lane == 0) word[t] = (SCAN_AGGREGATE << 32) | total;
+            // Warp 0 reads 32 predecessors at a time, nearest in lane 0, until one of them
+            // has its prefix; tiles before the first count as a prefix of 0.
+            for (long long top = (long long)t - 1;; top -= 32) {
+                long long j = top - (long long)lane;
+                unsigned long long w = j >= 0 ? word[j] : SCAN_PREFIX << 32;
+                while (__any_sync(0xffffffffu, (w >> 32) == 0))
+                    if ((w >> 32) == 0) w = word[j];
+                u32 prefixes = __ballot_sync(0xffffffffu, (w >> 32) == SCAN_PREFIX);
+                u32 last = prefixes ? __ffs(prefixes) - 1 : 31;
+                u32 v = lane <= last ? (u32)w : 0;
+                for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+                before += v;
+                if (prefixes) break;
+            }
+        }
+        if (lane == 0) {
+            word[t] = (SCAN_PREFIX << 32) | (before + total);
+            before_s = before;
+        }
     }
-    u32 total = Reduce(tmp).Sum(s);
-    if (threadIdx.x == 0) sums[blockIdx.x] = total;
+    __syncthreads();
+    u32 before = before_s;
+    for (int i = 0; i < SCAN_ITEMS; i++)
+        if (base + i < n) data[base + i] = items[i] + before;
+    // Every block is past its look-back once all have counted themselves done.
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last_s = atomicAdd(&state[1], 1ull) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (last_s)
+        for (u32 w = threadIdx.x; w < gridDim.x + 2; w += blockDim.x) state[w] = 0;
 }
 
 // In-place exclusive scan of `data` by one block, tile after tile with a running carry.
-// If `carry_in` is given, tile t starts from carry_in[t] instead (used with one tile a block).
-__device__ void scan_tiles(u32* data, u32 n, u64 first_tile, u64 tile_count, const u32* carry_in) {
+__device__ void scan_tiles(u32* data, u32 n) {
     typedef cub::BlockScan<u32, SCAN_THREADS> Scan;
     __shared__ typename Scan::TempStorage tmp;
     __shared__ u32 carry;
-    if (threadIdx.x == 0) carry = carry_in ? carry_in[first_tile] : 0;
+    if (threadIdx.x == 0) carry = 0;
     __syncthreads();
-    for (u64 t = first_tile; t < first_tile + tile_count; t++) {
+    for (u64 t = 0; t * SCAN_TILE < n; t++) {
         u64 base = t * SCAN_TILE + (u64)threadIdx.x * SCAN_ITEMS;
         u32 items[SCAN_ITEMS];
         for (int i = 0; i < SCAN_ITEMS; i++) items[i] = base + i < n ? data[base + i] : 0;
@@ -100,12 +146,7 @@ __device__ void scan_tiles(u32* data, u32 n, u64 first_tile, u64 tile_count, con
 }
 
 extern "C" __global__ void scan_single_block(u32* data, u32 n) {
-    scan_tiles(data, n, 0, ((u64)n + SCAN_TILE - 1) / SCAN_TILE, nullptr);
-}
-
-// Second half of a multi-block scan: tile t adds the scanned tile sum `sums[t]`.
-extern "C" __global__ void scan_apply(u32* data, u32 n, const u32* sums) {
-    scan_tiles(data, n, blockIdx.x, 1, sums);
+    scan_tiles(data, n);
 }
 
 // keys[i] = source[perm[i]] (a gather to re-key by another column, for multi-key sorts).

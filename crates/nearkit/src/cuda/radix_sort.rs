@@ -12,6 +12,24 @@ const SINGLE_BLOCK_SCAN: usize = SCAN_TILE * 2;
 
 /// Exclusive prefix sum of the first `n` entries of `data`, in place.
 pub(crate) fn exclusive_scan(be: &CudaBackend, data: &mut CudaSlice<u32>, n: usize) -> Result<()> {
+    let mut state = be.alloc::<u64>(scan_state_len(n))?;
+    exclusive_scan_with(be, data, n, &mut state)
+}
+
+/// The words of scan state `exclusive_scan_with` needs for `n` entries.
+pub(crate) fn scan_state_len(n: usize) -> usize {
+    n.div_ceil(SCAN_TILE) + 2
+}
+
+/// `exclusive_scan` with a state buffer of at least `scan_state_len(n)` words, zero on entry
+/// and left zero (so one buffer, zeroed once, serves every scan of a stream; no allocation or
+/// memset goes into a captured graph).
+pub(crate) fn exclusive_scan_with(
+    be: &CudaBackend,
+    data: &mut CudaSlice<u32>,
+    n: usize,
+    state: &mut CudaSlice<u64>,
+) -> Result<()> {
     let tiles = n.div_ceil(SCAN_TILE);
     let n32 = n as u32;
     if n <= SINGLE_BLOCK_SCAN {
@@ -21,15 +39,10 @@ pub(crate) fn exclusive_scan(be: &CudaBackend, data: &mut CudaSlice<u32>, n: usi
         unsafe { l.launch(grid(1024, 1024)) }.map_err(cuda_err)?;
         return Ok(());
     }
-    let mut sums = be.alloc_uninit::<u32>(tiles)?;
-    let f = be.func("scan_tile_sums")?;
+    debug_assert!(state.len() >= scan_state_len(n));
+    let f = be.func("scan_lookback")?;
     let mut l = be.stream.launch_builder(&f);
-    l.arg(&*data).arg(&n32).arg(&mut sums);
-    unsafe { l.launch(grid(tiles * 1024, 1024)) }.map_err(cuda_err)?;
-    exclusive_scan(be, &mut sums, tiles)?;
-    let f = be.func("scan_apply")?;
-    let mut l = be.stream.launch_builder(&f);
-    l.arg(&mut *data).arg(&n32).arg(&sums);
+    l.arg(&mut *data).arg(&n32).arg(&mut *state);
     unsafe { l.launch(grid(tiles * 1024, 1024)) }.map_err(cuda_err)?;
     Ok(())
 }
