@@ -576,23 +576,32 @@ __device__ __forceinline__ void entry_pairs(const BodyView& bv, const MeshView& 
 // Pairs a part keeps from its counting pass, so that most parts are enumerated once.
 #define KEPT_PAIRS 8
 
+// Thread τ's part: warps alternate between the parts of 32 entries, so that a warp walks
+// one kind of bucket (the two kinds diverge). p = 2e + part indexes the part's data.
+__device__ __forceinline__ void part_of_thread(u32 tau, u32& e, u32& part, u32& p) {
+    e = (tau / 64) * 32 + tau % 32;
+    part = (tau / 32) % 2;
+    p = 2 * e + part;
+}
+
 // A thread per part p = 2e + part of grid entry e (entry_pairs): how many pairs it owns; the
-// first KEPT_PAIRS of them are kept (kept[p * KEPT_PAIRS + k]) for write_pairs. Pair offsets
+// first KEPT_PAIRS of them are kept (kept[k · 2·entry_cap + p]) for write_pairs. Pair offsets
 // are by part, so entry e's pairs start at pair_offset[2e].
 extern "C" __global__ void count_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
                                        u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer, u32* pair_count,
                                        u32* kept) {
-    u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 e, part, p;
+    part_of_thread(blockIdx.x * blockDim.x + threadIdx.x, e, part, p);
     u32 parts = 2 * min(offset[n], entry_cap);
     if (p > parts) return;
     if (p == parts) {
         pair_count[p] = 0;  // so that the scan's last element is the total
         return;
     }
-    u32 k = 0, e = p / 2;
-    u32* mine = kept + (u64)p * KEPT_PAIRS;
-    entry_pairs(bv, mesh, mesh_layer, entry_body[e], entry_key[e], p % 2, [&](u32 other) {
-        if (k < KEPT_PAIRS) mine[k] = other;
+    u32 k = 0;
+    u64 stride = 2 * (u64)entry_cap;  // kept is slot-major: kept[k * stride + p]
+    entry_pairs(bv, mesh, mesh_layer, entry_body[e], entry_key[e], part, [&](u32 other) {
+        if (k < KEPT_PAIRS) kept[k * stride + p] = other;
         k++;
     });
     pair_count[p] = k;
@@ -605,23 +614,24 @@ extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_bo
                                        u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer,
                                        const u32* pair_offset, u32 pair_cap, const u32* kept, u32* pair_body,
                                        u32* pair_other, u32* body_pairs, u32* body_pair_count) {
-    u32 p = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 e, part, p;
+    part_of_thread(blockIdx.x * blockDim.x + threadIdx.x, e, part, p);
     if (p >= 2 * min(offset[n], entry_cap)) return;
-    u32 e = p / 2, i = entry_body[e], at = pair_offset[p], count = pair_offset[p + 1] - at;
+    u32 i = entry_body[e], at = pair_offset[p], count = pair_offset[p + 1] - at;
     auto put = [&](u32 other) {
         if (at < pair_cap) {
             pair_body[at] = i;
             pair_other[at] = other;
-            // Body pairs cost ten times a triangle's: they get their own kernel.
+            // Body pairs cost ten times a triangle's: narrow_pairs gives them threads of their own.
             if (other & KIND_BODY) body_pairs[atomicAdd(body_pair_count, 1u)] = at;
         }
         at++;
     };
     if (count <= KEPT_PAIRS) {
-        const u32* mine = kept + (u64)p * KEPT_PAIRS;
-        for (u32 k = 0; k < count; k++) put(mine[k]);
+        u64 stride = 2 * (u64)entry_cap;
+        for (u32 k = 0; k < count; k++) put(kept[k * stride + p]);
     } else {
-        entry_pairs(bv, mesh, mesh_layer, i, entry_key[e], p % 2, put);
+        entry_pairs(bv, mesh, mesh_layer, i, entry_key[e], part, put);
     }
 }
 

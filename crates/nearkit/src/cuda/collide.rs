@@ -703,7 +703,7 @@ impl CudaCollider {
             l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
             l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(t.pair_offset.buf.as_mut().unwrap());
             l.arg(t.kept.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(2 * entry_cap + 1, 128)) }.map_err(cuda_err)?;
+            unsafe { l.launch(grid(2 * entry_cap + 64, 128)) }.map_err(cuda_err)?;
         }
         exclusive_scan_with(
             be,
@@ -719,7 +719,7 @@ impl CudaCollider {
             l.arg(t.pair_body.buf.as_mut().unwrap()).arg(t.pair_other.buf.as_mut().unwrap());
             let body_pair_count = t.status.get().slice(4..5);
             l.arg(t.body_pairs.buf.as_mut().unwrap()).arg(&body_pair_count);
-            unsafe { l.launch(grid(2 * entry_cap, 128)) }.map_err(cuda_err)?;
+            unsafe { l.launch(grid(2 * entry_cap + 64, 128)) }.map_err(cuda_err)?;
         }
         // The exact tests, a thread per pair; hits kept in order; each body's run sorted.
         {
