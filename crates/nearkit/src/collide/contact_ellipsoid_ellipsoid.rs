@@ -16,8 +16,9 @@ use super::ellipsoid::{dot, normalize, Shape, V3};
 pub(crate) const STEPS: usize = 24;
 pub(crate) const SETTLED: f64 = 1e-13;
 
-/// The adjugate of symmetric G = (xx, yy, zz, xy, xz, yz), in the same order, and its
-/// determinant: G⁻¹·r is then `apply(&inverse(g), r)`, and one G serves two solves.
+/// The adjugate of symmetric G = (xx, yy, zz, xy, xz, yz), in the same order, and the
+/// reciprocal of its determinant: G⁻¹·r is then `apply(&inverse(g), r)`, and one G serves two
+/// solves with one division.
 #[inline(always)]
 fn inverse(g: [f64; 6]) -> ([f64; 6], f64) {
     let [xx, yy, zz, xy, xz, yz] = g;
@@ -28,17 +29,17 @@ fn inverse(g: [f64; 6]) -> ([f64; 6], f64) {
     let c12 = xy * xz - xx * yz;
     let c22 = xx * yy - xy * xy;
     let det = xx * c00 + xy * c01 + xz * c02;
-    ([c00, c11, c22, c01, c02, c12], det)
+    ([c00, c11, c22, c01, c02, c12], 1.0 / det)
 }
 
 /// G⁻¹·r from `inverse(g)`.
 #[inline(always)]
 fn apply(inv: &([f64; 6], f64), r: V3) -> V3 {
-    let ([c00, c11, c22, c01, c02, c12], det) = *inv;
+    let ([c00, c11, c22, c01, c02, c12], k) = *inv;
     [
-        (c00 * r[0] + c01 * r[1] + c02 * r[2]) / det,
-        (c01 * r[0] + c11 * r[1] + c12 * r[2]) / det,
-        (c02 * r[0] + c12 * r[1] + c22 * r[2]) / det,
+        (c00 * r[0] + c01 * r[1] + c02 * r[2]) * k,
+        (c01 * r[0] + c11 * r[1] + c12 * r[2]) * k,
+        (c02 * r[0] + c12 * r[1] + c22 * r[2]) * k,
     ]
 }
 

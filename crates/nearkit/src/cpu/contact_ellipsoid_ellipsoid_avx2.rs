@@ -85,7 +85,7 @@ unsafe fn blend(sa: &Sym, sb_: &Sym, l: F) -> Sym {
     out
 }
 
-/// `inverse`: the adjugate and the determinant.
+/// `inverse`: the adjugate and the reciprocal of the determinant.
 #[inline(always)]
 unsafe fn inverse(g: &Sym) -> (Sym, F) {
     let [xx, yy, zz, xy, xz, yz] = *g;
@@ -96,16 +96,16 @@ unsafe fn inverse(g: &Sym) -> (Sym, F) {
     let c12 = sb(ml(xy, xz), ml(xx, yz));
     let c22 = sb(ml(xx, yy), ml(xy, xy));
     let det = add(add(ml(xx, c00), ml(xy, c01)), ml(xz, c02));
-    ([c00, c11, c22, c01, c02, c12], det)
+    ([c00, c11, c22, c01, c02, c12], dv(splat(1.0), det))
 }
 
 #[inline(always)]
 unsafe fn apply(inv: &(Sym, F), r: V) -> V {
-    let ([c00, c11, c22, c01, c02, c12], det) = *inv;
+    let ([c00, c11, c22, c01, c02, c12], k) = *inv;
     [
-        dv(add(add(ml(c00, r[0]), ml(c01, r[1])), ml(c02, r[2])), det),
-        dv(add(add(ml(c01, r[0]), ml(c11, r[1])), ml(c12, r[2])), det),
-        dv(add(add(ml(c02, r[0]), ml(c12, r[1])), ml(c22, r[2])), det),
+        ml(add(add(ml(c00, r[0]), ml(c01, r[1])), ml(c02, r[2])), k),
+        ml(add(add(ml(c01, r[0]), ml(c11, r[1])), ml(c12, r[2])), k),
+        ml(add(add(ml(c02, r[0]), ml(c12, r[1])), ml(c22, r[2])), k),
     ]
 }
 

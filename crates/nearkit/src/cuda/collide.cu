@@ -123,7 +123,7 @@ __device__ bool contact_ellipsoid_triangle(const Shape& s, D3 c0, D3 c1, D3 c2, 
 
 // contact_ellipsoid_ellipsoid.rs: inverse, apply, solve.
 struct PwInverse {
-    double c[6], det;
+    double c[6], k;  // the adjugate, and 1 / det
 };
 __device__ __forceinline__ PwInverse pw_inverse(const double g[6]) {
     double xx = g[0], yy = g[1], zz = g[2], xy = g[3], xz = g[4], yz = g[5];
@@ -134,13 +134,13 @@ __device__ __forceinline__ PwInverse pw_inverse(const double g[6]) {
     v.c[1] = xx * zz - xz * xz;  // c11
     v.c[5] = xy * xz - xx * yz;  // c12
     v.c[2] = xx * yy - xy * xy;  // c22
-    v.det = xx * v.c[0] + xy * v.c[3] + xz * v.c[4];
+    v.k = 1.0 / (xx * v.c[0] + xy * v.c[3] + xz * v.c[4]);
     return v;
 }
 __device__ __forceinline__ D3 pw_apply(const PwInverse& v, D3 r) {
     const double* c = v.c;
-    return v3((c[0] * r.x + c[3] * r.y + c[4] * r.z) / v.det, (c[3] * r.x + c[1] * r.y + c[5] * r.z) / v.det,
-              (c[4] * r.x + c[5] * r.y + c[2] * r.z) / v.det);
+    return v3((c[0] * r.x + c[3] * r.y + c[4] * r.z) * v.k, (c[3] * r.x + c[1] * r.y + c[5] * r.z) * v.k,
+              (c[4] * r.x + c[5] * r.y + c[2] * r.z) * v.k);
 }
 __device__ __forceinline__ D3 pw_solve(const double g[6], D3 r) { return pw_apply(pw_inverse(g), r); }
 __device__ __forceinline__ void pw_blend(const double sa[6], const double sb[6], double l, double g[6]) {
