@@ -345,6 +345,24 @@ pub struct CudaCollider {
     /// The sizes of the last tick run: a tick is captured when they repeat.
     last_key: Option<GraphKey>,
     use_graphs: bool,
+    /// Whether small ticks may write their contacts straight to the host (`zero_copy`).
+    allow_zero_copy: bool,
+}
+
+/// Up to this many contacts, the tick's last kernel writes them straight into `contacts_host`
+/// (page-locked, mapped into the device's address space) instead of a copy after it: seed B's
+/// tick 0.137 -> 0.129 ms on an H100. Beyond, the kernel's scattered writes across the bus cost
+/// more than one copy does (1M bodies: 7.4 -> 15.4 ms).
+const ZERO_COPY_UP_TO: usize = 1 << 18;
+
+/// The device's address of page-locked host memory (the same under unified addressing).
+fn host_device_ptr<T: DeviceRepr + ValidAsZeroBits + Default + Copy>(p: &Pinned<T>) -> Result<u64> {
+    let buf = p.buf.as_ref().expect("allocated");
+    let host = buf.as_ptr().map_err(cuda_err)? as *mut std::ffi::c_void;
+    let mut dev = 0u64;
+    // SAFETY: `host` is page-locked memory of this context, alive as long as `p`.
+    unsafe { cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0) }.result().map_err(cuda_err)?;
+    Ok(dev)
 }
 
 /// Everything a captured tick depends on besides the poses (which it reads from a buffer
@@ -382,6 +400,7 @@ impl CudaCollider {
             graph: None,
             last_key: None,
             use_graphs: std::env::var_os("NEARKIT_NO_GRAPHS").is_none(),
+            allow_zero_copy: std::env::var_os("NEARKIT_NO_ZERO_COPY").is_none(),
             tick: TickBuffers {
                 bbox: Grow::new(),
                 shape: Grow::new(),
@@ -520,6 +539,11 @@ impl CudaCollider {
         Ok(&host.as_slice().map_err(cuda_err)?[..count])
     }
 
+    /// Whether this tick's contacts go straight to the host (`ZERO_COPY_UP_TO`).
+    fn zero_copy(&self) -> bool {
+        self.allow_zero_copy && self.tick.contact_cap <= ZERO_COPY_UP_TO
+    }
+
     /// Sizes every tick buffer for the current capacities (nothing is allocated while a
     /// tick is captured into a graph).
     fn prepare_tick(&mut self, n: usize) -> Result<()> {
@@ -558,6 +582,9 @@ impl CudaCollider {
             t.scan_state = Some(be.alloc::<u64>(scan_state_len(longest + longest / 4))?);
         }
         self.status_host.at_least(be, 4)?;
+        if self.zero_copy() {
+            self.contacts_host.at_least(be, contact_cap)?;
+        }
         Ok(())
     }
 
@@ -750,7 +777,14 @@ impl CudaCollider {
             let f = be.func("place_runs")?;
             let mut l = s.launch_builder(&f);
             l.arg(&order).arg(t.offset.get()).arg(t.pair_offset.get()).arg(t.hit_offset.get()).arg(t.run_offset.get());
-            l.arg(&n32).arg(&e32).arg(&p32).arg(&c32).arg(t.compact.get()).arg(t.out.buf.as_mut().unwrap());
+            l.arg(&n32).arg(&e32).arg(&p32).arg(&c32).arg(t.compact.get());
+            let zero_copy = self.allow_zero_copy && contact_cap <= ZERO_COPY_UP_TO;
+            let host_out = if zero_copy { host_device_ptr(&self.contacts_host)? } else { 0 };
+            if zero_copy {
+                l.arg(&host_out);
+            } else {
+                l.arg(t.out.buf.as_mut().unwrap());
+            }
             l.arg(t.status.buf.as_mut().unwrap());
             unsafe { l.launch(grid(SLOT_GROUP * n, 128)) }.map_err(cuda_err)?;
         }
@@ -759,15 +793,17 @@ impl CudaCollider {
 
     /// Reads the tick's status: the contact count, or `None` after growing a buffer.
     fn read_status(&mut self, world: &World) -> Result<Option<usize>> {
+        let zero_copy = self.zero_copy();
         let be = &*self.be;
         let s = &be.stream;
         let t = &mut self.tick;
         let host = self.status_host.at_least(be, 4)?;
         s.memcpy_dtoh(&t.status.get().slice(0..4), &mut *host).map_err(cuda_err)?;
-        // The contacts, as many as the last tick had and a margin, come down with the status:
-        // one wait on the device instead of two.
-        self.fetched = (self.expect + self.expect / 8 + 1024).min(t.contact_cap);
-        if self.fetched > 0 {
+        // Unless the tick wrote them to the host itself, the contacts, as many as the last tick
+        // had and a margin, come down with the status: one wait on the device instead of two.
+        self.fetched =
+            if zero_copy { t.contact_cap } else { (self.expect + self.expect / 32 + 256).min(t.contact_cap) };
+        if self.fetched > 0 && !zero_copy {
             let contacts = self.contacts_host.at_least(be, self.fetched)?;
             s.memcpy_dtoh(&t.out.get().slice(0..self.fetched), &mut *contacts).map_err(cuda_err)?;
         }
