@@ -376,7 +376,10 @@ extern "C" __global__ void body_boxes(const double* center, const double* quat, 
                                       u64* sort_key, u32* sort_val, double* shapes, u32* start, u32 starts) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     for (u32 b = i; b < starts; b += gridDim.x * blockDim.x) start[b] = 0;
-    if (i >= n) return;
+    if (i >= n) {
+        if (i == n) count[n] = 0;  // so that the scan's last element is the total
+        return;
+    }
     if (sort_key) {
         sort_key[i] = 0x3fffffffull;  // dead bodies last
         sort_val[i] = i;
@@ -425,6 +428,7 @@ extern "C" __global__ void body_boxes(const double* center, const double* quat, 
 extern "C" __global__ void slot_counts(const u32* order, const u32* count, u32 n, u32* slot_count) {
     u32 j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j < n) slot_count[j] = count[order[j]];
+    if (j == n) slot_count[n] = 0;
 }
 
 // Threads per slot in body_entries and place_runs: a body's cells (8-27 for bodies about a
@@ -728,9 +732,14 @@ __device__ __forceinline__ void tick_status(const u32* offset, u32 n, u32 entry_
 extern "C" __global__ void place_runs(const u32* order, const u32* offset, const u32* pair_offset,
                                       const u32* hit_offset, const u32* run_offset, u32 n, u32 entry_cap,
                                       u32 pair_cap, u32 contact_cap, const PackedContact* compact, PackedContact* out,
-                                      u32* status) {
+                                      u32* status, u32* status_host) {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t == 0) tick_status(offset, n, entry_cap, pair_offset, pair_cap, hit_offset, status);
+    if (t == 0) {
+        tick_status(offset, n, entry_cap, pair_offset, pair_cap, hit_offset, status);
+        // Where the host's copy is mapped here, it needs no copy after the tick.
+        if (status_host)
+            for (int k = 0; k < 4; k++) status_host[k] = status[k];
+    }
     u32 j = t / SLOT_GROUP;
     if (j >= n) return;
     u32 lo, hi;

@@ -556,7 +556,7 @@ impl CudaCollider {
         t.offset.at_least(be, n + 1)?;
         t.run_offset.at_least(be, n + 1)?;
         if n >= SORT_FROM {
-            t.count.at_least(be, n)?;
+            t.count.at_least(be, n + 1)?;
             t.sort_key.at_least(be, n)?;
             t.order.at_least(be, n)?;
         }
@@ -676,18 +676,17 @@ impl CudaCollider {
             // It zeroes the bucket starts too.
             let starts = (buckets + 1) as u32;
             l.arg(t.start.buf.as_mut().unwrap()).arg(&starts);
-            unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
+            unsafe { l.launch(grid(n + 1, 128)) }.map_err(cuda_err)?;
         }
         if sorted {
             sort_pairs(be, t.sort_key.buf.as_mut().unwrap(), t.order.buf.as_mut().unwrap(), n, 30)?;
             let f = be.func("slot_counts")?;
             let mut l = s.launch_builder(&f);
             l.arg(t.order.get()).arg(t.count.get()).arg(&n32).arg(t.offset.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(n, 256)) }.map_err(cuda_err)?;
+            unsafe { l.launch(grid(n + 1, 256)) }.map_err(cuda_err)?;
         }
         let order = if sorted { t.order.ptr(be) } else { 0u64 };
-        // The last count must be 0 so that offset[n] is the total.
-        s.memset_zeros(&mut t.offset.buf.as_mut().unwrap().slice_mut(n..n + 1)).map_err(cuda_err)?;
+        // offset[n] is 0 (body_boxes or slot_counts wrote it), so the scan ends with the total.
         exclusive_scan_with(be, t.offset.buf.as_mut().unwrap(), n + 1, t.scan_state.as_mut().expect("prepared"))?;
         {
             let f = be.func("body_entries")?;
@@ -785,7 +784,8 @@ impl CudaCollider {
             } else {
                 l.arg(t.out.buf.as_mut().unwrap());
             }
-            l.arg(t.status.buf.as_mut().unwrap());
+            let status_host = if zero_copy { host_device_ptr(&self.status_host)? } else { 0 };
+            l.arg(t.status.buf.as_mut().unwrap()).arg(&status_host);
             unsafe { l.launch(grid(SLOT_GROUP * n, 128)) }.map_err(cuda_err)?;
         }
         Ok(())
@@ -797,8 +797,10 @@ impl CudaCollider {
         let be = &*self.be;
         let s = &be.stream;
         let t = &mut self.tick;
-        let host = self.status_host.at_least(be, 4)?;
-        s.memcpy_dtoh(&t.status.get().slice(0..4), &mut *host).map_err(cuda_err)?;
+        if !zero_copy {
+            let host = self.status_host.at_least(be, 4)?;
+            s.memcpy_dtoh(&t.status.get().slice(0..4), &mut *host).map_err(cuda_err)?;
+        }
         // Unless the tick wrote them to the host itself, the contacts, as many as the last tick
         // had and a margin, come down with the status: one wait on the device instead of two.
         self.fetched =
