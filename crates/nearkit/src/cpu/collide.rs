@@ -170,7 +170,8 @@ impl Tick<'_> {
             }
         }
         self.pair_contacts(pairs);
-        let (mut found, mut runs) = (Vec::new(), Vec::with_capacity(chunk.len()));
+        // Room for a typical chunk up front (a body touches a few triangles and bodies).
+        let (mut found, mut runs) = (Vec::with_capacity(8 * chunk.len()), Vec::with_capacity(chunk.len()));
         let mut next_pair = 0;
         for i in chunk.clone() {
             if i + 2 < chunk.end {
