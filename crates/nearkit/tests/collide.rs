@@ -351,6 +351,24 @@ fn world_contacts_equal_all_pairs() {
     }
 }
 
+/// The CPU collider's portable code (for CPUs without AVX2) finds the brute force's contacts
+/// too, bit for bit the AVX2 code's.
+#[test]
+fn world_contacts_equal_all_pairs_in_portable_code() {
+    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    for (k, shape) in SHAPES.iter().enumerate() {
+        let world = random_world(30 + k as u64, shape);
+        let fast: Vec<Contact> = cpu.contacts(&world).unwrap().to_vec();
+        nearkit::cpu::collide::use_portable_code(true);
+        let portable: Vec<Contact> = Collider::cpu().contacts(&world).unwrap().to_vec();
+        nearkit::cpu::collide::use_portable_code(false);
+        let want = brute_contacts(&world);
+        assert!(want.len() > 50, "{shape}: only {} contacts", want.len());
+        assert_eq!(portable, want, "{shape}: portable code against the brute force");
+        assert_eq!(fast, want, "{shape}: AVX2 code against the brute force");
+    }
+}
+
 /// The CPU collider keeps candidate lists from tick to tick: over many ticks of small steps,
 /// turns, jumps, most bodies teleporting, bodies added and removed, layers changed, and
 /// another world in between, its contacts stay those of the brute force.

@@ -23,6 +23,25 @@ pub(crate) fn body_box(shape: &Shape, center: V3) -> (V3, V3) {
     ([center[0] - h[0], center[1] - h[1], center[2] - h[2]], [center[0] + h[0], center[1] + h[1], center[2] + h[2]])
 }
 
+/// Set: the portable code runs even where the CPU has AVX2 (`use_portable_code`).
+static PORTABLE_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes the CPU collider run its portable code even where the CPU has AVX2, or lets it use
+/// AVX2 again. Both give the same contacts, bit for bit; the tests compare them.
+#[doc(hidden)]
+pub fn use_portable_code(on: bool) {
+    PORTABLE_ONLY.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the AVX2 code runs (the CPU has it, and `use_portable_code` is off).
+#[inline]
+fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return !PORTABLE_ONLY.load(std::sync::atomic::Ordering::Relaxed) && std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    return false;
+}
+
 /// Bodies per work unit.
 const CHUNK: usize = 64;
 
@@ -80,7 +99,7 @@ fn body_shapes(
     // Coordinates this small are surely inside the grid's range; others get the exact check.
     let surely_inside = (CELL_LIMIT - 2) as f64 * cell_size;
     #[cfg(target_arch = "x86_64")]
-    let avx2 = std::arch::is_x86_feature_detected!("avx2");
+    let avx2 = avx2();
     let scalar = |i: usize| -> ShapeBox {
         let s = b.shape(i);
         let bx = body_box(&s, b.center[i]);
@@ -203,7 +222,7 @@ impl Tick<'_> {
         let centers = &self.world.bodies().center;
         let shape = |i: u32| self.shapes[i as usize].as_ref().expect("bodies with boxes have shapes");
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if avx2() {
             use super::contact_ellipsoid_ellipsoid_avx2::{contacts, Pair};
             for group in pairs.chunks_mut(4) {
                 let lanes: [Pair; 4] = std::array::from_fn(|l| {
@@ -238,7 +257,7 @@ impl Tick<'_> {
         let lists = self.lists;
         let kept = passed_triangles(self.sigma[i], lo, hi, c, &lists.triangles[i], &lists.triangle_filter, kept);
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if avx2() {
             // SAFETY: the CPU has AVX2.
             return unsafe {
                 super::contact_ellipsoid_triangle_avx2::triangle_contacts(me, c, kept, &m.corners, |t, g| {
