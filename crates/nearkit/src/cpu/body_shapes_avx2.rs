@@ -9,42 +9,10 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2_f64::{add, lanes, load, ml, sb, splat};
+
 use crate::collide::ellipsoid::{Shape, V3};
 use crate::collide::world::BOX_SLACK;
-
-type F = __m256d;
-
-#[inline(always)]
-unsafe fn splat(v: f64) -> F {
-    _mm256_set1_pd(v)
-}
-
-#[inline(always)]
-unsafe fn add(a: F, b: F) -> F {
-    _mm256_add_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn sb(a: F, b: F) -> F {
-    _mm256_sub_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn ml(a: F, b: F) -> F {
-    _mm256_mul_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn load(v: &[f64; 4]) -> F {
-    _mm256_loadu_pd(v.as_ptr())
-}
-
-#[inline(always)]
-unsafe fn store(v: F) -> [f64; 4] {
-    let mut out = [0.0; 4];
-    _mm256_storeu_pd(out.as_mut_ptr(), v);
-    out
-}
 
 /// A body's shape, box and Σ.
 pub(crate) type ShapeBox = (Shape, (V3, V3), [f64; 6]);
@@ -107,20 +75,20 @@ pub(crate) unsafe fn shapes(radii: &[V3; 4], q: &[[f64; 4]; 4], center: &[V3; 4]
         [(Shape { rot: [[0.0; 3]; 3], radii: [0.0; 3], unit: [[0.0; 3]; 3] }, ([0.0; 3], [0.0; 3]), [0.0; 6]); 4];
     for i in 0..3 {
         for j in 0..3 {
-            let (r, u) = (store(rot[i][j]), store(unit[i][j]));
+            let (r, u) = (lanes(rot[i][j]), lanes(unit[i][j]));
             for l in 0..4 {
                 out[l].0.rot[i][j] = r[l];
                 out[l].0.unit[i][j] = u[l];
             }
         }
-        let (lo, hi) = (store(lo[i]), store(hi[i]));
+        let (lo, hi) = (lanes(lo[i]), lanes(hi[i]));
         for l in 0..4 {
             out[l].1 .0[i] = lo[l];
             out[l].1 .1[i] = hi[l];
         }
     }
     for m in 0..6 {
-        let v = store(sigma[m]);
+        let v = lanes(sigma[m]);
         for l in 0..4 {
             out[l].2[m] = v[l];
         }

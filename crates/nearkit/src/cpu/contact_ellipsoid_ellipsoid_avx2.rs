@@ -7,48 +7,11 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2_f64::{add, dv, lanes, load, ml, sb, splat, F};
+
 use crate::collide::contact_ellipsoid_ellipsoid::{SETTLED, STEPS};
 use crate::collide::contact_ellipsoid_triangle::ContactGeometry;
 use crate::collide::ellipsoid::{Shape, V3};
-
-type F = __m256d;
-
-#[inline(always)]
-unsafe fn splat(v: f64) -> F {
-    _mm256_set1_pd(v)
-}
-
-#[inline(always)]
-unsafe fn add(a: F, b: F) -> F {
-    _mm256_add_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn sb(a: F, b: F) -> F {
-    _mm256_sub_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn ml(a: F, b: F) -> F {
-    _mm256_mul_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn dv(a: F, b: F) -> F {
-    _mm256_div_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn load(v: &[f64; 4]) -> F {
-    _mm256_loadu_pd(v.as_ptr())
-}
-
-#[inline(always)]
-unsafe fn lanes(v: F) -> [f64; 4] {
-    let mut out = [0.0; 4];
-    _mm256_storeu_pd(out.as_mut_ptr(), v);
-    out
-}
 
 #[inline(always)]
 unsafe fn bits(m: F) -> i32 {

@@ -9,10 +9,10 @@
 
 use std::arch::x86_64::*;
 
+use super::avx2_f64::{add, and, ge, gt, lanes, le, lt, ml, sb, splat, F};
+
 use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
 use crate::collide::ellipsoid::{sub, Shape, V3};
-
-type F = __m256d;
 
 /// A vector per lane.
 #[derive(Clone, Copy)]
@@ -20,51 +20,6 @@ struct V {
     x: F,
     y: F,
     z: F,
-}
-
-#[inline(always)]
-unsafe fn splat(v: f64) -> F {
-    _mm256_set1_pd(v)
-}
-
-#[inline(always)]
-unsafe fn add(a: F, b: F) -> F {
-    _mm256_add_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn sb(a: F, b: F) -> F {
-    _mm256_sub_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn ml(a: F, b: F) -> F {
-    _mm256_mul_pd(a, b)
-}
-
-#[inline(always)]
-unsafe fn le(a: F, b: F) -> F {
-    _mm256_cmp_pd::<_CMP_LE_OQ>(a, b)
-}
-
-#[inline(always)]
-unsafe fn ge(a: F, b: F) -> F {
-    _mm256_cmp_pd::<_CMP_GE_OQ>(a, b)
-}
-
-#[inline(always)]
-unsafe fn gt(a: F, b: F) -> F {
-    _mm256_cmp_pd::<_CMP_GT_OQ>(a, b)
-}
-
-#[inline(always)]
-unsafe fn lt(a: F, b: F) -> F {
-    _mm256_cmp_pd::<_CMP_LT_OQ>(a, b)
-}
-
-#[inline(always)]
-unsafe fn and(a: F, b: F) -> F {
-    _mm256_and_pd(a, b)
 }
 
 #[inline(always)]
@@ -184,13 +139,6 @@ unsafe fn closest_to_origin(a: V, b: V, c: V) -> Answer {
     let sliver = le(denom, ml(ml(vdot(ab, ab), vdot(ac, ac)), splat(1e-9)));
     ans.take(_mm256_andnot_pd(sliver, and(proper, on_face)), face);
     ans
-}
-
-#[inline(always)]
-unsafe fn lanes(v: F) -> [f64; 4] {
-    let mut out = [0.0; 4];
-    _mm256_storeu_pd(out.as_mut_ptr(), v);
-    out
 }
 
 /// A body (shape `me`, center `c`) against triangles `tris` of `corners`: each contact, in

@@ -1,6 +1,8 @@
 //! The CPU backend: rayon over all cores, the same tree and algorithm as the CUDA backend.
 
 #[cfg(target_arch = "x86_64")]
+mod avx2_f64;
+#[cfg(target_arch = "x86_64")]
 mod body_shapes_avx2;
 mod candidate_lists;
 mod closest_pairs;
