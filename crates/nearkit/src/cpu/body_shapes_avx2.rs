@@ -10,12 +10,10 @@
 use std::arch::x86_64::*;
 
 use super::avx2_f64::{add, lanes, load, ml, sb, splat};
+use super::collide::ShapeBox;
 
 use crate::collide::ellipsoid::{Shape, V3};
 use crate::collide::world::BOX_SLACK;
-
-/// A body's shape, box and Σ.
-pub(crate) type ShapeBox = (Shape, (V3, V3), [f64; 6]);
 
 /// (Shape::new(radii, q), body_box, sigma) for four bodies.
 ///

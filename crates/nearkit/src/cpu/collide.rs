@@ -3,8 +3,6 @@
 
 use rayon::prelude::*;
 
-#[cfg(target_arch = "x86_64")]
-use super::body_shapes_avx2::ShapeBox;
 use super::candidate_lists::{boxes_overlap, BodyBox, CandidateLists, TriangleFilter};
 use super::RowPtr;
 use crate::collide::box_f32::box_f32;
@@ -23,6 +21,9 @@ pub(crate) fn body_box(shape: &Shape, center: V3) -> (V3, V3) {
     ([center[0] - h[0], center[1] - h[1], center[2] - h[2]], [center[0] + h[0], center[1] + h[1], center[2] + h[2]])
 }
 
+/// A body's shape, box and Σ, made at the start of a tick.
+pub(crate) type ShapeBox = (Shape, BodyBox, [f64; 6]);
+
 /// Set: the portable code runs even where the CPU has AVX2 (`use_portable_code`).
 static PORTABLE_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -34,12 +35,10 @@ pub fn use_portable_code(on: bool) {
 }
 
 /// Whether the AVX2 code runs (the CPU has it, and `use_portable_code` is off).
+#[cfg(target_arch = "x86_64")]
 #[inline]
 fn avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return !PORTABLE_ONLY.load(std::sync::atomic::Ordering::Relaxed) && std::arch::is_x86_feature_detected!("avx2");
-    #[cfg(not(target_arch = "x86_64"))]
-    return false;
+    !PORTABLE_ONLY.load(std::sync::atomic::Ordering::Relaxed) && std::arch::is_x86_feature_detected!("avx2")
 }
 
 /// Bodies per work unit.
