@@ -2,19 +2,19 @@
 // its Rust twin in src/collide/ operation for operation, in f64 without fused multiply-add, so
 // the CPU and CUDA colliders find the same contacts bit for bit.
 //
-// A tick: body_boxes → (scan) → body_entries → (scan) → grid_fill rebuild the body grid;
-// count_pairs → (scan) → write_pairs list the candidate pairs each grid entry owns, in body
-// order; narrow_pairs tests them, a thread each; (scan) → compact_hits keeps the contacts and
-// counts each body's, (scan) → place_runs puts each body's run, sorted, at its place in id
-// order. Scans are single launches (radix_sort.cu); each kernel takes odd jobs (zeroing,
-// the status) that would otherwise cost a launch of their own. Big worlds are first
-// put in Morton order of their cells (a radix sort), so that neighbours share caches; every
-// kernel after body_boxes works on "slots", slot j holding body order[j].
+// A tick is two kernels after a memset of the grid's heads and the status: body_cells makes
+// each body's shape, box and cells and puts the cells into the body grid (a hash table of
+// lists, one atomic per entry); body_contacts gives each body a warp, which finds the body's
+// triangles and bodies, tests them exactly, 32 at a time, sorts the contacts and writes them
+// at the body's place in id order (a decoupled look-back over the blocks). Seed B's lessons:
+// no thread works through a long list while its neighbours idle (the warp shares a body's
+// work out evenly), and few launches (each costs more than most of its work here).
 
 typedef V3<double> D3;
 #define CELL_BITS 21
 #define CELL_LIMIT (1ll << (CELL_BITS - 1))
 #define BOX_SLACK 1.000000001
+#define FULL_WARP 0xffffffffu
 
 __device__ __forceinline__ D3 dadd(D3 u, D3 v) { return v3(u.x + v.x, u.y + v.y, u.z + v.z); }
 __device__ __forceinline__ D3 dscale(D3 u, double s) { return v3(u.x * s, u.y * s, u.z * s); }
@@ -366,109 +366,94 @@ __device__ __forceinline__ bool boxes_overlap(const double* alo, const double* a
            blo[2] <= ahi[2];
 }
 
-// One thread per body: its shape, widened box and cells; count = cells (0 when not alive).
-// With `sort_key` (not null), also each body's 30-bit Morton code of its low cell (cells
-// taken mod 1024), which orders the tick's work so that neighbours run together.
-// It also zeroes the grid's `starts` bucket counters (body_entries counts into them), which
-// saves the tick a launch.
-extern "C" __global__ void body_boxes(const double* center, const double* quat, const double* radii, const u32* alive, u32 n,
-                                      double cell_size, double* box, int* cells, u32* count, u32* error,
-                                      u64* sort_key, u32* sort_val, double* shapes, u32* start, u32 starts) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    for (u32 b = i; b < starts; b += gridDim.x * blockDim.x) start[b] = 0;
-    if (i >= n) {
-        if (i == n) count[n] = 0;  // so that the scan's last element is the total
-        return;
-    }
-    if (sort_key) {
-        sort_key[i] = 0x3fffffffull;  // dead bodies last
-        sort_val[i] = i;
-    }
-    if (!alive[i]) {
-        count[i] = 0;
-        return;
-    }
-    const double* p = center + 3 * (u64)i;
-    const double* q = quat + 4 * (u64)i;
-    Shape s = make_shape(v3(radii[3 * i], radii[3 * i + 1], radii[3 * i + 2]), q[0], q[1], q[2], q[3]);
-    double* sh = shapes + 18 * (u64)i;
-    for (int r = 0; r < 3; r++)
-        for (int k = 0; k < 3; k++) {
-            sh[3 * r + k] = s.r[r][k];
-            sh[9 + 3 * r + k] = s.u[r][k];
-        }
-    D3 h = half_extents(s);
-    h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
-    double lo[3] = {p[0] - h.x, p[1] - h.y, p[2] - h.z};
-    double hi[3] = {p[0] + h.x, p[1] + h.y, p[2] + h.z};
-    u64 c = 1;
-    bool ok = true;
-    for (int a = 0; a < 3; a++) {
-        int l = 0, u = 0;
-        ok = ok && cell_of(lo[a], cell_size, l) && cell_of(hi[a], cell_size, u);
-        box[6 * (u64)i + a] = lo[a];
-        box[6 * (u64)i + 3 + a] = hi[a];
-        cells[6 * (u64)i + a] = l;
-        cells[6 * (u64)i + 3 + a] = u;
-        c *= (u64)(u - l + 1);
-    }
-    if (!ok || c > 0x3fffffffull) {
-        atomicMax(error, i + 1);
-        c = 0;
-    }
-    count[i] = (u32)c;
-    if (sort_key) {
-        const int* l = cells + 6 * (u64)i;
-        sort_key[i] = spread3_21((u32)l[0] & 1023u) | (spread3_21((u32)l[1] & 1023u) << 1) |
-                      (spread3_21((u32)l[2] & 1023u) << 2);
-    }
-}
+// The body grid of a tick: a hash table of cells whose buckets are lists, built with one
+// atomic per entry in a single pass (no counting, scan and fill). head[b] is 1 + the last
+// entry put in bucket b (0: empty; the heads are zeroed before each tick), and each entry
+// links to the one put before it. The order within a bucket is a race; nothing depends on it
+// (each body's contacts are sorted before they leave).
+struct BodyEntry {
+    u64 key;
+    u32 body;
+    u32 next;  // 1 + the bucket's entry put before this one, 0 for none
+};
 
-// Cell counts in work order: slot j holds body order[j].
-extern "C" __global__ void slot_counts(const u32* order, const u32* count, u32 n, u32* slot_count) {
-    u32 j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j < n) slot_count[j] = count[order[j]];
-    if (j == n) slot_count[n] = 0;
-}
+struct BodyGridView {
+    const u32* head;
+    const BodyEntry* entries;
+    u64 mask;
+};
 
-// Threads per slot in body_entries and place_runs: a body's cells (8-27 for bodies about a
-// cell wide) or contacts are worked on together, so that their atomics and copies are in
-// flight at once instead of one after another.
-#define SLOT_GROUP 8
+// Threads per body in body_cells: a body's cells (8-27 for bodies about a cell wide) go into
+// the grid together, so that their atomics are in flight at once.
+#define CELL_GROUP 8
 
-// SLOT_GROUP threads per slot: entry e of the slot's body (cell k = e - offset[j] of its
-// range, x fastest, then y, then z) gets its key and bucket, and its rank in the bucket.
-// Entries past `capacity` are dropped: the host grows it and runs the tick again.
-extern "C" __global__ void body_entries(const int* cells, const u32* order, const u32* offset, u32 n, u32 capacity,
-                                        u64 mask, u64* entry_key, u32* entry_body, u32* entry_bucket,
-                                        u32* entry_rank, u32* bucket_count) {
+// CELL_GROUP threads per body. The first makes its shape (rotation and S⁻¹·Rᵀ, kept for the
+// contacts), widened box and cells, and count[i] = its cells (0 when not alive or out of range,
+// which status[2] names); the group puts its cells into the grid, at entries reserved by one
+// atomic on status[1]. Past `entry_cap` nothing is put: the host grows it and runs again.
+extern "C" __global__ void body_cells(const double* center, const double* quat, const double* radii, const u32* alive,
+                                      u32 n, double cell_size, double* box, int* cells, u32* count, double* shapes,
+                                      u32* head, BodyEntry* entries, u32 entry_cap, u64 mask, u32* status) {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 j = t / SLOT_GROUP;
-    if (j >= n) return;
-    u32 i = order ? order[j] : j;
-    u32 e0 = offset[j], end = min(offset[j + 1], capacity);
-    const int* c = cells + 6 * (u64)i;
-    u32 nx = (u32)(c[3] - c[0] + 1), ny = (u32)(c[4] - c[1] + 1);
-    for (u32 e = e0 + t % SLOT_GROUP; e < end; e += SLOT_GROUP) {
-        u32 k = e - e0;
-        u64 key = cell_key(c[0] + (int)(k % nx), c[1] + (int)(k / nx % ny), c[2] + (int)(k / (nx * ny)));
-        u32 b = bucket_of(key, mask);
-        entry_key[e] = key;
-        entry_body[e] = i;
-        entry_bucket[e] = b;
-        entry_rank[e] = atomicAdd(&bucket_count[b], 1u);
+    u32 i = t / CELL_GROUP, sub = t % CELL_GROUP;
+    u32 c = 0, base = 0;
+    int l[3] = {0, 0, 0};
+    u32 nx = 1, ny = 1;
+    if (sub == 0 && i < n && alive[i]) {
+        const double* p = center + 3 * (u64)i;
+        const double* q = quat + 4 * (u64)i;
+        Shape s = make_shape(v3(radii[3 * i], radii[3 * i + 1], radii[3 * i + 2]), q[0], q[1], q[2], q[3]);
+        double* sh = shapes + 18 * (u64)i;
+        for (int r = 0; r < 3; r++)
+            for (int k = 0; k < 3; k++) {
+                sh[3 * r + k] = s.r[r][k];
+                sh[9 + 3 * r + k] = s.u[r][k];
+            }
+        D3 h = half_extents(s);
+        h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+        double lo[3] = {p[0] - h.x, p[1] - h.y, p[2] - h.z};
+        double hi[3] = {p[0] + h.x, p[1] + h.y, p[2] + h.z};
+        u64 cc = 1;
+        bool ok = true;
+        int u[3] = {0, 0, 0};
+        for (int a = 0; a < 3; a++) {
+            ok = ok && cell_of(lo[a], cell_size, l[a]) && cell_of(hi[a], cell_size, u[a]);
+            box[6 * (u64)i + a] = lo[a];
+            box[6 * (u64)i + 3 + a] = hi[a];
+            cells[6 * (u64)i + a] = l[a];
+            cells[6 * (u64)i + 3 + a] = u[a];
+            cc *= (u64)(u[a] - l[a] + 1);
+        }
+        if (!ok || cc > 0x3fffffffull) {
+            atomicMax(&status[2], i + 1);
+            cc = 0;
+        }
+        c = (u32)cc;
+        nx = (u32)(u[0] - l[0] + 1);
+        ny = (u32)(u[1] - l[1] + 1);
+        if (c > 0) {
+            base = atomicAdd(&status[1], c);
+            if (base + (u64)c > entry_cap) c = 0;  // overflow: the tick runs again
+        }
     }
-}
-
-// Entries into bucket order; the total is offset[n] (at most `capacity`).
-extern "C" __global__ void grid_fill(const u64* entry_key, const u32* entry_body, const u32* entry_bucket,
-                                     const u32* entry_rank, const u32* offset, u32 n, u32 capacity, const u32* start,
-                                     u64* keys, u32* items) {
-    u32 e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= min(offset[n], capacity)) return;
-    u32 at = start[entry_bucket[e]] + entry_rank[e];
-    keys[at] = entry_key[e];
-    items[at] = entry_body[e];
+    if (sub == 0 && i < n) count[i] = c;
+    // The group's first thread tells the others (every lane of the warp takes part).
+    u32 first = (threadIdx.x % 32) & ~(CELL_GROUP - 1);
+    c = __shfl_sync(FULL_WARP, c, first);
+    base = __shfl_sync(FULL_WARP, base, first);
+    nx = __shfl_sync(FULL_WARP, nx, first);
+    ny = __shfl_sync(FULL_WARP, ny, first);
+    for (int a = 0; a < 3; a++) l[a] = __shfl_sync(FULL_WARP, l[a], first);
+    for (u32 k = sub; k < c; k += CELL_GROUP) {
+        u64 key = cell_key(l[0] + (int)(k % nx), l[1] + (int)(k / nx % ny), l[2] + (int)(k / (nx * ny)));
+        u32 e = base + k;
+        u32 before = atomicExch(&head[bucket_of(key, mask)], e + 1);
+        BodyEntry r;
+        r.key = key;
+        r.body = i;
+        r.next = before;
+        entries[e] = r;
+    }
 }
 
 // A contact as it leaves the device: `other` carries the kind in its top bit (set: a body),
@@ -500,16 +485,16 @@ __device__ __forceinline__ PackedContact make_rec(u32 body, u32 other, const Geo
 struct BodyView {
     const double* center; // 3 per body
     const double* radii;  // 3 per body
-    const double* shape;  // rotation and S⁻¹·Rᵀ, row by row: 18 per body (from body_boxes)
+    const double* shape;  // rotation and S⁻¹·Rᵀ, row by row: 18 per body (from body_cells)
     const u32* layer;
     const u32* mask;
-    const u32* alive;
     const double* box;    // lo, hi: 6 per body
     const int* cells;     // lo, hi cell: 6 per body
-    HashGridView grid;
+    const u32* count;     // cells in the grid per body (0: none this tick)
+    BodyGridView grid;
 };
 
-// The shape body_boxes made (the same bits as make_shape, without its ten divisions).
+// The shape body_cells made (the same bits as make_shape, without its ten divisions).
 __device__ __forceinline__ Shape body_shape(const BodyView& b, u32 i) {
     Shape s;
     const double* sh = b.shape + 18 * (u64)i;
@@ -522,242 +507,320 @@ __device__ __forceinline__ Shape body_shape(const BodyView& b, u32 i) {
     return s;
 }
 
+// Whether static-mesh grid entry `e` is a triangle in cell `key` (at cx, cy, cz) whose box
+// meets the box [flo, fhi] (f32, rounded outwards, so the test stays conservative) with low
+// cell lc, and whose pair with it this cell owns (hash_grid::owns_pair); t = its triangle.
+__device__ __forceinline__ bool mesh_entry_pair(const MeshEntry* e, u64 key, int cx, int cy, int cz, const float* flo,
+                                                const float* fhi, const int* lc, u32& t) {
+    const uint4* r = (const uint4*)e;
+    uint4 r0 = __ldg(r), r1 = __ldg(r + 1), r2 = __ldg(r + 2);
+    if ((((u64)r0.y << 32) | r0.x) != key) return false;
+    float tlo[3] = {__uint_as_float(r1.z), __uint_as_float(r1.w), __uint_as_float(r2.x)};
+    float thi[3] = {__uint_as_float(r2.y), __uint_as_float(r2.z), __uint_as_float(r2.w)};
+    if (!(flo[0] <= thi[0] && tlo[0] <= fhi[0] && flo[1] <= thi[1] && tlo[1] <= fhi[1] && flo[2] <= thi[2] &&
+          tlo[2] <= fhi[2]))
+        return false;
+    if (cx != max(lc[0], (int)r0.w) || cy != max(lc[1], (int)r1.x) || cz != max(lc[2], (int)r1.y)) return false;
+    t = r0.z;
+    return true;
+}
+
+__device__ __forceinline__ void box_f32(const double* lo, const double* hi, float* flo, float* fhi) {
+    for (int a = 0; a < 3; a++) {
+        flo[a] = __double2float_rd(lo[a]);
+        fhi[a] = __double2float_ru(hi[a]);
+    }
+}
+
 // The mesh's triangles in cell `key` (at cx, cy, cz) that a box [lo, hi] with low cell lc
-// meets and whose pair with it this cell owns (hash_grid::owns_pair), offered to sink(t).
+// meets and whose pair with it this cell owns, offered to sink(t).
 template <typename Sink>
 __device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u64 key, int cx, int cy, int cz, const double* lo,
                                            const double* hi, const int* lc, Sink sink) {
-    // The body's box in f32, rounded outwards: the test stays conservative.
-    float flo[3] = {__double2float_rd(lo[0]), __double2float_rd(lo[1]), __double2float_rd(lo[2])};
-    float fhi[3] = {__double2float_ru(hi[0]), __double2float_ru(hi[1]), __double2float_ru(hi[2])};
+    float flo[3], fhi[3];
+    box_f32(lo, hi, flo, fhi);
     u32 b = bucket_of(key, mesh.grid.mask);
     u32 end = mesh.grid.start[b + 1];
     for (u32 e = mesh.grid.start[b]; e < end; e++) {
-        const uint4* r = (const uint4*)(mesh.entries + e);
-        uint4 r0 = __ldg(r), r1 = __ldg(r + 1), r2 = __ldg(r + 2);
-        if ((((u64)r0.y << 32) | r0.x) != key) continue;
-        float tlo[3] = {__uint_as_float(r1.z), __uint_as_float(r1.w), __uint_as_float(r2.x)};
-        float thi[3] = {__uint_as_float(r2.y), __uint_as_float(r2.z), __uint_as_float(r2.w)};
-        if (!(flo[0] <= thi[0] && tlo[0] <= fhi[0] && flo[1] <= thi[1] && tlo[1] <= fhi[1] && flo[2] <= thi[2] &&
-              tlo[2] <= fhi[2]))
-            continue;
-        if (cx != max(lc[0], (int)r0.w) || cy != max(lc[1], (int)r1.x) || cz != max(lc[2], (int)r1.y)) continue;
-        sink(r0.z);
+        u32 t;
+        if (mesh_entry_pair(mesh.entries + e, key, cx, cy, cz, flo, fhi, lc, t)) sink(t);
     }
 }
 
-// The pairs that grid entry e (body i in cell `key`) owns (hash_grid::owns_pair): part 0, the
-// cell's triangles, and part 1, its higher-numbered bodies, whose boxes meet body i's, offered
-// to sink(other) in bucket order, `other` with KIND_BODY set for a body. A part is a thread's
-// work, so each thread walks one bucket chain. cpu/collide.rs tests the same pairs.
-template <typename Sink>
-__device__ __forceinline__ void entry_pairs(const BodyView& bv, const MeshView& mesh, u32 mesh_layer, u32 i, u64 key,
-                                            u32 part, Sink sink) {
-    int cx = (int)((long long)(key >> (2 * CELL_BITS)) - CELL_LIMIT);
-    int cy = (int)((long long)((key >> CELL_BITS) & ((1ull << CELL_BITS) - 1)) - CELL_LIMIT);
-    int cz = (int)((long long)(key & ((1ull << CELL_BITS) - 1)) - CELL_LIMIT);
-    const double* blo = bv.box + 6 * (u64)i;
-    const double* bhi = blo + 3;
-    const int* lc = bv.cells + 6 * (u64)i;
-    if (part == 0) {
-        if (mesh.n > 0 && (bv.mask[i] & mesh_layer) != 0) mesh_pairs(mesh, key, cx, cy, cz, blo, bhi, lc, sink);
-        return;
-    }
-    u32 b = bucket_of(key, bv.grid.mask);
-    for (u32 e = bv.grid.start[b]; e < bv.grid.start[b + 1]; e++) {
-        if (bv.grid.keys[e] != key) continue;
-        u32 o = bv.grid.items[e];
-        if (o <= i) continue;
-        if (!((bv.layer[i] & bv.mask[o]) != 0 && (bv.layer[o] & bv.mask[i]) != 0)) continue;
-        const double* olo = bv.box + 6 * (u64)o;
-        const int* oc = bv.cells + 6 * (u64)o;
-        if (!boxes_overlap(blo, bhi, olo, olo + 3)) continue;
-        if (cx != max(lc[0], oc[0]) || cy != max(lc[1], oc[1]) || cz != max(lc[2], oc[2])) continue;
-        sink(KIND_BODY | o);
-    }
-}
+__device__ __forceinline__ u32 lane_id() { return threadIdx.x % 32; }
+// How many lanes below this one have their bit set.
+__device__ __forceinline__ u32 lanes_below(u32 bits) { return __popc(bits & ((1u << lane_id()) - 1)); }
 
-// Pairs a part keeps from its counting pass, so that most parts are enumerated once.
-#define KEPT_PAIRS 8
+// Contacts a warp keeps in shared memory; a body with more is done again (body_contacts).
+#define HIT_CAP 64
 
-// Thread τ's part: warps alternate between the parts of 32 entries, so that a warp walks
-// one kind of bucket (the two kinds diverge). p = 2e + part indexes the part's data.
-__device__ __forceinline__ void part_of_thread(u32 tau, u32& e, u32& part, u32& p) {
-    e = (tau / 64) * 32 + tau % 32;
-    part = (tau / 32) % 2;
-    p = 2 * e + part;
-}
-
-// A thread per part p = 2e + part of grid entry e (entry_pairs): how many pairs it owns; the
-// first KEPT_PAIRS of them are kept (kept[k · 2·entry_cap + p]) for write_pairs. Pair offsets
-// are by part, so entry e's pairs start at pair_offset[2e].
-extern "C" __global__ void count_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
-                                       u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer, u32* pair_count,
-                                       u32* kept) {
-    u32 e, part, p;
-    part_of_thread(blockIdx.x * blockDim.x + threadIdx.x, e, part, p);
-    u32 parts = 2 * min(offset[n], entry_cap);
-    if (p > parts) return;
-    if (p == parts) {
-        pair_count[p] = 0;  // so that the scan's last element is the total
-        return;
-    }
-    u32 k = 0;
-    u64 stride = 2 * (u64)entry_cap;  // kept is slot-major: kept[k * stride + p]
-    entry_pairs(bv, mesh, mesh_layer, entry_body[e], entry_key[e], part, [&](u32 other) {
-        if (k < KEPT_PAIRS) kept[k * stride + p] = other;
-        k++;
-    });
-    pair_count[p] = k;
-}
-
-// A thread per part: its pairs at its offset, as (body, other), from what count_pairs kept
-// (enumerated again only past KEPT_PAIRS). Entries are in body order, so each body's pairs
-// form one run.
-extern "C" __global__ void write_pairs(const u64* entry_key, const u32* entry_body, const u32* offset, u32 n,
-                                       u32 entry_cap, BodyView bv, MeshView mesh, u32 mesh_layer,
-                                       const u32* pair_offset, u32 pair_cap, const u32* kept, u32* pair_body,
-                                       u32* pair_other, u32* body_pairs, u32* body_pair_count) {
-    u32 e, part, p;
-    part_of_thread(blockIdx.x * blockDim.x + threadIdx.x, e, part, p);
-    if (p >= 2 * min(offset[n], entry_cap)) return;
-    u32 i = entry_body[e], at = pair_offset[p], count = pair_offset[p + 1] - at;
-    auto put = [&](u32 other) {
-        if (at < pair_cap) {
-            pair_body[at] = i;
-            pair_other[at] = other;
-            // Body pairs cost ten times a triangle's: narrow_pairs gives them threads of their own.
-            if (other & KIND_BODY) body_pairs[atomicAdd(body_pair_count, 1u)] = at;
+// A body's contacts as its warp finds them: the first HIT_CAP in shared memory (`rec`), or
+// every one in global memory (`spill`, when not null); `count` counts them all. Every lane
+// calls put() together.
+struct HitList {
+    PackedContact* rec;
+    PackedContact* spill;
+    u32 count;
+    __device__ __forceinline__ void put(bool hit, const PackedContact& r) {
+        u32 bits = __ballot_sync(FULL_WARP, hit);
+        u32 at = count + lanes_below(bits);
+        if (hit) {
+            if (spill)
+                spill[at] = r;
+            else if (at < HIT_CAP)
+                rec[at] = r;
         }
-        at++;
-    };
-    if (count <= KEPT_PAIRS) {
-        u64 stride = 2 * (u64)entry_cap;
-        for (u32 k = 0; k < count; k++) put(kept[k * stride + p]);
-    } else {
-        entry_pairs(bv, mesh, mesh_layer, i, entry_key[e], part, put);
+        count += __popc(bits);
     }
-}
+};
 
-// The exact test of candidate pair k; hit[k] = 1 and rec[k] on contact.
-__device__ __forceinline__ void narrow_pair(u32 k, const u32* pair_body, const u32* pair_other, const BodyView& bv,
-                                            const MeshView& mesh, u32* hit, PackedContact* rec) {
-    u32 i = pair_body[k], other = pair_other[k];
+// Candidates waiting for their exact test (64 places in shared memory), so that tests run
+// 32 at a time, a lane each: push() queues the lanes' candidates and tests 32 as soon as
+// there are; flush() tests the rest. Every lane calls them together.
+struct Queue {
+    u32* item;
+    u32 count;
+    template <typename Test>
+    __device__ __forceinline__ void push(bool has, u32 v, Test test) {
+        u32 bits = __ballot_sync(FULL_WARP, has);
+        if (has) item[count + lanes_below(bits)] = v;
+        count += __popc(bits);
+        __syncwarp();
+        if (count >= 32) {
+            count -= 32;
+            u32 w = item[count + lane_id()];
+            __syncwarp();
+            test(true, w);
+        }
+    }
+    template <typename Test>
+    __device__ __forceinline__ void flush(Test test) {
+        if (count == 0) return;
+        bool has = lane_id() < count;
+        u32 w = has ? item[lane_id()] : 0;
+        count = 0;
+        __syncwarp();
+        test(has, w);
+    }
+};
+
+// What every lane of a body's warp knows of the body.
+struct WarpBody {
+    u32 i;
+    D3 c;
+    Shape s;
+    double lo[3], hi[3];
+    int lc[3];
+    u32 nx, ny, cells;
+    u32 layer, mask;
+};
+
+__device__ __forceinline__ WarpBody warp_body(const BodyView& bv, u32 i, u32 cells) {
+    WarpBody b;
+    b.i = i;
     const double* p = bv.center + 3 * (u64)i;
-    D3 c = v3(p[0], p[1], p[2]);
-    Shape s = body_shape(bv, i);
-    Geometry g;
-    bool h;
-    if (other & KIND_BODY) {
-        u32 o = other & ~KIND_BODY;
-        const double* po = bv.center + 3 * (u64)o;
-        h = contact_ellipsoid_ellipsoid(s, body_shape(bv, o), vsub(v3(po[0], po[1], po[2]), c), g);
-    } else {
-        const double* q = mesh.corners + 9 * (u64)other;
-        h = contact_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), c), vsub(v3(q[3], q[4], q[5]), c),
-                                       vsub(v3(q[6], q[7], q[8]), c), g);
+    b.c = v3(p[0], p[1], p[2]);
+    b.s = body_shape(bv, i);
+    const double* box = bv.box + 6 * (u64)i;
+    const int* c = bv.cells + 6 * (u64)i;
+    for (int a = 0; a < 3; a++) {
+        b.lo[a] = box[a];
+        b.hi[a] = box[3 + a];
+        b.lc[a] = c[a];
     }
-    hit[k] = h;
-    if (h) rec[k] = make_rec(i, other, g);
+    b.nx = (u32)(c[3] - c[0] + 1);
+    b.ny = (u32)(c[4] - c[1] + 1);
+    b.cells = cells;
+    b.layer = bv.layer[i];
+    b.mask = bv.mask[i];
+    return b;
 }
 
-// The exact tests, a thread per candidate pair (seed B's lesson: every thread does one test,
-// none idles while a neighbour works through a long list). Threads [0, pair_cap) take the
-// body pairs, which write_pairs listed in body_pairs: ten times dearer than a triangle's, they
-// get warps of their own and start first. Threads [pair_cap, 2·pair_cap] take the pairs in
-// order, skipping body pairs; the last writes hit[total] = 0 for the scan.
-extern "C" __global__ void narrow_pairs(const u32* pair_body, const u32* pair_other, const u32* pair_offset,
-                                        const u32* offset, u32 n, u32 entry_cap, u32 pair_cap,
-                                        const u32* body_pairs, const u32* body_pair_count, BodyView bv,
-                                        MeshView mesh, u32* hit, PackedContact* rec) {
-    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t < pair_cap) {
-        if (t < min(*body_pair_count, pair_cap)) narrow_pair(body_pairs[t], pair_body, pair_other, bv, mesh, hit, rec);
-        return;
-    }
-    u32 k = t - pair_cap;
-    u32 total = min(pair_offset[2 * min(offset[n], entry_cap)], pair_cap);
-    if (k > total) return;
-    if (k == total) {
-        hit[k] = 0;
-        return;
-    }
-    if (pair_other[k] & KIND_BODY) return;
-    narrow_pair(k, pair_body, pair_other, bv, mesh, hit, rec);
-}
-// The run of contacts of the body in slot j, in compact_hits' layout.
-__device__ __forceinline__ void slot_run(const u32* offset, const u32* pair_offset, const u32* hit_offset, u32 j,
-                                         u32 entry_cap, u32 pair_cap, u32& lo, u32& hi) {
-    u32 e0 = min(offset[j], entry_cap), e1 = min(offset[j + 1], entry_cap);
-    lo = hit_offset[min(pair_offset[2 * e0], pair_cap)];
-    hi = hit_offset[min(pair_offset[2 * e1], pair_cap)];
+// Cell k of body b's range (x fastest, then y, then z), as body_cells numbers them.
+__device__ __forceinline__ void cell_of_body(const WarpBody& b, u32 k, int& x, int& y, int& z) {
+    x = b.lc[0] + (int)(k % b.nx);
+    y = b.lc[1] + (int)(k / b.nx % b.ny);
+    z = b.lc[2] + (int)(k / (b.nx * b.ny));
 }
 
-// A thread per candidate pair k: its contact, if any, to its place in `out` (hit_offset is
-// scanned). Thread j ≤ n also counts slot j's contacts into run_count (0 at n, for the scan).
-extern "C" __global__ void compact_hits(const u32* order, const u32* hit_offset, const u32* pair_offset,
-                                        const u32* offset, u32 n, u32 entry_cap, u32 pair_cap, u32 contact_cap,
-                                        const PackedContact* rec, PackedContact* out, u32* run_count) {
-    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < n) {
-        u32 lo, hi;
-        slot_run(offset, pair_offset, hit_offset, k, entry_cap, pair_cap, lo, hi);
-        run_count[order ? order[k] : k] = hi - lo;
-    } else if (k == n) {
-        run_count[n] = 0;
-    }
-    u32 total = min(pair_offset[2 * min(offset[n], entry_cap)], pair_cap);
-    if (k >= total) return;
-    u32 at = hit_offset[k];
-    if (hit_offset[k + 1] != at && at < contact_cap) out[at] = rec[k];
-}
-// The tick's status for the host: entries, pairs, contacts (each only when the one before
-// fit its buffer).
-__device__ __forceinline__ void tick_status(const u32* offset, u32 n, u32 entry_cap, const u32* pair_offset, u32 pair_cap,
-                                       const u32* hit_offset, u32* status) {
-    u32 entries = offset[n];
-    status[1] = entries;
-    if (entries > entry_cap) return;
-    u32 pairs = pair_offset[2 * entries];
-    status[3] = pairs;
-    if (pairs > pair_cap) return;
-    status[0] = hit_offset[pairs];
-}
-
-// SLOT_GROUP threads per slot: its body's run copied to the body's place in id order, sorted
-// by `other` (kind, then id). Each thread takes contacts of the run and places each at its
-// rank, the number of the run's contacts before it (ties, which do not occur, by position):
-// the copies are independent, where an insertion sort in place made each wait on the last.
-// Thread 0 also writes the tick's status.
-extern "C" __global__ void place_runs(const u32* order, const u32* offset, const u32* pair_offset,
-                                      const u32* hit_offset, const u32* run_offset, u32 n, u32 entry_cap,
-                                      u32 pair_cap, u32 contact_cap, const PackedContact* compact, PackedContact* out,
-                                      u32* status, u32* status_host) {
-    u32 t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t == 0) {
-        tick_status(offset, n, entry_cap, pair_offset, pair_cap, hit_offset, status);
-        // Where the host's copy is mapped here, it needs no copy after the tick.
-        if (status_host)
-            for (int k = 0; k < 4; k++) status_host[k] = status[k];
-    }
-    u32 j = t / SLOT_GROUP;
-    if (j >= n) return;
-    u32 lo, hi;
-    slot_run(offset, pair_offset, hit_offset, j, entry_cap, pair_cap, lo, hi);
-    u32 at = run_offset[order ? order[j] : j];
-    if (hi > contact_cap || at + (hi - lo) > contact_cap) return;  // overflow: the host runs again
-    for (u32 k = lo + t % SLOT_GROUP; k < hi; k += SLOT_GROUP) {
-        PackedContact r = compact[k];
-        u32 rank = 0;
-        for (u32 q = lo; q < hi; q++) {
-            u32 o = compact[q].other;
-            rank += o < r.other || (o == r.other && q < k);
+// Every contact of body b that its cells own (hash_grid::owns_pair), into `hits`: the mesh's
+// triangles, then the higher-numbered bodies (a pair's contact belongs to its lower body).
+// cpu/collide.rs tests the same pairs. The warp takes b's cells 32 at a time, a lane each;
+// the mesh entries of those cells are then shared out evenly, 32 at a time, and the body
+// grid's lists walked a lane per cell.
+__device__ void warp_body_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh_layer, const WarpBody& b,
+                                   Queue& q, HitList& hits) {
+    u32 lane = lane_id();
+    if (mesh.n > 0 && (b.mask & mesh_layer) != 0) {
+        auto test = [&](bool has, u32 t) {
+            Geometry g;
+            bool h = false;
+            if (has) {
+                const double* p = mesh.corners + 9 * (u64)t;
+                h = contact_ellipsoid_triangle(b.s, vsub(v3(p[0], p[1], p[2]), b.c), vsub(v3(p[3], p[4], p[5]), b.c),
+                                               vsub(v3(p[6], p[7], p[8]), b.c), g);
+            }
+            hits.put(h, h ? make_rec(b.i, t, g) : PackedContact());
+        };
+        float flo[3], fhi[3];
+        box_f32(b.lo, b.hi, flo, fhi);
+        for (u32 c0 = 0; c0 < b.cells; c0 += 32) {
+            u32 k = c0 + lane;
+            int x, y, z;
+            cell_of_body(b, k, x, y, z);
+            u64 key = cell_key(x, y, z);
+            u32 first = 0, len = 0;
+            if (k < b.cells) {
+                u32 bucket = bucket_of(key, mesh.grid.mask);
+                first = mesh.grid.start[bucket];
+                len = mesh.grid.start[bucket + 1] - first;
+            }
+            u32 upto = len;  // entries of lanes 0..=lane
+            for (u32 o = 1; o < 32; o *= 2) {
+                u32 v = __shfl_up_sync(FULL_WARP, upto, o);
+                if (lane >= o) upto += v;
+            }
+            u32 total = __shfl_sync(FULL_WARP, upto, 31);
+            for (u32 m0 = 0; m0 < total; m0 += 32) {
+                u32 m = m0 + lane;
+                // Entry m lies in lane j's cell: j lanes have all their entries before m.
+                u32 j = 0;
+                for (u32 step = 16; step > 0; step /= 2) {
+                    u32 v = __shfl_sync(FULL_WARP, upto, j + step - 1);
+                    if (v <= m) j += step;
+                }
+                u32 at = __shfl_sync(FULL_WARP, first, j) + m - (__shfl_sync(FULL_WARP, upto, j) -
+                                                                  __shfl_sync(FULL_WARP, len, j));
+                u64 jkey = __shfl_sync(FULL_WARP, key, j);
+                int jx = __shfl_sync(FULL_WARP, x, j), jy = __shfl_sync(FULL_WARP, y, j),
+                    jz = __shfl_sync(FULL_WARP, z, j);
+                u32 t = 0;
+                bool has = m < total && mesh_entry_pair(mesh.entries + at, jkey, jx, jy, jz, flo, fhi, b.lc, t);
+                q.push(has, t, test);
+            }
         }
-        out[at + rank] = r;
+        q.flush(test);
+    }
+    auto test = [&](bool has, u32 o) {
+        Geometry g;
+        bool h = false;
+        if (has) {
+            const double* p = bv.center + 3 * (u64)o;
+            h = contact_ellipsoid_ellipsoid(b.s, body_shape(bv, o), vsub(v3(p[0], p[1], p[2]), b.c), g);
+        }
+        hits.put(h, h ? make_rec(b.i, KIND_BODY | o, g) : PackedContact());
+    };
+    for (u32 c0 = 0; c0 < b.cells; c0 += 32) {
+        u32 k = c0 + lane;
+        int x, y, z;
+        cell_of_body(b, k, x, y, z);
+        u64 key = cell_key(x, y, z);
+        u32 e = k < b.cells ? bv.grid.head[bucket_of(key, bv.grid.mask)] : 0;
+        while (__any_sync(FULL_WARP, e != 0)) {
+            bool has = false;
+            u32 o = 0;
+            if (e != 0) {
+                BodyEntry r = bv.grid.entries[e - 1];
+                e = r.next;
+                o = r.body;
+                if (r.key == key && o > b.i && (b.layer & bv.mask[o]) != 0 && (bv.layer[o] & b.mask) != 0) {
+                    const double* olo = bv.box + 6 * (u64)o;
+                    const int* oc = bv.cells + 6 * (u64)o;
+                    has = boxes_overlap(b.lo, b.hi, olo, olo + 3) && x == max(b.lc[0], oc[0]) &&
+                          y == max(b.lc[1], oc[1]) && z == max(b.lc[2], oc[2]);
+                }
+            }
+            q.push(has, o, test);
+        }
+    }
+    q.flush(test);
+}
+
+// Warps per block of body_contacts, a body each.
+#define CONTACT_WARPS 4
+
+// The tick's contacts, a warp per body: found (warp_body_contacts), sorted by `other` (kind,
+// then id), and written at the body's place in id order, which a decoupled look-back over the
+// blocks gives (blocks take bodies in order by ticket, lookback[0]; lookback[2 + t] is tile
+// t's word; all zero before the launch). A body with more contacts than a warp keeps is done
+// again into `spill` at its place, and sorted from there. The last tile writes the status:
+// [0] contacts, [1] grid entries (body_cells), [2] a body out of range (+1); also to
+// `status_host` when not null (page-locked host memory, as `out` may be). Contacts past
+// `contact_cap` are not written (the host grows it and runs the tick again), nor any when the
+// grid's entries overflowed.
+extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS)
+    body_contacts(BodyView bv, MeshView mesh, u32 mesh_layer, u32 n, u32 entry_cap, u32 contact_cap, u32* status,
+                  unsigned long long* lookback, PackedContact* spill, PackedContact* out, u32* status_host) {
+    __shared__ PackedContact found[CONTACT_WARPS][HIT_CAP];
+    __shared__ PackedContact sorted[CONTACT_WARPS][HIT_CAP];
+    __shared__ u32 queued[CONTACT_WARPS][64];
+    __shared__ u32 tile_s, before_s, warp_count[CONTACT_WARPS], warp_before[CONTACT_WARPS];
+    if (threadIdx.x == 0) tile_s = (u32)atomicAdd(&lookback[0], 1ull);
+    __syncthreads();
+    u32 tile = tile_s, warp = threadIdx.x / 32, lane = lane_id();
+    u32 i = tile * CONTACT_WARPS + warp;
+    u32 cells = i < n && status[1] <= entry_cap ? bv.count[i] : 0;
+    HitList hits{found[warp], nullptr, 0};
+    Queue q{queued[warp], 0};
+    WarpBody b;
+    if (cells > 0) {
+        b = warp_body(bv, i, cells);
+        warp_body_contacts(bv, mesh, mesh_layer, b, q, hits);
+    }
+    u32 h = hits.count;
+    if (h <= HIT_CAP) {
+        // Each contact to its rank (`other` differs between a body's contacts).
+        for (u32 k = lane; k < h; k += 32) {
+            u32 o = found[warp][k].other, rank = 0;
+            for (u32 m = 0; m < h; m++) rank += found[warp][m].other < o;
+            sorted[warp][rank] = found[warp][k];
+        }
+    }
+    if (lane == 0) warp_count[warp] = h;
+    __syncthreads();
+    if (warp == 0) {
+        u32 v = lane < CONTACT_WARPS ? warp_count[lane] : 0, upto = v;
+        for (u32 o = 1; o < 32; o *= 2) {
+            u32 w = __shfl_up_sync(FULL_WARP, upto, o);
+            if (lane >= o) upto += w;
+        }
+        if (lane < CONTACT_WARPS) warp_before[lane] = upto - v;
+        u32 total = __shfl_sync(FULL_WARP, upto, 31);
+        u32 before = lookback_before(lookback + 2, tile, total);
+        if (lane == 0) {
+            before_s = before;
+            if (tile == gridDim.x - 1) {
+                status[0] = before + total;
+                if (status_host) {
+                    status_host[0] = before + total;
+                    status_host[1] = status[1];
+                    status_host[2] = status[2];
+                    status_host[3] = 0;
+                }
+            }
+        }
+    }
+    __syncthreads();
+    u32 base = before_s + warp_before[warp];
+    if (h == 0 || (u64)base + h > contact_cap) return;
+    if (h <= HIT_CAP) {
+        // Whole words, lanes side by side: the writes may cross the bus (zero copy).
+        const u32* from = (const u32*)sorted[warp];
+        u32* to = (u32*)(out + base);
+        for (u32 w = lane; w < 9 * h; w += 32) to[w] = from[w];
+        return;
+    }
+    HitList all{nullptr, spill + base, 0};
+    warp_body_contacts(bv, mesh, mesh_layer, b, q, all);
+    __syncwarp();
+    const PackedContact* run = spill + base;
+    for (u32 k = lane; k < h; k += 32) {
+        u32 o = run[k].other, rank = 0;
+        for (u32 m = 0; m < h; m++) rank += run[m].other < o;
+        out[base + rank] = run[k];
     }
 }
 
-// status: [0] contacts, [1] grid entries, [2] a body out of range (+1), [3] candidate pairs.
 
 // One thread per sweep (13 values: radii, quaternion, from, to): the first triangle it
 // touches, ties by smaller id (cpu/collide.rs::sweeps). out: toi, point, normal (7 values).

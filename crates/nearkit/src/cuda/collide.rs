@@ -9,7 +9,6 @@ use std::sync::Arc;
 use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
 use rayon::prelude::*;
 
-use super::radix_sort::{exclusive_scan_with, scan_state_len, sort_pairs};
 use super::{cuda_err, grid, CudaBackend};
 use crate::collide::contact_ellipsoid_triangle::ContactGeometry;
 use crate::collide::hash_grid::bucket_count;
@@ -38,6 +37,15 @@ struct MeshView {
     entries: u64,
     n: u32,
 }
+/// `struct BodyGridView` of collide.cu: the tick's body grid.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BodyGridView {
+    head: u64,
+    entries: u64,
+    mask: u64,
+}
+
 /// `struct BodyView` of collide.cu.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -47,15 +55,16 @@ struct BodyView {
     shape: u64,
     layer: u64,
     mask: u64,
-    alive: u64,
     bbox: u64,
     cells: u64,
-    grid: HashGridView,
+    count: u64,
+    grid: BodyGridView,
 }
 
 // SAFETY: plain old data matching the C structs (pointers, u64s, u32s and f32s, C padding).
 unsafe impl DeviceRepr for HashGridView {}
 unsafe impl DeviceRepr for MeshView {}
+unsafe impl DeviceRepr for BodyGridView {}
 unsafe impl DeviceRepr for BodyView {}
 unsafe impl DeviceRepr for PackedContact {}
 // SAFETY: all-zero bits are a valid PackedContact.
@@ -270,56 +279,57 @@ struct TickBuffers {
     /// Each body's rotation and unit-space map (18 values), made once per tick.
     shape: Grow<f64>,
     cells: Grow<i32>,
-    /// Cell counts per slot, scanned in place into entry offsets.
-    offset: Grow<u32>,
-    /// Cell counts per body, and the Morton order of the bodies (big worlds only).
+    /// Cells each body put into the grid (0: none this tick).
     count: Grow<u32>,
-    sort_key: Grow<u64>,
-    order: Grow<u32>,
-    /// Contacts per body, scanned in place into their final offsets.
-    run_offset: Grow<u32>,
-
-    entry_key: Grow<u64>,
-    entry_body: Grow<u32>,
-    entry_bucket: Grow<u32>,
-    entry_rank: Grow<u32>,
-    start: Grow<u32>,
-    keys: Grow<u64>,
-    items: Grow<u32>,
-    /// Candidate pairs per entry, scanned in place into offsets.
-    pair_offset: Grow<u32>,
-    pair_body: Grow<u32>,
-    pair_other: Grow<u32>,
-    /// The first pairs of each entry, kept by the counting pass (8 per entry).
-    kept: Grow<u32>,
-    /// Indices of the body–body pairs among the candidates.
-    body_pairs: Grow<u32>,
-    /// Hit flags per pair, scanned in place into contact positions.
-    hit_offset: Grow<u32>,
-    rec: Grow<PackedContact>,
-    compact: Grow<PackedContact>,
+    /// The body grid's entries, as collide.cu's `BodyEntry` (4 words each).
+    entries: Grow<u32>,
+    /// Zeroed before each tick (`ZeroedLayout`): the status, the look-back state of
+    /// `body_contacts`, and the body grid's bucket heads.
+    zeroed: Grow<u32>,
+    /// Where a body with more contacts than a warp keeps sorts them (`body_contacts`).
+    spill: Grow<PackedContact>,
     out: Grow<PackedContact>,
-    status: Grow<u32>,
-    /// The scans' state, zero between scans (`radix_sort::exclusive_scan_with`).
-    scan_state: Option<CudaSlice<u64>>,
-    /// Entries, pairs and contacts the buffers hold room for (from the last tick that fit).
+    /// For the sweeps: a sweep out of range (+1).
+    sweep_error: Grow<u32>,
+    /// Grid entries and contacts the buffers hold room for (from the last tick that fit).
     entry_cap: usize,
-    pair_cap: usize,
     contact_cap: usize,
 }
 
-/// From this many bodies on, a tick first sorts them by cell (Morton order): below, the
-/// whole world sits in the GPU's caches anyway and the sort's launches would cost more.
-const SORT_FROM: usize = 1 << 16;
+/// Where things lie in `TickBuffers::zeroed`, in 32-bit words: the status (8 words: contacts,
+/// grid entries, a body out of range + 1), the look-back state (ticket, spare, and a word per
+/// tile of `CONTACT_WARPS` bodies, each 64 bits), and a head per bucket of the body grid.
+struct ZeroedLayout {
+    tiles: usize,
+    buckets: usize,
+}
 
-/// `KEPT_PAIRS` of collide.cu.
-const KEPT_PAIRS: usize = 8;
+impl ZeroedLayout {
+    const STATUS: usize = 0;
+    const LOOKBACK: usize = 8;
+
+    fn new(n: usize, entry_cap: usize) -> Self {
+        // Two buckets per entry keep the lists short.
+        ZeroedLayout { tiles: n.div_ceil(CONTACT_WARPS), buckets: bucket_count(2 * entry_cap) }
+    }
+
+    fn heads(&self) -> usize {
+        Self::LOOKBACK + 2 * (2 + self.tiles)
+    }
+
+    fn len(&self) -> usize {
+        self.heads() + self.buckets
+    }
+}
+
+/// Warps (bodies) per block of `body_contacts` (collide.cu's CONTACT_WARPS).
+const CONTACT_WARPS: usize = 4;
+
+/// Threads per body in `body_cells` (collide.cu's CELL_GROUP).
+const CELL_GROUP: usize = 8;
 
 /// A world's resident copy on one GPU. Switching a world between colliders is free: each
 /// one uploads what changed since it last saw the world (by `World::versions`).
-/// Threads per body in `body_entries` and `place_runs` (collide.cu's SLOT_GROUP).
-const SLOT_GROUP: usize = 8;
-
 pub struct CudaCollider {
     be: Arc<CudaBackend>,
     /// The world (by id) and its versions as last uploaded.
@@ -371,7 +381,7 @@ fn host_device_ptr<T: DeviceRepr + ValidAsZeroBits + Default + Copy>(p: &Pinned<
 struct GraphKey {
     world: u64,
     n: usize,
-    caps: [usize; 3],
+    caps: [usize; 2],
     mesh: u64,
     shapes: u64,
     cell_size: u64,
@@ -405,32 +415,13 @@ impl CudaCollider {
                 bbox: Grow::new(),
                 shape: Grow::new(),
                 cells: Grow::new(),
-                offset: Grow::new(),
                 count: Grow::new(),
-                sort_key: Grow::new(),
-                order: Grow::new(),
-                run_offset: Grow::new(),
-
-                entry_key: Grow::new(),
-                entry_body: Grow::new(),
-                entry_bucket: Grow::new(),
-                entry_rank: Grow::new(),
-                start: Grow::new(),
-                keys: Grow::new(),
-                items: Grow::new(),
-                pair_offset: Grow::new(),
-                pair_body: Grow::new(),
-                pair_other: Grow::new(),
-                kept: Grow::new(),
-                body_pairs: Grow::new(),
-                hit_offset: Grow::new(),
-                scan_state: None,
-                rec: Grow::new(),
-                compact: Grow::new(),
+                entries: Grow::new(),
+                zeroed: Grow::new(),
+                spill: Grow::new(),
                 out: Grow::new(),
-                status: Grow::new(),
+                sweep_error: Grow::new(),
                 entry_cap: 1 << 12,
-                pair_cap: 1 << 12,
                 contact_cap: 1 << 12,
             },
         })
@@ -549,38 +540,15 @@ impl CudaCollider {
     fn prepare_tick(&mut self, n: usize) -> Result<()> {
         let be = &*self.be;
         let t = &mut self.tick;
-        let (entry_cap, pair_cap, contact_cap) = (t.entry_cap, t.pair_cap, t.contact_cap);
         t.bbox.at_least(be, 6 * n)?;
         t.shape.at_least(be, 18 * n)?;
         t.cells.at_least(be, 6 * n)?;
-        t.offset.at_least(be, n + 1)?;
-        t.run_offset.at_least(be, n + 1)?;
-        if n >= SORT_FROM {
-            t.count.at_least(be, n + 1)?;
-            t.sort_key.at_least(be, n)?;
-            t.order.at_least(be, n)?;
-        }
-        for g in [&mut t.entry_body, &mut t.entry_bucket, &mut t.entry_rank, &mut t.items] {
-            g.at_least(be, entry_cap)?;
-        }
-        t.entry_key.at_least(be, entry_cap)?;
-        t.keys.at_least(be, entry_cap)?;
-        t.start.at_least(be, bucket_count(entry_cap) + 1)?;
-        // Two parts per entry (collide.cu's entry_pairs).
-        t.pair_offset.at_least(be, 2 * entry_cap + 1)?;
-        t.kept.at_least(be, KEPT_PAIRS * 2 * entry_cap)?;
-        t.pair_body.at_least(be, pair_cap)?;
-        t.pair_other.at_least(be, pair_cap)?;
-        t.body_pairs.at_least(be, pair_cap)?;
-        t.hit_offset.at_least(be, pair_cap + 1)?;
-        t.rec.at_least(be, pair_cap)?;
-        t.compact.at_least(be, contact_cap)?;
-        t.out.at_least(be, contact_cap)?;
-        t.status.at_least(be, 8)?;
-        let longest = (n + 1).max(bucket_count(entry_cap) + 1).max(2 * entry_cap + 1).max(pair_cap + 1);
-        if t.scan_state.as_ref().is_none_or(|b| b.len() < scan_state_len(longest)) {
-            t.scan_state = Some(be.alloc::<u64>(scan_state_len(longest + longest / 4))?);
-        }
+        t.count.at_least(be, n)?;
+        t.entries.at_least(be, 4 * t.entry_cap)?;
+        t.zeroed.at_least(be, ZeroedLayout::new(n, t.entry_cap).len())?;
+        t.spill.at_least(be, t.contact_cap)?;
+        t.out.at_least(be, t.contact_cap)?;
+        let contact_cap = t.contact_cap;
         self.status_host.at_least(be, 4)?;
         if self.zero_copy() {
             self.contacts_host.at_least(be, contact_cap)?;
@@ -589,8 +557,8 @@ impl CudaCollider {
     }
 
     /// One tick on the device: runs it (through a CUDA graph when one fits), then reads the
-    /// status. `None` when the grid entries, the candidate pairs or the contacts overflowed
-    /// their buffers (which have grown, so the caller runs it again), else the contact count.
+    /// status. `None` when the grid entries or the contacts overflowed their buffers (which
+    /// have grown, so the caller runs it again), else the contact count.
     fn launch_tick(&mut self, world: &World) -> Result<Option<usize>> {
         let n = world.bodies().len();
         self.prepare_tick(n)?;
@@ -599,7 +567,7 @@ impl CudaCollider {
         let key = GraphKey {
             world: world.id(),
             n,
-            caps: [t.entry_cap, t.pair_cap, t.contact_cap],
+            caps: [t.entry_cap, t.contact_cap],
             mesh: v.mesh,
             shapes: v.shapes,
             cell_size: world.cell_size().to_bits(),
@@ -637,7 +605,8 @@ impl CudaCollider {
         self.read_status(world)
     }
 
-    /// Queues every kernel of a tick (no allocation, no synchronisation: it may be captured).
+    /// Queues a tick (no allocation, no synchronisation: it may be captured): a memset and
+    /// two kernels (collide.cu).
     fn enqueue_tick(&mut self, world: &World) -> Result<()> {
         let be = &*self.be;
         let s = &be.stream;
@@ -645,66 +614,25 @@ impl CudaCollider {
         let (n32, cell_size) = (n as u32, world.cell_size());
         let mesh = self.mesh.as_ref().expect("synced").view(be);
         let d = self.bodies.as_ref().expect("synced");
+        let zero_copy = self.zero_copy();
         let t = &mut self.tick;
-        let (entry_cap, pair_cap, contact_cap) = (t.entry_cap, t.pair_cap, t.contact_cap);
-        let buckets = bucket_count(entry_cap);
-        let bmask = (buckets - 1) as u64;
-        // Big worlds are worked through in Morton order of the bodies' cells.
-        let sorted = n >= SORT_FROM;
-        s.memset_zeros(t.status.buf.as_mut().expect("prepared")).map_err(cuda_err)?;
-        let (e32, p32, c32) = (entry_cap as u32, pair_cap as u32, contact_cap as u32);
+        let (e32, c32) = (t.entry_cap as u32, t.contact_cap as u32);
+        let layout = ZeroedLayout::new(n, t.entry_cap);
+        let bmask = (layout.buckets - 1) as u64;
         let mesh_layer = world.mesh_layer();
-
-        // Boxes and cell counts; status[2] names a body out of the grid's range.
+        s.memset_zeros(&mut t.zeroed.buf.as_mut().expect("prepared").slice_mut(0..layout.len())).map_err(cuda_err)?;
+        let zeroed = t.zeroed.ptr(be);
+        let word = |k: usize| zeroed + 4 * k as u64;
+        let (status, lookback, heads) =
+            (word(ZeroedLayout::STATUS), word(ZeroedLayout::LOOKBACK), word(layout.heads()));
         {
-            let f = be.func("body_boxes")?;
+            let f = be.func("body_cells")?;
             let mut l = s.launch_builder(&f);
-            let err = t.status.get().slice(2..3);
-            let count = if sorted { t.count.ptr(be) } else { t.offset.ptr(be) };
-            let (key, val) = if sorted { (t.sort_key.ptr(be), t.order.ptr(be)) } else { (0u64, 0u64) };
             let (bbox, cells) = (t.bbox.buf.as_mut().unwrap(), t.cells.buf.as_mut().unwrap());
-            l.arg(&d.center)
-                .arg(&d.orientation)
-                .arg(&d.radii)
-                .arg(&d.alive)
-                .arg(&n32)
-                .arg(&cell_size)
-                .arg(bbox)
-                .arg(cells)
-                .arg(&count);
-            l.arg(&err).arg(&key).arg(&val).arg(t.shape.buf.as_mut().unwrap());
-            // It zeroes the bucket starts too.
-            let starts = (buckets + 1) as u32;
-            l.arg(t.start.buf.as_mut().unwrap()).arg(&starts);
-            unsafe { l.launch(grid(n + 1, 128)) }.map_err(cuda_err)?;
-        }
-        if sorted {
-            sort_pairs(be, t.sort_key.buf.as_mut().unwrap(), t.order.buf.as_mut().unwrap(), n, 30)?;
-            let f = be.func("slot_counts")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(t.order.get()).arg(t.count.get()).arg(&n32).arg(t.offset.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(n + 1, 256)) }.map_err(cuda_err)?;
-        }
-        let order = if sorted { t.order.ptr(be) } else { 0u64 };
-        // offset[n] is 0 (body_boxes or slot_counts wrote it), so the scan ends with the total.
-        exclusive_scan_with(be, t.offset.buf.as_mut().unwrap(), n + 1, t.scan_state.as_mut().expect("prepared"))?;
-        {
-            let f = be.func("body_entries")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(t.cells.get()).arg(&order).arg(t.offset.get()).arg(&n32).arg(&e32).arg(&bmask);
-            l.arg(t.entry_key.buf.as_mut().unwrap()).arg(t.entry_body.buf.as_mut().unwrap());
-            l.arg(t.entry_bucket.buf.as_mut().unwrap()).arg(t.entry_rank.buf.as_mut().unwrap());
-            l.arg(t.start.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(SLOT_GROUP * n, 128)) }.map_err(cuda_err)?;
-        }
-        exclusive_scan_with(be, t.start.buf.as_mut().unwrap(), buckets + 1, t.scan_state.as_mut().expect("prepared"))?;
-        {
-            let f = be.func("grid_fill")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.entry_bucket.get()).arg(t.entry_rank.get());
-            l.arg(t.offset.get()).arg(&n32).arg(&e32).arg(t.start.get());
-            l.arg(t.keys.buf.as_mut().unwrap()).arg(t.items.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(entry_cap, 256)) }.map_err(cuda_err)?;
+            l.arg(&d.center).arg(&d.orientation).arg(&d.radii).arg(&d.alive).arg(&n32).arg(&cell_size);
+            l.arg(bbox).arg(cells).arg(t.count.buf.as_mut().unwrap()).arg(t.shape.buf.as_mut().unwrap());
+            l.arg(&heads).arg(t.entries.buf.as_mut().unwrap()).arg(&e32).arg(&bmask).arg(&status);
+            unsafe { l.launch(grid(CELL_GROUP * n, 128)) }.map_err(cuda_err)?;
         }
         let view = BodyView {
             center: d.center.device_ptr(s).0,
@@ -712,81 +640,28 @@ impl CudaCollider {
             shape: t.shape.ptr(be),
             layer: d.layer.device_ptr(s).0,
             mask: d.mask.device_ptr(s).0,
-            alive: d.alive.device_ptr(s).0,
-            bbox: t.bbox.get().device_ptr(s).0,
-            cells: t.cells.get().device_ptr(s).0,
-            grid: HashGridView {
-                start: t.start.get().device_ptr(s).0,
-                keys: t.keys.get().device_ptr(s).0,
-                items: t.items.get().device_ptr(s).0,
-                mask: bmask,
-            },
+            bbox: t.bbox.ptr(be),
+            cells: t.cells.ptr(be),
+            count: t.count.ptr(be),
+            grid: BodyGridView { head: heads, entries: t.entries.ptr(be), mask: bmask },
         };
-        // Candidate pairs: counted, scanned, written in body order.
         {
-            let f = be.func("count_pairs")?;
+            let f = be.func("body_contacts")?;
             let mut l = s.launch_builder(&f);
-            l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
-            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(t.pair_offset.buf.as_mut().unwrap());
-            l.arg(t.kept.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(2 * entry_cap + 64, 128)) }.map_err(cuda_err)?;
-        }
-        exclusive_scan_with(
-            be,
-            t.pair_offset.buf.as_mut().unwrap(),
-            2 * entry_cap + 1,
-            t.scan_state.as_mut().expect("prepared"),
-        )?;
-        {
-            let f = be.func("write_pairs")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(t.entry_key.get()).arg(t.entry_body.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
-            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(t.pair_offset.get()).arg(&p32).arg(t.kept.get());
-            l.arg(t.pair_body.buf.as_mut().unwrap()).arg(t.pair_other.buf.as_mut().unwrap());
-            let body_pair_count = t.status.get().slice(4..5);
-            l.arg(t.body_pairs.buf.as_mut().unwrap()).arg(&body_pair_count);
-            unsafe { l.launch(grid(2 * entry_cap + 64, 128)) }.map_err(cuda_err)?;
-        }
-        // The exact tests, a thread per pair; hits kept in order; each body's run sorted.
-        {
-            let f = be.func("narrow_pairs")?;
-            let mut l = s.launch_builder(&f);
-            let body_pair_count = t.status.get().slice(4..5);
-            l.arg(t.pair_body.get()).arg(t.pair_other.get()).arg(t.pair_offset.get()).arg(t.offset.get());
-            l.arg(&n32).arg(&e32).arg(&p32).arg(t.body_pairs.get()).arg(&body_pair_count).arg(&view).arg(&mesh);
-            l.arg(t.hit_offset.buf.as_mut().unwrap()).arg(t.rec.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(2 * pair_cap + 1, 128)) }.map_err(cuda_err)?;
-        }
-        exclusive_scan_with(
-            be,
-            t.hit_offset.buf.as_mut().unwrap(),
-            pair_cap + 1,
-            t.scan_state.as_mut().expect("prepared"),
-        )?;
-        {
-            let f = be.func("compact_hits")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&order).arg(t.hit_offset.get()).arg(t.pair_offset.get()).arg(t.offset.get()).arg(&n32).arg(&e32);
-            l.arg(&p32).arg(&c32).arg(t.rec.get()).arg(t.compact.buf.as_mut().unwrap());
-            l.arg(t.run_offset.buf.as_mut().unwrap());
-            unsafe { l.launch(grid(pair_cap.max(n + 1), 256)) }.map_err(cuda_err)?;
-        }
-        exclusive_scan_with(be, t.run_offset.buf.as_mut().unwrap(), n + 1, t.scan_state.as_mut().expect("prepared"))?;
-        {
-            let f = be.func("place_runs")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&order).arg(t.offset.get()).arg(t.pair_offset.get()).arg(t.hit_offset.get()).arg(t.run_offset.get());
-            l.arg(&n32).arg(&e32).arg(&p32).arg(&c32).arg(t.compact.get());
-            let zero_copy = self.allow_zero_copy && contact_cap <= ZERO_COPY_UP_TO;
-            let host_out = if zero_copy { host_device_ptr(&self.contacts_host)? } else { 0 };
-            if zero_copy {
-                l.arg(&host_out);
+            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(&n32).arg(&e32).arg(&c32).arg(&status).arg(&lookback);
+            l.arg(t.spill.buf.as_mut().unwrap());
+            let (out, status_host) = if zero_copy {
+                (host_device_ptr(&self.contacts_host)?, host_device_ptr(&self.status_host)?)
             } else {
-                l.arg(t.out.buf.as_mut().unwrap());
-            }
-            let status_host = if zero_copy { host_device_ptr(&self.status_host)? } else { 0 };
-            l.arg(t.status.buf.as_mut().unwrap()).arg(&status_host);
-            unsafe { l.launch(grid(SLOT_GROUP * n, 128)) }.map_err(cuda_err)?;
+                (t.out.ptr(be), 0)
+            };
+            l.arg(&out).arg(&status_host);
+            let cfg = cudarc::driver::LaunchConfig {
+                grid_dim: (layout.tiles as u32, 1, 1),
+                block_dim: (32 * CONTACT_WARPS as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            unsafe { l.launch(cfg) }.map_err(cuda_err)?;
         }
         Ok(())
     }
@@ -799,7 +674,8 @@ impl CudaCollider {
         let t = &mut self.tick;
         if !zero_copy {
             let host = self.status_host.at_least(be, 4)?;
-            s.memcpy_dtoh(&t.status.get().slice(0..4), &mut *host).map_err(cuda_err)?;
+            let status = ZeroedLayout::STATUS..ZeroedLayout::STATUS + 4;
+            s.memcpy_dtoh(&t.zeroed.get().slice(status), &mut *host).map_err(cuda_err)?;
         }
         // Unless the tick wrote them to the host itself, the contacts, as many as the last tick
         // had and a margin, come down with the status: one wait on the device instead of two.
@@ -812,7 +688,7 @@ impl CudaCollider {
         s.synchronize().map_err(cuda_err)?;
         let host = self.status_host.buf.as_ref().expect("allocated above");
         let st = host.as_slice().map_err(cuda_err)?;
-        let (contacts, entries, bad, pairs) = (st[0] as usize, st[1] as usize, st[2], st[3] as usize);
+        let (contacts, entries, bad) = (st[0] as usize, st[1] as usize, st[2]);
         if bad != 0 {
             let c = world.bodies().center[bad as usize - 1];
             crate::collide::check_center(bad as usize - 1, c)?;
@@ -823,9 +699,8 @@ impl CudaCollider {
                 world.cell_size()
             )));
         }
-        if entries > t.entry_cap || pairs > t.pair_cap || contacts > t.contact_cap {
+        if entries > t.entry_cap || contacts > t.contact_cap {
             t.entry_cap = t.entry_cap.max(entries + entries / 4);
-            t.pair_cap = t.pair_cap.max(pairs + pairs / 4);
             t.contact_cap = t.contact_cap.max(contacts + contacts / 4);
             return Ok(None);
         }
@@ -892,7 +767,7 @@ impl CudaCollider {
         let t_up = t0.elapsed();
         self.sweep_tri.at_least(be, n)?;
         self.sweep_out.at_least(be, 7 * n)?;
-        let error = self.tick.status.at_least(be, 4)?;
+        let error = self.tick.sweep_error.at_least(be, 4)?;
         s.memset_zeros(error).map_err(cuda_err)?;
         let mesh = self.mesh.as_ref().expect("synced").view(be);
         let (n32, cell_size) = (n as u32, world.cell_size());
@@ -901,11 +776,11 @@ impl CudaCollider {
             let mut l = s.launch_builder(&f);
             l.arg(self.sweep_in.get()).arg(&n32).arg(&cell_size).arg(&mesh);
             l.arg(self.sweep_tri.buf.as_mut().unwrap()).arg(self.sweep_out.buf.as_mut().unwrap());
-            l.arg(self.tick.status.buf.as_mut().unwrap());
+            l.arg(self.tick.sweep_error.buf.as_mut().unwrap());
             unsafe { l.launch(grid(n, 128)) }.map_err(cuda_err)?;
         }
         let status = self.status_host.at_least(be, 4)?;
-        s.memcpy_dtoh(&self.tick.status.get().slice(0..4), &mut *status).map_err(cuda_err)?;
+        s.memcpy_dtoh(&self.tick.sweep_error.get().slice(0..4), &mut *status).map_err(cuda_err)?;
         s.synchronize().map_err(cuda_err)?;
         let bad = status.as_slice().map_err(cuda_err)?[0];
         let t_kernel = t0.elapsed();
