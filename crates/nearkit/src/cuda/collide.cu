@@ -386,12 +386,14 @@ struct BodyGridView {
 // Threads per body in body_cells: a body's cells (8-27 for bodies about a cell wide) go into
 // the grid together, so that their atomics are in flight at once.
 #define CELL_GROUP 8
+// Threads per block of body_cells.
+#define CELLS_BLOCK 256
 
 // CELL_GROUP threads per body. The first makes its shape (rotation and S⁻¹·Rᵀ, kept for the
 // contacts), widened box and cells, and count[i] = its cells (0 when not alive or out of range,
 // which status[2] names); the group puts its cells into the grid, at entries reserved by one
 // atomic on status[1]. Past `entry_cap` nothing is put: the host grows it and runs again.
-extern "C" __global__ void body_cells(const double* center, const double* quat, const double* radii, const u32* alive,
+extern "C" __global__ void __launch_bounds__(CELLS_BLOCK) body_cells(const double* center, const double* quat, const double* radii, const u32* alive,
                                       u32 n, double cell_size, double* box, int* cells, u32* count, double* shapes,
                                       u32* head, BodyEntry* entries, u32 entry_cap, u64 mask, u32* status) {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -431,11 +433,29 @@ extern "C" __global__ void body_cells(const double* center, const double* quat, 
         c = (u32)cc;
         nx = (u32)(u[0] - l[0] + 1);
         ny = (u32)(u[1] - l[1] + 1);
-        if (c > 0) {
-            base = atomicAdd(&status[1], c);
-            if (base + (u64)c > entry_cap) c = 0;  // overflow: the tick runs again
-        }
     }
+    // One atomic per block reserves the block's entries (one per body, all on one address,
+    // took most of this kernel's time).
+    __shared__ u32 warp_sum[CELLS_BLOCK / 32], block_base;
+    u32 lane = threadIdx.x % 32, upto = c;
+    for (u32 o = 1; o < 32; o *= 2) {
+        u32 v = __shfl_up_sync(FULL_WARP, upto, o);
+        if (lane >= o) upto += v;
+    }
+    if (lane == 31) warp_sum[threadIdx.x / 32] = upto;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u32 sum = 0;
+        for (u32 w = 0; w < CELLS_BLOCK / 32; w++) {
+            u32 v = warp_sum[w];
+            warp_sum[w] = sum;
+            sum += v;
+        }
+        block_base = sum > 0 ? atomicAdd(&status[1], sum) : 0;
+    }
+    __syncthreads();
+    base = block_base + warp_sum[threadIdx.x / 32] + upto - c;
+    if (base + (u64)c > entry_cap) c = 0;  // overflow: the tick runs again
     if (sub == 0 && i < n) count[i] = c;
     // The group's first thread tells the others (every lane of the warp takes part).
     u32 first = (threadIdx.x % 32) & ~(CELL_GROUP - 1);
@@ -551,12 +571,14 @@ __device__ __forceinline__ u32 lane_id() { return threadIdx.x % 32; }
 // How many lanes below this one have their bit set.
 __device__ __forceinline__ u32 lanes_below(u32 bits) { return __popc(bits & ((1u << lane_id()) - 1)); }
 
-// Contacts a warp keeps in shared memory; a body with more is done again (body_contacts).
-#define HIT_CAP 64
+// Contacts a warp keeps in shared memory; a warp with more does its bodies again (body_contacts).
+#define POOL 96
+// Bodies a warp takes at most (body_contacts' `batch`).
+#define BATCH_MAX 8
 
-// A body's contacts as its warp finds them: the first HIT_CAP in shared memory (`rec`), or
-// every one in global memory (`spill`, when not null); `count` counts them all. Every lane
-// calls put() together.
+// A warp's contacts as it finds them: the first POOL in shared memory (`rec`), or every one in
+// global memory (`spill`, when not null); `count` counts them all. Every lane calls put()
+// together.
 struct HitList {
     PackedContact* rec;
     PackedContact* spill;
@@ -567,56 +589,69 @@ struct HitList {
         if (hit) {
             if (spill)
                 spill[at] = r;
-            else if (at < HIT_CAP)
+            else if (at < POOL)
                 rec[at] = r;
         }
         count += __popc(bits);
     }
 };
 
-// Candidates waiting for their exact test (64 places in shared memory), so that tests run
-// 32 at a time, a lane each: push() queues the lanes' candidates and tests 32 as soon as
-// there are; flush() tests the rest. Every lane calls them together.
+// Candidates waiting for their exact test (64 places in shared memory: the candidate and which
+// of the warp's bodies it is for), so that tests run 32 at a time, a lane each: push() queues
+// the lanes' candidates and tests 32 as soon as there are; flush() tests the rest. Every lane
+// calls them together.
 struct Queue {
     u32* item;
+    u32* body;
     u32 count;
     template <typename Test>
-    __device__ __forceinline__ void push(bool has, u32 v, Test test) {
+    __device__ __forceinline__ void push(bool has, u32 v, u32 b, Test test) {
         u32 bits = __ballot_sync(FULL_WARP, has);
-        if (has) item[count + lanes_below(bits)] = v;
+        if (has) {
+            item[count + lanes_below(bits)] = v;
+            body[count + lanes_below(bits)] = b;
+        }
         count += __popc(bits);
         __syncwarp();
         if (count >= 32) {
             count -= 32;
-            u32 w = item[count + lane_id()];
+            u32 w = item[count + lane_id()], wb = body[count + lane_id()];
             __syncwarp();
-            test(true, w);
+            test(true, w, wb);
         }
     }
     template <typename Test>
     __device__ __forceinline__ void flush(Test test) {
         if (count == 0) return;
         bool has = lane_id() < count;
-        u32 w = has ? item[lane_id()] : 0;
+        u32 w = has ? item[lane_id()] : 0, wb = has ? body[lane_id()] : 0;
         count = 0;
         __syncwarp();
-        test(has, w);
+        test(has, w, wb);
     }
 };
 
-// What every lane of a body's warp knows of the body.
+// One of a warp's bodies, as its lanes read it (from shared memory).
 struct WarpBody {
-    u32 i;
-    D3 c;
     Shape s;
+    D3 c;
     double lo[3], hi[3];
+    float flo[3], fhi[3];  // the box in f32, rounded outwards
     int lc[3];
     u32 nx, ny, cells;
-    u32 layer, mask;
+    u32 layer, mask, i;
 };
 
-__device__ __forceinline__ WarpBody warp_body(const BodyView& bv, u32 i, u32 cells) {
-    WarpBody b;
+// What a warp of body_contacts keeps in shared memory.
+struct WarpShared {
+    WarpBody body[BATCH_MAX];
+    u32 cells_upto[BATCH_MAX];  // cells of bodies 0..=b
+    u32 queued[64], queued_body[64];
+    PackedContact found[POOL];
+    PackedContact sorted[POOL];
+};
+
+__device__ __forceinline__ void load_warp_body(const BodyView& bv, u32 i, u32 cells, WarpBody& b) {
     b.i = i;
     const double* p = bv.center + 3 * (u64)i;
     b.c = v3(p[0], p[1], p[2]);
@@ -628,49 +663,55 @@ __device__ __forceinline__ WarpBody warp_body(const BodyView& bv, u32 i, u32 cel
         b.hi[a] = box[3 + a];
         b.lc[a] = c[a];
     }
+    box_f32(b.lo, b.hi, b.flo, b.fhi);
     b.nx = (u32)(c[3] - c[0] + 1);
     b.ny = (u32)(c[4] - c[1] + 1);
     b.cells = cells;
     b.layer = bv.layer[i];
     b.mask = bv.mask[i];
-    return b;
 }
 
-// Cell k of body b's range (x fastest, then y, then z), as body_cells numbers them.
-__device__ __forceinline__ void cell_of_body(const WarpBody& b, u32 k, int& x, int& y, int& z) {
-    x = b.lc[0] + (int)(k % b.nx);
-    y = b.lc[1] + (int)(k / b.nx % b.ny);
-    z = b.lc[2] + (int)(k / (b.nx * b.ny));
+// Slot k of the warp's cells (its bodies' cells one after another): body b, cell (x, y, z),
+// x fastest, then y, then z, as body_cells numbers a body's cells.
+__device__ __forceinline__ void warp_cell(const WarpShared& ws, u32 nb, u32 k, u32& b, int& x, int& y, int& z) {
+    b = 0;
+    while (b + 1 < nb && ws.cells_upto[b] <= k) b++;
+    const WarpBody& w = ws.body[b];
+    u32 kc = k - (b > 0 ? ws.cells_upto[b - 1] : 0);
+    x = w.lc[0] + (int)(kc % w.nx);
+    y = w.lc[1] + (int)(kc / w.nx % w.ny);
+    z = w.lc[2] + (int)(kc / (w.nx * w.ny));
 }
 
-// Every contact of body b that its cells own (hash_grid::owns_pair), into `hits`: the mesh's
-// triangles, then the higher-numbered bodies (a pair's contact belongs to its lower body).
-// cpu/collide.rs tests the same pairs. The warp takes b's cells 32 at a time, a lane each;
-// the mesh entries of those cells are then shared out evenly, 32 at a time, and the body
-// grid's lists walked a lane per cell.
-__device__ void warp_body_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh_layer, const WarpBody& b,
-                                   Queue& q, HitList& hits) {
+// Every contact of the warp's nb bodies that their cells own (hash_grid::owns_pair), into
+// `hits`: the mesh's triangles, then the higher-numbered bodies (a pair's contact belongs to its
+// lower body). cpu/collide.rs tests the same pairs. The lanes take the bodies' cells 32 at a
+// time; the mesh entries of those cells are then shared out evenly, 32 at a time, and the
+// body grid's lists walked a lane per cell.
+__device__ void warp_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh_layer, WarpShared& ws, u32 nb,
+                              Queue& q, HitList& hits) {
     u32 lane = lane_id();
-    if (mesh.n > 0 && (b.mask & mesh_layer) != 0) {
-        auto test = [&](bool has, u32 t) {
+    u32 cells = ws.cells_upto[nb - 1];
+    if (mesh.n > 0) {
+        auto test = [&](bool has, u32 t, u32 b) {
             Geometry g;
             bool h = false;
+            const WarpBody& w = ws.body[b];
             if (has) {
                 const double* p = mesh.corners + 9 * (u64)t;
-                h = contact_ellipsoid_triangle(b.s, vsub(v3(p[0], p[1], p[2]), b.c), vsub(v3(p[3], p[4], p[5]), b.c),
-                                               vsub(v3(p[6], p[7], p[8]), b.c), g);
+                D3 c = w.c;
+                h = contact_ellipsoid_triangle(w.s, vsub(v3(p[0], p[1], p[2]), c), vsub(v3(p[3], p[4], p[5]), c),
+                                               vsub(v3(p[6], p[7], p[8]), c), g);
             }
-            hits.put(h, h ? make_rec(b.i, t, g) : PackedContact());
+            hits.put(h, h ? make_rec(w.i, t, g) : PackedContact());
         };
-        float flo[3], fhi[3];
-        box_f32(b.lo, b.hi, flo, fhi);
-        for (u32 c0 = 0; c0 < b.cells; c0 += 32) {
-            u32 k = c0 + lane;
+        for (u32 k0 = 0; k0 < cells; k0 += 32) {
+            u32 k = k0 + lane, b;
             int x, y, z;
-            cell_of_body(b, k, x, y, z);
+            warp_cell(ws, nb, k, b, x, y, z);
             u64 key = cell_key(x, y, z);
             u32 first = 0, len = 0;
-            if (k < b.cells) {
+            if (k < cells && (ws.body[b].mask & mesh_layer) != 0) {
                 u32 bucket = bucket_of(key, mesh.grid.mask);
                 first = mesh.grid.start[bucket];
                 len = mesh.grid.start[bucket + 1] - first;
@@ -689,33 +730,37 @@ __device__ void warp_body_contacts(const BodyView& bv, const MeshView& mesh, u32
                     u32 v = __shfl_sync(FULL_WARP, upto, j + step - 1);
                     if (v <= m) j += step;
                 }
-                u32 at = __shfl_sync(FULL_WARP, first, j) + m - (__shfl_sync(FULL_WARP, upto, j) -
-                                                                  __shfl_sync(FULL_WARP, len, j));
+                u32 at = __shfl_sync(FULL_WARP, first, j) + m -
+                         (__shfl_sync(FULL_WARP, upto, j) - __shfl_sync(FULL_WARP, len, j));
                 u64 jkey = __shfl_sync(FULL_WARP, key, j);
+                u32 jb = __shfl_sync(FULL_WARP, b, j);
                 int jx = __shfl_sync(FULL_WARP, x, j), jy = __shfl_sync(FULL_WARP, y, j),
                     jz = __shfl_sync(FULL_WARP, z, j);
+                const WarpBody& w = ws.body[jb];
                 u32 t = 0;
-                bool has = m < total && mesh_entry_pair(mesh.entries + at, jkey, jx, jy, jz, flo, fhi, b.lc, t);
-                q.push(has, t, test);
+                bool has = m < total && mesh_entry_pair(mesh.entries + at, jkey, jx, jy, jz, w.flo, w.fhi, w.lc, t);
+                q.push(has, t, jb, test);
             }
         }
         q.flush(test);
     }
-    auto test = [&](bool has, u32 o) {
+    auto test = [&](bool has, u32 o, u32 b) {
         Geometry g;
         bool h = false;
+        const WarpBody& w = ws.body[b];
         if (has) {
             const double* p = bv.center + 3 * (u64)o;
-            h = contact_ellipsoid_ellipsoid(b.s, body_shape(bv, o), vsub(v3(p[0], p[1], p[2]), b.c), g);
+            h = contact_ellipsoid_ellipsoid(w.s, body_shape(bv, o), vsub(v3(p[0], p[1], p[2]), w.c), g);
         }
-        hits.put(h, h ? make_rec(b.i, KIND_BODY | o, g) : PackedContact());
+        hits.put(h, h ? make_rec(w.i, KIND_BODY | o, g) : PackedContact());
     };
-    for (u32 c0 = 0; c0 < b.cells; c0 += 32) {
-        u32 k = c0 + lane;
+    for (u32 k0 = 0; k0 < cells; k0 += 32) {
+        u32 k = k0 + lane, b;
         int x, y, z;
-        cell_of_body(b, k, x, y, z);
+        warp_cell(ws, nb, k, b, x, y, z);
         u64 key = cell_key(x, y, z);
-        u32 e = k < b.cells ? bv.grid.head[bucket_of(key, bv.grid.mask)] : 0;
+        const WarpBody& w = ws.body[b];
+        u32 e = k < cells ? bv.grid.head[bucket_of(key, bv.grid.mask)] : 0;
         while (__any_sync(FULL_WARP, e != 0)) {
             bool has = false;
             u32 o = 0;
@@ -723,57 +768,72 @@ __device__ void warp_body_contacts(const BodyView& bv, const MeshView& mesh, u32
                 BodyEntry r = bv.grid.entries[e - 1];
                 e = r.next;
                 o = r.body;
-                if (r.key == key && o > b.i && (b.layer & bv.mask[o]) != 0 && (bv.layer[o] & b.mask) != 0) {
+                if (r.key == key && o > w.i && (w.layer & bv.mask[o]) != 0 && (bv.layer[o] & w.mask) != 0) {
                     const double* olo = bv.box + 6 * (u64)o;
                     const int* oc = bv.cells + 6 * (u64)o;
-                    has = boxes_overlap(b.lo, b.hi, olo, olo + 3) && x == max(b.lc[0], oc[0]) &&
-                          y == max(b.lc[1], oc[1]) && z == max(b.lc[2], oc[2]);
+                    has = boxes_overlap(w.lo, w.hi, olo, olo + 3) && x == max(w.lc[0], oc[0]) &&
+                          y == max(w.lc[1], oc[1]) && z == max(w.lc[2], oc[2]);
                 }
             }
-            q.push(has, o, test);
+            q.push(has, o, b, test);
         }
     }
     q.flush(test);
 }
 
-// Warps per block of body_contacts, a body each.
+// Whether contact a comes before b: by body, then `other` (kind, then id).
+__device__ __forceinline__ bool contact_before(const PackedContact& a, const PackedContact& b) {
+    return a.body < b.body || (a.body == b.body && a.other < b.other);
+}
+
+// Warps per block of body_contacts.
 #define CONTACT_WARPS 4
 
-// The tick's contacts, a warp per body: found (warp_body_contacts), sorted by `other` (kind,
-// then id), and written at the body's place in id order, which a decoupled look-back over the
-// blocks gives (blocks take bodies in order by ticket, lookback[0]; lookback[2 + t] is tile
-// t's word; all zero before the launch). A body with more contacts than a warp keeps is done
-// again into `spill` at its place, and sorted from there. The last tile writes the status:
-// [0] contacts, [1] grid entries (body_cells), [2] a body out of range (+1); also to
-// `status_host` when not null (page-locked host memory, as `out` may be). Contacts past
-// `contact_cap` are not written (the host grows it and runs the tick again), nor any when the
-// grid's entries overflowed.
-extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS)
-    body_contacts(BodyView bv, MeshView mesh, u32 mesh_layer, u32 n, u32 entry_cap, u32 contact_cap, u32* status,
-                  unsigned long long* lookback, PackedContact* spill, PackedContact* out, u32* status_host) {
-    __shared__ PackedContact found[CONTACT_WARPS][HIT_CAP];
-    __shared__ PackedContact sorted[CONTACT_WARPS][HIT_CAP];
-    __shared__ u32 queued[CONTACT_WARPS][64];
+// The tick's contacts, a warp per `batch` bodies (1 to BATCH_MAX; more for smaller bodies, so
+// that the lanes have work): found (warp_contacts), sorted by body and `other`, and written at
+// their place in id order, which a decoupled look-back over the blocks gives (blocks take
+// bodies in order by ticket, lookback[0]; lookback[2 + t] is tile t's word; all zero before
+// the launch). A warp with more contacts than it keeps does its bodies again into `spill` at
+// its place, and sorts from there. The last tile writes the status: [0] contacts, [1] grid
+// entries (body_cells), [2] a body out of range (+1); also to `status_host` when not null
+// (page-locked host memory, as `out` may be). Contacts past `contact_cap` are not written
+// (the host grows it and runs the tick again), nor any when the grid's entries overflowed.
+extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS, 4)
+    body_contacts(BodyView bv, MeshView mesh, u32 mesh_layer, u32 n, u32 batch, u32 entry_cap, u32 contact_cap,
+                  u32* status, unsigned long long* lookback, PackedContact* spill, PackedContact* out,
+                  u32* status_host) {
+    __shared__ WarpShared shared[CONTACT_WARPS];
     __shared__ u32 tile_s, before_s, warp_count[CONTACT_WARPS], warp_before[CONTACT_WARPS];
     if (threadIdx.x == 0) tile_s = (u32)atomicAdd(&lookback[0], 1ull);
     __syncthreads();
     u32 tile = tile_s, warp = threadIdx.x / 32, lane = lane_id();
-    u32 i = tile * CONTACT_WARPS + warp;
-    u32 cells = i < n && status[1] <= entry_cap ? bv.count[i] : 0;
-    HitList hits{found[warp], nullptr, 0};
-    Queue q{queued[warp], 0};
-    WarpBody b;
-    if (cells > 0) {
-        b = warp_body(bv, i, cells);
-        warp_body_contacts(bv, mesh, mesh_layer, b, q, hits);
+    WarpShared& ws = shared[warp];
+    u32 first = (tile * CONTACT_WARPS + warp) * batch;
+    u32 nb = first < n ? min(batch, n - first) : 0;
+    // A lane per body: its cells (0 when it has none this tick) and what the lanes need of it.
+    u32 cells = 0;
+    if (lane < nb && status[1] <= entry_cap) {
+        cells = bv.count[first + lane];
+        if (cells > 0) load_warp_body(bv, first + lane, cells, ws.body[lane]);
     }
+    for (u32 o = 1; o < BATCH_MAX; o *= 2) {
+        u32 v = __shfl_up_sync(FULL_WARP, cells, o);
+        if (lane >= o) cells += v;
+    }
+    if (lane < nb) ws.cells_upto[lane] = cells;
+    __syncwarp();
+    HitList hits{ws.found, nullptr, 0};
+    Queue q{ws.queued, ws.queued_body, 0};
+    bool any = nb > 0 && ws.cells_upto[nb - 1] > 0;
+    if (any) warp_contacts(bv, mesh, mesh_layer, ws, nb, q, hits);
     u32 h = hits.count;
-    if (h <= HIT_CAP) {
-        // Each contact to its rank (`other` differs between a body's contacts).
+    __syncwarp();
+    if (h <= POOL) {
+        // Each contact to its rank (no two of a body share `other`).
         for (u32 k = lane; k < h; k += 32) {
-            u32 o = found[warp][k].other, rank = 0;
-            for (u32 m = 0; m < h; m++) rank += found[warp][m].other < o;
-            sorted[warp][rank] = found[warp][k];
+            u32 rank = 0;
+            for (u32 m = 0; m < h; m++) rank += contact_before(ws.found[m], ws.found[k]);
+            ws.sorted[rank] = ws.found[k];
         }
     }
     if (lane == 0) warp_count[warp] = h;
@@ -803,24 +863,23 @@ extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS)
     __syncthreads();
     u32 base = before_s + warp_before[warp];
     if (h == 0 || (u64)base + h > contact_cap) return;
-    if (h <= HIT_CAP) {
+    if (h <= POOL) {
         // Whole words, lanes side by side: the writes may cross the bus (zero copy).
-        const u32* from = (const u32*)sorted[warp];
+        const u32* from = (const u32*)ws.sorted;
         u32* to = (u32*)(out + base);
         for (u32 w = lane; w < 9 * h; w += 32) to[w] = from[w];
         return;
     }
     HitList all{nullptr, spill + base, 0};
-    warp_body_contacts(bv, mesh, mesh_layer, b, q, all);
+    warp_contacts(bv, mesh, mesh_layer, ws, nb, q, all);
     __syncwarp();
     const PackedContact* run = spill + base;
     for (u32 k = lane; k < h; k += 32) {
-        u32 o = run[k].other, rank = 0;
-        for (u32 m = 0; m < h; m++) rank += run[m].other < o;
+        u32 rank = 0;
+        for (u32 m = 0; m < h; m++) rank += contact_before(run[m], run[k]);
         out[base + rank] = run[k];
     }
 }
-
 
 // One thread per sweep (13 values: radii, quaternion, from, to): the first triangle it
 // touches, ties by smaller id (cpu/collide.rs::sweeps). out: toi, point, normal (7 values).

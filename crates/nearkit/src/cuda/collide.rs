@@ -156,6 +156,29 @@ struct DeviceBodies {
     mask: CudaSlice<u32>,
     alive: CudaSlice<u32>,
     n: usize,
+    /// Bodies a warp of `body_contacts` takes (`bodies_per_warp`).
+    batch: usize,
+}
+
+/// Bodies a warp of `body_contacts` takes: about 32 cells' worth, so that its lanes have work
+/// (seed B's scene: 2 bodies of about 12 cells; the stress scene's small bodies: 6), from each
+/// body's largest radius. `NEARKIT_BODIES_PER_WARP` sets it (1 to 8).
+fn bodies_per_warp(world: &World) -> usize {
+    if let Some(b) = std::env::var("NEARKIT_BODIES_PER_WARP").ok().and_then(|v| v.parse::<usize>().ok()) {
+        return b.clamp(1, BATCH_MAX);
+    }
+    let b = world.bodies();
+    let cell = world.cell_size();
+    let (mut cells, mut alive) = (0.0, 0usize);
+    for (r, &a) in b.radii.iter().zip(&b.alive) {
+        if a {
+            let side = 2.0 * r[0].max(r[1]).max(r[2]) / cell + 1.0;
+            cells += side * side * side;
+            alive += 1;
+        }
+    }
+    let mean = if alive > 0 { cells / alive as f64 } else { 1.0 };
+    ((32.0 / mean) as usize).clamp(1, BATCH_MAX)
 }
 
 /// A device buffer that only grows.
@@ -298,7 +321,7 @@ struct TickBuffers {
 
 /// Where things lie in `TickBuffers::zeroed`, in 32-bit words: the status (8 words: contacts,
 /// grid entries, a body out of range + 1), the look-back state (ticket, spare, and a word per
-/// tile of `CONTACT_WARPS` bodies, each 64 bits), and a head per bucket of the body grid.
+/// block of `body_contacts`, each 64 bits), and a head per bucket of the body grid.
 struct ZeroedLayout {
     tiles: usize,
     buckets: usize,
@@ -308,9 +331,9 @@ impl ZeroedLayout {
     const STATUS: usize = 0;
     const LOOKBACK: usize = 8;
 
-    fn new(n: usize, entry_cap: usize) -> Self {
+    fn new(n: usize, batch: usize, entry_cap: usize) -> Self {
         // Two buckets per entry keep the lists short.
-        ZeroedLayout { tiles: n.div_ceil(CONTACT_WARPS), buckets: bucket_count(2 * entry_cap) }
+        ZeroedLayout { tiles: n.div_ceil(CONTACT_WARPS * batch), buckets: bucket_count(2 * entry_cap) }
     }
 
     fn heads(&self) -> usize {
@@ -322,11 +345,15 @@ impl ZeroedLayout {
     }
 }
 
-/// Warps (bodies) per block of `body_contacts` (collide.cu's CONTACT_WARPS).
+/// Warps per block of `body_contacts` (collide.cu's CONTACT_WARPS).
 const CONTACT_WARPS: usize = 4;
 
-/// Threads per body in `body_cells` (collide.cu's CELL_GROUP).
+/// Bodies a warp of `body_contacts` takes at most (collide.cu's BATCH_MAX).
+const BATCH_MAX: usize = 8;
+
+/// Threads per body, and per block, in `body_cells` (collide.cu's CELL_GROUP, CELLS_BLOCK).
 const CELL_GROUP: usize = 8;
+const CELLS_BLOCK: u32 = 256;
 
 /// A world's resident copy on one GPU. Switching a world between colliders is free: each
 /// one uploads what changed since it last saw the world (by `World::versions`).
@@ -462,6 +489,7 @@ impl CudaCollider {
                 mask: s.clone_htod(&pad32(&b.mask)).map_err(cuda_err)?,
                 alive: s.clone_htod(&pad32(&alive)).map_err(cuda_err)?,
                 n,
+                batch: bodies_per_warp(world),
             });
         }
         if (resized || held.poses != v.poses) && n > 0 {
@@ -545,7 +573,8 @@ impl CudaCollider {
         t.cells.at_least(be, 6 * n)?;
         t.count.at_least(be, n)?;
         t.entries.at_least(be, 4 * t.entry_cap)?;
-        t.zeroed.at_least(be, ZeroedLayout::new(n, t.entry_cap).len())?;
+        let batch = self.bodies.as_ref().map_or(1, |d| d.batch);
+        t.zeroed.at_least(be, ZeroedLayout::new(n, batch, t.entry_cap).len())?;
         t.spill.at_least(be, t.contact_cap)?;
         t.out.at_least(be, t.contact_cap)?;
         let contact_cap = t.contact_cap;
@@ -617,7 +646,8 @@ impl CudaCollider {
         let zero_copy = self.zero_copy();
         let t = &mut self.tick;
         let (e32, c32) = (t.entry_cap as u32, t.contact_cap as u32);
-        let layout = ZeroedLayout::new(n, t.entry_cap);
+        let batch = d.batch as u32;
+        let layout = ZeroedLayout::new(n, d.batch, t.entry_cap);
         let bmask = (layout.buckets - 1) as u64;
         let mesh_layer = world.mesh_layer();
         s.memset_zeros(&mut t.zeroed.buf.as_mut().expect("prepared").slice_mut(0..layout.len())).map_err(cuda_err)?;
@@ -632,7 +662,7 @@ impl CudaCollider {
             l.arg(&d.center).arg(&d.orientation).arg(&d.radii).arg(&d.alive).arg(&n32).arg(&cell_size);
             l.arg(bbox).arg(cells).arg(t.count.buf.as_mut().unwrap()).arg(t.shape.buf.as_mut().unwrap());
             l.arg(&heads).arg(t.entries.buf.as_mut().unwrap()).arg(&e32).arg(&bmask).arg(&status);
-            unsafe { l.launch(grid(CELL_GROUP * n, 128)) }.map_err(cuda_err)?;
+            unsafe { l.launch(grid(CELL_GROUP * n, CELLS_BLOCK)) }.map_err(cuda_err)?;
         }
         let view = BodyView {
             center: d.center.device_ptr(s).0,
@@ -648,7 +678,8 @@ impl CudaCollider {
         {
             let f = be.func("body_contacts")?;
             let mut l = s.launch_builder(&f);
-            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(&n32).arg(&e32).arg(&c32).arg(&status).arg(&lookback);
+            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(&n32).arg(&batch).arg(&e32).arg(&c32);
+            l.arg(&status).arg(&lookback);
             l.arg(t.spill.buf.as_mut().unwrap());
             let (out, status_host) = if zero_copy {
                 (host_device_ptr(&self.contacts_host)?, host_device_ptr(&self.status_host)?)
