@@ -389,12 +389,14 @@ struct BodyGridView {
 // Threads per block of body_cells.
 #define CELLS_BLOCK 256
 
-// CELL_GROUP threads per body. The first makes its shape (rotation and S⁻¹·Rᵀ, kept for the
+// CELL_GROUP threads per body (poses from center_in and quat, which may be mapped host
+// memory; centers copied to `center`). The first makes its shape (rotation and S⁻¹·Rᵀ, kept for the
 // contacts), widened box and cells, and count[i] = its cells (0 when not alive or out of range,
 // which status[2] names); the group puts its cells into the grid, at entries reserved by one
 // atomic on status[1]. Past `entry_cap` nothing is put: the host grows it and runs again.
-extern "C" __global__ void __launch_bounds__(CELLS_BLOCK) body_cells(const double* center, const double* quat, const double* radii, const u32* alive,
-                                      u32 n, double cell_size, double* box, int* cells, u32* count, double* shapes,
+extern "C" __global__ void __launch_bounds__(CELLS_BLOCK)
+    body_cells(const double* center_in, const double* quat, double* center, const double* radii, const u32* alive,
+               u32 n, double cell_size, double* box, int* cells, u32* count, double* shapes,
                                       u32* head, BodyEntry* entries, u32 entry_cap, u64 mask, u32* status) {
     u32 t = blockIdx.x * blockDim.x + threadIdx.x;
     u32 i = t / CELL_GROUP, sub = t % CELL_GROUP;
@@ -402,7 +404,10 @@ extern "C" __global__ void __launch_bounds__(CELLS_BLOCK) body_cells(const doubl
     int l[3] = {0, 0, 0};
     u32 nx = 1, ny = 1;
     if (sub == 0 && i < n && alive[i]) {
-        const double* p = center + 3 * (u64)i;
+        const double* p = center_in + 3 * (u64)i;
+        // The device's copy of the centers, for body_contacts (the poses may be host memory).
+        if (center != center_in)
+            for (int a = 0; a < 3; a++) center[3 * (u64)i + a] = p[a];
         const double* q = quat + 4 * (u64)i;
         Shape s = make_shape(v3(radii[3 * i], radii[3 * i + 1], radii[3 * i + 2]), q[0], q[1], q[2], q[3]);
         double* sh = shapes + 18 * (u64)i;

@@ -231,9 +231,9 @@ impl<T: DeviceRepr + Default + Copy> Pinned<T> {
     }
 }
 
-/// A world's pose arrays, page-locked (`cuMemHostRegister`) so that the device copies them
-/// directly: for a million bodies the staging copy cost 1.3 ms of host memory bandwidth, and
-/// for seed B's 4,000 about 20 µs of a 0.19 ms tick.
+/// A world's pose arrays, page-locked and mapped (`cuMemHostRegister`), so that the device
+/// reads them directly: for a million bodies a staging copy cost 1.3 ms of host memory
+/// bandwidth, and for seed B's 4,000 the copies about 6 µs of a 0.1 ms tick.
 /// Registered by allocation: a world's arrays only move when a body is added at full
 /// capacity, and then their capacity grows, so (world, address, capacity) names one
 /// allocation. One world is held at a time.
@@ -243,37 +243,50 @@ struct WorldPoses {
     /// Registered base addresses, and the context they were registered in.
     registered: Vec<usize>,
     ctx: Option<Arc<cudarc::driver::CudaContext>>,
+    /// The device's addresses of the centers and orientations.
+    mapped: [u64; 2],
 }
 
 impl WorldPoses {
-    /// Whether `world`'s pose arrays are registered (they are made so if they can be).
-    fn hold(&mut self, be: &CudaBackend, world: &World) -> bool {
+    /// The device's addresses of `world`'s pose arrays (centers, orientations), registered
+    /// here if they can be; `None` if they cannot.
+    fn hold(&mut self, be: &CudaBackend, world: &World) -> Option<[u64; 2]> {
         let b = world.bodies();
         let (c, o) = (&b.center, &b.orientation);
         let key = [world.id(), c.as_ptr() as u64, c.capacity() as u64, o.as_ptr() as u64, o.capacity() as u64];
         if self.key == Some(key) {
-            return !self.registered.is_empty();
+            return (!self.registered.is_empty()).then_some(self.mapped);
         }
         self.release();
+        // A failure is not retried for the same allocation.
+        self.key = Some(key);
         let ctx = be.stream.context().clone();
         if ctx.bind_to_thread().is_err() {
-            return false;
+            return None;
         }
         self.ctx = Some(ctx);
         let ranges = [(c.as_ptr() as usize, c.capacity() * 24), (o.as_ptr() as usize, o.capacity() * 32)];
-        for (p, bytes) in ranges {
+        for (k, (p, bytes)) in ranges.into_iter().enumerate() {
+            let flags = cudarc::driver::sys::CU_MEMHOSTREGISTER_DEVICEMAP;
             // SAFETY: the range is the world's live allocation; it is unregistered before any
             // other is registered, and when the collider drops.
-            if unsafe { cudarc::driver::sys::cuMemHostRegister_v2(p as *mut _, bytes, 0) }.result().is_err() {
+            if unsafe { cudarc::driver::sys::cuMemHostRegister_v2(p as *mut _, bytes, flags) }.result().is_err() {
                 // Pages shared with another registration, or a locked-memory limit: stage.
                 self.release();
-                break;
+                self.key = Some(key);
+                return None;
             }
             self.registered.push(p);
+            // SAFETY: `p` was registered (mapped) just above.
+            let mapped =
+                unsafe { cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut self.mapped[k], p as *mut _, 0) };
+            if mapped.result().is_err() {
+                self.release();
+                self.key = Some(key);
+                return None;
+            }
         }
-        // A failure is not retried for the same allocation.
-        self.key = Some(key);
-        !self.registered.is_empty()
+        Some(self.mapped)
     }
 
     fn release(&mut self) {
@@ -365,6 +378,8 @@ pub struct CudaCollider {
     bodies: Option<DeviceBodies>,
     pose_host: Pinned<f64>,
     world_poses: WorldPoses,
+    /// Where the tick reads the poses: the world's mapped arrays, or the device's copies.
+    pose_src: [u64; 2],
     status_host: Pinned<u32>,
     contacts_host: Pinned<PackedContact>,
     tick: TickBuffers,
@@ -382,15 +397,12 @@ pub struct CudaCollider {
     /// The sizes of the last tick run: a tick is captured when they repeat.
     last_key: Option<GraphKey>,
     use_graphs: bool,
-    /// Whether small ticks may write their contacts straight to the host (`zero_copy`).
+    /// Whether the tick writes its contacts straight into `contacts_host` (page-locked, mapped
+    /// into the device's address space) instead of a copy after it: seed B's tick 0.137 ->
+    /// 0.129 ms on an H100, and a million bodies' 7.4 -> 7.3 ms now that each warp writes its
+    /// contacts whole (NEARKIT_NO_ZERO_COPY=1: copy).
     allow_zero_copy: bool,
 }
-
-/// Up to this many contacts, the tick's last kernel writes them straight into `contacts_host`
-/// (page-locked, mapped into the device's address space) instead of a copy after it: seed B's
-/// tick 0.137 -> 0.129 ms on an H100. Beyond, the kernel's scattered writes across the bus cost
-/// more than one copy does (1M bodies: 7.4 -> 15.4 ms).
-const ZERO_COPY_UP_TO: usize = 1 << 18;
 
 /// The device's address of page-locked host memory (the same under unified addressing).
 fn host_device_ptr<T: DeviceRepr + ValidAsZeroBits + Default + Copy>(p: &Pinned<T>) -> Result<u64> {
@@ -413,6 +425,7 @@ struct GraphKey {
     shapes: u64,
     cell_size: u64,
     mesh_layer: u32,
+    poses: [u64; 2],
 }
 
 impl CudaCollider {
@@ -424,6 +437,7 @@ impl CudaCollider {
             bodies: None,
             pose_host: Pinned::new(true),
             world_poses: WorldPoses::default(),
+            pose_src: [0; 2],
             status_host: Pinned::new(false),
             contacts_host: Pinned::new(false),
             sweep_in: Grow::new(),
@@ -492,23 +506,26 @@ impl CudaCollider {
                 batch: bodies_per_warp(world),
             });
         }
-        if (resized || held.poses != v.poses) && n > 0 {
-            // Centers are checked on the device (body_boxes flags a center that is not finite
-            // or beyond the grid's range; read_status names the body): a host pass over a
-            // million bodies took 1.4 ms on 16 cores.
+        if n > 0 {
             let d = self.bodies.as_mut().expect("bodies uploaded above");
-            let (center, orientation) = (b.center.as_flattened(), b.orientation.as_flattened());
-            if self.world_poses.hold(be, world) {
-                // Straight from the world's own (page-locked) arrays.
-                s.memcpy_htod(center, &mut d.center).map_err(cuda_err)?;
-                s.memcpy_htod(orientation, &mut d.orientation).map_err(cuda_err)?;
+            if let Some(mapped) = self.world_poses.hold(be, world) {
+                // The tick reads the world's own arrays (page-locked and mapped) across the
+                // bus: no copy to queue (seed B's tick: 6 µs less).
+                self.pose_src = mapped;
             } else {
-                let host = self.pose_host.at_least(be, 7 * n)?;
-                let buf = &mut host.as_mut_slice().map_err(cuda_err)?[..7 * n];
-                buf[..3 * n].copy_from_slice(center);
-                buf[3 * n..].copy_from_slice(orientation);
-                s.memcpy_htod(&buf[..3 * n], &mut d.center).map_err(cuda_err)?;
-                s.memcpy_htod(&buf[3 * n..], &mut d.orientation).map_err(cuda_err)?;
+                if resized || held.poses != v.poses {
+                    // Centers are checked on the device (body_cells flags a center that is not
+                    // finite or beyond the grid's range; read_status names the body): a host
+                    // pass over a million bodies took 1.4 ms on 16 cores.
+                    let (center, orientation) = (b.center.as_flattened(), b.orientation.as_flattened());
+                    let host = self.pose_host.at_least(be, 7 * n)?;
+                    let buf = &mut host.as_mut_slice().map_err(cuda_err)?[..7 * n];
+                    buf[..3 * n].copy_from_slice(center);
+                    buf[3 * n..].copy_from_slice(orientation);
+                    s.memcpy_htod(&buf[..3 * n], &mut d.center).map_err(cuda_err)?;
+                    s.memcpy_htod(&buf[3 * n..], &mut d.orientation).map_err(cuda_err)?;
+                }
+                self.pose_src = [d.center.device_ptr(s).0, d.orientation.device_ptr(s).0];
             }
         }
         self.held = Some((world.id(), v));
@@ -558,9 +575,9 @@ impl CudaCollider {
         Ok(&host.as_slice().map_err(cuda_err)?[..count])
     }
 
-    /// Whether this tick's contacts go straight to the host (`ZERO_COPY_UP_TO`).
+    /// Whether the tick's contacts go straight to the host (`allow_zero_copy`).
     fn zero_copy(&self) -> bool {
-        self.allow_zero_copy && self.tick.contact_cap <= ZERO_COPY_UP_TO
+        self.allow_zero_copy
     }
 
     /// Sizes every tick buffer for the current capacities (nothing is allocated while a
@@ -601,6 +618,7 @@ impl CudaCollider {
             shapes: v.shapes,
             cell_size: world.cell_size().to_bits(),
             mesh_layer: world.mesh_layer(),
+            poses: self.pose_src,
         };
         let be_arc = self.be.clone();
         let s = &be_arc.stream;
@@ -659,7 +677,9 @@ impl CudaCollider {
             let f = be.func("body_cells")?;
             let mut l = s.launch_builder(&f);
             let (bbox, cells) = (t.bbox.buf.as_mut().unwrap(), t.cells.buf.as_mut().unwrap());
-            l.arg(&d.center).arg(&d.orientation).arg(&d.radii).arg(&d.alive).arg(&n32).arg(&cell_size);
+            let [center_in, orientation_in] = self.pose_src;
+            l.arg(&center_in).arg(&orientation_in).arg(&d.center).arg(&d.radii).arg(&d.alive).arg(&n32);
+            l.arg(&cell_size);
             l.arg(bbox).arg(cells).arg(t.count.buf.as_mut().unwrap()).arg(t.shape.buf.as_mut().unwrap());
             l.arg(&heads).arg(t.entries.buf.as_mut().unwrap()).arg(&e32).arg(&bmask).arg(&status);
             unsafe { l.launch(grid(CELL_GROUP * n, CELLS_BLOCK)) }.map_err(cuda_err)?;
