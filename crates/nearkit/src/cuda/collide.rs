@@ -1,8 +1,9 @@
 //! Launches collide.cu: the collision world on the device. The mesh and its grid are
-//! uploaded once; body shapes and layers when they change; poses every tick they moved
-//! (through pinned memory). The body grid is rebuilt on the device each tick, and contacts
-//! come back sorted, with one small status read and one contact read per tick. Every buffer
-//! is kept and only grows, so a steady world allocates nothing per tick.
+//! uploaded once; body shapes and layers when they change. A tick is a memset and two kernels
+//! (one CUDA graph) that read the poses from the world's own page-locked arrays and write the
+//! contacts, sorted, and the tick's status into page-locked host memory: no copy either way,
+//! one wait per tick. Every buffer is kept and only grows, so a steady world allocates nothing
+//! per tick.
 
 use std::sync::Arc;
 
