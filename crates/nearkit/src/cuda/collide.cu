@@ -16,6 +16,18 @@ typedef V3<double> D3;
 #define BOX_SLACK 1.000000001
 #define FULL_WARP 0xffffffffu
 
+__device__ __forceinline__ u32 lane_id() { return threadIdx.x % 32; }
+// How many lanes below this one have their bit set.
+__device__ __forceinline__ u32 lanes_below(u32 bits) { return __popc(bits & ((1u << lane_id()) - 1)); }
+// The sum of v over lanes 0..=this one (every lane calls it).
+__device__ __forceinline__ u32 warp_inclusive_sum(u32 v) {
+    for (u32 o = 1; o < 32; o *= 2) {
+        u32 w = __shfl_up_sync(FULL_WARP, v, o);
+        if (lane_id() >= o) v += w;
+    }
+    return v;
+}
+
 __device__ __forceinline__ D3 dadd(D3 u, D3 v) { return v3(u.x + v.x, u.y + v.y, u.z + v.z); }
 __device__ __forceinline__ D3 dscale(D3 u, double s) { return v3(u.x * s, u.y * s, u.z * s); }
 __device__ __forceinline__ D3 dneg(D3 u) { return v3(-u.x, -u.y, -u.z); }
@@ -333,13 +345,6 @@ __device__ __forceinline__ bool cell_of(double x, double cell_size, int& c) {
     return true;
 }
 
-struct HashGridView {
-    const u32* start;
-    const u64* keys;
-    const u32* items;
-    u64 mask;
-};
-
 // A static-mesh grid entry with what the broad phase reads of its triangle, in 48 bytes (three
 // 16-byte loads instead of five scattered ones): the cell key, the triangle, its low cell, and
 // its box in f32 rounded outwards (so the box test passes whatever the f64 one would).
@@ -352,12 +357,10 @@ struct MeshEntry {
 };
 
 struct MeshView {
-    const double* corners;  // 9 per triangle
-    const double* lo;       // 3 per triangle
-    const double* hi;
-    const int* lo_cell;     // 3 per triangle
-    HashGridView grid;
+    const double* corners;     // 9 per triangle
+    const u32* start;          // grid bucket b holds entries start[b]..start[b + 1]
     const MeshEntry* entries;  // grid entry e, as MeshEntry
+    u64 mask;                  // bucket of a cell key: bucket_of(key, mask)
     u32 n;
 };
 
@@ -442,12 +445,8 @@ extern "C" __global__ void __launch_bounds__(CELLS_BLOCK)
     // One atomic per block reserves the block's entries (one per body, all on one address,
     // took most of this kernel's time).
     __shared__ u32 warp_sum[CELLS_BLOCK / 32], block_base;
-    u32 lane = threadIdx.x % 32, upto = c;
-    for (u32 o = 1; o < 32; o *= 2) {
-        u32 v = __shfl_up_sync(FULL_WARP, upto, o);
-        if (lane >= o) upto += v;
-    }
-    if (lane == 31) warp_sum[threadIdx.x / 32] = upto;
+    u32 upto = warp_inclusive_sum(c);
+    if (lane_id() == 31) warp_sum[threadIdx.x / 32] = upto;
     __syncthreads();
     if (threadIdx.x == 0) {
         u32 sum = 0;
@@ -564,17 +563,14 @@ __device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u64 key, int cx
                                            const double* hi, const int* lc, Sink sink) {
     float flo[3], fhi[3];
     box_f32(lo, hi, flo, fhi);
-    u32 b = bucket_of(key, mesh.grid.mask);
-    u32 end = mesh.grid.start[b + 1];
-    for (u32 e = mesh.grid.start[b]; e < end; e++) {
+    u32 b = bucket_of(key, mesh.mask);
+    u32 end = mesh.start[b + 1];
+    for (u32 e = mesh.start[b]; e < end; e++) {
         u32 t;
         if (mesh_entry_pair(mesh.entries + e, key, cx, cy, cz, flo, fhi, lc, t)) sink(t);
     }
 }
 
-__device__ __forceinline__ u32 lane_id() { return threadIdx.x % 32; }
-// How many lanes below this one have their bit set.
-__device__ __forceinline__ u32 lanes_below(u32 bits) { return __popc(bits & ((1u << lane_id()) - 1)); }
 
 // Contacts a warp keeps in shared memory; a warp with more does its bodies again (body_contacts).
 #define POOL 96
@@ -717,15 +713,11 @@ __device__ void warp_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh
             u64 key = cell_key(x, y, z);
             u32 first = 0, len = 0;
             if (k < cells && (ws.body[b].mask & mesh_layer) != 0) {
-                u32 bucket = bucket_of(key, mesh.grid.mask);
-                first = mesh.grid.start[bucket];
-                len = mesh.grid.start[bucket + 1] - first;
+                u32 bucket = bucket_of(key, mesh.mask);
+                first = mesh.start[bucket];
+                len = mesh.start[bucket + 1] - first;
             }
-            u32 upto = len;  // entries of lanes 0..=lane
-            for (u32 o = 1; o < 32; o *= 2) {
-                u32 v = __shfl_up_sync(FULL_WARP, upto, o);
-                if (lane >= o) upto += v;
-            }
+            u32 upto = warp_inclusive_sum(len);  // entries of lanes 0..=lane
             u32 total = __shfl_sync(FULL_WARP, upto, 31);
             for (u32 m0 = 0; m0 < total; m0 += 32) {
                 u32 m = m0 + lane;
@@ -821,10 +813,7 @@ extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS, 4)
         cells = bv.count[first + lane];
         if (cells > 0) load_warp_body(bv, first + lane, cells, ws.body[lane]);
     }
-    for (u32 o = 1; o < BATCH_MAX; o *= 2) {
-        u32 v = __shfl_up_sync(FULL_WARP, cells, o);
-        if (lane >= o) cells += v;
-    }
+    cells = warp_inclusive_sum(cells);
     if (lane < nb) ws.cells_upto[lane] = cells;
     __syncwarp();
     HitList hits{ws.found, nullptr, 0};
@@ -844,11 +833,7 @@ extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS, 4)
     if (lane == 0) warp_count[warp] = h;
     __syncthreads();
     if (warp == 0) {
-        u32 v = lane < CONTACT_WARPS ? warp_count[lane] : 0, upto = v;
-        for (u32 o = 1; o < 32; o *= 2) {
-            u32 w = __shfl_up_sync(FULL_WARP, upto, o);
-            if (lane >= o) upto += w;
-        }
+        u32 v = lane < CONTACT_WARPS ? warp_count[lane] : 0, upto = warp_inclusive_sum(v);
         if (lane < CONTACT_WARPS) warp_before[lane] = upto - v;
         u32 total = __shfl_sync(FULL_WARP, upto, 31);
         u32 before = lookback_before(lookback + 2, tile, total);

@@ -16,26 +16,14 @@ use crate::collide::hash_grid::bucket_count;
 use crate::collide::world::{PackedContact, Sweep, SweepResult, Versions, World};
 use crate::error::{Error, Result};
 
-/// `struct HashGridView` of collide.cu.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct HashGridView {
-    start: u64,
-    keys: u64,
-    items: u64,
-    mask: u64,
-}
-
 /// `struct MeshView` of collide.cu.
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct MeshView {
     corners: u64,
-    lo: u64,
-    hi: u64,
-    lo_cell: u64,
-    grid: HashGridView,
+    start: u64,
     entries: u64,
+    mask: u64,
     n: u32,
 }
 /// `struct BodyGridView` of collide.cu: the tick's body grid.
@@ -63,7 +51,6 @@ struct BodyView {
 }
 
 // SAFETY: plain old data matching the C structs (pointers, u64s, u32s and f32s, C padding).
-unsafe impl DeviceRepr for HashGridView {}
 unsafe impl DeviceRepr for MeshView {}
 unsafe impl DeviceRepr for BodyGridView {}
 unsafe impl DeviceRepr for BodyView {}
@@ -73,12 +60,8 @@ unsafe impl ValidAsZeroBits for PackedContact {}
 
 struct DeviceMesh {
     corners: CudaSlice<f64>,
-    lo: CudaSlice<f64>,
-    hi: CudaSlice<f64>,
-    lo_cell: CudaSlice<i32>,
+    /// The static grid's bucket starts (`HashGrid::start`).
     start: CudaSlice<u32>,
-    keys: CudaSlice<u64>,
-    items: CudaSlice<u32>,
     /// Grid entry e as collide.cu's `MeshEntry`, 12 words: key (2), triangle, its low cell (3),
     /// its box in f32 rounded outwards (6).
     entries: CudaSlice<u32>,
@@ -92,20 +75,13 @@ impl DeviceMesh {
         let Some(m) = world.mesh() else {
             return Ok(DeviceMesh {
                 corners: be.alloc::<f64>(1)?,
-                lo: be.alloc::<f64>(1)?,
-                hi: be.alloc::<f64>(1)?,
-                lo_cell: be.alloc::<i32>(1)?,
                 start: be.alloc::<u32>(2)?,
-                keys: be.alloc::<u64>(1)?,
-                items: be.alloc::<u32>(1)?,
                 entries: be.alloc::<u32>(12)?,
                 mask: 0,
                 n: 0,
             });
         };
         let flat9: Vec<f64> = m.corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();
-        let flat3 = |v: &[[f64; 3]]| v.iter().flatten().copied().collect::<Vec<f64>>();
-        let cells: Vec<i32> = m.lo_cell.iter().flatten().copied().collect();
         let mut entries = Vec::with_capacity(12 * m.grid.items.len());
         for (&key, &t) in m.grid.keys.iter().zip(&m.grid.items) {
             let t = t as usize;
@@ -116,12 +92,7 @@ impl DeviceMesh {
         }
         Ok(DeviceMesh {
             corners: s.clone_htod(&flat9).map_err(cuda_err)?,
-            lo: s.clone_htod(&flat3(&m.lo)).map_err(cuda_err)?,
-            hi: s.clone_htod(&flat3(&m.hi)).map_err(cuda_err)?,
-            lo_cell: s.clone_htod(&cells).map_err(cuda_err)?,
             start: s.clone_htod(&m.grid.start).map_err(cuda_err)?,
-            keys: s.clone_htod(&m.grid.keys).map_err(cuda_err)?,
-            items: s.clone_htod(&m.grid.items).map_err(cuda_err)?,
             entries: s.clone_htod(&entries).map_err(cuda_err)?,
             mask: m.grid.mask(),
             n: m.corners.len() as u32,
@@ -132,16 +103,9 @@ impl DeviceMesh {
         let s = &be.stream;
         MeshView {
             corners: self.corners.device_ptr(s).0,
-            lo: self.lo.device_ptr(s).0,
-            hi: self.hi.device_ptr(s).0,
-            lo_cell: self.lo_cell.device_ptr(s).0,
-            grid: HashGridView {
-                start: self.start.device_ptr(s).0,
-                keys: self.keys.device_ptr(s).0,
-                items: self.items.device_ptr(s).0,
-                mask: self.mask,
-            },
+            start: self.start.device_ptr(s).0,
             entries: self.entries.device_ptr(s).0,
+            mask: self.mask,
             n: self.n,
         }
     }
@@ -162,7 +126,7 @@ struct DeviceBodies {
 }
 
 /// Bodies a warp of `body_contacts` takes: about 32 cells' worth, so that its lanes have work
-/// (seed B's scene: 2 bodies of about 12 cells; the stress scene's small bodies: 6), from each
+/// (seed B's scene: 2 bodies of about 12 cells; the stress scene's small bodies: 7), from each
 /// body's largest radius. `NEARKIT_BODIES_PER_WARP` sets it (1 to 8).
 fn bodies_per_warp(world: &World) -> usize {
     if let Some(b) = std::env::var("NEARKIT_BODIES_PER_WARP").ok().and_then(|v| v.parse::<usize>().ok()) {
@@ -271,17 +235,17 @@ impl WorldPoses {
             let flags = cudarc::driver::sys::CU_MEMHOSTREGISTER_DEVICEMAP;
             // SAFETY: the range is the world's live allocation; it is unregistered before any
             // other is registered, and when the collider drops.
-            if unsafe { cudarc::driver::sys::cuMemHostRegister_v2(p as *mut _, bytes, flags) }.result().is_err() {
-                // Pages shared with another registration, or a locked-memory limit: stage.
-                self.release();
-                self.key = Some(key);
-                return None;
+            let registered = unsafe { cudarc::driver::sys::cuMemHostRegister_v2(p as *mut _, bytes, flags) };
+            if registered.result().is_ok() {
+                self.registered.push(p);
             }
-            self.registered.push(p);
-            // SAFETY: `p` was registered (mapped) just above.
-            let mapped =
-                unsafe { cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut self.mapped[k], p as *mut _, 0) };
-            if mapped.result().is_err() {
+            // SAFETY: a device address is asked for only of a range registered just above.
+            let mapped = registered.result().is_ok()
+                && unsafe { cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut self.mapped[k], p as *mut _, 0) }
+                    .result()
+                    .is_ok();
+            if !mapped {
+                // Pages shared with another registration, or a locked-memory limit: stage.
                 self.release();
                 self.key = Some(key);
                 return None;
@@ -399,9 +363,8 @@ pub struct CudaCollider {
     last_key: Option<GraphKey>,
     use_graphs: bool,
     /// Whether the tick writes its contacts straight into `contacts_host` (page-locked, mapped
-    /// into the device's address space) instead of a copy after it: seed B's tick 0.137 ->
-    /// 0.129 ms on an H100, and a million bodies' 7.4 -> 7.3 ms now that each warp writes its
-    /// contacts whole (NEARKIT_NO_ZERO_COPY=1: copy).
+    /// into the device's address space) instead of a copy after it: seed B's tick 0.093 ->
+    /// 0.075 ms on an H100, a million bodies' 9.1 -> 7.7 ms (NEARKIT_NO_ZERO_COPY=1: copy).
     allow_zero_copy: bool,
 }
 
@@ -576,11 +539,6 @@ impl CudaCollider {
         Ok(&host.as_slice().map_err(cuda_err)?[..count])
     }
 
-    /// Whether the tick's contacts go straight to the host (`allow_zero_copy`).
-    fn zero_copy(&self) -> bool {
-        self.allow_zero_copy
-    }
-
     /// Sizes every tick buffer for the current capacities (nothing is allocated while a
     /// tick is captured into a graph).
     fn prepare_tick(&mut self, n: usize) -> Result<()> {
@@ -597,7 +555,7 @@ impl CudaCollider {
         t.out.at_least(be, t.contact_cap)?;
         let contact_cap = t.contact_cap;
         self.status_host.at_least(be, 4)?;
-        if self.zero_copy() {
+        if self.allow_zero_copy {
             self.contacts_host.at_least(be, contact_cap)?;
         }
         Ok(())
@@ -662,7 +620,7 @@ impl CudaCollider {
         let (n32, cell_size) = (n as u32, world.cell_size());
         let mesh = self.mesh.as_ref().expect("synced").view(be);
         let d = self.bodies.as_ref().expect("synced");
-        let zero_copy = self.zero_copy();
+        let zero_copy = self.allow_zero_copy;
         let t = &mut self.tick;
         let (e32, c32) = (t.entry_cap as u32, t.contact_cap as u32);
         let batch = d.batch as u32;
@@ -720,7 +678,7 @@ impl CudaCollider {
 
     /// Reads the tick's status: the contact count, or `None` after growing a buffer.
     fn read_status(&mut self, world: &World) -> Result<Option<usize>> {
-        let zero_copy = self.zero_copy();
+        let zero_copy = self.allow_zero_copy;
         let be = &*self.be;
         let s = &be.stream;
         let t = &mut self.tick;
