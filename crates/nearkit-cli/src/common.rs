@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::{Args, ValueEnum};
-use nearkit::{Device, Engine, Points, Real, Role};
+use nearkit::{CudaOptions, Device, Engine, EngineOptions, Points, Real, Role};
 use nearkit_io::ReadOptions;
 
 use crate::progress;
@@ -38,6 +38,9 @@ pub struct DeviceArgs {
     /// Print nothing but the results (no notes, no progress).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Print the time of each phase of the query to stderr (the GPU waits between phases).
+    #[arg(long)]
+    pub profile: bool,
 }
 
 /// A clap value parser for any of the library's `FromStr` types (devices, modes, distributions),
@@ -68,10 +71,10 @@ impl DeviceArgs {
     pub fn open(&self) -> CliResult<Engine> {
         let start = Instant::now();
         let spinner = progress::Spinner::start("starting the device", self.quiet);
-        let (engine, note) = Engine::open(self.device)?;
+        let engine = Engine::with_options(self.device, &engine_options(self.profile))?;
         spinner.finish();
         if !self.quiet {
-            if let Some(n) = note {
+            if let Some(n) = engine.note() {
                 eprintln!("note: {n}");
             }
             let ms = start.elapsed().as_secs_f64() * 1e3;
@@ -81,6 +84,22 @@ impl DeviceArgs {
         }
         Ok(engine)
     }
+}
+
+/// The engine's options: `profile`, and where the CUDA toolkit's headers and the kernel cache
+/// are, from the environment (`NEARKIT_CCCL_INCLUDE`, else `$CUDA_HOME/include/cccl`;
+/// `NEARKIT_CACHE_DIR`), where the defaults do not fit.
+pub fn engine_options(profile: bool) -> EngineOptions {
+    let mut cuda = CudaOptions::default();
+    if let Some(p) = std::env::var_os("NEARKIT_CCCL_INCLUDE") {
+        cuda.cccl_include = PathBuf::from(p);
+    } else if let Some(home) = std::env::var_os("CUDA_HOME").or_else(|| std::env::var_os("CUDA_PATH")) {
+        cuda.cccl_include = PathBuf::from(home).join("include").join("cccl");
+    }
+    if let Some(p) = std::env::var_os("NEARKIT_CACHE_DIR") {
+        cuda.kernel_cache = Some(PathBuf::from(p));
+    }
+    EngineOptions { cuda, profile }
 }
 
 /// Reads a point file in precision T, with a progress bar for big files.

@@ -21,7 +21,7 @@ pub fn read_vectors<T: Real, R: Read>(reader: R, path: &Path) -> Result<Vectors<
 
 fn read_dims<T: Real, R: Read>(reader: R, path: &Path, want: Option<usize>) -> Result<Vectors<T>> {
     let (shape, order, flat) = read_flat(reader, path, |shape| {
-        let max = nearkit::vectors::MAX_DIM as u64;
+        let max = nearkit::MAX_VECTOR_DIM as u64;
         match want {
             Some(d) if shape.len() != 2 || shape[1] != d as u64 => {
                 Err(format!("array has shape {shape:?}; an N×{d} array of points is needed"))

@@ -1,20 +1,16 @@
-//! Choosing where a query runs: `auto`, `cpu` or `cuda[:N]`.
+//! Where queries run: [`Device`] is what the caller asks for (`auto`, `cpu`, `cuda[:N]`),
+//! [`Engine`] what it resolved to (the CPU, or one GPU with its context and kernels), with its
+//! options.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use crate::backend::Backend;
-use crate::closest_point::{ClosestPointOptions, ClosestPoints};
-use crate::cpu::CpuBackend;
-use crate::cuda::CudaBackend;
 use crate::error::{Error, Result};
-use crate::mesh::Mesh;
-use crate::points::Points;
-use crate::query::{Knn, KnnOptions, Nearest, Pair, PairsOptions};
-use crate::real::Real;
-use crate::shifted_sort::ShiftedSortOptions;
-use crate::vectors::Vectors;
+use crate::geometry::points::Points;
+use crate::geometry::real::Real;
+use crate::runtime::cuda::{CompileOptions, DevicePoints, Gpu};
 
 /// Where to run, as the user asks for it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -52,88 +48,138 @@ impl fmt::Display for Device {
     }
 }
 
-/// A resolved backend, ready to run queries.
+/// How the CUDA backend runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// Where compiled kernels are kept between runs (default: `nearkit/kernels` in the user's
+    /// cache folder); `None` compiles them in every process.
+    pub kernel_cache: Option<PathBuf>,
+    /// CUB's headers, which NVRTC needs to compile the kernels (the CUDA toolkit's
+    /// `include/cccl`; default `/usr/local/cuda/include/cccl`).
+    pub cccl_include: PathBuf,
+    /// Query points per GPU chunk: larger inputs are streamed through in chunks, so they need
+    /// not fit in GPU memory at once.
+    pub chunk_points: usize,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        Self {
+            kernel_cache: dirs::cache_dir().map(|d| d.join("nearkit").join("kernels")),
+            cccl_include: PathBuf::from("/usr/local/cuda/include/cccl"),
+            chunk_points: 1 << 24,
+        }
+    }
+}
+
+/// How an [`Engine`] runs its queries.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    pub cuda: CudaOptions,
+    /// Print the time of each phase of a query to stderr (a GPU waits between phases).
+    pub profile: bool,
+}
+
+/// Where queries run, resolved: the CPU (all cores, through rayon) or one GPU, whose context,
+/// stream and compiled kernels are shared by every engine of the process. Cheap to clone.
+///
+/// ```
+/// use nearkit::{Device, Engine};
+/// let engine = Engine::open(Device::Auto).unwrap(); // the GPU if one is usable, else the CPU
+/// println!("running on {}", engine.describe());
+/// if let Some(why) = engine.note() {
+///     println!("{why}"); // why not the GPU
+/// }
+/// ```
 #[derive(Clone)]
-pub enum Engine {
-    Cpu(CpuBackend),
-    Cuda(Arc<CudaBackend>),
+pub struct Engine {
+    gpu: Option<Arc<Gpu>>,
+    opts: EngineOptions,
+    note: Option<String>,
 }
 
 impl Engine {
-    /// Resolves a device. `Auto` falls back to the CPU when CUDA is not usable, and
-    /// `fallback_note` says why; an explicit `cuda` that is not usable is an error.
-    pub fn open(device: Device) -> Result<(Engine, Option<String>)> {
+    /// The CPU, with default options.
+    pub fn cpu() -> Engine {
+        Engine { gpu: None, opts: EngineOptions::default(), note: None }
+    }
+
+    /// Resolves `device` with default options. `Auto` falls back to the CPU when CUDA is not
+    /// usable ([`Engine::note`] says why); an explicit `cuda` that is not usable is an error.
+    pub fn open(device: Device) -> Result<Engine> {
+        Self::with_options(device, &EngineOptions::default())
+    }
+
+    /// [`Engine::open`] with options.
+    pub fn with_options(device: Device, opts: &EngineOptions) -> Result<Engine> {
+        let compile =
+            CompileOptions { cccl_include: opts.cuda.cccl_include.clone(), cache_dir: opts.cuda.kernel_cache.clone() };
+        let cpu = |note: Option<String>| Engine { gpu: None, opts: opts.clone(), note };
         match device {
-            Device::Cpu => Ok((Engine::Cpu(CpuBackend), None)),
-            Device::Cuda(n) => Ok((Engine::Cuda(CudaBackend::shared(n)?), None)),
-            Device::Auto => match CudaBackend::shared(0) {
-                Ok(b) => Ok((Engine::Cuda(b), None)),
+            Device::Cpu => Ok(cpu(None)),
+            Device::Cuda(n) => Ok(Engine { gpu: Some(Gpu::shared(n, &compile)?), opts: opts.clone(), note: None }),
+            Device::Auto => match Gpu::shared(0, &compile) {
+                Ok(gpu) => Ok(Engine { gpu: Some(gpu), opts: opts.clone(), note: None }),
                 Err(Error::CudaUnavailable(why)) => {
-                    Ok((Engine::Cpu(CpuBackend), Some(format!("using the CPU, as CUDA is not usable here: {why}"))))
+                    Ok(cpu(Some(format!("using the CPU, as CUDA is not usable here: {why}"))))
                 }
-                Err(e) => Ok((Engine::Cpu(CpuBackend), Some(format!("using the CPU, as CUDA failed to start: {e}")))),
+                Err(e) => Ok(cpu(Some(format!("using the CPU, as CUDA failed to start: {e}")))),
             },
         }
     }
-}
 
-impl Backend for Engine {
-    fn describe(&self) -> String {
-        match self {
-            Engine::Cpu(b) => b.describe(),
-            Engine::Cuda(b) => b.describe(),
+    /// Why `Device::Auto` resolved to the CPU, if it did.
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// `cpu (N threads)` or `cuda:N (name, sm_XY)`.
+    pub fn describe(&self) -> String {
+        match &self.gpu {
+            None => format!("cpu ({} threads)", rayon::current_num_threads()),
+            Some(g) => g.describe(),
         }
     }
 
-    fn nearest<T: Real>(&self, a: &Points<T>, b: &Points<T>, max_distance: Option<T>) -> Result<Nearest<T>> {
-        match self {
-            Engine::Cpu(e) => e.nearest(a, b, max_distance),
-            Engine::Cuda(e) => e.nearest(a, b, max_distance),
-        }
+    /// The device it resolved to (`Cpu` or `Cuda(n)`).
+    pub fn device(&self) -> Device {
+        self.gpu.as_ref().map_or(Device::Cpu, |g| Device::Cuda(g.ordinal()))
     }
 
-    fn closest_pairs<T: Real>(&self, a: &Points<T>, b: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
-        match self {
-            Engine::Cpu(e) => e.closest_pairs(a, b, opts),
-            Engine::Cuda(e) => e.closest_pairs(a, b, opts),
-        }
+    pub fn is_cuda(&self) -> bool {
+        self.gpu.is_some()
     }
 
-    fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
-        match self {
-            Engine::Cpu(e) => e.knn(data, queries, opts),
-            Engine::Cuda(e) => e.knn(data, queries, opts),
-        }
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
     }
 
-    fn closest_points<T: Real>(
-        &self,
-        mesh: &Mesh<T>,
-        queries: &Points<T>,
-        opts: &ClosestPointOptions<T>,
-    ) -> Result<ClosestPoints<T>> {
-        match self {
-            Engine::Cpu(e) => e.closest_points(mesh, queries, opts),
-            Engine::Cuda(e) => e.closest_points(mesh, queries, opts),
-        }
+    /// Copies a point set into GPU memory, for queries on data already there
+    /// ([`PointIndex::from_device`](crate::PointIndex::from_device) and the `*_device` queries).
+    pub fn upload<T: Real>(&self, points: &Points<T>) -> Result<DevicePoints<T>> {
+        points.validate(crate::error::Role::Data)?;
+        DevicePoints::upload(self.need_gpu("upload")?, points)
     }
 
-    fn knn_vectors<T: Real>(&self, data: &Vectors<T>, queries: &Vectors<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
-        match self {
-            Engine::Cpu(e) => e.knn_vectors(data, queries, opts),
-            Engine::Cuda(e) => e.knn_vectors(data, queries, opts),
-        }
+    /// Waits for the GPU's queued work (nothing to wait for on the CPU).
+    pub fn synchronize(&self) -> Result<()> {
+        self.gpu.as_ref().map_or(Ok(()), |g| g.synchronize())
     }
 
-    fn approx_knn<T: Real>(
-        &self,
-        data: &Vectors<T>,
-        queries: &Vectors<T>,
-        opts: &ShiftedSortOptions,
-    ) -> Result<Knn<T>> {
-        match self {
-            Engine::Cpu(e) => e.approx_knn(data, queries, opts),
-            Engine::Cuda(e) => e.approx_knn(data, queries, opts),
-        }
+    /// The GPU memory pool's high-water marks in bytes, `(used, reserved)`: live allocations,
+    /// and what the pool held from the device. `reset` starts new marks. `None` on the CPU.
+    pub fn memory_high_water(&self, reset: bool) -> Result<Option<(u64, u64)>> {
+        self.gpu.as_ref().map(|g| g.memory_high_water(reset)).transpose()
+    }
+
+    pub(crate) fn gpu(&self) -> Option<&Arc<Gpu>> {
+        self.gpu.as_ref()
+    }
+
+    /// The GPU, or an error saying that `what` needs one.
+    pub(crate) fn need_gpu(&self, what: &str) -> Result<&Arc<Gpu>> {
+        self.gpu
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument(format!("{what} needs a CUDA engine, but this one runs on the CPU")))
     }
 }

@@ -3,14 +3,12 @@
 mod common;
 
 use common::*;
-use nearkit::backend::Backend;
-use nearkit::cpu::CpuBackend;
 use nearkit::{Error, PairMode, PairsOptions, Points, Real, NO_ID};
 use proptest::prelude::*;
 
 fn check_nearest_per_a<T: Real>(name: &str, a: &Points<T>, b: &Points<T>, k: usize, max_distance: Option<T>) {
     let opts = PairsOptions { k, mode: PairMode::NearestPerA, max_distance };
-    let got = CpuBackend.closest_pairs(a, b, &opts).unwrap();
+    let got = cpu().closest_pairs(a, b, &opts).unwrap();
     let r2 = max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
     let want = brute_nearest_per_a(a, b, k, r2);
     assert_eq!(got.len(), want.len(), "{name}: row count (k={k})");
@@ -22,7 +20,7 @@ fn check_nearest_per_a<T: Real>(name: &str, a: &Points<T>, b: &Points<T>, k: usi
 
 fn check_all_pairs<T: Real>(name: &str, a: &Points<T>, b: &Points<T>, k: usize, max_distance: Option<T>) {
     let opts = PairsOptions { k, mode: PairMode::AllPairs, max_distance };
-    let got = CpuBackend.closest_pairs(a, b, &opts).unwrap();
+    let got = cpu().closest_pairs(a, b, &opts).unwrap();
     let r2 = max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
     let want = brute_all_pairs(a, b, k, r2);
     assert_eq!(got.len(), want.len(), "{name}: row count (k={k})");
@@ -32,7 +30,7 @@ fn check_all_pairs<T: Real>(name: &str, a: &Points<T>, b: &Points<T>, k: usize, 
 }
 
 fn check_nearest<T: Real>(name: &str, a: &Points<T>, b: &Points<T>, max_distance: Option<T>) {
-    let got = CpuBackend.nearest(a, b, max_distance).unwrap();
+    let got = cpu().nearest(a, b, max_distance).unwrap();
     let r2 = max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
     let want = brute_nearest(a, b, r2);
     for (i, w) in want.iter().enumerate() {
@@ -75,7 +73,7 @@ fn f32_answers_agree_with_an_f64_reference() {
     // The f32 search is exact in f32; against exact f64 arithmetic its chosen neighbour may
     // differ only where the two distances are within f32 rounding of each other.
     for (name, a, b) in point_sets::<f32>(3, 1200, 900) {
-        let got = CpuBackend.nearest(&a, &b, None).unwrap();
+        let got = cpu().nearest(&a, &b, None).unwrap();
         let (a64, b64) = (a.cast::<f64>(), b.cast::<f64>());
         let want = brute_nearest(&a64, &b64, f64::INFINITY);
         for i in 0..a.len() {
@@ -91,7 +89,7 @@ fn f32_answers_agree_with_an_f64_reference() {
 fn k_larger_than_a_returns_every_a_once() {
     let a = Points::from_rows(&[[0.0f32, 0.0, 0.0], [5.0, 0.0, 0.0], [9.0, 9.0, 9.0]]);
     let b = Points::from_rows(&[[1.0f32, 0.0, 0.0]]);
-    let got = CpuBackend.closest_pairs(&a, &b, &PairsOptions { k: 100, ..Default::default() }).unwrap();
+    let got = cpu().closest_pairs(&a, &b, &PairsOptions { k: 100, ..Default::default() }).unwrap();
     assert_eq!(got.iter().map(|p| p.a).collect::<Vec<_>>(), vec![0, 1, 2]);
     assert_eq!(got.iter().map(|p| p.b).collect::<Vec<_>>(), vec![0, 0, 0]);
 }
@@ -102,15 +100,15 @@ fn bad_inputs_are_named() {
     let empty = Points::<f32>::default();
     let nan = Points::from_rows(&[[0.0f32, 0.0, 0.0], [0.0, f32::NAN, 1.0]]);
     let opts = PairsOptions::<f32>::default();
-    assert!(matches!(CpuBackend.closest_pairs(&empty, &ok, &opts), Err(Error::EmptySet { .. })));
-    assert!(matches!(CpuBackend.closest_pairs(&ok, &empty, &opts), Err(Error::EmptySet { .. })));
-    let e = CpuBackend.closest_pairs(&ok, &nan, &opts).unwrap_err();
+    assert!(matches!(cpu().closest_pairs(&empty, &ok, &opts), Err(Error::EmptySet { .. })));
+    assert!(matches!(cpu().closest_pairs(&ok, &empty, &opts), Err(Error::EmptySet { .. })));
+    let e = cpu().closest_pairs(&ok, &nan, &opts).unwrap_err();
     assert!(matches!(e, Error::NonFinite { index: 1, axis: 'y', .. }), "{e}");
     assert!(e.to_string().contains("point 1") && e.to_string().contains("set B"), "{e}");
     let zero_k = PairsOptions { k: 0, ..opts };
-    assert!(matches!(CpuBackend.closest_pairs(&ok, &ok, &zero_k), Err(Error::ZeroK)));
+    assert!(matches!(cpu().closest_pairs(&ok, &ok, &zero_k), Err(Error::ZeroK)));
     let neg = PairsOptions { max_distance: Some(-1.0), ..opts };
-    assert!(matches!(CpuBackend.closest_pairs(&ok, &ok, &neg), Err(Error::BadMaxDistance(_))));
+    assert!(matches!(cpu().closest_pairs(&ok, &ok, &neg), Err(Error::BadMaxDistance(_))));
 }
 
 fn small_grid_points() -> impl Strategy<Value = Points<f32>> {

@@ -2,11 +2,20 @@
 //! random meshes of several shapes (degenerate and duplicate triangles included) and queries
 //! near, on and far from them.
 
-use nearkit::closest_point_triangle::closest_point_triangle;
-use nearkit::cpu::closest_point::closest_points;
 use nearkit::generate::{generate, Distribution};
-use nearkit::{ClosestPointOptions, Mesh, Points, Real, NO_ID};
+use nearkit::{
+    closest_point_triangle, ClosestPointOptions, ClosestPoints, Engine, Mesh, MeshIndex, Points, Real, NO_ID,
+};
 use rand::{Rng, SeedableRng};
+
+/// The CPU's closest points, through a fresh index.
+fn closest_points<T: Real>(
+    mesh: &Mesh<T>,
+    q: &Points<T>,
+    opts: &ClosestPointOptions<T>,
+) -> nearkit::Result<ClosestPoints<T>> {
+    MeshIndex::new(mesh, &Engine::cpu())?.closest_points(q, opts)
+}
 
 fn meshes<T: Real>(seed: u64) -> Vec<(&'static str, Mesh<T>)> {
     let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
@@ -36,7 +45,7 @@ fn meshes<T: Real>(seed: u64) -> Vec<(&'static str, Mesh<T>)> {
     out.push(("soup with degenerate and duplicate triangles", Mesh { vertices: v, triangles: tris }));
     // A closed-ish surface: Morton-adjacent triples of points on a sphere.
     let s: Points<T> = generate(Distribution::Sphere, 900, 100.0, seed + 1);
-    let tree = nearkit::tree::MortonTree::build(&s, 8);
+    let tree = nearkit::test_hooks::MortonTree::build(&s, 8);
     let tris = (0..s.len() - 2).map(|i| [tree.id[i], tree.id[i + 1], tree.id[i + 2]]).collect();
     out.push(("sphere strips", Mesh { vertices: s, triangles: tris }));
     // An integer grid on a plane: many equidistant triangles (ties).
@@ -91,12 +100,8 @@ fn queries<T: Real>(mesh: &Mesh<T>, seed: u64) -> Points<T> {
 }
 
 /// The brute force: every triangle, the smallest computed d2, ties to the smaller id.
-fn brute<T: Real>(
-    mesh: &Mesh<T>,
-    q: [T; 3],
-    r2: T,
-) -> Option<(u32, nearkit::closest_point_triangle::TrianglePoint<T>)> {
-    let mut best: Option<(u32, nearkit::closest_point_triangle::TrianglePoint<T>)> = None;
+fn brute<T: Real>(mesh: &Mesh<T>, q: [T; 3], r2: T) -> Option<(u32, nearkit::TrianglePoint<T>)> {
+    let mut best: Option<(u32, nearkit::TrianglePoint<T>)> = None;
     for t in 0..mesh.triangles.len() {
         let [a, b, c] = mesh.corners(t);
         let tp = closest_point_triangle(q, a, b, c);
@@ -154,7 +159,7 @@ fn f32_distances_agree_with_an_f64_reference() {
             let truth = (0..mesh.triangles.len())
                 .map(|t| {
                     let [a, b, c] = mesh.corners(t).map(|p| p.map(|v| v as f64));
-                    let p = nearkit::closest_point_triangle::closest_point_triangle(q, a, b, c).point;
+                    let p = closest_point_triangle(q, a, b, c).point;
                     ((q[0] - p[0]).powi(2) + (q[1] - p[1]).powi(2) + (q[2] - p[2]).powi(2)).sqrt()
                 })
                 .fold(f64::INFINITY, f64::min);
@@ -203,7 +208,7 @@ fn bad_meshes_and_queries_are_refused() {
 /// corners of its triangles.
 #[test]
 fn wide_bvh_covers_every_triangle_once() {
-    use nearkit::triangle_bvh::{TriangleBvh, WideBvh, WIDE, WIDE_EMPTY, WIDE_LEAF, WIDE_START};
+    use nearkit::test_hooks::{TriangleBvh, WideBvh, WIDE, WIDE_EMPTY, WIDE_LEAF, WIDE_START};
     for n in [1usize, 2, 7, 8, 9, 64, 1000] {
         let p: nearkit::Points<f32> =
             nearkit::generate::generate(nearkit::generate::Distribution::Clustered, 3 * n, 10.0, n as u64);

@@ -2,13 +2,12 @@
 //! by independent means (sampling, analytic cases), and the broad phase checked against all
 //! pairs on random scenes of several shapes.
 
-use nearkit::collide::ellipsoid::{dot, sub, Shape, V3};
 use nearkit::collide::scene::{heightfield, Scene};
-use nearkit::collide::{
-    contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, sweep_ellipsoid_triangle, Body, BodyId, Collider, Contact,
-    ContactKind, Sweep, SweepResult, World,
+use nearkit::collide::{Body, BodyId, Collider, ColliderOptions, Contact, ContactKind, Sweep, SweepResult, World};
+use nearkit::test_hooks::{
+    contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, dot, sub, sweep_ellipsoid_triangle, Shape, V3,
 };
-use nearkit::{Device, Mesh, Points};
+use nearkit::{Engine, Mesh, Points};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -25,7 +24,7 @@ fn random_shape(r: &mut Pcg64, lo: f64, hi: f64) -> Shape {
 
 /// (x − c)ᵀΣ⁻¹(x − c) for offset d: < 1 inside.
 fn metric(s: &Shape, d: V3) -> f64 {
-    let u = s.to_unit(d);
+    let u = s.unit_of(d);
     dot(u, u)
 }
 
@@ -69,7 +68,7 @@ fn ellipsoid_triangle_contacts_agree_with_sampling() {
                 let m = metric(&s, g.point);
                 assert!(m < 1.0 + 1e-9, "case {case}: contact point outside the body ({m})");
                 assert!(m <= best + 1e-9, "case {case}: a sampled point is deeper ({best} < {m})");
-                let on = nearkit::closest_point_triangle::closest_point_triangle(g.point, tri[0], tri[1], tri[2]);
+                let on = nearkit::closest_point_triangle(g.point, tri[0], tri[1], tri[2]);
                 assert!(on.d2 < 1e-18, "case {case}: contact point off the triangle");
                 assert!(g.depth > -1e-12, "case {case}: negative depth {}", g.depth);
                 assert!((dot(g.normal, g.normal) - 1.0).abs() < 1e-12);
@@ -105,7 +104,7 @@ fn surface(s: &Shape, n: usize) -> Vec<V3> {
         let z = -1.0 + (2.0 * i as f64 + 1.0) / n as f64;
         let phi = i as f64 * 2.399_963_229_728_653;
         let rr = (1.0 - z * z).sqrt();
-        out.push(s.from_unit([rr * phi.cos(), rr * phi.sin(), z]));
+        out.push(s.world_of([rr * phi.cos(), rr * phi.sin(), z]));
     }
     out
 }
@@ -337,7 +336,7 @@ const SHAPES: [&str; 7] = ["uniform", "clustered", "duplicates", "big bodies", "
 
 #[test]
 fn world_contacts_equal_all_pairs() {
-    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     for (k, shape) in SHAPES.iter().enumerate() {
         let world = random_world(10 + k as u64, shape);
         let got = cpu.contacts(&world).unwrap();
@@ -355,13 +354,13 @@ fn world_contacts_equal_all_pairs() {
 /// too, bit for bit the AVX2 code's.
 #[test]
 fn world_contacts_equal_all_pairs_in_portable_code() {
-    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     for (k, shape) in SHAPES.iter().enumerate() {
         let world = random_world(30 + k as u64, shape);
         let fast: Vec<Contact> = cpu.contacts(&world).unwrap().to_vec();
-        nearkit::cpu::collide::use_portable_code(true);
-        let portable: Vec<Contact> = Collider::cpu().contacts(&world).unwrap().to_vec();
-        nearkit::cpu::collide::use_portable_code(false);
+        let portable_code = ColliderOptions { portable_code: true, ..ColliderOptions::default() };
+        let portable: Vec<Contact> =
+            Collider::new(&Engine::cpu(), &portable_code).unwrap().contacts(&world).unwrap().to_vec();
         let want = brute_contacts(&world);
         assert!(want.len() > 50, "{shape}: only {} contacts", want.len());
         assert_eq!(portable, want, "{shape}: portable code against the brute force");
@@ -374,7 +373,7 @@ fn world_contacts_equal_all_pairs_in_portable_code() {
 /// another world in between, its contacts stay those of the brute force.
 #[test]
 fn world_contacts_stay_exact_over_ticks() {
-    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     let mut r = rng(77);
     let mut world = random_world(20, "uniform");
     let other = random_world(21, "clustered");
@@ -423,7 +422,7 @@ fn world_contacts_stay_exact_over_ticks() {
 /// refused by name; moved back, the collider recovers and is exact again.
 #[test]
 fn a_body_at_the_grids_edge_is_refused_and_the_lists_recover() {
-    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     // 7.5 m cells, which the lists use too (they take cells of at least twice a body's box).
     let mut world = random_world(30, "big cells");
     assert_eq!(cpu.contacts(&world).unwrap(), brute_contacts(&world));
@@ -449,7 +448,7 @@ fn world_sweeps_equal_all_triangles() {
             Sweep { radii: [0.3, 0.6, 0.4], orientation: [0.1, 0.2, 0.0, 1.0], from, to }
         })
         .collect();
-    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     let got = cpu.sweeps(&world, &sweeps).unwrap();
     let mut hits = 0;
     for (s, g) in sweeps.iter().zip(&got) {
@@ -486,7 +485,7 @@ fn a_world_100_km_away_keeps_millimetres() {
         far.add_body(Body { center: [b.center[0] + shift[0], b.center[1] + shift[1], b.center[2] + shift[2]], ..*b })
             .unwrap();
     }
-    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     let (a, b) = (cpu.contacts(&near).unwrap(), cpu.contacts(&far).unwrap());
     assert!(a.len() > 100);
     // Grid cells differ by the shift, so a pair at the edge of overlap could differ; none do here.
@@ -518,7 +517,7 @@ fn bad_input_is_refused_clearly() {
     assert!(world.set_pose(a, [0.0; 3], [0.0, 0.0, 0.0, 1.0]).is_err());
     assert_eq!(world.add_body(Body::sphere([0.5, 0.0, 0.0], 1.0)).unwrap(), a, "the freed id is reused");
     world.set_pose(b, [2.0e9, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]).unwrap();
-    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     let e = cpu.contacts(&world).unwrap_err().to_string();
     assert!(e.contains("larger cells"), "{e}");
     let empty = Mesh::<f64> { vertices: Points::default(), triangles: vec![] };
@@ -531,7 +530,7 @@ fn integrate_moves_bodies_by_their_velocity() {
     let a = world.add_body(Body::sphere([0.0; 3], 0.5)).unwrap();
     let b = world.add_body(Body::sphere([3.0, 0.0, 0.0], 0.5)).unwrap();
     world.set_velocity(a, [1.0, 0.0, 0.0]).unwrap();
-    let (mut cpu, _) = Collider::open(Device::Cpu).unwrap();
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     assert!(cpu.contacts(&world).unwrap().is_empty());
     world.integrate(2.5);
     let c = cpu.contacts(&world).unwrap();

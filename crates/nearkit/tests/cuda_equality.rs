@@ -3,18 +3,14 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
-use nearkit::backend::Backend;
-use nearkit::cpu::CpuBackend;
-use nearkit::cuda::CudaBackend;
-use nearkit::tree::{MortonTree, DEFAULT_LEAF_SIZE};
-use nearkit::{KnnOptions, PairMode, PairsOptions, Real};
+use nearkit::collide::{Collider, ColliderOptions};
+use nearkit::test_hooks::{self as hooks, GridOptions, MortonTree, DEFAULT_LEAF_SIZE};
+use nearkit::{Device, DeviceKnn, Engine, KnnOptions, PairMode, PairsOptions, PointIndex, Real};
 
-fn gpu() -> Option<Arc<CudaBackend>> {
-    match CudaBackend::shared(0) {
-        Ok(b) => Some(b),
+fn gpu() -> Option<On> {
+    match Engine::open(Device::Cuda(0)) {
+        Ok(e) => Some(On(e)),
         Err(e) => {
             assert!(std::env::var("NEARKIT_REQUIRE_CUDA").as_deref() != Ok("1"), "NEARKIT_REQUIRE_CUDA=1 but: {e}");
             eprintln!("skipped: no usable GPU ({e})");
@@ -27,7 +23,7 @@ fn same_tree<T: Real>(seed: u64) {
     let Some(gpu) = gpu() else { return };
     for (name, _, b) in point_sets::<T>(seed, 10, 3000) {
         let cpu = MortonTree::build(&b, DEFAULT_LEAF_SIZE);
-        let dev = gpu.build_tree_to_host(&b).unwrap();
+        let dev = hooks::tree_on_device(&gpu.0, &b).unwrap();
         assert_eq!(cpu.frame, dev.frame, "{name}: frame");
         assert_eq!(cpu.key_table, dev.key_table, "{name}: key table");
         assert_eq!(cpu.id, dev.id, "{name}: ids");
@@ -53,13 +49,13 @@ fn same_answers<T: Real>(seed: u64, na: usize, nb: usize) {
             for k in [1, 10, 100, 3000] {
                 for max_distance in [None, Some(T::from_f64(4.0))] {
                     let opts = PairsOptions { k, mode, max_distance };
-                    let c = CpuBackend.closest_pairs(&a, &b, &opts).unwrap();
+                    let c = cpu().closest_pairs(&a, &b, &opts).unwrap();
                     let g = gpu.closest_pairs(&a, &b, &opts).unwrap();
                     assert_eq!(c, g, "{name}: {mode} k={k} max={max_distance:?}");
                 }
             }
         }
-        let c = CpuBackend.nearest(&a, &b, None).unwrap();
+        let c = cpu().nearest(&a, &b, None).unwrap();
         let g = gpu.nearest(&a, &b, None).unwrap();
         assert_eq!(c, g, "{name}: nearest");
         // And both against brute force, so "equal" cannot mean "equally wrong".
@@ -104,8 +100,8 @@ fn gpu_matches_cpu_in_small_chunks() {
     if let Some(gpu) = gpu() {
         for n in [40_000, 1_500] {
             for (name, data, _) in point_sets::<f32>(42, n, 10) {
-                let opts = KnnOptions { k: 8, max_distance: None, exclude_self: true };
-                let c = CpuBackend.knn(&data, &data, &opts).unwrap();
+                let opts = KnnOptions { k: 8, max_distance: None, exclude_self: true, ..Default::default() };
+                let c = cpu().knn(&data, &data, &opts).unwrap();
                 assert_eq!(c, gpu.knn(&data, &data, &opts).unwrap(), "{name}: chunked graph of {n}");
             }
         }
@@ -116,48 +112,40 @@ fn gpu_matches_cpu_in_small_chunks() {
 #[test]
 fn gpu_matches_cpu_on_seed_a() {
     let Some(gpu) = gpu() else { return };
-    let (a, b) = nearkit::generate::seed_a_armies::<f32>(5);
+    let (a, b) = nearkit::generate::armies::<f32>(5);
     for mode in [PairMode::NearestPerA, PairMode::AllPairs] {
         let opts = PairsOptions { k: 100, mode, max_distance: None };
-        assert_eq!(
-            CpuBackend.closest_pairs(&a, &b, &opts).unwrap(),
-            gpu.closest_pairs(&a, &b, &opts).unwrap(),
-            "{mode}"
-        );
+        assert_eq!(cpu().closest_pairs(&a, &b, &opts).unwrap(), gpu.closest_pairs(&a, &b, &opts).unwrap(), "{mode}");
     }
-    assert_eq!(CpuBackend.nearest(&a, &b, None).unwrap(), gpu.nearest(&a, &b, None).unwrap());
+    assert_eq!(cpu().nearest(&a, &b, None).unwrap(), gpu.nearest(&a, &b, None).unwrap());
 }
 
 fn same_knn<T: Real>(seed: u64) {
     let Some(gpu) = gpu() else { return };
     for (name, queries, data) in point_sets::<T>(seed, 1500, 2000) {
         for opts in [
-            KnnOptions { k: 1, max_distance: None, exclude_self: false },
-            KnnOptions { k: 8, max_distance: None, exclude_self: false },
-            KnnOptions { k: 40, max_distance: Some(T::from_f64(5.0)), exclude_self: false },
+            KnnOptions { k: 1, max_distance: None, exclude_self: false, ..Default::default() },
+            KnnOptions { k: 8, max_distance: None, exclude_self: false, ..Default::default() },
+            KnnOptions { k: 40, max_distance: Some(T::from_f64(5.0)), exclude_self: false, ..Default::default() },
         ] {
-            let c = CpuBackend.knn(&data, &queries, &opts).unwrap();
+            let c = cpu().knn(&data, &queries, &opts).unwrap();
             let g = gpu.knn(&data, &queries, &opts).unwrap();
             assert_eq!(c, g, "{name}: knn {opts:?}");
         }
-        let opts = KnnOptions { k: 6, max_distance: None, exclude_self: true };
-        assert_eq!(
-            CpuBackend.knn(&data, &data, &opts).unwrap(),
-            gpu.knn(&data, &data, &opts).unwrap(),
-            "{name}: graph"
-        );
+        let opts = KnnOptions { k: 6, max_distance: None, exclude_self: true, ..Default::default() };
+        assert_eq!(cpu().knn(&data, &data, &opts).unwrap(), gpu.knn(&data, &data, &opts).unwrap(), "{name}: graph");
         // Resident: data, queries and results on the device.
-        let opts = KnnOptions { k: 8, max_distance: None, exclude_self: false };
-        let cpu = CpuBackend.knn(&data, &queries, &opts).unwrap();
-        let (dd, dq) = (gpu.upload(&data).unwrap(), gpu.upload(&queries).unwrap());
-        let mut ids = gpu.alloc_zeroed::<u32>(queries.len() * cpu.k).unwrap();
-        let mut dist = gpu.alloc_zeroed::<T>(queries.len() * cpu.k).unwrap();
-        let k = gpu.knn_resident(&dd, &dq, &opts, &mut ids, &mut dist).unwrap();
+        let opts = KnnOptions { k: 8, max_distance: None, exclude_self: false, ..Default::default() };
+        let cpu = cpu().knn(&data, &queries, &opts).unwrap();
+        let engine = &gpu.0;
+        let (dd, dq) = (engine.upload(&data).unwrap(), engine.upload(&queries).unwrap());
+        let mut out = DeviceKnn::new(engine, queries.len(), cpu.k).unwrap();
+        let k = PointIndex::from_device(&dd, engine).unwrap().knn_device(&dq, &opts, &mut out).unwrap();
         assert_eq!(k, cpu.k, "{name}: resident k");
-        assert_eq!(gpu.stream().clone_dtoh(&ids).unwrap(), cpu.ids, "{name}: resident ids");
-        let d = gpu.stream().clone_dtoh(&dist).unwrap();
+        let got = out.to_host(engine, queries.len(), k).unwrap();
+        assert_eq!(got.ids, cpu.ids, "{name}: resident ids");
         assert!(
-            d.iter().zip(&cpu.distances).all(|(a, b)| a.ordered_bits() == b.ordered_bits()),
+            got.distances.iter().zip(&cpu.distances).all(|(a, b)| a.ordered_bits() == b.ordered_bits()),
             "{name}: resident distances"
         );
     }
@@ -179,23 +167,23 @@ fn same_knn_grid<T: Real>(seed: u64) {
     for (name, queries, data) in point_sets::<T>(seed, 40_000, 3000) {
         let tree = MortonTree::build(&data, DEFAULT_LEAF_SIZE);
         for opts in [
-            KnnOptions { k: 1, max_distance: None, exclude_self: false },
-            KnnOptions { k: 8, max_distance: None, exclude_self: false },
-            KnnOptions { k: 13, max_distance: Some(T::from_f64(30.0)), exclude_self: false },
-            KnnOptions { k: 32, max_distance: None, exclude_self: false },
+            KnnOptions { k: 1, max_distance: None, exclude_self: false, ..Default::default() },
+            KnnOptions { k: 8, max_distance: None, exclude_self: false, ..Default::default() },
+            KnnOptions { k: 13, max_distance: Some(T::from_f64(30.0)), exclude_self: false, ..Default::default() },
+            KnnOptions { k: 32, max_distance: None, exclude_self: false, ..Default::default() },
         ] {
             let k = opts.k.min(data.len());
             let r2 = opts.max_distance.map_or(T::INFINITY, |r| r * r);
-            let cpu_grid = nearkit::grid::CandidateGrid::for_queries(&tree, queries.len(), k, r2);
-            let gpu_grid = gpu.build_knn_grid_to_host(&data, queries.len(), k, r2).unwrap();
+            let cpu_grid = hooks::CandidateGrid::for_queries(&tree, queries.len(), k, r2, &GridOptions::default());
+            let gpu_grid = hooks::knn_grid_on_device(&gpu.0, &data, queries.len(), k, r2).unwrap();
             assert_eq!(cpu_grid, gpu_grid, "{name}: grid {opts:?}");
-            let c = CpuBackend.knn(&data, &queries, &opts).unwrap();
+            let c = cpu().knn(&data, &queries, &opts).unwrap();
             let g = gpu.knn(&data, &queries, &opts).unwrap();
             assert_eq!(c, g, "{name}: knn through the grid {opts:?}");
         }
         if queries.len() == 40_000 {
-            let opts = KnnOptions { k: 7, max_distance: None, exclude_self: true };
-            let c = CpuBackend.knn(&queries, &queries, &opts).unwrap();
+            let opts = KnnOptions { k: 7, max_distance: None, exclude_self: true, ..Default::default() };
+            let c = cpu().knn(&queries, &queries, &opts).unwrap();
             assert_eq!(c, gpu.knn(&queries, &queries, &opts).unwrap(), "{name}: graph through the grid");
         }
     }
@@ -215,24 +203,24 @@ fn same_vector_knn<T: Real>(seed: u64) {
     let Some(gpu) = gpu() else { return };
     for (name, data, queries) in common::vector_sets::<T>(seed, 2000, 1500) {
         for opts in [
-            KnnOptions { k: 1, max_distance: None, exclude_self: false },
-            KnnOptions { k: 8, max_distance: None, exclude_self: false },
-            KnnOptions { k: 20, max_distance: Some(T::from_f64(8.0)), exclude_self: false },
-            KnnOptions { k: 40, max_distance: None, exclude_self: false },
+            KnnOptions { k: 1, max_distance: None, exclude_self: false, ..Default::default() },
+            KnnOptions { k: 8, max_distance: None, exclude_self: false, ..Default::default() },
+            KnnOptions { k: 20, max_distance: Some(T::from_f64(8.0)), exclude_self: false, ..Default::default() },
+            KnnOptions { k: 40, max_distance: None, exclude_self: false, ..Default::default() },
         ] {
-            let c = CpuBackend.knn_vectors(&data, &queries, &opts).unwrap();
+            let c = cpu().knn_vectors(&data, &queries, &opts).unwrap();
             let g = gpu.knn_vectors(&data, &queries, &opts).unwrap();
             assert_eq!(c, g, "{name}: exact {opts:?}");
         }
-        let opts = KnnOptions { k: 6, max_distance: None, exclude_self: true };
-        assert_eq!(CpuBackend.knn_vectors(&data, &data, &opts).unwrap(), gpu.knn_vectors(&data, &data, &opts).unwrap());
+        let opts = KnnOptions { k: 6, max_distance: None, exclude_self: true, ..Default::default() };
+        assert_eq!(cpu().knn_vectors(&data, &data, &opts).unwrap(), gpu.knn_vectors(&data, &data, &opts).unwrap());
         for opts in [
             nearkit::ShiftedSortOptions { k: 8, shifts: 1, window: 4 },
             nearkit::ShiftedSortOptions { k: 8, shifts: 4, window: 8 },
             nearkit::ShiftedSortOptions { k: 16, shifts: 3, window: 16 },
             nearkit::ShiftedSortOptions { k: 50, shifts: 2, window: 40 },
         ] {
-            let c = CpuBackend.approx_knn(&data, &queries, &opts).unwrap();
+            let c = cpu().approx_knn(&data, &queries, &opts).unwrap();
             let g = gpu.approx_knn(&data, &queries, &opts).unwrap();
             assert_eq!(c, g, "{name}: shifted sort {opts:?}");
         }
@@ -254,15 +242,15 @@ fn same_aabb6_grid<T: Real>(seed: u64) {
     let Some(gpu) = gpu() else { return };
     let sets = common::vector_sets::<T>(seed, 3000, 40_000);
     for (name, data, queries) in sets.into_iter().filter(|s| s.0.starts_with("6-D")) {
-        let tree = nearkit::vector_tree::VectorTree::build(&data);
+        let tree = hooks::VectorTree::build(&data);
         for (k, r) in [(1, None), (8, None), (20, Some(10.0))] {
             let r2 = r.map_or(T::INFINITY, |r: f64| T::from_f64(r) * T::from_f64(r));
-            let cpu_grid = nearkit::cpu::vector_knn::embedded_grid(&tree, &queries, k, r2).map(|g| g.0);
+            let cpu_grid = hooks::embedded_grid(&tree, &queries, k, r2, &GridOptions::default()).map(|g| g.0);
             assert!(cpu_grid.is_some(), "{name}: the grid should be used");
-            let gpu_grid = gpu.build_aabb6_grid_to_host(&data, &queries, k, r2).unwrap();
+            let gpu_grid = hooks::aabb6_grid_on_device(&gpu.0, &data, &queries, k, r2).unwrap();
             assert!(cpu_grid == gpu_grid, "{name} k={k}: grids differ");
-            let opts = KnnOptions { k, max_distance: r.map(T::from_f64), exclude_self: false };
-            let c = CpuBackend.knn_vectors(&data, &queries, &opts).unwrap();
+            let opts = KnnOptions { k, max_distance: r.map(T::from_f64), exclude_self: false, ..Default::default() };
+            let c = cpu().knn_vectors(&data, &queries, &opts).unwrap();
             assert_eq!(c, gpu.knn_vectors(&data, &queries, &opts).unwrap(), "{name}: knn through the grid {opts:?}");
         }
     }
@@ -332,7 +320,7 @@ fn same_closest_points<T: Real>(seed: u64) {
         let cases = [(None, q.clone()), (Some(2.0), q.clone()), (None, few(1)), (Some(2.0), few(45))];
         for (r, q) in cases {
             let opts = ClosestPointOptions { max_distance: r.map(T::from_f64) };
-            let c = CpuBackend.closest_points(&mesh, &q, &opts).unwrap();
+            let c = cpu().closest_points(&mesh, &q, &opts).unwrap();
             let g = gpu.closest_points(&mesh, &q, &opts).unwrap();
             let r = (r, q.len());
             let bits = |v: &[T]| v.iter().map(|x| x.ordered_bits()).collect::<Vec<_>>();
@@ -363,9 +351,9 @@ fn gpu_closest_points_match_cpu_f64() {
 #[test]
 fn gpu_collision_world_matches_cpu() {
     use nearkit::collide::scene::Scene;
-    use nearkit::collide::{Collider, Sweep};
-    let Some(be) = gpu() else { return };
-    let mut cuda = Collider::Cuda(Box::new(nearkit::cuda::CudaCollider::new(be).unwrap()));
+    use nearkit::collide::Sweep;
+    let Some(gpu) = gpu() else { return };
+    let mut cuda = Collider::new(&gpu.0, &ColliderOptions::default()).unwrap();
     let mut cpu = Collider::cpu();
     let scene = Scene::crater(4000, 7);
     let mut world = scene.world(1.0).unwrap();
@@ -407,10 +395,9 @@ fn gpu_collision_world_matches_cpu() {
 /// The narrow phase alone, on random inputs: bit for bit.
 #[test]
 fn gpu_narrow_phase_matches_cpu() {
-    use nearkit::collide::{contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, Shape};
+    use hooks::{contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, Shape};
     use rand::{Rng, SeedableRng};
-    let Some(be) = gpu() else { return };
-    let gpu = nearkit::cuda::CudaCollider::new(be).unwrap();
+    let Some(gpu) = gpu() else { return };
     let mut r = rand_pcg::Pcg64::seed_from_u64(9);
     let mut v = |lo: f64, hi: f64| r.random_range(lo..hi);
     let pairs: Vec<[f64; 17]> = (0..20000)
@@ -439,7 +426,7 @@ fn gpu_narrow_phase_matches_cpu() {
             p
         })
         .collect();
-    let got = gpu.narrow_check(&pairs, &tris).unwrap();
+    let got = hooks::narrow_phase_on_device(&gpu.0, &pairs, &tris).unwrap();
     let mut hits = 0;
     for (k, p) in pairs.iter().enumerate() {
         let a = Shape::new([p[0], p[1], p[2]], [p[3], p[4], p[5], p[6]]);
@@ -464,9 +451,9 @@ fn gpu_narrow_phase_matches_cpu() {
 #[test]
 fn gpu_collision_world_matches_cpu_on_rare_paths() {
     use nearkit::collide::scene::Scene;
-    use nearkit::collide::{Body, BodyId, Collider, ContactKind};
-    let Some(be) = gpu() else { return };
-    let mut cuda = Collider::Cuda(Box::new(nearkit::cuda::CudaCollider::new(be).unwrap()));
+    use nearkit::collide::{Body, BodyId, ContactKind};
+    let Some(gpu) = gpu() else { return };
+    let mut cuda = Collider::new(&gpu.0, &ColliderOptions::default()).unwrap();
     let mut cpu = Collider::cpu();
     let scene = Scene::crater(600, 11);
     let mut world = scene.world(1.0).unwrap();
@@ -511,9 +498,8 @@ fn gpu_collision_world_matches_cpu_on_rare_paths() {
 #[test]
 fn gpu_collision_world_matches_cpu_on_a_big_world() {
     use nearkit::collide::scene::{crater_terrain, Scene};
-    use nearkit::collide::Collider;
-    let Some(be) = gpu() else { return };
-    let mut cuda = Collider::Cuda(Box::new(nearkit::cuda::CudaCollider::new(be).unwrap()));
+    let Some(gpu) = gpu() else { return };
+    let mut cuda = Collider::new(&gpu.0, &ColliderOptions::default()).unwrap();
     let mut cpu = Collider::cpu();
     let scene = Scene::on_surface("big", crater_terrain(300, 300), 80_000, (0.1, 0.5), 3);
     let mut world = scene.world(1.0).unwrap();
@@ -543,7 +529,7 @@ fn gpu_collision_world_matches_cpu_on_a_big_world() {
 /// one after another with one state buffer (each scan must leave it clean for the next).
 #[test]
 fn gpu_exclusive_scan_matches_host() {
-    let Some(be) = gpu() else { return };
+    let Some(gpu) = gpu() else { return };
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let sizes = [1usize, 4095, 4096, 8192, 8193, 12_289, 100_003, 1_000_000, 3_000_017, 8193, 100_003];
     let arrays: Vec<Vec<u32>> = sizes
@@ -559,7 +545,7 @@ fn gpu_exclusive_scan_matches_host() {
                 .collect()
         })
         .collect();
-    let got = be.exclusive_scans_to_host(&arrays).unwrap();
+    let got = hooks::exclusive_scans_on_device(&gpu.0, &arrays).unwrap();
     for (values, got) in arrays.iter().zip(got) {
         let mut sum = 0u32;
         let want: Vec<u32> = values

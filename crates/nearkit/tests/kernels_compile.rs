@@ -2,7 +2,23 @@
 //! headers, not a GPU: CI gets both from PyPI wheels (see .ci/run). Where NVRTC is missing
 //! the test says so and passes, unless NEARKIT_REQUIRE_NVRTC=1 makes that an error.
 
-use nearkit::cuda::compile::{compile_cubin, nvrtc_present, KERNEL_SOURCE, VECTOR_KERNEL_SOURCE};
+use std::path::PathBuf;
+
+use nearkit::test_hooks::{compile_kernels, nvrtc_present, KERNEL_SOURCE, VECTOR_KERNEL_SOURCE};
+
+/// CUB's headers: NEARKIT_CCCL_INCLUDE, else $CUDA_HOME/include/cccl, else the toolkit's
+/// default place.
+fn cccl_include() -> PathBuf {
+    if let Some(p) = std::env::var_os("NEARKIT_CCCL_INCLUDE") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("CUDA_HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/usr/local/cuda"));
+    home.join("include").join("cccl")
+}
+
+fn compile_cubin(source: &str, arch: &str) -> nearkit::Result<Vec<u8>> {
+    compile_kernels(source, arch, &cccl_include())
+}
 
 #[test]
 fn every_kernel_compiles_for_hopper() {
@@ -14,7 +30,7 @@ fn every_kernel_compiles_for_hopper() {
         eprintln!("skipped: libnvrtc not found, CUDA kernels not compile-checked");
         return;
     }
-    let cubin = compile_cubin(KERNEL_SOURCE, "sm_90", false).unwrap_or_else(|e| panic!("{e}"));
+    let cubin = compile_cubin(KERNEL_SOURCE, "sm_90").unwrap_or_else(|e| panic!("{e}"));
     assert!(cubin.len() > 1000, "cubin suspiciously small: {} bytes", cubin.len());
     // Every kernel the launchers name must be in the image.
     let image = String::from_utf8_lossy(&cubin);
@@ -76,7 +92,7 @@ fn every_vector_kernel_compiles_for_hopper() {
         eprintln!("skipped: libnvrtc not found, CUDA kernels not compile-checked");
         return;
     }
-    let cubin = compile_cubin(VECTOR_KERNEL_SOURCE, "sm_90", false).unwrap_or_else(|e| panic!("{e}"));
+    let cubin = compile_cubin(VECTOR_KERNEL_SOURCE, "sm_90").unwrap_or_else(|e| panic!("{e}"));
     let image = String::from_utf8_lossy(&cubin);
     let mut names = vec!["gather_u32".to_string(), "gather_cols_f32".into(), "gather_cols_f64".into()];
     for d in 1..=8 {

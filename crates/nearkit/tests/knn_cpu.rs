@@ -3,8 +3,6 @@
 mod common;
 
 use common::*;
-use nearkit::backend::Backend;
-use nearkit::cpu::CpuBackend;
 use nearkit::{Error, KnnOptions, Points, Real, NO_ID};
 use proptest::prelude::*;
 
@@ -31,7 +29,7 @@ fn brute_knn<T: Real>(
 }
 
 pub fn check_knn<T: Real>(name: &str, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) {
-    let got = CpuBackend.knn(data, queries, opts).unwrap();
+    let got = cpu().knn(data, queries, opts).unwrap();
     let r2 = opts.max_distance.map(|r| r * r).unwrap_or(T::INFINITY);
     let k = got.k;
     assert_eq!(k, opts.k.min(data.len() - usize::from(opts.exclude_self)).max(1), "{name}: effective k");
@@ -55,9 +53,19 @@ fn all_checks<T: Real>(seed: u64) {
             check_knn(&name, &data, &queries, &KnnOptions { k, ..Default::default() });
         }
         let r = T::from_f64(if name == "one-vs-many" { 40.0 } else { 6.0 });
-        check_knn(&name, &data, &queries, &KnnOptions { k: 16, max_distance: Some(r), exclude_self: false });
+        check_knn(
+            &name,
+            &data,
+            &queries,
+            &KnnOptions { k: 16, max_distance: Some(r), exclude_self: false, ..Default::default() },
+        );
         // The kNN graph of one set.
-        check_knn(&name, &data, &data, &KnnOptions { k: 5, max_distance: None, exclude_self: true });
+        check_knn(
+            &name,
+            &data,
+            &data,
+            &KnnOptions { k: 5, max_distance: None, exclude_self: true, ..Default::default() },
+        );
     }
 }
 
@@ -74,16 +82,18 @@ fn f64_knn_matches_brute_force() {
 #[test]
 fn knn_clamps_k_and_rejects_bad_input() {
     let data = Points::from_rows(&[[0.0f32, 0.0, 0.0], [1.0, 0.0, 0.0]]);
-    let got = CpuBackend.knn(&data, &data, &KnnOptions { k: 10, ..Default::default() }).unwrap();
+    let got = cpu().knn(&data, &data, &KnnOptions { k: 10, ..Default::default() }).unwrap();
     assert_eq!(got.k, 2);
     assert_eq!(got.ids, vec![0, 1, 1, 0]);
-    let e = CpuBackend.knn(&data, &data, &KnnOptions { k: 0, ..Default::default() }).unwrap_err();
+    let e = cpu().knn(&data, &data, &KnnOptions { k: 0, ..Default::default() }).unwrap_err();
     assert!(matches!(e, Error::ZeroK));
     let other = Points::from_rows(&[[0.0f32, 0.0, 0.0]]);
-    let e = CpuBackend.knn(&data, &other, &KnnOptions { k: 1, max_distance: None, exclude_self: true }).unwrap_err();
+    let e = cpu()
+        .knn(&data, &other, &KnnOptions { k: 1, max_distance: None, exclude_self: true, ..Default::default() })
+        .unwrap_err();
     assert!(e.to_string().contains("exclude-self"), "{e}");
     let nan = Points::from_rows(&[[0.0f32, f32::NAN, 0.0]]);
-    assert!(matches!(CpuBackend.knn(&data, &nan, &KnnOptions::default()), Err(Error::NonFinite { .. })));
+    assert!(matches!(cpu().knn(&data, &nan, &KnnOptions::default()), Err(Error::NonFinite { .. })));
 }
 
 proptest! {

@@ -4,11 +4,9 @@
 mod common;
 
 use common::*;
-use nearkit::backend::Backend;
-use nearkit::cpu::CpuBackend;
 use nearkit::generate::{generate, Distribution};
-use nearkit::grid::{CandidateGrid, GridFrame};
-use nearkit::tree::{MortonTree, DEFAULT_LEAF_SIZE};
+use nearkit::test_hooks::{CandidateGrid, GridFrame, GridOptions};
+use nearkit::test_hooks::{MortonTree, DEFAULT_LEAF_SIZE};
 use nearkit::{KnnOptions, Points, Real, NO_ID};
 
 /// The first k of all data points within r2 (not `skip`), by (squared distance, id).
@@ -49,7 +47,7 @@ fn check_grid<T: Real>(seed: u64) {
             {
                 let k = k.min(data.len() - usize::from(self_set));
                 let r2 = radius.map_or(T::INFINITY, |r: f64| T::from_f64(r * r));
-                let grid = CandidateGrid::build(&tree, frame, k + usize::from(self_set), r2);
+                let grid = CandidateGrid::build(&tree, frame, k + usize::from(self_set), r2, &GridOptions::default());
                 let qs = if self_set { &data } else { &queries };
                 let cand = grid.packed(&tree);
                 let mut best = vec![(T::ZERO, NO_ID); k];
@@ -98,7 +96,7 @@ fn grid_refuses_queries_outside() {
         1000,
     )
     .unwrap();
-    let grid = CandidateGrid::build(&tree, frame, 4, f32::INFINITY);
+    let grid = CandidateGrid::build(&tree, frame, 4, f32::INFINITY, &GridOptions::default());
     let mut best = vec![(0.0, NO_ID); 4];
     assert!(!grid.knn(&tree, [100.0, 5.0, 5.0], f32::INFINITY, NO_ID, &mut best));
     assert!(!grid.knn(&tree, [5.0, -50.0, 5.0], f32::INFINITY, NO_ID, &mut best));
@@ -111,12 +109,15 @@ fn check_backend<T: Real>(seed: u64) {
         let data = generate::<T>(dist, 700, 1000.0, seed);
         let queries = generate::<T>(Distribution::Uniform, 40_000, 1000.0, seed + 1);
         let tree = MortonTree::build(&data, DEFAULT_LEAF_SIZE);
-        assert!(CandidateGrid::for_queries(&tree, queries.len(), 8, T::INFINITY).is_some(), "grid not chosen");
+        assert!(
+            CandidateGrid::for_queries(&tree, queries.len(), 8, T::INFINITY, &GridOptions::default()).is_some(),
+            "grid not chosen"
+        );
         for opts in [
             KnnOptions { k: 8, ..Default::default() },
-            KnnOptions { k: 3, max_distance: Some(T::from_f64(40.0)), exclude_self: false },
+            KnnOptions { k: 3, max_distance: Some(T::from_f64(40.0)), exclude_self: false, ..Default::default() },
         ] {
-            let got = CpuBackend.knn(&data, &queries, &opts).unwrap();
+            let got = cpu().knn(&data, &queries, &opts).unwrap();
             let r2 = opts.max_distance.map_or(T::INFINITY, |r| r * r);
             for q in 0..queries.len() {
                 let want = brute(&data, queries.get(q), opts.k, r2, NO_ID);
@@ -132,8 +133,8 @@ fn check_backend<T: Real>(seed: u64) {
         // The kNN graph of one set: each point skips itself, through the grid.
         let set = generate::<T>(dist, 40_000, 1000.0, seed + 2);
         for k in [1, 6] {
-            let opts = KnnOptions { k, max_distance: None, exclude_self: true };
-            let got = CpuBackend.knn(&set, &set, &opts).unwrap();
+            let opts = KnnOptions { k, max_distance: None, exclude_self: true, ..Default::default() };
+            let got = cpu().knn(&set, &set, &opts).unwrap();
             for q in (0..set.len()).step_by(13) {
                 let want = brute(&set, set.get(q), k, T::INFINITY, q as u32);
                 for (j, &(wd, wid)) in want.iter().enumerate() {

@@ -4,9 +4,7 @@
 mod common;
 
 use common::*;
-use nearkit::backend::Backend;
-use nearkit::cpu::CpuBackend;
-use nearkit::vectors::dist2_nd;
+use nearkit::test_hooks::dist2_nd;
 use nearkit::{KnnOptions, Real, ShiftedSortOptions, Vectors, NO_ID};
 
 fn check_rows<T: Real>(name: &str, got: &nearkit::Knn<T>, want: &[Vec<(T, u32)>]) {
@@ -27,13 +25,13 @@ fn check_rows<T: Real>(name: &str, got: &nearkit::Knn<T>, want: &[Vec<(T, u32)>]
 fn exact_matches_brute_force<T: Real>(seed: u64) {
     for (name, data, queries) in vector_sets::<T>(seed, 1200, 300) {
         for (k, r) in [(1, None), (8, None), (40, Some(30.0))] {
-            let opts = KnnOptions { k, max_distance: r.map(T::from_f64), exclude_self: false };
-            let got = CpuBackend.knn_vectors(&data, &queries, &opts).unwrap();
+            let opts = KnnOptions { k, max_distance: r.map(T::from_f64), exclude_self: false, ..Default::default() };
+            let got = cpu().knn_vectors(&data, &queries, &opts).unwrap();
             let r2 = r.map_or(T::INFINITY, |r| T::from_f64(r) * T::from_f64(r));
             check_rows(&format!("{name} k={k}"), &got, &brute_knn_vectors(&data, &queries, k, r2, false));
         }
-        let opts = KnnOptions { k: 5, max_distance: None, exclude_self: true };
-        let got = CpuBackend.knn_vectors(&data, &data, &opts).unwrap();
+        let opts = KnnOptions { k: 5, max_distance: None, exclude_self: true, ..Default::default() };
+        let got = cpu().knn_vectors(&data, &data, &opts).unwrap();
         check_rows(&format!("{name} graph"), &got, &brute_knn_vectors(&data, &data, 5, T::INFINITY, true));
     }
 }
@@ -52,7 +50,7 @@ fn f64_vector_knn_matches_brute_force() {
 #[test]
 fn f32_vector_knn_agrees_with_an_f64_reference() {
     for (name, data, queries) in vector_sets::<f32>(13, 800, 200) {
-        let got = CpuBackend.knn_vectors(&data, &queries, &KnnOptions { k: 8, ..Default::default() }).unwrap();
+        let got = cpu().knn_vectors(&data, &queries, &KnnOptions { k: 8, ..Default::default() }).unwrap();
         let want = brute_knn_vectors(&data.cast::<f64>(), &queries.cast::<f64>(), 8, f64::INFINITY, false);
         let dim = data.dim();
         for (q, w) in want.iter().enumerate() {
@@ -71,7 +69,7 @@ fn f32_vector_knn_agrees_with_an_f64_reference() {
 fn shifted_sort_with_a_full_window_is_exact() {
     for (name, data, queries) in vector_sets::<f32>(14, 500, 200) {
         let opts = ShiftedSortOptions { k: 8, shifts: 1, window: 500 };
-        let got = CpuBackend.approx_knn(&data, &queries, &opts).unwrap();
+        let got = cpu().approx_knn(&data, &queries, &opts).unwrap();
         check_rows(&name, &got, &brute_knn_vectors(&data, &queries, 8, f32::INFINITY, false));
     }
 }
@@ -85,7 +83,7 @@ fn shifted_sort_rows_are_consistent_and_recall_grows() {
         let exact = brute_knn_vectors(&data, &queries, 8, f64::INFINITY, false);
         let mut recalls = vec![];
         for (shifts, window) in [(1, 4), (4, 8), (8, 32)] {
-            let got = CpuBackend.approx_knn(&data, &queries, &ShiftedSortOptions { k: 8, shifts, window }).unwrap();
+            let got = cpu().approx_knn(&data, &queries, &ShiftedSortOptions { k: 8, shifts, window }).unwrap();
             let mut hits = 0;
             for q in 0..queries.len() {
                 let row = &got.ids[q * 8..q * 8 + 8];
@@ -113,16 +111,16 @@ fn shifted_sort_rows_are_consistent_and_recall_grows() {
 fn bad_vector_input_is_named() {
     let a = Vectors::<f32>::from_row_major(2, &[0.0, 0.0, 1.0, 1.0]).unwrap();
     let b = Vectors::<f32>::from_row_major(3, &[0.0, 0.0, 0.0]).unwrap();
-    let err = CpuBackend.knn_vectors(&a, &b, &KnnOptions::default()).unwrap_err().to_string();
+    let err = cpu().knn_vectors(&a, &b, &KnnOptions::default()).unwrap_err().to_string();
     assert!(err.contains("2-D") && err.contains("3-D"), "{err}");
-    let err = CpuBackend.knn_vectors(&a, &a, &KnnOptions { k: 0, ..Default::default() }).unwrap_err().to_string();
+    let err = cpu().knn_vectors(&a, &a, &KnnOptions { k: 0, ..Default::default() }).unwrap_err().to_string();
     assert!(err.contains("k must be"), "{err}");
     let nan = Vectors::<f32>::from_row_major(2, &[0.0, f32::NAN]).unwrap();
-    let err = CpuBackend.knn_vectors(&a, &nan, &KnnOptions::default()).unwrap_err().to_string();
+    let err = cpu().knn_vectors(&a, &nan, &KnnOptions::default()).unwrap_err().to_string();
     assert!(err.contains("NaN") && err.contains("queries"), "{err}");
-    let err = CpuBackend.approx_knn(&a, &a, &ShiftedSortOptions { k: 1, shifts: 0, window: 4 }).unwrap_err();
+    let err = cpu().approx_knn(&a, &a, &ShiftedSortOptions { k: 1, shifts: 0, window: 4 }).unwrap_err();
     assert!(err.to_string().contains("shifts"), "{err}");
-    let err = CpuBackend.approx_knn(&a, &a, &ShiftedSortOptions { k: 1, shifts: 2, window: 0 }).unwrap_err();
+    let err = cpu().approx_knn(&a, &a, &ShiftedSortOptions { k: 1, shifts: 2, window: 0 }).unwrap_err();
     assert!(err.to_string().contains("window"), "{err}");
     assert!(Vectors::<f32>::new(vec![vec![0.0]; 9]).is_err(), "9-D is refused");
 }
@@ -130,7 +128,7 @@ fn bad_vector_input_is_named() {
 /// The closest point on a triangle is never farther than any sampled point of the triangle.
 #[test]
 fn closest_point_on_triangle_beats_samples() {
-    use nearkit::closest_point_triangle::closest_point_triangle;
+    use nearkit::closest_point_triangle;
     use rand::{Rng, SeedableRng};
     let mut rng = rand_pcg::Pcg64::seed_from_u64(5);
     let mut v = || [rng.random::<f64>() * 2.0 - 1.0, rng.random::<f64>() * 2.0 - 1.0, rng.random::<f64>() * 2.0 - 1.0];
@@ -157,12 +155,12 @@ fn closest_point_on_triangle_beats_samples() {
 /// answers must still be the brute-force ones (checked on every 7th query).
 #[test]
 fn triangle_box_queries_through_the_grid_match_brute_force() {
-    use nearkit::vector_tree::VectorTree;
+    use nearkit::test_hooks::{embedded_grid, GridOptions, VectorTree};
     for (name, data, queries) in vector_sets::<f32>(16, 1500, 40_000).into_iter().filter(|s| s.0.starts_with("6-D")) {
         for k in [1, 8, 20] {
             let tree = VectorTree::build(&data);
-            assert!(nearkit::cpu::vector_knn::embedded_grid(&tree, &queries, k, f32::INFINITY).is_some(), "{name}");
-            let got = CpuBackend.knn_vectors(&data, &queries, &KnnOptions { k, ..Default::default() }).unwrap();
+            assert!(embedded_grid(&tree, &queries, k, f32::INFINITY, &GridOptions::default()).is_some(), "{name}");
+            let got = cpu().knn_vectors(&data, &queries, &KnnOptions { k, ..Default::default() }).unwrap();
             let pick: Vec<usize> = (0..queries.len()).step_by(7).collect();
             let sub = Vectors { cols: queries.cols.iter().map(|c| pick.iter().map(|&i| c[i]).collect()).collect() };
             let want = brute_knn_vectors(&data, &sub, k, f32::INFINITY, false);

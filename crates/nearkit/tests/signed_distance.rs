@@ -1,9 +1,7 @@
 //! Signs of closest-point distances on closed meshes: inside negative, whichever way the
 //! triangles are wound; open meshes are refused with the offending edge named.
 
-use nearkit::cpu::closest_point::closest_points;
-use nearkit::signed_distance::signed_distances;
-use nearkit::{ClosestPointOptions, Mesh, Points};
+use nearkit::{ClosestPointOptions, Engine, Mesh, MeshIndex, Points};
 use rand::{Rng, SeedableRng};
 
 fn cube() -> Mesh<f64> {
@@ -19,8 +17,11 @@ fn check(mesh: &Mesh<f64>, inside: impl Fn([f64; 3]) -> Option<bool>, seed: u64,
     let q = Points::from_rows(
         &(0..4000).map(|_| [0; 3].map(|_: i32| lo + rng.random::<f64>() * (hi - lo))).collect::<Vec<_>>(),
     );
-    let r = closest_points(mesh, &q, &ClosestPointOptions::default()).unwrap();
-    let s = signed_distances(mesh, &q, &r).unwrap();
+    let index = MeshIndex::new(mesh, &Engine::cpu()).unwrap();
+    let r = index.closest_points(&q, &ClosestPointOptions::default()).unwrap();
+    let s = index.signs_of(&q, &r).unwrap();
+    let again = index.signed_distances(&q, &ClosestPointOptions::default()).unwrap();
+    assert!(s.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()), "signs_of and signed_distances agree");
     let mut checked = 0;
     for i in 0..q.len() {
         assert_eq!(s[i].abs(), r.distance[i]);
@@ -60,8 +61,10 @@ fn open_meshes_are_refused() {
     let mut open = cube();
     open.triangles.pop();
     let q = Points::from_rows(&[[0.5, 0.5, 0.5]]);
-    let r = closest_points(&open, &q, &ClosestPointOptions::default()).unwrap();
-    let e = signed_distances(&open, &q, &r).unwrap_err().to_string();
+    let index = MeshIndex::new(&open, &Engine::cpu()).unwrap();
+    let r = index.closest_points(&q, &ClosestPointOptions::default()).unwrap();
+    let e = index.signs_of(&q, &r).unwrap_err().to_string();
+    assert_eq!(e, index.signed_distances(&q, &ClosestPointOptions::default()).unwrap_err().to_string());
     assert!(e.contains("not closed") && e.contains("edge ("), "{e}");
 }
 

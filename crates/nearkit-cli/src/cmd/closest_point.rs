@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use clap::Args;
 use nearkit::generate::{generate, Distribution};
-use nearkit::{Backend, ClosestPointOptions, Mesh, Points, Real, Role, NO_ID};
+use nearkit::{ClosestPointOptions, Mesh, MeshIndex, Points, Real, Role, NO_ID};
 
 use crate::common::{check_max_distance, load, ms, thousands, CliError, CliResult, DeviceArgs, Precision};
 use crate::progress::Spinner;
@@ -100,12 +100,16 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
     let opts = ClosestPointOptions { max_distance: args.max_distance.map(T::from_f64) };
     let spinner = Spinner::start("searching", quiet);
     let start = Instant::now();
-    let result = engine.closest_points(&mesh, &queries, &opts);
+    let index = MeshIndex::new(&mesh, &engine);
+    let result = index
+        .as_ref()
+        .map_err(|e| e.to_string())
+        .and_then(|i| i.closest_points(&queries, &opts).map_err(|e| e.to_string()));
     let elapsed = start.elapsed();
     spinner.finish();
-    let mut result = result?;
-    if args.signed {
-        result.distance = nearkit::signed_distance::signed_distances(&mesh, &queries, &result)?;
+    let mut result = result.map_err(CliError)?;
+    if let (true, Ok(index)) = (args.signed, &index) {
+        result.distance = index.signs_of(&queries, &result)?;
     }
     match &args.out {
         Some(path) => nearkit_io::write_closest_points(path, &result)?,

@@ -1,21 +1,20 @@
-//! `nearkit collide`: runs a collision world tick after tick and measures it (seed B).
+//! `nearkit collide`: runs a collision world tick after tick and measures it.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
 use nearkit::collide::scene::Scene;
-use nearkit::collide::{Collider, Contact, ContactKind, Sweep, World};
-use nearkit::cuda::CudaCollider;
+use nearkit::collide::{Collider, ColliderOptions, Contact, ContactKind, Sweep, World};
 use nearkit::{Device, Engine};
 
-use crate::common::{ms, parse_with, thousands, CliError, CliResult};
+use crate::common::{engine_options, ms, parse_with, thousands, CliError, CliResult};
 use crate::progress::{count_bar, Spinner};
 
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
-  nearkit collide                                  seed B's scene: crater terrain, 4,000 ellipsoids
+  nearkit collide                                  built-in: crater terrain, 4,000 ellipsoids
   nearkit collide --scene crater --device cpu --ticks 500
   nearkit collide --scene mesh:bunny00.off --bodies 20000
   nearkit collide --scene mesh:terrain.npy         a heightfield: 2-D array of heights, 1 m apart
@@ -29,7 +28,7 @@ per tick, end to end (the GPU's include uploading the poses and downloading the 
 packed: 36 bytes each); the random walk itself is not timed. Contacts come sorted by (body, kind, other), a body pair
 once with the smaller id as `body`; the normal moves `body` out by `depth`.")]
 pub struct CollideArgs {
-    /// crater (seed B: 19,440 triangles), stress (1M triangles), or mesh:FILE (.ply, .off, .obj,
+    /// crater (19,440 triangles), stress (1M triangles), or mesh:FILE (.ply, .off, .obj,
     /// .stl, or a 2-D .npy heightfield).
     #[arg(long, default_value = "crater")]
     pub scene: String,
@@ -72,6 +71,34 @@ pub struct CollideArgs {
     /// Print nothing but the summary.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Print each tick's phase times to stderr.
+    #[arg(long)]
+    pub profile: bool,
+    /// CPU: run the portable code even where the CPU has AVX2 (the same contacts).
+    #[arg(long, help_heading = "Tuning (the contacts are the same)")]
+    pub portable: bool,
+    /// CUDA: launch a tick's kernels one by one instead of replaying a captured CUDA graph.
+    #[arg(long, help_heading = "Tuning (the contacts are the same)")]
+    pub no_cuda_graphs: bool,
+    /// CUDA: copy a tick's contacts down after it instead of having its last kernel write
+    /// them to host memory.
+    #[arg(long, help_heading = "Tuning (the contacts are the same)")]
+    pub no_zero_copy: bool,
+    /// CUDA: bodies a warp of the contact kernel takes, 1 to 8 (default: from the bodies' sizes).
+    #[arg(long, help_heading = "Tuning (the contacts are the same)")]
+    pub bodies_per_warp: Option<usize>,
+}
+
+impl CollideArgs {
+    fn collider_options(&self) -> ColliderOptions {
+        ColliderOptions {
+            portable_code: self.portable,
+            cuda_graphs: !self.no_cuda_graphs,
+            zero_copy: !self.no_zero_copy,
+            bodies_per_warp: self.bodies_per_warp,
+            profile: self.profile,
+        }
+    }
 }
 
 fn build_scene(args: &CollideArgs) -> CliResult<Scene> {
@@ -108,13 +135,6 @@ fn build_scene(args: &CollideArgs) -> CliResult<Scene> {
     }
 }
 
-fn open_cuda() -> CliResult<Collider> {
-    match Engine::open(Device::Cuda(0))? {
-        (Engine::Cuda(be), _) => Ok(Collider::Cuda(Box::new(CudaCollider::new(be)?))),
-        _ => Err(CliError("--switch-every needs a usable CUDA GPU".into())),
-    }
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -126,6 +146,159 @@ fn first_difference(a: &[Contact], b: &[Contact]) -> String {
     }
 }
 
+/// The collider(s) to run: one on `--device`, or a CPU and a CUDA one taking turns; and a
+/// description of them.
+fn open_colliders(args: &CollideArgs) -> CliResult<(Collider, Option<Collider>, String)> {
+    let opts = args.collider_options();
+    let engine_opts = engine_options(false);
+    if args.switch_every.is_some() {
+        let cuda = Engine::with_options(Device::Cuda(0), &engine_opts)
+            .map_err(|e| CliError(format!("--switch-every needs a usable CUDA GPU: {e}")))?;
+        let cpu = Collider::new(&Engine::cpu(), &opts)?;
+        return Ok((cpu, Some(Collider::new(&cuda, &opts)?), "cpu and cuda, taking turns".to_string()));
+    }
+    let engine = Engine::with_options(args.device, &engine_opts)?;
+    if let (Some(n), false) = (engine.note(), args.quiet) {
+        eprintln!("note: {n}");
+    }
+    let c = Collider::new(&engine, &opts)?;
+    let d = c.describe();
+    Ok((c, None, d))
+}
+
+/// What the timed ticks found.
+#[derive(Default)]
+struct TickStats {
+    /// Milliseconds per tick.
+    times: Vec<f64>,
+    triangle_contacts: Vec<usize>,
+    body_contacts: Vec<usize>,
+    /// Switches at which the CPU and CUDA contacts were compared (and agreed).
+    checks: usize,
+    /// The last tick's contacts, when they are to be written.
+    last: Vec<Contact>,
+}
+
+/// Runs and times `--ticks` ticks (the bodies' random walk between them is not timed),
+/// taking turns between the colliders and comparing them at each switch if asked.
+fn run_ticks(
+    args: &CollideArgs,
+    scene: &Scene,
+    world: &mut World,
+    first: &mut Collider,
+    mut second: Option<&mut Collider>,
+) -> CliResult<TickStats> {
+    let bar = count_bar(args.ticks, "ticks", args.quiet);
+    let mut stats = TickStats::default();
+    for tick in 0..args.ticks {
+        scene.advance(world, tick);
+        let on_second = args.switch_every.is_some_and(|n| (tick / n) % 2 == 1);
+        let check_now = args.switch_every.is_some_and(|n| tick % n == 0);
+        let keep = check_now || (tick + 1 == args.ticks && args.contacts_out.is_some());
+        let snapshot = {
+            let active = if on_second { second.as_deref_mut().expect("opened") } else { &mut *first };
+            let start = Instant::now();
+            let contacts = active.contacts_packed(world)?;
+            stats.times.push(start.elapsed().as_secs_f64() * 1e3);
+            stats.triangle_contacts.push(contacts.count(ContactKind::Triangle));
+            stats.body_contacts.push(contacts.count(ContactKind::Body));
+            keep.then(|| contacts.to_vec())
+        };
+        if check_now {
+            let mine = snapshot.as_ref().expect("kept");
+            let other = if on_second { &mut *first } else { second.as_deref_mut().expect("opened") };
+            let check = other.contacts(world)?;
+            if &check != mine {
+                return Err(CliError(format!(
+                    "tick {tick}: CPU and CUDA contacts differ ({})",
+                    first_difference(mine, &check)
+                )));
+            }
+            stats.checks += 1;
+        }
+        if let Some(s) = snapshot {
+            stats.last = s;
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(stats)
+}
+
+fn print_stats(ticks: u64, stats: &TickStats) {
+    let mut sorted = stats.times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let mean = |v: &[usize]| v.iter().sum::<usize>() as f64 / v.len() as f64;
+    println!(
+        "{} ticks: per tick p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (mean {:.3} ms)",
+        ticks,
+        percentile(&sorted, 0.5),
+        percentile(&sorted, 0.9),
+        percentile(&sorted, 0.99),
+        sorted[sorted.len() - 1],
+        stats.times.iter().sum::<f64>() / stats.times.len() as f64
+    );
+    println!(
+        "contacts per tick: {:.0} body–triangle, {:.0} body–body (last tick {} and {})",
+        mean(&stats.triangle_contacts),
+        mean(&stats.body_contacts),
+        thousands(*stats.triangle_contacts.last().unwrap()),
+        thousands(*stats.body_contacts.last().unwrap())
+    );
+    if stats.checks > 0 {
+        println!("CPU and CUDA agreed bit for bit at {} switches", stats.checks);
+    }
+}
+
+/// Times `count` swept queries against the mesh: the bodies in turn, each moving 1.5 m along
+/// x, 0.5 m along y and 1.3 m down.
+fn time_sweeps(world: &World, collider: &mut Collider, count: usize) -> CliResult {
+    let b = world.bodies();
+    let sweeps: Vec<Sweep> = (0..count)
+        .map(|k| {
+            let i = k % b.len();
+            let c = b.center[i];
+            Sweep {
+                radii: b.radii[i],
+                orientation: b.orientation[i],
+                from: c,
+                to: [c[0] + 1.5, c[1] + 0.5, c[2] - 1.3],
+            }
+        })
+        .collect();
+    collider.sweeps(world, &sweeps)?; // warm-up (uploads)
+    let start = Instant::now();
+    let hits = collider.sweeps(world, &sweeps)?;
+    let t = start.elapsed();
+    println!(
+        "{} swept queries in {} ({:.1} M/s), {} hit the mesh",
+        thousands(sweeps.len()),
+        ms(t),
+        sweeps.len() as f64 / t.as_secs_f64() / 1e6,
+        thousands(hits.iter().filter(|h| h.is_some()).count())
+    );
+    Ok(())
+}
+
+/// `--contacts-out` and `--scene-out`.
+fn write_outputs(args: &CollideArgs, scene: &Scene, world: &World, last: &[Contact]) -> CliResult {
+    if let Some(path) = &args.contacts_out {
+        nearkit_io::write_contacts(path, args.ticks - 1, last)?;
+        if !args.quiet {
+            eprintln!("wrote {} contacts to {}", thousands(last.len()), path.display());
+        }
+    }
+    if let Some(dir) = &args.scene_out {
+        std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: cannot create: {e}", dir.display())))?;
+        nearkit_io::write_mesh_ply(&dir.join("mesh.ply"), &scene.mesh)?;
+        nearkit_io::write_bodies(&dir.join("bodies.csv"), world)?;
+        if !args.quiet {
+            eprintln!("wrote {} and {}", dir.join("mesh.ply").display(), dir.join("bodies.csv").display());
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: &CollideArgs) -> CliResult {
     if args.ticks == 0 {
         return Err(CliError("--ticks must be at least 1".into()));
@@ -133,24 +306,11 @@ pub fn run(args: &CollideArgs) -> CliResult {
     if args.switch_every == Some(0) {
         return Err(CliError("--switch-every must be at least 1".into()));
     }
-    let quiet = args.quiet;
-    let spinner = Spinner::start("building the scene", quiet);
+    let spinner = Spinner::start("building the scene", args.quiet);
     let scene = build_scene(args)?;
     let mut world: World = scene.world(args.cell_size)?;
     spinner.finish();
-
-    let (mut first, second, device) = match args.switch_every {
-        Some(_) => (Collider::cpu(), Some(open_cuda()?), "cpu and cuda, taking turns".to_string()),
-        None => {
-            let (c, note) = Collider::open(args.device)?;
-            if let (Some(n), false) = (note, quiet) {
-                eprintln!("note: {n}");
-            }
-            let d = c.describe();
-            (c, None, d)
-        }
-    };
-    let mut second = second;
+    let (mut first, mut second, device) = open_colliders(args)?;
     println!(
         "scene {}: {} triangles, {} bodies, {} m cells; device {}",
         scene.name,
@@ -159,113 +319,15 @@ pub fn run(args: &CollideArgs) -> CliResult {
         args.cell_size,
         device
     );
-
     // One untimed tick: uploads the mesh, compiles nothing new, warms the allocators.
     first.contacts(&world)?;
     if let Some(s) = second.as_mut() {
         s.contacts(&world)?;
     }
-    let bar = count_bar(args.ticks, "ticks", quiet);
-    let (mut times, mut tri_counts, mut body_counts) = (Vec::new(), Vec::new(), Vec::new());
-    let mut checks = 0usize;
-    let mut last: Vec<Contact> = Vec::new();
-    for tick in 0..args.ticks {
-        scene.advance(&mut world, tick);
-        let on_second = args.switch_every.is_some_and(|n| (tick / n) % 2 == 1);
-        let check_now = args.switch_every.is_some_and(|n| tick % n == 0);
-        let keep = check_now || (tick + 1 == args.ticks && args.contacts_out.is_some());
-        let snapshot = {
-            let active = if on_second { second.as_mut().expect("opened") } else { &mut first };
-            let start = Instant::now();
-            let contacts = active.contacts_packed(&world)?;
-            times.push(start.elapsed().as_secs_f64() * 1e3);
-            tri_counts.push(contacts.count(ContactKind::Triangle));
-            body_counts.push(contacts.count(ContactKind::Body));
-            keep.then(|| contacts.to_vec())
-        };
-        if check_now {
-            let mine = snapshot.as_ref().expect("kept");
-            let other = if on_second { &mut first } else { second.as_mut().expect("opened") };
-            let check = other.contacts(&world)?;
-            if &check != mine {
-                return Err(CliError(format!(
-                    "tick {tick}: CPU and CUDA contacts differ ({})",
-                    first_difference(mine, &check)
-                )));
-            }
-            checks += 1;
-        }
-        if let Some(s) = snapshot {
-            last = s;
-        }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-
-    let mut sorted = times.clone();
-    sorted.sort_by(f64::total_cmp);
-    let mean = |v: &[usize]| v.iter().sum::<usize>() as f64 / v.len() as f64;
-    println!(
-        "{} ticks: per tick p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (mean {:.3} ms)",
-        args.ticks,
-        percentile(&sorted, 0.5),
-        percentile(&sorted, 0.9),
-        percentile(&sorted, 0.99),
-        sorted[sorted.len() - 1],
-        times.iter().sum::<f64>() / times.len() as f64
-    );
-    println!(
-        "contacts per tick: {:.0} body–triangle, {:.0} body–body (last tick {} and {})",
-        mean(&tri_counts),
-        mean(&body_counts),
-        thousands(*tri_counts.last().unwrap()),
-        thousands(*body_counts.last().unwrap())
-    );
-    if checks > 0 {
-        println!("CPU and CUDA agreed bit for bit at {checks} switches");
-    }
-
+    let stats = run_ticks(args, &scene, &mut world, &mut first, second.as_mut())?;
+    print_stats(args.ticks, &stats);
     if args.sweeps > 0 {
-        let b = world.bodies();
-        let sweeps: Vec<Sweep> = (0..args.sweeps)
-            .map(|k| {
-                let i = k % b.len();
-                let c = b.center[i];
-                Sweep {
-                    radii: b.radii[i],
-                    orientation: b.orientation[i],
-                    from: c,
-                    to: [c[0] + 1.5, c[1] + 0.5, c[2] - 1.3],
-                }
-            })
-            .collect();
-        let active = &mut first;
-        active.sweeps(&world, &sweeps)?; // warm-up (uploads)
-        let start = Instant::now();
-        let hits = active.sweeps(&world, &sweeps)?;
-        let t = start.elapsed();
-        println!(
-            "{} swept queries in {} ({:.1} M/s), {} hit the mesh",
-            thousands(sweeps.len()),
-            ms(t),
-            sweeps.len() as f64 / t.as_secs_f64() / 1e6,
-            thousands(hits.iter().filter(|h| h.is_some()).count())
-        );
+        time_sweeps(&world, &mut first, args.sweeps)?;
     }
-
-    if let Some(path) = &args.contacts_out {
-        nearkit_io::write_contacts(path, args.ticks - 1, &last)?;
-        if !quiet {
-            eprintln!("wrote {} contacts to {}", thousands(last.len()), path.display());
-        }
-    }
-    if let Some(dir) = &args.scene_out {
-        std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: cannot create: {e}", dir.display())))?;
-        nearkit_io::write_mesh_ply(&dir.join("mesh.ply"), &scene.mesh)?;
-        nearkit_io::write_bodies(&dir.join("bodies.csv"), &world)?;
-        if !quiet {
-            eprintln!("wrote {} and {}", dir.join("mesh.ply").display(), dir.join("bodies.csv").display());
-        }
-    }
-    Ok(())
+    write_outputs(args, &scene, &world, &stats.last)
 }

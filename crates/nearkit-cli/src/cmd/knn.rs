@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use clap::Args;
 use nearkit::generate::{generate, Distribution};
-use nearkit::{Aabb6, Backend, KnnOptions, Real, Role, ShiftedSortOptions, Vectors, NO_ID};
+use nearkit::{
+    shifted_sort_knn, Aabb6, KnnOptions, PointIndex, Real, Role, ShiftedSortOptions, VectorIndex, Vectors, NO_ID,
+};
 
 use crate::common::{
     check_max_distance, load, ms, parse_columns, thousands, CliError, CliResult, DeviceArgs, Precision,
@@ -118,11 +120,15 @@ fn run_t<T: Real>(args: &KnnArgs) -> CliResult {
         }
     };
     let engine = args.dev.open()?;
-    let opts =
-        KnnOptions { k: args.k, max_distance: args.max_distance.map(T::from_f64), exclude_self: args.exclude_self };
+    let opts = KnnOptions {
+        k: args.k,
+        max_distance: args.max_distance.map(T::from_f64),
+        exclude_self: args.exclude_self,
+        ..KnnOptions::default()
+    };
     let spinner = Spinner::start("searching", quiet);
     let start = Instant::now();
-    let result = engine.knn(&data, &queries, &opts);
+    let result = PointIndex::new(&data, &engine).and_then(|index| index.knn(&queries, &opts));
     let elapsed = start.elapsed();
     spinner.finish();
     report::<T>(args, &result?, queries.len(), data.len(), elapsed, &engine.describe())
@@ -180,11 +186,16 @@ fn run_vectors<T: Real>(args: &KnnArgs) -> CliResult {
         if args.exclude_self || args.max_distance.is_some() {
             return Err(CliError("--approx does not take --exclude-self or --max-distance".into()));
         }
-        engine.approx_knn(&data, &queries, &ShiftedSortOptions { k: args.k, shifts: args.shifts, window: args.window })
+        let opts = ShiftedSortOptions { k: args.k, shifts: args.shifts, window: args.window };
+        shifted_sort_knn(&data, &queries, &opts, &engine)
     } else {
-        let opts =
-            KnnOptions { k: args.k, max_distance: args.max_distance.map(T::from_f64), exclude_self: args.exclude_self };
-        engine.knn_vectors(&data, &queries, &opts)
+        let opts = KnnOptions {
+            k: args.k,
+            max_distance: args.max_distance.map(T::from_f64),
+            exclude_self: args.exclude_self,
+            ..KnnOptions::default()
+        };
+        VectorIndex::new(&data, &engine).and_then(|index| index.knn(&queries, &opts))
     };
     let elapsed = start.elapsed();
     spinner.finish();

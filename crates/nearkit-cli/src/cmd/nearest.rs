@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use nearkit::{Backend, Real, Role, NO_ID};
+use nearkit::{PointIndex, Real, Role, NO_ID};
 
 use crate::common::{check_max_distance, load, ms, parse_columns, thousands, CliResult, DeviceArgs, Precision};
 use crate::progress::Spinner;
@@ -53,7 +53,7 @@ fn run_t<T: Real>(args: &NearestArgs) -> CliResult {
     let engine = args.dev.open()?;
     let spinner = Spinner::start("searching", quiet);
     let start = Instant::now();
-    let result = engine.nearest(&a, &b, args.max_distance.map(T::from_f64));
+    let result = PointIndex::new(&b, &engine).and_then(|index| index.nearest(&a, args.max_distance.map(T::from_f64)));
     let elapsed = start.elapsed();
     spinner.finish();
     let result = result?;

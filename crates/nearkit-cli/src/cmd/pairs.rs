@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
-use nearkit::generate::{seed_a_armies, SEED_A_RANGE};
-use nearkit::{Backend, PairMode, PairsOptions, Real, Role};
+use nearkit::generate::{armies, ARMY_RANGE};
+use nearkit::{PairMode, PairsOptions, PointIndex, Real, Role};
 
 use crate::common::{
     check_max_distance, load, ms, parse_columns, parse_with, require_both, thousands, CliError, CliResult, DeviceArgs,
@@ -16,11 +16,11 @@ use crate::progress::Spinner;
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
-  nearkit pairs                                   seed A's battle: 1,000,000 vs 400,000 generated soldiers
+  nearkit pairs                                   built-in battle: 1,000,000 vs 400,000 generated soldiers
   nearkit pairs --a army_a.csv --b army_b.npy -k 10
   nearkit pairs --a a.ply --b b.ply --mode all-pairs --out pairs.csv --device cuda
 
-With no --a/--b it generates seed A's armies (integer coordinates uniform in [0, 2^20),
+With no --a/--b it generates two armies (integer coordinates uniform in [0, 2^20),
 fixed seed) and prints the 100 closest pairs. Ids are 0-based row numbers of the inputs.
 Results are exact: ties go to the smaller A id, then the smaller B id.")]
 pub struct PairsArgs {
@@ -76,17 +76,17 @@ fn run_t<T: Real>(args: &PairsArgs) -> CliResult {
     } else {
         if !quiet {
             eprintln!(
-                "note: no --a/--b given: generating seed A's armies (A = 1,000,000, B = 400,000, integers in [0, {}), seed {})",
-                SEED_A_RANGE as u64, args.seed
+                "note: no --a/--b given: generating two armies (A = 1,000,000, B = 400,000, integers in [0, {}), seed {})",
+                ARMY_RANGE as u64, args.seed
             );
         }
-        seed_a_armies::<T>(args.seed)
+        armies::<T>(args.seed)
     };
     let engine = args.dev.open()?;
     let opts = PairsOptions { k: args.k, mode: args.mode, max_distance: args.max_distance.map(T::from_f64) };
     let spinner = Spinner::start(format!("finding the {} closest pairs", args.k), quiet);
     let start = Instant::now();
-    let pairs = engine.closest_pairs(&a, &b, &opts);
+    let pairs = PointIndex::new(&b, &engine).and_then(|index| index.closest_pairs(&a, &opts));
     let elapsed = start.elapsed();
     spinner.finish();
     let pairs = pairs?;

@@ -2,7 +2,7 @@
 //! triangle overlaps it iff its closest point to the center is nearer than 1.
 
 use super::ellipsoid::{cross, dot, normalize, Shape, V3};
-use crate::closest_point_triangle::closest_point_triangle;
+use crate::closest_point::triangle::closest_point_triangle;
 
 /// A contact seen from one body: `normal` is the unit direction that moves the body out of
 /// the other shape, `depth` how far it must move along it, and `point` the deepest point of
@@ -21,12 +21,12 @@ pub struct ContactGeometry {
 /// normal is the ellipsoid's surface normal there, reversed; the depth is the ellipsoid's
 /// extent beyond that point along the normal, h(n) + n·point (r − d for a sphere).
 pub fn contact_ellipsoid_triangle(shape: &Shape, corners: [V3; 3]) -> Option<ContactGeometry> {
-    let [a, b, c] = corners.map(|p| shape.to_unit(p));
+    let [a, b, c] = corners.map(|p| shape.unit_of(p));
     let near = closest_point_triangle([0.0; 3], a, b, c);
     if !(near.d2 < 1.0) {
         return None;
     }
-    let point = shape.from_unit(near.point);
+    let point = shape.world_of(near.point);
     let g = shape.normal_of_unit(near.point);
     let normal = normalize([-g[0], -g[1], -g[2]])
         .or_else(|| {

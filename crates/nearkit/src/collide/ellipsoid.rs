@@ -3,7 +3,18 @@
 //! function here operation for operation (no fused multiply-add), so both backends agree bit
 //! for bit.
 
-pub use crate::vec3::{add, cross, dot, normalize, scale, sub, V3};
+pub use crate::geometry::vec3::{add, cross, dot, normalize, sub, V3};
+
+/// Boxes of bodies are widened by this factor, so that rounding never lets a touching pair
+/// fall outside each other's boxes (the same factor on the GPU).
+pub const BOX_SLACK: f64 = 1.000_000_001;
+
+/// A body's (or sweep's) box: `center` ± its half extents widened by `BOX_SLACK`.
+#[inline]
+pub fn body_box(shape: &Shape, center: V3) -> (V3, V3) {
+    let h = shape.half_extents().map(|e| e * BOX_SLACK);
+    ([center[0] - h[0], center[1] - h[1], center[2] - h[2]], [center[0] + h[0], center[1] + h[1], center[2] + h[2]])
+}
 
 /// An ellipsoid's orientation and radii, ready for the narrow phase. `rot` is row-major:
 /// world = rot · local, so its columns are the local axes in world coordinates.
@@ -69,7 +80,7 @@ impl Shape {
 
     /// S⁻¹Rᵀ·d: an offset from the center into the space where the ellipsoid is the unit ball.
     #[inline(always)]
-    pub fn to_unit(&self, d: V3) -> V3 {
+    pub fn unit_of(&self, d: V3) -> V3 {
         let u = &self.unit;
         [
             u[0][0] * d[0] + u[0][1] * d[1] + u[0][2] * d[2],
@@ -80,7 +91,7 @@ impl Shape {
 
     /// R·S·p: a unit-ball point back to a world offset from the center.
     #[inline(always)]
-    pub fn from_unit(&self, p: V3) -> V3 {
+    pub fn world_of(&self, p: V3) -> V3 {
         self.world_dir([p[0] * self.radii[0], p[1] * self.radii[1], p[2] * self.radii[2]])
     }
 

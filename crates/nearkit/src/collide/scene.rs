@@ -6,8 +6,8 @@ use rayon::prelude::*;
 use super::ellipsoid::{add, cross, normalize, sub, V3};
 use super::world::{Body, BodyId, World};
 use crate::error::Result;
-use crate::mesh::Mesh;
-use crate::points::Points;
+use crate::geometry::mesh::Mesh;
+use crate::geometry::points::Points;
 
 /// A terrain from a row-major grid of heights (`rows` × `cols`, `spacing` apart): two
 /// triangles per grid square, counter-clockwise seen from above.

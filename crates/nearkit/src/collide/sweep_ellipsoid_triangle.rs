@@ -4,7 +4,7 @@
 //! inside the triangle, else first at a corner or an edge (each a quadratic in t).
 
 use super::ellipsoid::{cross, dot, normalize, sub, Shape, V3};
-use crate::closest_point_triangle::closest_point_triangle;
+use crate::closest_point::triangle::closest_point_triangle;
 
 /// Where a sweep first touches: `toi` in [0, 1] along the motion; `point` on the triangle, as
 /// an offset from the body's start center; `normal` the unit direction that pushes the body
@@ -44,15 +44,15 @@ fn lowest_root(a: f64, b: f64, c: f64, t_max: f64) -> Option<f64> {
 /// are offsets from the start center; `None` when it does not touch it before the end. A body
 /// that starts overlapping the triangle hits it at toi 0.
 pub fn sweep_ellipsoid_triangle(shape: &Shape, corners: [V3; 3], motion: V3) -> Option<SweepHit> {
-    let p = corners.map(|c| shape.to_unit(c));
-    let v = shape.to_unit(motion);
+    let p = corners.map(|c| shape.unit_of(c));
+    let v = shape.unit_of(motion);
     // Unit-space hit (t, point on the triangle) → world.
     let hit = |t: f64, q: V3| {
         let g = shape.normal_of_unit([t * v[0] - q[0], t * v[1] - q[1], t * v[2] - q[2]]);
         let normal = normalize(g)
             .or_else(|| normalize(cross(sub(corners[1], corners[0]), sub(corners[2], corners[0]))))
             .unwrap_or([0.0, 0.0, 1.0]);
-        SweepHit { toi: t, point: shape.from_unit(q), normal }
+        SweepHit { toi: t, point: shape.world_of(q), normal }
     };
     let start = closest_point_triangle([0.0; 3], p[0], p[1], p[2]);
     if start.d2 < 1.0 {

@@ -8,11 +8,7 @@ use super::contact_ellipsoid_triangle::ContactGeometry;
 use super::ellipsoid::{cross, dot, normalize, sub, Shape, V3};
 use super::hash_grid::{CellRange, HashGrid};
 use crate::error::{Error, Result};
-use crate::mesh::Mesh;
-
-/// Body boxes are widened by this factor so that rounding in their half extents can never
-/// drop a pair that the narrow phase would find.
-pub const BOX_SLACK: f64 = 1.000_000_001;
+use crate::geometry::mesh::Mesh;
 
 /// A handle to a body; ids of removed bodies are reused, lowest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -512,5 +508,22 @@ impl Sweep {
             return Err(Error::InvalidArgument(format!("sweep radii {:?} must be positive numbers", self.radii)));
         }
         Ok(())
+    }
+}
+
+/// Checks a body's center is finite (`body` names it in the error).
+pub(crate) fn check_center(body: usize, c: V3) -> Result<()> {
+    if c.iter().all(|v| v.is_finite()) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!("body {body}: its center {c:?} is not finite")))
+    }
+}
+
+/// An error about one body, naming it (the CUDA collider's errors name the body too).
+pub(crate) fn body_error(i: usize, e: Error) -> Error {
+    match e {
+        Error::InvalidArgument(m) => Error::InvalidArgument(format!("body {i}: {m}")),
+        e => e,
     }
 }

@@ -3,11 +3,69 @@
 #![allow(dead_code)]
 
 use nearkit::generate::{generate, Distribution};
-use nearkit::{Points, Real, NO_ID};
+use nearkit::{
+    shifted_sort_knn, ClosestPointOptions, ClosestPoints, Engine, Knn, KnnOptions, Mesh, MeshIndex, Nearest, Pair,
+    PairsOptions, PointIndex, Points, Real, Result, Role, ShiftedSortOptions, VectorIndex, Vectors, NO_ID,
+};
+
+/// Runs each query as a caller of the public API does: an index built on the engine for the
+/// data (B), then queried once.
+pub struct On(pub Engine);
+
+/// The CPU.
+pub fn cpu() -> On {
+    On(Engine::cpu())
+}
+
+impl On {
+    pub fn closest_pairs<T: Real>(&self, a: &Points<T>, b: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
+        a.validate(Role::A)?;
+        b.validate(Role::B)?;
+        PointIndex::new(b, &self.0)?.closest_pairs(a, opts)
+    }
+
+    pub fn nearest<T: Real>(&self, a: &Points<T>, b: &Points<T>, max_distance: Option<T>) -> Result<Nearest<T>> {
+        a.validate(Role::A)?;
+        b.validate(Role::B)?;
+        PointIndex::new(b, &self.0)?.nearest(a, max_distance)
+    }
+
+    pub fn knn<T: Real>(&self, data: &Points<T>, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
+        PointIndex::new(data, &self.0)?.knn(queries, opts)
+    }
+
+    pub fn closest_points<T: Real>(
+        &self,
+        mesh: &Mesh<T>,
+        queries: &Points<T>,
+        opts: &ClosestPointOptions<T>,
+    ) -> Result<ClosestPoints<T>> {
+        MeshIndex::new(mesh, &self.0)?.closest_points(queries, opts)
+    }
+
+    pub fn knn_vectors<T: Real>(
+        &self,
+        data: &Vectors<T>,
+        queries: &Vectors<T>,
+        opts: &KnnOptions<T>,
+    ) -> Result<Knn<T>> {
+        VectorIndex::new(data, &self.0)?.knn(queries, opts)
+    }
+
+    pub fn approx_knn<T: Real>(
+        &self,
+        data: &Vectors<T>,
+        queries: &Vectors<T>,
+        opts: &ShiftedSortOptions,
+    ) -> Result<Knn<T>> {
+        shifted_sort_knn(data, queries, opts, &self.0)
+    }
+}
 
 /// Squared distance in the library's operation order, in precision `T`.
 pub fn d2<T: Real>(a: &Points<T>, i: usize, b: &Points<T>, j: usize) -> T {
-    nearkit::real::dist2(a.x[i], a.y[i], a.z[i], b.x[j], b.y[j], b.z[j])
+    let (dx, dy, dz) = (a.x[i] - b.x[j], a.y[i] - b.y[j], a.z[i] - b.z[j]);
+    dx * dx + dy * dy + dz * dz
 }
 
 /// Squared distance computed in f64 from the input coordinates.
@@ -110,12 +168,8 @@ pub fn point_sets<T: Real>(seed: u64, na: usize, nb: usize) -> Vec<(String, Poin
 
 /// Vector sets of several dimensions and shapes: (name, data, queries). Ties are common in
 /// the integer-grid sets; the 6-D sets are seed C's triangle embeddings of a random mesh.
-pub fn vector_sets<T: Real>(
-    seed: u64,
-    n_data: usize,
-    n_queries: usize,
-) -> Vec<(String, nearkit::Vectors<T>, nearkit::Vectors<T>)> {
-    use nearkit::{Aabb6, Mesh, Vectors};
+pub fn vector_sets<T: Real>(seed: u64, n_data: usize, n_queries: usize) -> Vec<(String, Vectors<T>, Vectors<T>)> {
+    use nearkit::Aabb6;
     use rand::{Rng, SeedableRng};
     let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
     let mut uniform = |d: usize, n: usize, int_range: Option<u32>| -> Vectors<T> {
@@ -144,7 +198,7 @@ pub fn vector_sets<T: Real>(
     }
     // A mesh on a sphere: triangles of nearby vertices (Morton-adjacent triples).
     let v: Points<T> = generate(Distribution::Sphere, n_data / 2 + 3, 100.0, seed + 3);
-    let tree = nearkit::tree::MortonTree::build(&v, 8);
+    let tree = nearkit::test_hooks::MortonTree::build(&v, 8);
     let sorted: Vec<u32> = tree.id.clone();
     let triangles: Vec<[u32; 3]> = (0..n_data)
         .map(|t| {
@@ -163,8 +217,8 @@ pub fn vector_sets<T: Real>(
 /// Brute-force kNN of vectors in precision `T` (the library's operation order): per query the
 /// k smallest (d2, id) with d2 <= r2 and id != the query's own index when `skip_self`.
 pub fn brute_knn_vectors<T: Real>(
-    data: &nearkit::Vectors<T>,
-    queries: &nearkit::Vectors<T>,
+    data: &Vectors<T>,
+    queries: &Vectors<T>,
     k: usize,
     r2: T,
     skip_self: bool,
@@ -175,7 +229,7 @@ pub fn brute_knn_vectors<T: Real>(
             let qv = queries.get(q);
             let mut all: Vec<(T, u32)> = (0..data.len())
                 .filter(|&i| !(skip_self && i == q))
-                .map(|i| (nearkit::vectors::dist2_nd(d, &qv, &data.get(i)), i as u32))
+                .map(|i| (nearkit::test_hooks::dist2_nd(d, &qv, &data.get(i)), i as u32))
                 .filter(|&(d2, _)| d2 <= r2)
                 .collect();
             all.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)));

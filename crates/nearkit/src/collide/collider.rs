@@ -1,0 +1,91 @@
+//! `Collider`: where a world's contacts are computed, the CPU or a GPU, chosen at run time.
+
+use super::cpu::{sweeps as cpu_sweeps, CpuCollider};
+use super::cuda::CudaCollider;
+use super::world::{Contact, Contacts, PackedContact, Sweep, SweepResult, World};
+use crate::device::Engine;
+use crate::error::Result;
+
+/// How a collider runs. Tuning and testing only: the contacts are the same whatever they are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColliderOptions {
+    /// CPU: run the portable code even where the CPU has AVX2.
+    pub portable_code: bool,
+    /// CUDA: replay a tick as one captured CUDA graph, instead of launching its kernels one by
+    /// one.
+    pub cuda_graphs: bool,
+    /// CUDA: the tick's last kernel writes the contacts straight into page-locked host memory,
+    /// instead of a copy after the tick.
+    pub zero_copy: bool,
+    /// CUDA: bodies a warp of the contact kernel takes (1 to 8); `None` picks about 32 cells'
+    /// worth from the bodies' sizes.
+    pub bodies_per_warp: Option<usize>,
+    /// Print each tick's phase times to stderr.
+    pub profile: bool,
+}
+
+impl Default for ColliderOptions {
+    fn default() -> Self {
+        Self { portable_code: false, cuda_graphs: true, zero_copy: true, bodies_per_warp: None, profile: false }
+    }
+}
+
+/// Where contacts are computed. The world is the same for both; switching between ticks is
+/// allowed (a CUDA collider uploads what changed since it last ran).
+pub struct Collider(Backend);
+
+enum Backend {
+    Cpu(Box<CpuCollider>),
+    Cuda(Box<CudaCollider>),
+}
+
+impl Collider {
+    /// A collider on the engine's device (the CPU, or its GPU).
+    pub fn new(engine: &Engine, opts: &ColliderOptions) -> Result<Collider> {
+        Ok(match engine.gpu() {
+            None => Collider(Backend::Cpu(Box::new(CpuCollider::new(opts.portable_code, opts.profile)))),
+            Some(gpu) => Collider(Backend::Cuda(Box::new(CudaCollider::new(gpu.clone(), opts)?))),
+        })
+    }
+
+    /// A CPU collider with the default options.
+    pub fn cpu() -> Collider {
+        Collider(Backend::Cpu(Box::new(CpuCollider::new(false, false))))
+    }
+
+    /// `CPU (N threads)` or the GPU's description.
+    pub fn describe(&self) -> String {
+        match &self.0 {
+            Backend::Cpu(_) => format!("CPU ({} threads)", rayon::current_num_threads()),
+            Backend::Cuda(c) => c.describe(),
+        }
+    }
+
+    /// Whether this collider runs on a GPU.
+    pub fn is_cuda(&self) -> bool {
+        matches!(self.0, Backend::Cuda(_))
+    }
+
+    /// Every contact, sorted by (body, kind, other): a view of this collider's buffer, valid
+    /// until its next tick. This is the fast path (nothing is copied or unpacked).
+    pub fn contacts_packed<'a>(&'a mut self, world: &'a World) -> Result<Contacts<'a>> {
+        let packed: &[PackedContact] = match &mut self.0 {
+            Backend::Cpu(c) => c.contacts(world)?,
+            Backend::Cuda(c) => c.contacts_packed(world)?,
+        };
+        Ok(Contacts::new(packed, world))
+    }
+
+    /// Every contact, sorted by (body, kind, other), unpacked.
+    pub fn contacts(&mut self, world: &World) -> Result<Vec<Contact>> {
+        Ok(self.contacts_packed(world)?.to_vec())
+    }
+
+    /// Each sweep's first hit on the static mesh.
+    pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
+        match &mut self.0 {
+            Backend::Cpu(_) => cpu_sweeps(world, sweeps),
+            Backend::Cuda(c) => c.sweeps(world, sweeps),
+        }
+    }
+}

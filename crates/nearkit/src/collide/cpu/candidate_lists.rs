@@ -1,0 +1,294 @@
+//! Candidate lists kept from tick to tick (Verlet lists) for the CPU collider.
+//!
+//! Each body holds a *fat box*: its box widened by a margin. With it go the triangles whose
+//! boxes overlap the fat box, and the bodies whose fat boxes overlap it. While a body's box stays
+//! inside its fat box, those lists still hold every triangle and body its box can overlap, so a
+//! tick tests only them. A body that leaves its fat box gets a new one and new lists. Bodies
+//! move centimetres a tick, so a tick re-lists a small part of them, and the rest cost no grid
+//! work at all.
+//!
+//! Exactness: a list is a superset of what the box test passes (the box lies inside the fat
+//! box, and box overlap is monotone in the boxes), and the exact tests decide. So the contacts
+//! are those a fresh grid gives, bit for bit, whatever the lists' history.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use rayon::prelude::*;
+
+use crate::collide::box_f32::box_f32;
+use crate::collide::ellipsoid::V3;
+use crate::collide::hash_grid::{bucket_of, cell_key, owns_pair, CellRange, HashGrid};
+use crate::collide::world::{body_error, StaticMesh, World};
+use crate::error::Result;
+
+/// A body's box: (lo, hi).
+pub type BodyBox = (V3, V3);
+
+/// A body's shape, box and Σ, made at the start of a tick.
+pub(crate) type ShapeBox = (crate::collide::ellipsoid::Shape, BodyBox, [f64; 6]);
+
+/// The margin of a fat box, as a share of the grid cell and of the body's largest half extent.
+/// Wider boxes are left less often but list more.
+const MARGIN_OF_CELL: f64 = 0.1;
+const MARGIN_OF_BODY: f64 = 0.4;
+
+#[derive(Clone, Copy, Debug)]
+pub struct FatBox {
+    pub lo: V3,
+    pub hi: V3,
+    pub cells: CellRange,
+}
+
+/// What the narrow phase's first tests read of a triangle, in one cache line: its box in f32,
+/// rounded outwards (so the test passes whatever the f64 test passes), and its plane.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+pub struct TriangleFilter {
+    pub lo: [f32; 3],
+    pub hi: [f32; 3],
+    /// Unit normal and offset (`StaticMesh::plane`).
+    pub plane: [f64; 4],
+}
+
+#[inline(always)]
+pub fn boxes_overlap(alo: &V3, ahi: &V3, blo: &V3, bhi: &V3) -> bool {
+    alo[0] <= bhi[0] && blo[0] <= ahi[0] && alo[1] <= bhi[1] && blo[1] <= ahi[1] && alo[2] <= bhi[2] && blo[2] <= ahi[2]
+}
+
+#[inline(always)]
+fn inside(b: &BodyBox, f: &FatBox) -> bool {
+    (0..3).all(|a| f.lo[a] <= b.0[a] && b.1[a] <= f.hi[a])
+}
+
+/// What the lists were made for: any change (a body added or removed, layers, the mesh, the
+/// cell size, another world) starts them afresh.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Made {
+    world: u64,
+    mesh: u64,
+    shapes: u64,
+    cell_size: u64,
+    bodies: usize,
+}
+
+/// Hashes a cell key with `hash_grid::bucket_of` (the keys are already well spread integers).
+#[derive(Default)]
+struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn finish(&self) -> u64 {
+        bucket_of(self.0, u64::MAX) as u64
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+#[derive(Default)]
+pub struct CandidateLists {
+    made: Option<Made>,
+    pub fat: Vec<Option<FatBox>>,
+    /// Body i's triangles, ascending.
+    pub triangles: Vec<Vec<u32>>,
+    /// Body i's neighbours, lower and higher ids alike, in no order.
+    pub bodies: Vec<Vec<u32>>,
+    /// The lists' own grid cell: about twice a body's box, so that a fat box enters few
+    /// cells (the world's cells suit the exact tests' candidates, not the re-listing).
+    cell: f64,
+    /// The mesh's triangles gridded at `cell`, with each one's low cell.
+    mesh_grid: HashGrid,
+    mesh_lo_cell: Vec<[i32; 3]>,
+    /// Each triangle's box and plane for the narrow phase's first tests.
+    pub triangle_filter: Vec<TriangleFilter>,
+    /// The bodies whose fat boxes enter each cell.
+    cells: HashMap<u64, Vec<u32>, BuildHasherDefault<CellHasher>>,
+    moving: Vec<bool>,
+    /// Bodies re-listed by the last update (for profiling).
+    pub relisted: usize,
+}
+
+impl CandidateLists {
+    /// Brings the lists up to date with this tick's boxes (`None`: no body in that slot).
+    /// After an error (a fat box beyond the grid's range) the lists start afresh next time.
+    pub fn update(&mut self, world: &World, boxes: &[Option<BodyBox>]) -> Result<()> {
+        let done = self.try_update(world, boxes);
+        if done.is_err() {
+            self.made = None;
+        }
+        done
+    }
+
+    fn try_update(&mut self, world: &World, boxes: &[Option<BodyBox>]) -> Result<()> {
+        let n = boxes.len();
+        let v = world.versions();
+        let made = Made {
+            world: world.id(),
+            mesh: v.mesh,
+            shapes: v.shapes,
+            cell_size: world.cell_size().to_bits(),
+            bodies: n,
+        };
+        if self.made != Some(made) {
+            self.made = Some(made);
+            self.fat = vec![None; n];
+            self.triangles = vec![Vec::new(); n];
+            self.bodies = vec![Vec::new(); n];
+            self.cells.clear();
+            let extents: Vec<f64> =
+                boxes.iter().flatten().map(|(lo, hi)| (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f64::max)).collect();
+            let mean = extents.iter().sum::<f64>() / extents.len().max(1) as f64;
+            self.cell = world.cell_size().max(2.0 * mean);
+            (self.mesh_grid, self.mesh_lo_cell) = match world.mesh() {
+                Some(m) => {
+                    let ranges = (0..m.lo.len())
+                        .map(|t| CellRange::of_box(m.lo[t], m.hi[t], self.cell))
+                        .collect::<Result<Vec<_>>>()?;
+                    let lo_cell = ranges.iter().map(|r| r.lo).collect();
+                    (HashGrid::build(&ranges.into_iter().map(Some).collect::<Vec<_>>())?, lo_cell)
+                }
+                None => (HashGrid::default(), Vec::new()),
+            };
+            self.triangle_filter = match world.mesh() {
+                Some(m) => (0..m.lo.len())
+                    .into_par_iter()
+                    .with_min_len(4096)
+                    .map(|t| {
+                        let (lo, hi) = box_f32(&m.lo[t], &m.hi[t]);
+                        TriangleFilter { lo, hi, plane: m.plane[t] }
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+        }
+        // Bodies out of their fat boxes (or new, or gone).
+        let fat = &self.fat;
+        let mut movers: Vec<u32> = (0..n as u32)
+            .into_par_iter()
+            .with_min_len(1024)
+            .filter(|&i| match (&boxes[i as usize], &fat[i as usize]) {
+                (Some(b), Some(f)) => !inside(b, f),
+                (None, None) => false,
+                _ => true,
+            })
+            .collect();
+        self.relisted = movers.len();
+        if movers.is_empty() {
+            return Ok(());
+        }
+        if movers.len() > n / 2 {
+            // Most bodies moved far (a teleport, a new scene): start afresh rather than take
+            // each one out of the cells and its neighbours' lists.
+            self.fat.iter_mut().for_each(|f| *f = None);
+            self.triangles.iter_mut().for_each(Vec::clear);
+            self.bodies.iter_mut().for_each(Vec::clear);
+            self.cells.clear();
+            movers = (0..n as u32).filter(|&i| boxes[i as usize].is_some()).collect();
+            self.relisted = movers.len();
+        }
+        self.moving.clear();
+        self.moving.resize(n, false);
+        // Take the movers out of the cells and their neighbours' lists.
+        for &i in &movers {
+            let i = i as usize;
+            self.moving[i] = true;
+            if let Some(f) = self.fat[i].take() {
+                for c in f.cells.cells() {
+                    if let Some(list) = self.cells.get_mut(&cell_key(c)) {
+                        if let Some(at) = list.iter().position(|&x| x as usize == i) {
+                            list.swap_remove(at);
+                        }
+                    }
+                }
+                for j in std::mem::take(&mut self.bodies[i]) {
+                    let list = &mut self.bodies[j as usize];
+                    if let Some(at) = list.iter().position(|&x| x as usize == i) {
+                        list.swap_remove(at);
+                    }
+                }
+            }
+        }
+        // Their new fat boxes, into the cells.
+        let cell_size = self.cell;
+        for &i in &movers {
+            let i = i as usize;
+            if let Some((lo, hi)) = boxes[i] {
+                let h = (0..3).map(|a| 0.5 * (hi[a] - lo[a])).fold(0.0, f64::max);
+                let m = MARGIN_OF_CELL * world.cell_size() + MARGIN_OF_BODY * h;
+                let (lo, hi) = (lo.map(|x| x - m), hi.map(|x| x + m));
+                let cells = CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?;
+                let f = FatBox { lo, hi, cells };
+                for c in f.cells.cells() {
+                    self.cells.entry(cell_key(c)).or_default().push(i as u32);
+                }
+                self.fat[i] = Some(f);
+            }
+        }
+        // Their new lists. A pair of fat boxes is found in the cell of its intersection's low
+        // corner only.
+        let (fat, cells) = (&self.fat, &self.cells);
+        let mesh = world.mesh().map(|m| (&**m, &self.mesh_grid, &self.mesh_lo_cell[..]));
+        let fresh: Vec<(Vec<u32>, Vec<u32>)> = movers
+            .par_iter()
+            .with_min_len(16)
+            .map(|&i| match &fat[i as usize] {
+                Some(f) => {
+                    (mesh.map_or_else(Vec::new, |(m, g, c)| triangles_of(m, g, c, f)), bodies_of(i, f, fat, cells))
+                }
+                None => (Vec::new(), Vec::new()),
+            })
+            .collect();
+        for (&i, (tris, near)) in movers.iter().zip(fresh) {
+            for &j in &near {
+                if !self.moving[j as usize] {
+                    self.bodies[j as usize].push(i);
+                }
+            }
+            self.triangles[i as usize] = tris;
+            self.bodies[i as usize] = near;
+        }
+        Ok(())
+    }
+}
+
+/// The triangles whose boxes overlap fat box `f`, ascending.
+fn triangles_of(m: &StaticMesh, grid: &HashGrid, lo_cell: &[[i32; 3]], f: &FatBox) -> Vec<u32> {
+    let mut out = Vec::new();
+    for cell in f.cells.cells() {
+        for t in grid.items_in(cell) {
+            let k = t as usize;
+            if boxes_overlap(&f.lo, &f.hi, &m.lo[k], &m.hi[k]) && owns_pair(cell, f.cells.lo, lo_cell[k]) {
+                out.push(t);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The other bodies whose fat boxes overlap body i's.
+fn bodies_of(
+    i: u32,
+    f: &FatBox,
+    fat: &[Option<FatBox>],
+    cells: &HashMap<u64, Vec<u32>, BuildHasherDefault<CellHasher>>,
+) -> Vec<u32> {
+    let mut out = Vec::new();
+    for cell in f.cells.cells() {
+        for &j in cells.get(&cell_key(cell)).map_or(&[][..], |v| &v[..]) {
+            if j == i {
+                continue;
+            }
+            let g = fat[j as usize].as_ref().expect("bodies in cells have fat boxes");
+            if boxes_overlap(&f.lo, &f.hi, &g.lo, &g.hi) && owns_pair(cell, f.cells.lo, g.cells.lo) {
+                out.push(j);
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,425 @@
+//! The CPU collider: each body (in parallel) tests the triangles and the higher-numbered
+//! bodies of its candidate lists, which are kept from tick to tick (`candidate_lists`). The
+//! numeric work runs four at a time in AVX2 (`*_avx2`, f64 lanes, the scalar code's
+//! operations in its order), with the portable scalar code elsewhere.
+
+#[cfg(target_arch = "x86_64")]
+mod avx2_f64;
+#[cfg(target_arch = "x86_64")]
+mod body_shapes_avx2;
+pub(crate) mod candidate_lists;
+#[cfg(target_arch = "x86_64")]
+mod contact_ellipsoid_ellipsoid_avx2;
+#[cfg(target_arch = "x86_64")]
+mod contact_ellipsoid_triangle_avx2;
+
+use rayon::prelude::*;
+
+use crate::collide::box_f32::box_f32;
+use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
+use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
+use crate::collide::ellipsoid::{body_box, sub, Shape, V3};
+use crate::collide::hash_grid::{owns_pair, CellRange, CELL_LIMIT};
+use crate::collide::sweep_ellipsoid_triangle::sweep_ellipsoid_triangle;
+use crate::collide::world::{
+    body_error, check_center, layers_meet, ContactKind, PackedContact, Sweep, SweepResult, World,
+};
+use crate::error::Result;
+use crate::runtime::cpu::{prefetch, RowPtr};
+use candidate_lists::{boxes_overlap, BodyBox, CandidateLists, ShapeBox, TriangleFilter};
+
+/// Whether the CPU has AVX2.
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Bodies per work unit.
+const CHUNK: usize = 64;
+
+/// A chunk's contacts (one sorted run per body) and its runs as (body, length).
+type ChunkContacts = (Vec<PackedContact>, Vec<(u32, u32)>);
+
+/// The listed triangles `tris` whose boxes meet the body's box (lo, hi) and whose planes
+/// lie within its reach, in `kept` (without branches: about half pass, unpredictably).
+#[inline(always)]
+fn passed_triangles<'a>(
+    sigma: [f64; 6],
+    lo: &V3,
+    hi: &V3,
+    c: V3,
+    tris: &[u32],
+    filter: &[TriangleFilter],
+    kept: &'a mut Vec<u32>,
+) -> &'a [u32] {
+    let (lo, hi) = box_f32(lo, hi);
+    let [xx, yy, zz, xy, xz, yz] = sigma;
+    kept.resize(tris.len(), 0);
+    let mut k = 0;
+    for &t in tris {
+        let f = &filter[t as usize];
+        let boxes = (lo[0] <= f.hi[0])
+            & (f.lo[0] <= hi[0])
+            & (lo[1] <= f.hi[1])
+            & (f.lo[1] <= hi[1])
+            & (lo[2] <= f.hi[2])
+            & (f.lo[2] <= hi[2]);
+        // The body reaches h(n) = √(nᵀΣn) from its center along the plane's normal n: farther
+        // from the plane, with a margin for rounding, it cannot touch the triangle.
+        let [nx, ny, nz, off] = f.plane;
+        let d = (nx * c[0] + ny * c[1] + nz * c[2]) - off;
+        let reach2 = xx * nx * nx + yy * ny * ny + zz * nz * nz + 2.0 * (xy * nx * ny + xz * nx * nz + yz * ny * nz);
+        let e = d.abs() - 1e-9 * (off.abs() + 1.0);
+        let far = (e > 0.0) & (e * e > reach2 * (1.0 + 4e-9));
+        kept[k] = t;
+        k += (boxes & !far) as usize;
+    }
+    &kept[..k]
+}
+
+/// Bodies `first..first + shapes.len()`: each live one's shape, box and Σ (`None` for empty
+/// slots). An error when a center is not finite or a box lies beyond the world's grid.
+fn body_shapes(
+    world: &World,
+    avx2: bool,
+    first: usize,
+    shapes: &mut [Option<Shape>],
+    boxes: &mut [Option<BodyBox>],
+    sigma: &mut [[f64; 6]],
+) -> Result<()> {
+    let b = world.bodies();
+    let cell_size = world.cell_size();
+    // Coordinates this small are surely inside the grid's range; others get the exact check.
+    let surely_inside = (CELL_LIMIT - 2) as f64 * cell_size;
+    let scalar = |i: usize| -> ShapeBox {
+        let s = b.shape(i);
+        let bx = body_box(&s, b.center[i]);
+        let sg = s.sigma();
+        (s, bx, sg)
+    };
+    let mut k = 0;
+    while k < shapes.len() {
+        let m = (shapes.len() - k).min(4);
+        let ids = first + k..first + k + m;
+        for i in ids.clone() {
+            if b.alive[i] {
+                check_center(i, b.center[i])?;
+            }
+        }
+        let mut made: [Option<ShapeBox>; 4] = [None; 4];
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = avx2;
+        #[cfg(target_arch = "x86_64")]
+        if avx2 && m == 4 && ids.clone().all(|i| b.alive[i]) {
+            let i = ids.start;
+            let at = |v: &[V3]| [v[i], v[i + 1], v[i + 2], v[i + 3]];
+            let q = [b.orientation[i], b.orientation[i + 1], b.orientation[i + 2], b.orientation[i + 3]];
+            // SAFETY: the CPU has AVX2.
+            made = unsafe { body_shapes_avx2::shapes(&at(&b.radii), &q, &at(&b.center)) }.map(Some);
+        }
+        for (j, i) in ids.enumerate() {
+            if made[j].is_none() && b.alive[i] {
+                made[j] = Some(scalar(i));
+            }
+            let slot = k + j;
+            (shapes[slot], boxes[slot]) = (None, None);
+            if let Some((s, (lo, hi), sg)) = made[j] {
+                // The world's grid must hold the box (as on the GPU), though the lists grid
+                // their own way.
+                if !lo.iter().chain(&hi).all(|x| x.abs() < surely_inside) {
+                    CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?;
+                }
+                (shapes[slot], boxes[slot], sigma[slot]) = (Some(s), Some((lo, hi)), sg);
+            }
+        }
+        k += m;
+    }
+    Ok(())
+}
+
+/// What a tick's narrow phase reads.
+struct Tick<'a> {
+    world: &'a World,
+    /// Whether the AVX2 code runs.
+    avx2: bool,
+    shapes: &'a [Option<Shape>],
+    boxes: &'a [Option<BodyBox>],
+    sigma: &'a [[f64; 6]],
+    lists: &'a CandidateLists,
+}
+
+/// A body pair that passed the box test, and their contact if any.
+type BodyPair = (u32, u32, Option<ContactGeometry>);
+
+/// Buffers a chunk of bodies reuses.
+#[derive(Default)]
+struct Scratch {
+    kept: Vec<u32>,
+    pairs: Vec<BodyPair>,
+}
+
+impl Tick<'_> {
+    /// The contacts of bodies `chunk`, one sorted run per body: for each body, its listed
+    /// triangles (ascending), then its listed higher-numbered bodies (ascending).
+    fn chunk_contacts(&self, chunk: std::ops::Range<u32>, scratch: &mut Scratch) -> ChunkContacts {
+        let b = self.world.bodies();
+        // The chunk's body pairs first, so that the pair test fills its four lanes from
+        // several bodies (a body has about one pair past the box test).
+        let pairs = &mut scratch.pairs;
+        pairs.clear();
+        for i in chunk.clone() {
+            let iu = i as usize;
+            if i + 4 < chunk.end {
+                prefetch(self.lists.bodies[iu + 4].as_ptr(), 1);
+            }
+            let Some((lo, hi)) = &self.boxes[iu] else { continue };
+            for &o in &self.lists.bodies[iu] {
+                let ou = o as usize;
+                if o <= i || !layers_meet(b.layer[iu], b.mask[iu], b.layer[ou], b.mask[ou]) {
+                    continue;
+                }
+                if matches!(&self.boxes[ou], Some((olo, ohi)) if boxes_overlap(lo, hi, olo, ohi)) {
+                    pairs.push((i, o, None));
+                }
+            }
+        }
+        self.pair_contacts(pairs);
+        // Room for a typical chunk up front (a body touches a few triangles and bodies).
+        let (mut found, mut runs) = (Vec::with_capacity(8 * chunk.len()), Vec::with_capacity(chunk.len()));
+        let mut next_pair = 0;
+        for i in chunk.clone() {
+            if i + 2 < chunk.end {
+                // Each list is its own allocation: ask for them two bodies ahead.
+                let ahead = i as usize + 2;
+                prefetch(self.lists.triangles[ahead].as_ptr(), 1);
+                prefetch(self.lists.bodies[ahead].as_ptr(), 1);
+            }
+            if i + 1 < chunk.end {
+                self.prefetch_triangles(i as usize + 1);
+            }
+            let start = found.len();
+            self.triangle_contacts(i as usize, &mut scratch.kept, &mut found);
+            let body_start = found.len();
+            while next_pair < pairs.len() && pairs[next_pair].0 == i {
+                if let (_, o, Some(g)) = &pairs[next_pair] {
+                    found.push(PackedContact::new(i, ContactKind::Body, *o, g));
+                }
+                next_pair += 1;
+            }
+            found[body_start..].sort_unstable_by_key(|p| p.other);
+            runs.push((i, (found.len() - start) as u32));
+        }
+        (found, runs)
+    }
+
+    /// Each pair's contact.
+    fn pair_contacts(&self, pairs: &mut [BodyPair]) {
+        let centers = &self.world.bodies().center;
+        let shape = |i: u32| self.shapes[i as usize].as_ref().expect("bodies with boxes have shapes");
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            use contact_ellipsoid_ellipsoid_avx2::{contacts, Pair};
+            for group in pairs.chunks_mut(4) {
+                let lanes: [Pair; 4] = std::array::from_fn(|l| {
+                    let (i, o, _) = group[l.min(group.len() - 1)];
+                    Pair {
+                        a: shape(i),
+                        sigma_a: &self.sigma[i as usize],
+                        b: shape(o),
+                        sigma_b: &self.sigma[o as usize],
+                        r: sub(centers[o as usize], centers[i as usize]),
+                    }
+                });
+                // SAFETY: the CPU has AVX2.
+                let found = unsafe { contacts(&lanes[..group.len()]) };
+                for (p, g) in group.iter_mut().zip(found) {
+                    p.2 = g;
+                }
+            }
+            return;
+        }
+        for (i, o, g) in pairs {
+            *g = contact_ellipsoid_ellipsoid(shape(*i), shape(*o), sub(centers[*o as usize], centers[*i as usize]));
+        }
+    }
+
+    /// Body `i`'s contacts with its listed triangles, in their order.
+    fn triangle_contacts(&self, i: usize, kept: &mut Vec<u32>, out: &mut Vec<PackedContact>) {
+        let b = self.world.bodies();
+        let (Some(me), Some((lo, hi))) = (&self.shapes[i], &self.boxes[i]) else { return };
+        let Some(m) = self.world.mesh().filter(|_| b.mask[i] & self.world.mesh_layer() != 0) else { return };
+        let c = b.center[i];
+        let lists = self.lists;
+        let kept = passed_triangles(self.sigma[i], lo, hi, c, &lists.triangles[i], &lists.triangle_filter, kept);
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: the CPU has AVX2.
+            return unsafe {
+                contact_ellipsoid_triangle_avx2::triangle_contacts(me, c, kept, &m.corners, |t, g| {
+                    out.push(PackedContact::new(i as u32, ContactKind::Triangle, t, &g))
+                })
+            };
+        }
+        for &t in kept {
+            let corners = m.corners[t as usize].map(|p| sub(p, c));
+            if let Some(g) = contact_ellipsoid_triangle(me, corners) {
+                out.push(PackedContact::new(i as u32, ContactKind::Triangle, t, &g));
+            }
+        }
+    }
+
+    /// Asks for what body `i`'s triangle tests will read (its listed triangles lie in random
+    /// places of a mesh larger than the cache), a body ahead.
+    #[inline(always)]
+    fn prefetch_triangles(&self, i: usize) {
+        if let Some(m) = self.world.mesh() {
+            for &t in &self.lists.triangles[i] {
+                prefetch(&self.lists.triangle_filter[t as usize], 1);
+                prefetch((&m.corners[t as usize] as *const [V3; 3]).cast::<[f64; 9]>(), 1);
+            }
+        }
+    }
+}
+
+/// The CPU collider: its buffers and candidate lists are kept between ticks, so a steady
+/// world allocates almost nothing per tick and re-lists only the bodies that left their fat
+/// boxes (`candidate_lists`).
+#[derive(Default)]
+pub(crate) struct CpuCollider {
+    /// Whether the AVX2 code runs (the CPU has it, and the options allow it).
+    avx2: bool,
+    /// Phase times on stderr, every tick.
+    profile: bool,
+    packed: Vec<PackedContact>,
+    shapes: Vec<Option<Shape>>,
+    boxes: Vec<Option<BodyBox>>,
+    /// Each body's Σ (`Shape::sigma`), for the reach along a plane's normal.
+    sigma: Vec<[f64; 6]>,
+    lists: CandidateLists,
+    offset: Vec<usize>,
+}
+
+impl CpuCollider {
+    /// `portable`: run the portable code even where the CPU has AVX2 (the same contacts, bit
+    /// for bit).
+    pub fn new(portable: bool, profile: bool) -> Self {
+        Self { avx2: !portable && has_avx2(), profile, ..Self::default() }
+    }
+
+    /// Every contact of the world, sorted by (body, kind, other).
+    pub fn contacts(&mut self, world: &World) -> Result<&[PackedContact]> {
+        let b = world.bodies();
+        let n = b.len();
+        let t0 = std::time::Instant::now();
+        self.shapes.resize(n, None);
+        self.boxes.resize(n, None);
+        self.sigma.resize(n, [0.0; 6]);
+        const SHAPE_CHUNK: usize = 256;
+        self.shapes
+            .par_chunks_mut(SHAPE_CHUNK)
+            .zip(self.boxes.par_chunks_mut(SHAPE_CHUNK))
+            .zip(self.sigma.par_chunks_mut(SHAPE_CHUNK))
+            .enumerate()
+            .try_for_each(|(c, ((shapes, boxes), sigma))| {
+                body_shapes(world, self.avx2, c * SHAPE_CHUNK, shapes, boxes, sigma)
+            })?;
+        let t1 = t0.elapsed();
+        self.lists.update(world, &self.boxes)?;
+        let t2 = t0.elapsed();
+        let tick = Tick {
+            world,
+            avx2: self.avx2,
+            shapes: &self.shapes,
+            boxes: &self.boxes,
+            sigma: &self.sigma,
+            lists: &self.lists,
+        };
+        // Each chunk of bodies: their contacts, one sorted run per body.
+        let chunks: Vec<ChunkContacts> = (0..n.div_ceil(CHUNK))
+            .into_par_iter()
+            .map_init(Scratch::default, |scratch, c| {
+                tick.chunk_contacts((c * CHUNK) as u32..(n.min((c + 1) * CHUNK)) as u32, scratch)
+            })
+            .collect();
+        let t3 = t0.elapsed();
+        // Runs to their places in body order.
+        let offset = &mut self.offset;
+        offset.clear();
+        offset.resize(n + 1, 0);
+        for (_, runs) in &chunks {
+            for &(i, c) in runs {
+                offset[i as usize + 1] = c as usize;
+            }
+        }
+        for i in 0..n {
+            offset[i + 1] += offset[i];
+        }
+        let out = &mut self.packed;
+        out.clear();
+        out.resize(offset[n], PackedContact::default());
+        let dst = RowPtr(out.as_mut_ptr());
+        let offset = &self.offset;
+        chunks.par_iter().for_each(|(found, runs)| {
+            let mut at = 0;
+            for &(i, c) in runs {
+                let c = c as usize;
+                // SAFETY: body i's run [offset[i], offset[i + 1]) is written by this chunk only.
+                unsafe { dst.span(offset[i as usize], c) }.copy_from_slice(&found[at..at + c]);
+                at += c;
+            }
+        });
+        if self.profile {
+            eprintln!(
+                "profile cpu collider: boxes {t1:?}, lists {:?} ({} re-listed; {} triangles, {} bodies listed), narrow {:?}, \
+                 gather {:?}",
+                t2 - t1,
+                self.lists.relisted,
+                self.lists.triangles.iter().map(Vec::len).sum::<usize>(),
+                self.lists.bodies.iter().map(Vec::len).sum::<usize>(),
+                t3 - t2,
+                t0.elapsed() - t3
+            );
+        }
+        Ok(&self.packed)
+    }
+}
+
+/// Each sweep's first contact with the mesh (`None`: it moves freely, or there is no mesh).
+pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
+    for s in sweeps {
+        s.check()?;
+    }
+    let Some(m) = world.mesh() else { return Ok(vec![None; sweeps.len()]) };
+    let cell_size = world.cell_size();
+    sweeps
+        .par_iter()
+        .map(|s| {
+            let shape = Shape::new(s.radii, s.orientation);
+            let (lo0, hi0) = body_box(&shape, s.from);
+            let (lo1, hi1) = body_box(&shape, s.to);
+            let lo: V3 = std::array::from_fn(|a| lo0[a].min(lo1[a]));
+            let hi: V3 = std::array::from_fn(|a| hi0[a].max(hi1[a]));
+            let cells = CellRange::of_box(lo, hi, cell_size)?;
+            let motion = sub(s.to, s.from);
+            let mut best: Option<SweepResult> = None;
+            for cell in cells.cells() {
+                for t in m.grid.items_in(cell) {
+                    let t = t as usize;
+                    if !boxes_overlap(&lo, &hi, &m.lo[t], &m.hi[t]) || !owns_pair(cell, cells.lo, m.lo_cell[t]) {
+                        continue;
+                    }
+                    let corners = m.corners[t].map(|p| sub(p, s.from));
+                    if let Some(h) = sweep_ellipsoid_triangle(&shape, corners, motion) {
+                        if best.is_none_or(|b| h.toi < b.toi || (h.toi == b.toi && (t as u32) < b.triangle)) {
+                            let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
+                            best = Some(SweepResult { toi: h.toi, triangle: t as u32, point, normal: h.normal });
+                        }
+                    }
+                }
+            }
+            Ok(best)
+        })
+        .collect()
+}

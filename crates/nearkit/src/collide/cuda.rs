@@ -1,0 +1,833 @@
+//! Launches collide.cu: the collision world on the device. The mesh and its grid are
+//! uploaded once; body shapes and layers when they change. A tick is a memset and two kernels
+//! (one CUDA graph) that read the poses from the world's own page-locked arrays and write the
+//! contacts, sorted, and the tick's status into page-locked host memory: no copy either way,
+//! one wait per tick. Every buffer is kept and only grows, so a steady world allocates nothing
+//! per tick.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
+use rayon::prelude::*;
+
+use super::ColliderOptions;
+use crate::collide::hash_grid::bucket_count;
+use crate::collide::world::{PackedContact, Sweep, SweepResult, Versions, World};
+use crate::error::{Error, Result};
+use crate::runtime::cuda::{cuda_err, threads, Gpu};
+
+/// `struct MeshView` of collide.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct MeshView {
+    corners: u64,
+    start: u64,
+    entries: u64,
+    mask: u64,
+    n: u32,
+}
+/// `struct BodyGridView` of collide.cu: the tick's body grid.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BodyGridView {
+    head: u64,
+    entries: u64,
+    mask: u64,
+}
+
+/// `struct BodyView` of collide.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BodyView {
+    center: u64,
+    radii: u64,
+    shape: u64,
+    layer: u64,
+    mask: u64,
+    bbox: u64,
+    cells: u64,
+    count: u64,
+    grid: BodyGridView,
+}
+
+// SAFETY: plain old data matching the C structs (pointers, u64s, u32s and f32s, C padding).
+unsafe impl DeviceRepr for MeshView {}
+unsafe impl DeviceRepr for BodyGridView {}
+unsafe impl DeviceRepr for BodyView {}
+unsafe impl DeviceRepr for PackedContact {}
+// SAFETY: all-zero bits are a valid PackedContact.
+unsafe impl ValidAsZeroBits for PackedContact {}
+
+struct DeviceMesh {
+    corners: CudaSlice<f64>,
+    /// The static grid's bucket starts (`HashGrid::start`).
+    start: CudaSlice<u32>,
+    /// Grid entry e as collide.cu's `MeshEntry`, 12 words: key (2), triangle, its low cell (3),
+    /// its box in f32 rounded outwards (6).
+    entries: CudaSlice<u32>,
+    mask: u64,
+    n: u32,
+}
+
+impl DeviceMesh {
+    fn upload(gpu: &Gpu, world: &World) -> Result<Self> {
+        let s = gpu.stream();
+        let Some(m) = world.mesh() else {
+            return Ok(DeviceMesh {
+                corners: gpu.alloc::<f64>(1)?,
+                start: gpu.alloc::<u32>(2)?,
+                entries: gpu.alloc::<u32>(12)?,
+                mask: 0,
+                n: 0,
+            });
+        };
+        let flat9: Vec<f64> = m.corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();
+        let mut entries = Vec::with_capacity(12 * m.grid.items.len());
+        for (&key, &t) in m.grid.keys.iter().zip(&m.grid.items) {
+            let t = t as usize;
+            let (lo, hi) = crate::collide::box_f32::box_f32(&m.lo[t], &m.hi[t]);
+            entries.extend([key as u32, (key >> 32) as u32, t as u32]);
+            entries.extend(m.lo_cell[t].map(|c| c as u32));
+            entries.extend(lo.iter().chain(&hi).map(|v| v.to_bits()));
+        }
+        Ok(DeviceMesh {
+            corners: s.clone_htod(&flat9).map_err(cuda_err)?,
+            start: s.clone_htod(&m.grid.start).map_err(cuda_err)?,
+            entries: s.clone_htod(&entries).map_err(cuda_err)?,
+            mask: m.grid.mask(),
+            n: m.corners.len() as u32,
+        })
+    }
+
+    fn view(&self, gpu: &Gpu) -> MeshView {
+        let s = gpu.stream();
+        MeshView {
+            corners: self.corners.device_ptr(s).0,
+            start: self.start.device_ptr(s).0,
+            entries: self.entries.device_ptr(s).0,
+            mask: self.mask,
+            n: self.n,
+        }
+    }
+}
+
+struct DeviceBodies {
+    /// x, y, z per body.
+    center: CudaSlice<f64>,
+    /// Quaternion x, y, z, w per body.
+    orientation: CudaSlice<f64>,
+    radii: CudaSlice<f64>,
+    layer: CudaSlice<u32>,
+    mask: CudaSlice<u32>,
+    alive: CudaSlice<u32>,
+    n: usize,
+    /// Bodies a warp of `body_contacts` takes (`bodies_per_warp`).
+    batch: usize,
+}
+
+/// Bodies a warp of `body_contacts` takes: about 32 cells' worth, so that its lanes have work
+/// (seed B's scene: 2 bodies of about 12 cells; the stress scene's small bodies: 7), from each
+/// body's largest radius; `chosen` (`ColliderOptions::bodies_per_warp`) overrides it.
+fn bodies_per_warp(world: &World, chosen: Option<usize>) -> usize {
+    if let Some(b) = chosen {
+        return b.clamp(1, BATCH_MAX);
+    }
+    let b = world.bodies();
+    let cell = world.cell_size();
+    let (mut cells, mut alive) = (0.0, 0usize);
+    for (r, &a) in b.radii.iter().zip(&b.alive) {
+        if a {
+            let side = 2.0 * r[0].max(r[1]).max(r[2]) / cell + 1.0;
+            cells += side * side * side;
+            alive += 1;
+        }
+    }
+    let mean = if alive > 0 { cells / alive as f64 } else { 1.0 };
+    ((32.0 / mean) as usize).clamp(1, BATCH_MAX)
+}
+
+/// A device buffer that only grows.
+struct Grow<T: DeviceRepr> {
+    buf: Option<CudaSlice<T>>,
+}
+
+impl<T: DeviceRepr> Grow<T> {
+    fn new() -> Self {
+        Grow { buf: None }
+    }
+
+    /// At least `n` elements (grown by a quarter more when it must grow).
+    fn at_least(&mut self, gpu: &Gpu, n: usize) -> Result<&mut CudaSlice<T>> {
+        if self.buf.as_ref().is_none_or(|b| b.len() < n) {
+            self.buf = Some(gpu.alloc_uninit::<T>((n + n / 4).max(64))?);
+        }
+        Ok(self.buf.as_mut().expect("allocated"))
+    }
+
+    fn ptr(&self, gpu: &Gpu) -> u64 {
+        self.get().device_ptr(gpu.stream()).0
+    }
+
+    fn get(&self) -> &CudaSlice<T> {
+        self.buf.as_ref().expect("allocated by at_least")
+    }
+}
+
+/// Pinned host memory that only grows (`write`: write-combined, for uploads).
+struct Pinned<T: DeviceRepr> {
+    buf: Option<PinnedHostSlice<T>>,
+    write: bool,
+}
+
+impl<T: DeviceRepr + Default + Copy> Pinned<T> {
+    fn new(write: bool) -> Self {
+        Pinned { buf: None, write }
+    }
+
+    fn at_least(&mut self, gpu: &Gpu, n: usize) -> Result<&mut PinnedHostSlice<T>> {
+        if self.buf.as_ref().is_none_or(|b| b.len() < n) {
+            let len = (n + n / 4).max(64);
+            let flags = if self.write { cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED } else { 0 };
+            // SAFETY: every use writes the elements it reads (uploads fill, downloads copy in).
+            let b = unsafe { gpu.stream().context().alloc_pinned_with_flags::<T>(len, flags) }.map_err(cuda_err)?;
+            self.buf = Some(b);
+        }
+        Ok(self.buf.as_mut().expect("allocated"))
+    }
+}
+
+/// A world's pose arrays, page-locked and mapped (`cuMemHostRegister`), so that the device
+/// reads them directly: for a million bodies a staging copy cost 1.3 ms of host memory
+/// bandwidth, and for seed B's 4,000 the copies about 6 µs of a 0.1 ms tick.
+/// Registered by allocation: a world's arrays only move when a body is added at full
+/// capacity, and then their capacity grows, so (world, address, capacity) names one
+/// allocation. One world is held at a time.
+#[derive(Default)]
+struct WorldPoses {
+    key: Option<[u64; 5]>,
+    /// Registered base addresses, and the context they were registered in.
+    registered: Vec<usize>,
+    ctx: Option<Arc<cudarc::driver::CudaContext>>,
+    /// The device's addresses of the centers and orientations.
+    mapped: [u64; 2],
+}
+
+impl WorldPoses {
+    /// The device's addresses of `world`'s pose arrays (centers, orientations), registered
+    /// here if they can be; `None` if they cannot.
+    fn hold(&mut self, gpu: &Gpu, world: &World) -> Option<[u64; 2]> {
+        let b = world.bodies();
+        let (c, o) = (&b.center, &b.orientation);
+        let key = [world.id(), c.as_ptr() as u64, c.capacity() as u64, o.as_ptr() as u64, o.capacity() as u64];
+        if self.key == Some(key) {
+            return (!self.registered.is_empty()).then_some(self.mapped);
+        }
+        self.release();
+        // A failure is not retried for the same allocation.
+        self.key = Some(key);
+        let ctx = gpu.stream().context().clone();
+        if ctx.bind_to_thread().is_err() {
+            return None;
+        }
+        self.ctx = Some(ctx);
+        let ranges = [(c.as_ptr() as usize, c.capacity() * 24), (o.as_ptr() as usize, o.capacity() * 32)];
+        for (k, (p, bytes)) in ranges.into_iter().enumerate() {
+            let flags = cudarc::driver::sys::CU_MEMHOSTREGISTER_DEVICEMAP;
+            // SAFETY: the range is the world's live allocation; it is unregistered before any
+            // other is registered, and when the collider drops.
+            let registered = unsafe { cudarc::driver::sys::cuMemHostRegister_v2(p as *mut _, bytes, flags) };
+            if registered.result().is_ok() {
+                self.registered.push(p);
+            }
+            // SAFETY: a device address is asked for only of a range registered just above.
+            let mapped = registered.result().is_ok()
+                && unsafe { cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut self.mapped[k], p as *mut _, 0) }
+                    .result()
+                    .is_ok();
+            if !mapped {
+                // Pages shared with another registration, or a locked-memory limit: stage.
+                self.release();
+                self.key = Some(key);
+                return None;
+            }
+        }
+        Some(self.mapped)
+    }
+
+    fn release(&mut self) {
+        if let Some(ctx) = &self.ctx {
+            if ctx.bind_to_thread().is_ok() {
+                for p in self.registered.drain(..) {
+                    // SAFETY: registered by `hold`; a failure leaves nothing to undo.
+                    let _ = unsafe { cudarc::driver::sys::cuMemHostUnregister(p as *mut _) };
+                }
+            }
+        }
+        self.registered.clear();
+        self.key = None;
+    }
+}
+
+impl Drop for WorldPoses {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Per-tick device buffers, kept between ticks.
+struct TickBuffers {
+    bbox: Grow<f64>,
+    /// Each body's rotation and unit-space map (18 values), made once per tick.
+    shape: Grow<f64>,
+    cells: Grow<i32>,
+    /// Cells each body put into the grid (0: none this tick).
+    count: Grow<u32>,
+    /// The body grid's entries, as collide.cu's `BodyEntry` (4 words each).
+    entries: Grow<u32>,
+    /// Zeroed before each tick (`ZeroedLayout`): the status, the look-back state of
+    /// `body_contacts`, and the body grid's bucket heads.
+    zeroed: Grow<u32>,
+    /// Where a body with more contacts than a warp keeps sorts them (`body_contacts`).
+    spill: Grow<PackedContact>,
+    out: Grow<PackedContact>,
+    /// For the sweeps: a sweep out of range (+1).
+    sweep_error: Grow<u32>,
+    /// Grid entries and contacts the buffers hold room for (from the last tick that fit).
+    entry_cap: usize,
+    contact_cap: usize,
+}
+
+/// Where things lie in `TickBuffers::zeroed`, in 32-bit words: the status (8 words: contacts,
+/// grid entries, a body out of range + 1), the look-back state (ticket, spare, and a word per
+/// block of `body_contacts`, each 64 bits), and a head per bucket of the body grid.
+struct ZeroedLayout {
+    tiles: usize,
+    buckets: usize,
+}
+
+impl ZeroedLayout {
+    const STATUS: usize = 0;
+    const LOOKBACK: usize = 8;
+
+    fn new(n: usize, batch: usize, entry_cap: usize) -> Self {
+        // Two buckets per entry keep the lists short.
+        ZeroedLayout { tiles: n.div_ceil(CONTACT_WARPS * batch), buckets: bucket_count(2 * entry_cap) }
+    }
+
+    fn heads(&self) -> usize {
+        Self::LOOKBACK + 2 * (2 + self.tiles)
+    }
+
+    fn len(&self) -> usize {
+        self.heads() + self.buckets
+    }
+}
+
+/// Warps per block of `body_contacts` (collide.cu's CONTACT_WARPS).
+const CONTACT_WARPS: usize = 4;
+
+/// Bodies a warp of `body_contacts` takes at most (collide.cu's BATCH_MAX).
+const BATCH_MAX: usize = 8;
+
+/// Threads per body, and per block, in `body_cells` (collide.cu's CELL_GROUP, CELLS_BLOCK).
+const CELL_GROUP: usize = 8;
+const CELLS_BLOCK: u32 = 256;
+
+/// A world's resident copy on one GPU. Switching a world between colliders is free: each
+/// one uploads what changed since it last saw the world (by `World::versions`).
+pub(crate) struct CudaCollider {
+    gpu: Arc<Gpu>,
+    opts: ColliderOptions,
+    /// The world (by id) and its versions as last uploaded.
+    held: Option<(u64, Versions)>,
+    mesh: Option<DeviceMesh>,
+    bodies: Option<DeviceBodies>,
+    pose_host: Pinned<f64>,
+    world_poses: WorldPoses,
+    /// Where the tick reads the poses: the world's mapped arrays, or the device's copies.
+    pose_src: [u64; 2],
+    status_host: Pinned<u32>,
+    contacts_host: Pinned<PackedContact>,
+    tick: TickBuffers,
+    sweep_in: Grow<f64>,
+    sweep_tri: Grow<u32>,
+    sweep_out: Grow<f64>,
+    sweep_in_host: Pinned<f64>,
+    sweep_tri_host: Pinned<u32>,
+    sweep_out_host: Pinned<f64>,
+    /// Contacts of the last tick, and how many of this tick's came down with its status.
+    expect: usize,
+    fetched: usize,
+    /// The last tick, captured as a CUDA graph, and what it was captured for.
+    graph: Option<(GraphKey, cudarc::driver::CudaGraph)>,
+    /// The sizes of the last tick run: a tick is captured when they repeat.
+    last_key: Option<GraphKey>,
+}
+
+/// The device's address of page-locked host memory (the same under unified addressing).
+fn host_device_ptr<T: DeviceRepr + ValidAsZeroBits + Default + Copy>(p: &Pinned<T>) -> Result<u64> {
+    let buf = p.buf.as_ref().expect("allocated");
+    let host = buf.as_ptr().map_err(cuda_err)? as *mut std::ffi::c_void;
+    let mut dev = 0u64;
+    // SAFETY: `host` is page-locked memory of this context, alive as long as `p`.
+    unsafe { cudarc::driver::sys::cuMemHostGetDevicePointer_v2(&mut dev, host, 0) }.result().map_err(cuda_err)?;
+    Ok(dev)
+}
+
+/// Everything a captured tick depends on besides the poses (which it reads from a buffer
+/// that stays put): a tick with another key is captured afresh.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct GraphKey {
+    world: u64,
+    n: usize,
+    caps: [usize; 2],
+    mesh: u64,
+    shapes: u64,
+    cell_size: u64,
+    mesh_layer: u32,
+    poses: [u64; 2],
+}
+
+impl CudaCollider {
+    pub fn new(gpu: Arc<Gpu>, opts: &ColliderOptions) -> Result<Self> {
+        Ok(CudaCollider {
+            gpu,
+            opts: opts.clone(),
+            held: None,
+            mesh: None,
+            bodies: None,
+            pose_host: Pinned::new(true),
+            world_poses: WorldPoses::default(),
+            pose_src: [0; 2],
+            status_host: Pinned::new(false),
+            contacts_host: Pinned::new(false),
+            sweep_in: Grow::new(),
+            sweep_tri: Grow::new(),
+            sweep_out: Grow::new(),
+            sweep_in_host: Pinned::new(true),
+            sweep_tri_host: Pinned::new(false),
+            sweep_out_host: Pinned::new(false),
+            expect: 0,
+            fetched: 0,
+            graph: None,
+            last_key: None,
+            tick: TickBuffers {
+                bbox: Grow::new(),
+                shape: Grow::new(),
+                cells: Grow::new(),
+                count: Grow::new(),
+                entries: Grow::new(),
+                zeroed: Grow::new(),
+                spill: Grow::new(),
+                out: Grow::new(),
+                sweep_error: Grow::new(),
+                entry_cap: 1 << 12,
+                contact_cap: 1 << 12,
+            },
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        self.gpu.describe()
+    }
+
+    fn sync(&mut self, world: &World) -> Result<()> {
+        let gpu = &*self.gpu;
+        let s = gpu.stream();
+        let v = world.versions();
+        let held = match self.held {
+            Some((id, v)) if id == world.id() => v,
+            _ => Versions { mesh: u64::MAX, poses: u64::MAX, shapes: u64::MAX },
+        };
+        if held.mesh != v.mesh || self.mesh.is_none() {
+            self.mesh = Some(DeviceMesh::upload(gpu, world)?);
+        }
+        let b = world.bodies();
+        let n = b.len();
+        let resized = self.bodies.as_ref().is_none_or(|d| d.n != n);
+        if resized || held.shapes != v.shapes {
+            let radii: Vec<f64> = b.radii.iter().flatten().copied().collect();
+            let alive: Vec<u32> = b.alive.iter().map(|&a| a as u32).collect();
+            let pad = |v: Vec<f64>| if v.is_empty() { vec![0.0] } else { v };
+            let pad32 = |v: &[u32]| if v.is_empty() { vec![0u32] } else { v.to_vec() };
+            let (center, orientation) = match self.bodies.take() {
+                Some(d) if d.n == n => (d.center, d.orientation),
+                _ => (gpu.alloc_uninit::<f64>(3 * n.max(1))?, gpu.alloc_uninit::<f64>(4 * n.max(1))?),
+            };
+            self.bodies = Some(DeviceBodies {
+                center,
+                orientation,
+                radii: s.clone_htod(&pad(radii)).map_err(cuda_err)?,
+                layer: s.clone_htod(&pad32(&b.layer)).map_err(cuda_err)?,
+                mask: s.clone_htod(&pad32(&b.mask)).map_err(cuda_err)?,
+                alive: s.clone_htod(&pad32(&alive)).map_err(cuda_err)?,
+                n,
+                batch: bodies_per_warp(world, self.opts.bodies_per_warp),
+            });
+        }
+        if n > 0 {
+            let d = self.bodies.as_mut().expect("bodies uploaded above");
+            if let Some(mapped) = self.world_poses.hold(gpu, world) {
+                // The tick reads the world's own arrays (page-locked and mapped) across the
+                // bus: no copy to queue (seed B's tick: 6 µs less).
+                self.pose_src = mapped;
+            } else {
+                if resized || held.poses != v.poses {
+                    // Centers are checked on the device (body_cells flags a center that is not
+                    // finite or beyond the grid's range; read_status names the body): a host
+                    // pass over a million bodies took 1.4 ms on 16 cores.
+                    let (center, orientation) = (b.center.as_flattened(), b.orientation.as_flattened());
+                    let host = self.pose_host.at_least(gpu, 7 * n)?;
+                    let buf = &mut host.as_mut_slice().map_err(cuda_err)?[..7 * n];
+                    buf[..3 * n].copy_from_slice(center);
+                    buf[3 * n..].copy_from_slice(orientation);
+                    s.memcpy_htod(&buf[..3 * n], &mut d.center).map_err(cuda_err)?;
+                    s.memcpy_htod(&buf[3 * n..], &mut d.orientation).map_err(cuda_err)?;
+                }
+                self.pose_src = [d.center.device_ptr(s).0, d.orientation.device_ptr(s).0];
+            }
+        }
+        self.held = Some((world.id(), v));
+        Ok(())
+    }
+
+    /// Every contact of the world, sorted by (body, kind, other), as `cpu::collide` gives:
+    /// a view of this collider's pinned buffer, valid until its next tick.
+    pub fn contacts_packed(&mut self, world: &World) -> Result<&[PackedContact]> {
+        let be_arc = self.gpu.clone();
+        let gpu = &*be_arc;
+        let _busy = gpu.lock();
+        let t0 = std::time::Instant::now();
+        self.sync(world)?;
+        if world.bodies().is_empty() {
+            return Ok(&[]);
+        }
+        let t_sync = t0.elapsed();
+        let count = loop {
+            match self.launch_tick(world)? {
+                Some(c) => break c,
+                None => continue, // a buffer grew: run the tick again
+            }
+        };
+        let t_kernels = t0.elapsed();
+        if count == 0 {
+            return Ok(&[]);
+        }
+        self.expect = count;
+        if count > self.fetched {
+            // More than the guess that came down with the status: all of them, again.
+            let s = gpu.stream();
+            let host = self.contacts_host.at_least(gpu, count)?;
+            s.memcpy_dtoh(&self.tick.out.get().slice(0..count), &mut *host).map_err(cuda_err)?;
+            // Event tracking is off (see Gpu::new), so pinned reads wait on the stream.
+            s.synchronize().map_err(cuda_err)?;
+        }
+        if self.opts.profile {
+            eprintln!(
+                "profile cuda collider: upload {:?}, kernels {:?}, download {:?} ({count} contacts)",
+                t_sync,
+                t_kernels - t_sync,
+                t0.elapsed() - t_kernels
+            );
+        }
+        let host = self.contacts_host.buf.as_ref().expect("allocated above");
+        Ok(&host.as_slice().map_err(cuda_err)?[..count])
+    }
+
+    /// Sizes every tick buffer for the current capacities (nothing is allocated while a
+    /// tick is captured into a graph).
+    fn prepare_tick(&mut self, n: usize) -> Result<()> {
+        let gpu = &*self.gpu;
+        let t = &mut self.tick;
+        t.bbox.at_least(gpu, 6 * n)?;
+        t.shape.at_least(gpu, 18 * n)?;
+        t.cells.at_least(gpu, 6 * n)?;
+        t.count.at_least(gpu, n)?;
+        t.entries.at_least(gpu, 4 * t.entry_cap)?;
+        let batch = self.bodies.as_ref().map_or(1, |d| d.batch);
+        t.zeroed.at_least(gpu, ZeroedLayout::new(n, batch, t.entry_cap).len())?;
+        t.spill.at_least(gpu, t.contact_cap)?;
+        t.out.at_least(gpu, t.contact_cap)?;
+        let contact_cap = t.contact_cap;
+        self.status_host.at_least(gpu, 4)?;
+        if self.opts.zero_copy {
+            self.contacts_host.at_least(gpu, contact_cap)?;
+        }
+        Ok(())
+    }
+
+    /// One tick on the device: runs it (through a CUDA graph when one fits), then reads the
+    /// status. `None` when the grid entries or the contacts overflowed their buffers (which
+    /// have grown, so the caller runs it again), else the contact count.
+    fn launch_tick(&mut self, world: &World) -> Result<Option<usize>> {
+        let n = world.bodies().len();
+        self.prepare_tick(n)?;
+        let t = &self.tick;
+        let v = world.versions();
+        let key = GraphKey {
+            world: world.id(),
+            n,
+            caps: [t.entry_cap, t.contact_cap],
+            mesh: v.mesh,
+            shapes: v.shapes,
+            cell_size: world.cell_size().to_bits(),
+            mesh_layer: world.mesh_layer(),
+            poses: self.pose_src,
+        };
+        let be_arc = self.gpu.clone();
+        let s = be_arc.stream();
+        if self.graph.as_ref().is_some_and(|(k, _)| *k == key) {
+            self.graph.as_ref().expect("checked").1.launch().map_err(cuda_err)?;
+        } else if self.opts.cuda_graphs && self.last_key == Some(key) {
+            // The second tick with the same sizes: capture it, and replay it from now on.
+            self.graph = None;
+            let mode = cudarc::driver::sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+            let captured = s.begin_capture(mode).map_err(cuda_err).and_then(|()| {
+                let queued = self.enqueue_tick(world);
+                let graph = s.end_capture(cudarc::driver::sys::CUgraphInstantiate_flags(0)).map_err(cuda_err);
+                queued.and(graph)
+            });
+            match captured {
+                Ok(Some(g)) => {
+                    g.launch().map_err(cuda_err)?;
+                    self.graph = Some((key, g));
+                }
+                _ => {
+                    // No graph (capture refused here): launch directly from now on.
+                    self.opts.cuda_graphs = false;
+                    self.enqueue_tick(world)?;
+                }
+            }
+        } else {
+            self.graph = None;
+            self.enqueue_tick(world)?;
+        }
+        self.last_key = Some(key);
+        self.read_status(world)
+    }
+
+    /// Queues a tick (no allocation, no synchronisation: it may be captured): a memset and
+    /// two kernels (collide.cu).
+    fn enqueue_tick(&mut self, world: &World) -> Result<()> {
+        let gpu = &*self.gpu;
+        let s = gpu.stream();
+        let n = world.bodies().len();
+        let (n32, cell_size) = (n as u32, world.cell_size());
+        let mesh = self.mesh.as_ref().expect("synced").view(gpu);
+        let d = self.bodies.as_ref().expect("synced");
+        let zero_copy = self.opts.zero_copy;
+        let t = &mut self.tick;
+        let (e32, c32) = (t.entry_cap as u32, t.contact_cap as u32);
+        let batch = d.batch as u32;
+        let layout = ZeroedLayout::new(n, d.batch, t.entry_cap);
+        let bmask = (layout.buckets - 1) as u64;
+        let mesh_layer = world.mesh_layer();
+        s.memset_zeros(&mut t.zeroed.buf.as_mut().expect("prepared").slice_mut(0..layout.len())).map_err(cuda_err)?;
+        let zeroed = t.zeroed.ptr(gpu);
+        let word = |k: usize| zeroed + 4 * k as u64;
+        let (status, lookback, heads) =
+            (word(ZeroedLayout::STATUS), word(ZeroedLayout::LOOKBACK), word(layout.heads()));
+        {
+            let f = gpu.func("body_cells")?;
+            let mut l = s.launch_builder(&f);
+            let (bbox, cells) = (t.bbox.buf.as_mut().unwrap(), t.cells.buf.as_mut().unwrap());
+            let [center_in, orientation_in] = self.pose_src;
+            l.arg(&center_in).arg(&orientation_in).arg(&d.center).arg(&d.radii).arg(&d.alive).arg(&n32);
+            l.arg(&cell_size);
+            l.arg(bbox).arg(cells).arg(t.count.buf.as_mut().unwrap()).arg(t.shape.buf.as_mut().unwrap());
+            l.arg(&heads).arg(t.entries.buf.as_mut().unwrap()).arg(&e32).arg(&bmask).arg(&status);
+            unsafe { l.launch(threads(CELL_GROUP * n, CELLS_BLOCK)) }.map_err(cuda_err)?;
+        }
+        let view = BodyView {
+            center: d.center.device_ptr(s).0,
+            radii: d.radii.device_ptr(s).0,
+            shape: t.shape.ptr(gpu),
+            layer: d.layer.device_ptr(s).0,
+            mask: d.mask.device_ptr(s).0,
+            bbox: t.bbox.ptr(gpu),
+            cells: t.cells.ptr(gpu),
+            count: t.count.ptr(gpu),
+            grid: BodyGridView { head: heads, entries: t.entries.ptr(gpu), mask: bmask },
+        };
+        {
+            let f = gpu.func("body_contacts")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(&n32).arg(&batch).arg(&e32).arg(&c32);
+            l.arg(&status).arg(&lookback);
+            l.arg(t.spill.buf.as_mut().unwrap());
+            let (out, status_host) = if zero_copy {
+                (host_device_ptr(&self.contacts_host)?, host_device_ptr(&self.status_host)?)
+            } else {
+                (t.out.ptr(gpu), 0)
+            };
+            l.arg(&out).arg(&status_host);
+            let cfg = cudarc::driver::LaunchConfig {
+                grid_dim: (layout.tiles as u32, 1, 1),
+                block_dim: (32 * CONTACT_WARPS as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            unsafe { l.launch(cfg) }.map_err(cuda_err)?;
+        }
+        Ok(())
+    }
+
+    /// Reads the tick's status: the contact count, or `None` after growing a buffer.
+    fn read_status(&mut self, world: &World) -> Result<Option<usize>> {
+        let zero_copy = self.opts.zero_copy;
+        let gpu = &*self.gpu;
+        let s = gpu.stream();
+        let t = &mut self.tick;
+        if !zero_copy {
+            let host = self.status_host.at_least(gpu, 4)?;
+            let status = ZeroedLayout::STATUS..ZeroedLayout::STATUS + 4;
+            s.memcpy_dtoh(&t.zeroed.get().slice(status), &mut *host).map_err(cuda_err)?;
+        }
+        // Unless the tick wrote them to the host itself, the contacts, as many as the last tick
+        // had and a margin, come down with the status: one wait on the device instead of two.
+        self.fetched =
+            if zero_copy { t.contact_cap } else { (self.expect + self.expect / 32 + 256).min(t.contact_cap) };
+        if self.fetched > 0 && !zero_copy {
+            let contacts = self.contacts_host.at_least(gpu, self.fetched)?;
+            s.memcpy_dtoh(&t.out.get().slice(0..self.fetched), &mut *contacts).map_err(cuda_err)?;
+        }
+        s.synchronize().map_err(cuda_err)?;
+        let host = self.status_host.buf.as_ref().expect("allocated above");
+        let st = host.as_slice().map_err(cuda_err)?;
+        let (contacts, entries, bad) = (st[0] as usize, st[1] as usize, st[2]);
+        if bad != 0 {
+            let c = world.bodies().center[bad as usize - 1];
+            crate::collide::world::check_center(bad as usize - 1, c)?;
+            return Err(Error::InvalidArgument(format!(
+                "body {} at {c:?} is beyond ±{} cells of {}, or spans too many: use larger cells",
+                bad - 1,
+                crate::collide::hash_grid::CELL_LIMIT - 1,
+                world.cell_size()
+            )));
+        }
+        if entries > t.entry_cap || contacts > t.contact_cap {
+            t.entry_cap = t.entry_cap.max(entries + entries / 4);
+            t.contact_cap = t.contact_cap.max(contacts + contacts / 4);
+            return Ok(None);
+        }
+        Ok(Some(contacts))
+    }
+
+    /// Each sweep's first hit on the static mesh, as `cpu::collide::sweeps` gives.
+    pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
+        sweeps.par_iter().with_min_len(4096).try_for_each(Sweep::check)?;
+        if world.mesh().is_none() || sweeps.is_empty() {
+            return Ok(vec![None; sweeps.len()]);
+        }
+        let be_arc = self.gpu.clone();
+        let gpu = &*be_arc;
+        let _busy = gpu.lock();
+        self.sync(world)?;
+        let s = gpu.stream();
+        let n = sweeps.len();
+        let t0 = std::time::Instant::now();
+        // Inputs through pinned memory: 13 values per sweep.
+        let host = self.sweep_in_host.at_least(gpu, 13 * n)?;
+        host.as_mut_slice().map_err(cuda_err)?[..13 * n]
+            .par_chunks_mut(13)
+            .zip(sweeps.par_iter())
+            .with_min_len(4096)
+            .for_each(|(d, w)| {
+                d[..3].copy_from_slice(&w.radii);
+                d[3..7].copy_from_slice(&w.orientation);
+                d[7..10].copy_from_slice(&w.from);
+                d[10..].copy_from_slice(&w.to);
+            });
+        let input = self.sweep_in.at_least(gpu, 13 * n)?;
+        s.memcpy_htod(&host.as_slice().map_err(cuda_err)?[..13 * n], input).map_err(cuda_err)?;
+        let t_up = t0.elapsed();
+        self.sweep_tri.at_least(gpu, n)?;
+        self.sweep_out.at_least(gpu, 7 * n)?;
+        let error = self.tick.sweep_error.at_least(gpu, 4)?;
+        s.memset_zeros(error).map_err(cuda_err)?;
+        let mesh = self.mesh.as_ref().expect("synced").view(gpu);
+        let (n32, cell_size) = (n as u32, world.cell_size());
+        {
+            let f = gpu.func("sweep_queries")?;
+            let mut l = s.launch_builder(&f);
+            l.arg(self.sweep_in.get()).arg(&n32).arg(&cell_size).arg(&mesh);
+            l.arg(self.sweep_tri.buf.as_mut().unwrap()).arg(self.sweep_out.buf.as_mut().unwrap());
+            l.arg(self.tick.sweep_error.buf.as_mut().unwrap());
+            unsafe { l.launch(threads(n, 128)) }.map_err(cuda_err)?;
+        }
+        let status = self.status_host.at_least(gpu, 4)?;
+        s.memcpy_dtoh(&self.tick.sweep_error.get().slice(0..4), &mut *status).map_err(cuda_err)?;
+        s.synchronize().map_err(cuda_err)?;
+        let bad = status.as_slice().map_err(cuda_err)?[0];
+        let t_kernel = t0.elapsed();
+        if bad != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "sweep {} leaves the grid's range (±{} cells): use larger cells",
+                bad - 1,
+                crate::collide::hash_grid::CELL_LIMIT - 1
+            )));
+        }
+        let tri = self.sweep_tri_host.at_least(gpu, n)?;
+        s.memcpy_dtoh(&self.sweep_tri.get().slice(0..n), &mut *tri).map_err(cuda_err)?;
+        let out = self.sweep_out_host.at_least(gpu, 7 * n)?;
+        s.memcpy_dtoh(&self.sweep_out.get().slice(0..7 * n), &mut *out).map_err(cuda_err)?;
+        s.synchronize().map_err(cuda_err)?;
+        let t_down = t0.elapsed();
+        let tri = &self.sweep_tri_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..n];
+        let out = &self.sweep_out_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..7 * n];
+        let results = tri
+            .par_iter()
+            .zip(out.par_chunks_exact(7))
+            .with_min_len(4096)
+            .map(|(&t, v)| {
+                (t != crate::geometry::points::NO_ID).then(|| SweepResult {
+                    toi: v[0],
+                    triangle: t,
+                    point: [v[1], v[2], v[3]],
+                    normal: [v[4], v[5], v[6]],
+                })
+            })
+            .collect();
+        if self.opts.profile {
+            eprintln!(
+                "profile cuda sweeps: upload {t_up:?}, kernel {:?}, download {:?}, unpack {:?} ({n} sweeps)",
+                t_kernel - t_up,
+                t_down - t_kernel,
+                t0.elapsed() - t_down
+            );
+        }
+        Ok(results)
+    }
+}
+
+#[cfg(feature = "test-hooks")]
+/// The narrow phase alone on the device, for the equality tests: `pairs` of
+/// (radii a, orientation a, radii b, orientation b, r) and `tris` of (radii, orientation,
+/// corners as offsets from the center); one result per input, pairs first.
+pub(crate) fn narrow_check(
+    gpu: &Gpu,
+    pairs: &[[f64; 17]],
+    tris: &[[f64; 16]],
+) -> Result<Vec<Option<crate::collide::contact_ellipsoid_triangle::ContactGeometry>>> {
+    let s = gpu.stream();
+    let (np, nt) = (pairs.len(), tris.len());
+    let p = s.clone_htod(&pairs.iter().flatten().copied().chain([0.0]).collect::<Vec<f64>>()).map_err(cuda_err)?;
+    let t = s.clone_htod(&tris.iter().flatten().copied().chain([0.0]).collect::<Vec<f64>>()).map_err(cuda_err)?;
+    let mut out = gpu.alloc::<f64>(8 * (np + nt))?;
+    let (np32, nt32) = (np as u32, nt as u32);
+    let f = gpu.func("narrow_check")?;
+    let mut l = s.launch_builder(&f);
+    l.arg(&p).arg(&np32).arg(&t).arg(&nt32).arg(&mut out);
+    unsafe { l.launch(threads(np + nt, 128)) }.map_err(cuda_err)?;
+    let out = s.clone_dtoh(&out).map_err(cuda_err)?;
+    Ok(out
+        .chunks_exact(8)
+        .take(np + nt)
+        .map(|o| {
+            (o[0] != 0.0).then(|| crate::collide::contact_ellipsoid_triangle::ContactGeometry {
+                normal: [o[1], o[2], o[3]],
+                depth: o[4],
+                point: [o[5], o[6], o[7]],
+            })
+        })
+        .collect())
+}

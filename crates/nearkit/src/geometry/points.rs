@@ -1,0 +1,108 @@
+//! Point sets as structure of arrays: `x[i], y[i], z[i]` is point `i`.
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result, Role};
+use crate::geometry::real::Real;
+
+/// A set of 3-D points stored as three coordinate columns.
+///
+/// Point ids everywhere in nearkit are 0-based row numbers into these columns.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Points<T> {
+    pub x: Vec<T>,
+    pub y: Vec<T>,
+    pub z: Vec<T>,
+}
+
+/// Id stored where there is no point ("no neighbour found").
+pub const NO_ID: u32 = u32::MAX;
+
+/// Largest supported set: ids are `u32` and `u32::MAX` means "none".
+pub const MAX_POINTS: usize = (u32::MAX - 1) as usize;
+
+impl<T: Real> Points<T> {
+    pub fn new(x: Vec<T>, y: Vec<T>, z: Vec<T>) -> Result<Self> {
+        if x.len() != y.len() || x.len() != z.len() {
+            return Err(Error::RaggedColumns { x: x.len(), y: y.len(), z: z.len() });
+        }
+        Ok(Self { x, y, z })
+    }
+
+    pub fn with_capacity(n: usize) -> Self {
+        Self { x: Vec::with_capacity(n), y: Vec::with_capacity(n), z: Vec::with_capacity(n) }
+    }
+
+    pub fn from_rows(rows: &[[T; 3]]) -> Self {
+        let mut p = Self::with_capacity(rows.len());
+        for r in rows {
+            p.push(r[0], r[1], r[2]);
+        }
+        p
+    }
+
+    #[inline]
+    pub fn push(&mut self, x: T, y: T, z: T) {
+        self.x.push(x);
+        self.y.push(y);
+        self.z.push(z);
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.x.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.x.is_empty()
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> [T; 3] {
+        [self.x[i], self.y[i], self.z[i]]
+    }
+
+    /// Converts to another precision (f32 <-> f64).
+    pub fn cast<U: Real>(&self) -> Points<U> {
+        let c = |v: &Vec<T>| v.iter().map(|&t| U::from_f64(t.to_f64())).collect();
+        Points { x: c(&self.x), y: c(&self.y), z: c(&self.z) }
+    }
+
+    /// Checks the set is non-empty, not too large, and every coordinate is finite.
+    pub fn validate(&self, role: Role) -> Result<()> {
+        if self.x.len() != self.y.len() || self.x.len() != self.z.len() {
+            return Err(Error::RaggedColumns { x: self.x.len(), y: self.y.len(), z: self.z.len() });
+        }
+        if self.is_empty() {
+            return Err(Error::EmptySet { role });
+        }
+        if self.len() > MAX_POINTS {
+            return Err(Error::TooLarge { role, len: self.len(), max: MAX_POINTS });
+        }
+        for (axis, col) in [('x', &self.x), ('y', &self.y), ('z', &self.z)] {
+            // A parallel, branch-free scan first (this runs on every query); the exact row
+            // is looked for only when something is wrong.
+            if col.par_chunks(1 << 16).all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite())) {
+                continue;
+            }
+            if let Some(index) = col.iter().position(|v| !v.is_finite()) {
+                return Err(Error::NonFinite { role, index, axis, value: col[index].to_f64() });
+            }
+        }
+        Ok(())
+    }
+
+    /// Axis-aligned bounds `(lo, hi)`; empty sets give `(+inf, -inf)`.
+    pub fn bounds(&self) -> ([T; 3], [T; 3]) {
+        let mut lo = [T::INFINITY; 3];
+        let mut hi = [-T::INFINITY; 3];
+        for (d, col) in [&self.x, &self.y, &self.z].into_iter().enumerate() {
+            for &v in col.iter() {
+                lo[d] = lo[d].min(v);
+                hi[d] = hi[d].max(v);
+            }
+        }
+        (lo, hi)
+    }
+}

@@ -1,0 +1,222 @@
+//! Exact k-nearest neighbours on the device: through the candidate grid (candidate_grid.cu),
+//! queries in grid-cell order, or by the tree search of knn.cu, queries in Morton order.
+
+use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
+
+use super::grid_cuda::{CellQueries, DeviceGrid};
+use super::{Knn, KnnOptions};
+use crate::device::Engine;
+use crate::error::{Error, Result};
+use crate::geometry::points::Points;
+use crate::geometry::real::Real;
+use crate::runtime::cuda::memory::{DevicePoints, PointSource};
+use crate::runtime::cuda::{cuda_err, threads, Gpu};
+use crate::tree::cuda::{for_each_chunk_ordered, for_each_chunk_sorted_by, DeviceTree, SortedChunk};
+
+/// A kNN result in GPU memory: `len` queries × `k` ids and distances, row-major, for
+/// [`PointIndex::knn_device`](crate::PointIndex::knn_device).
+pub struct DeviceKnn<T> {
+    len: usize,
+    k: usize,
+    ids: CudaSlice<u32>,
+    distances: CudaSlice<T>,
+}
+
+impl<T: Real> DeviceKnn<T> {
+    /// Room for `len` queries' `k` nearest on the engine's GPU.
+    pub fn new(engine: &Engine, len: usize, k: usize) -> Result<Self> {
+        let gpu = engine.need_gpu("a kNN result in GPU memory")?;
+        let n =
+            len.checked_mul(k).ok_or_else(|| Error::InvalidArgument(format!("{len} queries × k = {k} overflows")))?;
+        Ok(Self { len, k, ids: gpu.alloc_uninit(n)?, distances: gpu.alloc_uninit(n)? })
+    }
+
+    /// Queries it has room for.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Neighbours per query it has room for.
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    /// Copies the result of a query of `len` queries whose effective k was `k` (what
+    /// `knn_device` returned) to the host.
+    pub fn to_host(&self, engine: &Engine, len: usize, k: usize) -> Result<Knn<T>> {
+        self.check(len, k)?;
+        let s = engine.need_gpu("")?.stream();
+        let n = len * k;
+        Ok(Knn {
+            k,
+            ids: s.clone_dtoh(&self.ids.slice(0..n)).map_err(cuda_err)?,
+            distances: s.clone_dtoh(&self.distances.slice(0..n)).map_err(cuda_err)?,
+        })
+    }
+
+    /// An error unless it has room for `len` queries' `k` nearest.
+    pub(crate) fn check(&self, len: usize, k: usize) -> Result<()> {
+        if len > self.len || k > self.k {
+            return Err(Error::InvalidArgument(format!(
+                "the result buffer holds {} queries × {} neighbours; this query needs {len} × {k}",
+                self.len, self.k
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn parts_mut(&mut self) -> (&mut CudaSlice<u32>, &mut CudaSlice<T>) {
+        (&mut self.ids, &mut self.distances)
+    }
+}
+
+/// Output entries (queries × k) per chunk: bounds the device buffers for large k.
+const MAX_CHUNK_ENTRIES: usize = 1 << 26;
+
+/// Each query's `k` nearest points of `tree` within squared radius `r2`, the queries in
+/// chunks of `chunk` (fewer for large k).
+pub(crate) fn knn<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    queries: &Points<T>,
+    opts: &KnnOptions<T>,
+    k: usize,
+    r2: T,
+    chunk: usize,
+) -> Result<Knn<T>> {
+    let n = queries.len();
+    let grid = DeviceGrid::build(gpu, tree, n, k + usize::from(opts.exclude_self), r2, &opts.grid)?;
+    let mut out = Knn { k, ids: Vec::with_capacity(n * k), distances: Vec::with_capacity(n * k) };
+    let chunk = chunk.min((MAX_CHUNK_ENTRIES / k).max(1));
+    for_each_sorted_chunk(gpu, &PointSource::Host(queries), tree, grid.as_ref(), chunk, |offset, c| {
+        let len = c.len();
+        let mut ids = gpu.alloc_uninit::<u32>(len * k)?;
+        let mut dist = gpu.alloc_uninit::<T>(len * k)?;
+        knn_chunk(
+            gpu,
+            tree,
+            grid.as_ref(),
+            offset,
+            c,
+            k,
+            r2,
+            opts.exclude_self,
+            &mut ids.as_view_mut(),
+            &mut dist.as_view_mut(),
+        )?;
+        out.ids.extend_from_slice(&gpu.stream().clone_dtoh(&ids.slice(0..len * k)).map_err(cuda_err)?);
+        out.distances.extend_from_slice(&gpu.stream().clone_dtoh(&dist.slice(0..len * k)).map_err(cuda_err)?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// kNN with everything on the device: the queries already uploaded, the results left there
+/// (`ids`, `distances`: queries × k, row-major, at least that long).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn knn_resident<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    queries: &DevicePoints<T>,
+    opts: &KnnOptions<T>,
+    k: usize,
+    r2: T,
+    chunk: usize,
+    ids: &mut CudaSlice<u32>,
+    distances: &mut CudaSlice<T>,
+) -> Result<()> {
+    let grid = DeviceGrid::build(gpu, tree, queries.len, k + usize::from(opts.exclude_self), r2, &opts.grid)?;
+    for_each_sorted_chunk(gpu, &PointSource::Device(queries), tree, grid.as_ref(), chunk, |offset, c| {
+        let (s, e) = (offset * k, (offset + c.len()) * k);
+        let (ids, dist) = (&mut ids.slice_mut(s..e), &mut distances.slice_mut(s..e));
+        knn_chunk(gpu, tree, grid.as_ref(), offset, c, k, r2, opts.exclude_self, ids, dist)
+    })
+}
+
+/// A chunk of queries in a coherent order.
+enum Ordered<'a, T> {
+    /// By grid cell, as records: the candidate-grid scan.
+    Cells(CellQueries<T>),
+    /// By Morton code: the tree search.
+    Morton(&'a SortedChunk<T>),
+}
+
+impl<T> Ordered<'_, T> {
+    fn len(&self) -> usize {
+        match self {
+            Ordered::Cells(c) => c.len,
+            Ordered::Morton(c) => c.points.len,
+        }
+    }
+}
+
+/// The chunks of the queries, each with its offset, in a coherent order: by grid cell (a
+/// counting sort) when there is a grid, else by the top 32 bits of their Morton codes.
+fn for_each_sorted_chunk<T: Real>(
+    gpu: &Gpu,
+    queries: &PointSource<'_, T>,
+    tree: &DeviceTree<T>,
+    grid: Option<&DeviceGrid<T>>,
+    chunk: usize,
+    mut f: impl FnMut(usize, &Ordered<'_, T>) -> Result<()>,
+) -> Result<()> {
+    match grid {
+        Some(g) => for_each_chunk_ordered(
+            gpu,
+            queries,
+            chunk,
+            |x, y, z, len| g.sort_queries(gpu, x, y, z, len),
+            |offset, _, c| f(offset, &Ordered::Cells(c)),
+        ),
+        None => for_each_chunk_sorted_by(gpu, queries, tree, chunk, 32, |c| f(c.offset, &Ordered::Morton(c))),
+    }
+}
+
+/// One sorted chunk of queries into its rows of the output: through the candidate
+/// grid when there is one, else one tree search per query.
+#[allow(clippy::too_many_arguments)]
+fn knn_chunk<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    grid_lists: Option<&DeviceGrid<T>>,
+    offset: usize,
+    c: &Ordered<'_, T>,
+    k: usize,
+    r2: T,
+    exclude_self: bool,
+    ids: &mut CudaViewMut<'_, u32>,
+    dist: &mut CudaViewMut<'_, T>,
+) -> Result<()> {
+    let args = tree.args(gpu);
+    let (len32, off32, k32, exclude) = (c.len() as u32, offset as u32, k as u32, u32::from(exclude_self));
+    match (c, grid_lists) {
+        (Ordered::Cells(q), Some(g)) => {
+            let name = match k {
+                0..=8 => "knn_grid_rows8",
+                9..=16 => "knn_grid_rows16",
+                _ => "knn_grid_rows32",
+            };
+            let f = gpu.func_t::<T>(name)?;
+            let fargs = g.frame_args();
+            let cand = g.cand.as_ref().expect("3-D grids carry their records");
+            let mut l = gpu.stream().launch_builder(&f);
+            l.arg(&q.records).arg(&len32).arg(&off32).arg(&args).arg(&fargs);
+            l.arg(&g.start).arg(&g.floor).arg(cand).arg(&k32).arg(&r2).arg(&exclude).arg(ids).arg(dist);
+            unsafe { l.launch(threads(q.len, 128)) }.map_err(cuda_err)?;
+        }
+        (Ordered::Morton(c), _) => {
+            let p = &c.points;
+            let f = gpu.func_t::<T>("knn_rows")?;
+            let mut l = gpu.stream().launch_builder(&f);
+            l.arg(&p.x).arg(&p.y).arg(&p.z).arg(&c.ids).arg(&len32).arg(&off32).arg(&args).arg(&k32).arg(&r2);
+            l.arg(&exclude).arg(ids).arg(dist);
+            unsafe { l.launch(threads(p.len, 128)) }.map_err(cuda_err)?;
+        }
+        (Ordered::Cells(_), None) => unreachable!("cell order comes only with a grid"),
+    }
+    Ok(())
+}

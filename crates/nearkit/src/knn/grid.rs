@@ -1,0 +1,782 @@
+//! `CandidateGrid`: exact kNN for many queries through per-cell candidate lists.
+//!
+//! A uniform grid covers the data's bounding box. Each cell keeps every data point that can
+//! be among the k nearest of *any* point of the cell. Why that list is complete: for q in the
+//! cell (|q - c| <= h, the half diagonal) and p one of q's k nearest, |p - q| <= d_k(q) <=
+//! d_k(c) + h, so |p - c| <= d_k(c) + 2h, where d_k(c) is (an upper bound of) the centre's
+//! k-th nearest distance. The list is split into `BUCKETS` bands of distance to the centre; a
+//! query scans its cell's bands nearest first and skips a band once the band's smallest
+//! |p - c| minus |q - c| (a lower bound of |p - q|) exceeds its current k-th distance, so a
+//! query far from the data does not scan the whole shell its cell needs.
+//!
+//! Lists are built coarse to fine (`levels`): a cell's list is a subset of its parent cell's,
+//! so each cell filters its parent's list instead of searching the tree, which on the GPU is a
+//! warp reading one list. The bound on d_k(c) is `lane_bound`, computed the way the warp does.
+//!
+//! The answer is the same (d², id) order the tree search gives, so it is exact whichever of
+//! the two a query takes; queries outside the grid take the tree. Rounding: every bound here
+//! carries a relative margin (`MARGIN`) far above the few ulps by which a computed distance
+//! can differ from the true one, and a skip needs a squared bound above `tiny` so that no
+//! subnormal arithmetic is trusted.
+//!
+//! The same grid serves data of more dimensions whose queries lie on a 3-D subspace, such as
+//! seed C's 6-D triangle boxes searched from points (`GridData`, `Aabb6Data`): the grid is
+//! over the 3-D query space, distances are taken in the data's space, and the half diagonal is
+//! stretched by the embedding's Lipschitz factor (√2 for (x, y, z, x, y, z)).
+//!
+//! Layout (structure of arrays, identical on the GPU, entry order included): bucket `b` of
+//! cell `c` (x fastest) owns `entry[start[c * BUCKETS + b]..start[c * BUCKETS + b + 1]]`,
+//! sorted positions in the data's `MortonTree`, in their parent list's order; `floor` holds
+//! each bucket's smallest distance to the centre, rounded down.
+
+use rayon::prelude::*;
+
+use crate::geometry::real::{dist2, Real};
+use crate::geometry::vectors::{dist2_nd, Aabb6, MAX_DIM as VEC_DIM};
+use crate::knn::vectors::tree::VectorTree;
+use crate::tree::MortonTree;
+
+/// The data a grid lists, and the space its 3-D queries are embedded in.
+pub trait GridData<T: Real>: Sync {
+    /// Data points (positions `0..len` in the data's sorted order).
+    fn len(&self) -> usize;
+    /// The query-space point `p` in the data's space.
+    fn embed(&self, p: [T; 3]) -> [T; VEC_DIM];
+    /// Squared distance between two embedded points.
+    fn d2_embedded(&self, a: &[T; VEC_DIM], b: &[T; VEC_DIM]) -> T;
+    /// Squared distance from an embedded point to the data point at sorted position `i`.
+    fn d2(&self, a: &[T; VEC_DIM], i: usize) -> T;
+    /// `d2` of each listed position into `out` (cleared first).
+    #[inline]
+    fn d2_list(&self, a: &[T; VEC_DIM], list: &[u32], out: &mut Vec<T>) {
+        out.clear();
+        out.extend(list.iter().map(|&i| self.d2(a, i as usize)));
+    }
+    /// The id of the data point at sorted position `i`.
+    fn id(&self, i: usize) -> u32;
+    /// A bound on |embed(a) - embed(b)| / |a - b|.
+    fn stretch(&self) -> f64;
+}
+
+impl<T: Real> GridData<T> for MortonTree<T> {
+    fn len(&self) -> usize {
+        MortonTree::len(self)
+    }
+    #[inline(always)]
+    fn embed(&self, p: [T; 3]) -> [T; VEC_DIM] {
+        let mut e = [T::ZERO; VEC_DIM];
+        e[..3].copy_from_slice(&p);
+        e
+    }
+    #[inline(always)]
+    fn d2_embedded(&self, a: &[T; VEC_DIM], b: &[T; VEC_DIM]) -> T {
+        dist2(a[0], a[1], a[2], b[0], b[1], b[2])
+    }
+    #[inline(always)]
+    fn d2(&self, a: &[T; VEC_DIM], i: usize) -> T {
+        dist2(a[0], a[1], a[2], self.x[i], self.y[i], self.z[i])
+    }
+    #[inline]
+    fn d2_list(&self, a: &[T; VEC_DIM], list: &[u32], out: &mut Vec<T>) {
+        // Local slices: the stores into `out` cannot then make the compiler reload the
+        // coordinate arrays' addresses for every entry.
+        let (x, y, z) = (&self.x[..], &self.y[..], &self.z[..]);
+        out.clear();
+        out.resize(list.len(), T::ZERO);
+        for (o, &i) in out.iter_mut().zip(list) {
+            let i = i as usize;
+            *o = dist2(a[0], a[1], a[2], x[i], y[i], z[i]);
+        }
+    }
+    #[inline(always)]
+    fn id(&self, i: usize) -> u32 {
+        self.id[i]
+    }
+    fn stretch(&self) -> f64 {
+        1.0
+    }
+}
+
+/// |E(a) - E(b)| / |a - b| of a triangle-box query embedding E (a hair over √2 for min-max).
+pub fn aabb6_stretch(e: Aabb6) -> f64 {
+    match e {
+        Aabb6::MinMax => 2f64.sqrt() * (1.0 + 1e-6),
+        Aabb6::MinExtent => 1.0,
+    }
+}
+
+/// 6-D data (any vectors; seed C's triangle boxes in practice) searched from 3-D points
+/// embedded as `Aabb6` says: (x, y, z, x, y, z) or (x, y, z, 0, 0, 0).
+pub struct Aabb6Data<'a, T> {
+    pub tree: &'a VectorTree<T>,
+    pub embedding: Aabb6,
+}
+
+impl<T: Real> GridData<T> for Aabb6Data<'_, T> {
+    fn len(&self) -> usize {
+        self.tree.len()
+    }
+    #[inline(always)]
+    fn embed(&self, p: [T; 3]) -> [T; VEC_DIM] {
+        let mut e = [T::ZERO; VEC_DIM];
+        e[..3].copy_from_slice(&p);
+        if self.embedding == Aabb6::MinMax {
+            e[3..6].copy_from_slice(&p);
+        }
+        e
+    }
+    #[inline(always)]
+    fn d2_embedded(&self, a: &[T; VEC_DIM], b: &[T; VEC_DIM]) -> T {
+        dist2_nd(6, a, b)
+    }
+    #[inline(always)]
+    fn d2(&self, a: &[T; VEC_DIM], i: usize) -> T {
+        let c = &self.tree.cols;
+        let v = [c[0][i], c[1][i], c[2][i], c[3][i], c[4][i], c[5][i], T::ZERO, T::ZERO];
+        dist2_nd(6, a, &v)
+    }
+    #[inline(always)]
+    fn id(&self, i: usize) -> u32 {
+        self.tree.ids[i]
+    }
+    fn stretch(&self) -> f64 {
+        aabb6_stretch(self.embedding)
+    }
+}
+
+/// Largest k the grid serves; beyond it lists grow long and the tree search is used.
+pub const GRID_MAX_K: usize = 32;
+
+/// Relative margin on every bound. Computed distances are within a few ulps of the truth
+/// (2^-24 ≈ 6e-8 in f32), so 1e-5 is ample and costs nothing measurable.
+pub const MARGIN: f64 = 1e-5;
+
+/// Longest grid side in cells.
+const MAX_DIM: u32 = 1024;
+
+/// Smallest squared bound trusted to stop a scan (far above subnormals).
+pub fn tiny<T: Real>() -> T {
+    T::from_f64(if T::NAME == "f32" { 1e-30 } else { 1e-290 })
+}
+
+/// Cell geometry. `half_diag` is inflated a little so that a query whose computed cell index
+/// rounded across a boundary still counts as inside; `locate` checks it per query.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GridFrame<T> {
+    pub origin: [T; 3],
+    pub cell: T,
+    pub inv_cell: T,
+    pub dims: [u32; 3],
+    /// Half the cell diagonal (inflated), times `stretch`: in the data's space.
+    pub half_diag: T,
+    /// The embedding's stretch (`GridData::stretch`); 1 for 3-D data.
+    pub stretch: f64,
+}
+
+impl<T: Real> GridFrame<T> {
+    /// About `target_cells` cubic cells over the box `lo..hi`; `None` when the box is
+    /// degenerate or its scale is outside what the margins cover (the tree handles those).
+    pub fn plan(lo: [T; 3], hi: [T; 3], target_cells: usize) -> Option<Self> {
+        Self::plan_stretched(lo, hi, target_cells, 1.0)
+    }
+
+    /// `plan` for data whose queries are embedded with the given stretch.
+    pub fn plan_stretched(lo: [T; 3], hi: [T; 3], target_cells: usize, stretch: f64) -> Option<Self> {
+        let ext: [f64; 3] = std::array::from_fn(|d| hi[d].to_f64() - lo[d].to_f64());
+        let emax = ext[0].max(ext[1]).max(ext[2]);
+        let huge = if T::NAME == "f32" { 1e15 } else { 1e150 };
+        if !(emax > 0.0 && emax < huge) || target_cells == 0 {
+            return None;
+        }
+        // Flat data (a plane) still gets cells of sensible size across its thin axis.
+        let vol: f64 = ext.iter().map(|e| e.max(emax / 64.0)).product();
+        let cell = (vol / target_cells as f64).cbrt();
+        let tiny_cell = if T::NAME == "f32" { 1e-12 } else { 1e-140 };
+        let sizeable = cell > tiny_cell * emax.max(1.0);
+        if !sizeable {
+            return None;
+        }
+        let dims: [u32; 3] = std::array::from_fn(|d| ((ext[d] / cell).ceil() as u32).clamp(1, MAX_DIM));
+        let cell = (0..3).map(|d| ext[d] / dims[d] as f64).fold(cell, f64::max);
+        // Centre the grid on the data.
+        let origin = std::array::from_fn(|d| T::from_f64(lo[d].to_f64() - (dims[d] as f64 * cell - ext[d]) / 2.0));
+        let cell_t = T::from_f64(cell);
+        let half_diag = T::from_f64(cell * 0.5 * 3f64.sqrt() * 1.01 * stretch);
+        Some(Self { origin, cell: cell_t, inv_cell: T::from_f64(1.0 / cell), dims, half_diag, stretch })
+    }
+
+    /// The grid both backends use for a batch of `n_queries` over `n_data` points in the box
+    /// `lo..hi`, or `None` where one tree search per query is the better plan (`worth_it`) or
+    /// the box cannot be gridded.
+    pub fn for_queries(
+        lo: [T; 3],
+        hi: [T; 3],
+        n_data: usize,
+        n_queries: usize,
+        k_list: usize,
+        opts: &GridOptions,
+    ) -> Option<Self> {
+        if !worth_it(n_data, n_queries, k_list, opts) {
+            return None;
+        }
+        Self::plan(lo, hi, target_cells(n_data, n_queries, opts))
+    }
+
+    /// The grid for a batch of embedded queries (see `GridData`) spanning `lo..hi` in 3-D.
+    pub fn embedded(
+        lo: [T; 3],
+        hi: [T; 3],
+        n_data: usize,
+        n_queries: usize,
+        k_list: usize,
+        stretch: f64,
+        opts: &GridOptions,
+    ) -> Option<Self> {
+        if !worth_it(n_data, n_queries, k_list, opts) {
+            return None;
+        }
+        Self::plan_stretched(lo, hi, target_cells(n_data, n_queries, opts), stretch)
+    }
+
+    /// The next coarser level: `LEVEL_FACTOR`³ cells of this one per cell, same origin.
+    pub fn parent(&self) -> Self {
+        let cell = self.cell.to_f64() * LEVEL_FACTOR as f64;
+        Self {
+            origin: self.origin,
+            cell: T::from_f64(cell),
+            inv_cell: T::from_f64(1.0 / cell),
+            dims: self.dims.map(|d| d.div_ceil(LEVEL_FACTOR)),
+            half_diag: T::from_f64(cell * 0.5 * 3f64.sqrt() * 1.01 * self.stretch),
+            stretch: self.stretch,
+        }
+    }
+
+    /// The cell of the parent level holding cell `c`.
+    #[inline(always)]
+    pub fn parent_cell(&self, c: usize) -> usize {
+        let (dx, dy) = (self.dims[0] as usize, self.dims[1] as usize);
+        let f = LEVEL_FACTOR as usize;
+        let (px, py) = (dx.div_ceil(f), dy.div_ceil(f));
+        (c % dx) / f + px * (((c / dx) % dy) / f + py * ((c / (dx * dy)) / f))
+    }
+
+    pub fn cells(&self) -> usize {
+        self.dims.iter().map(|&d| d as usize).product()
+    }
+
+    /// Centre of cell `c` (the CUDA build computes it with the same operations).
+    #[inline(always)]
+    pub fn center(&self, c: usize) -> [T; 3] {
+        let (dx, dy) = (self.dims[0] as usize, self.dims[1] as usize);
+        self.center_at([c % dx, (c / dx) % dy, c / (dx * dy)])
+    }
+
+    /// Centre of the cell with integer coordinates `idx`.
+    #[inline(always)]
+    fn center_at(&self, idx: [usize; 3]) -> [T; 3] {
+        std::array::from_fn(|d| self.origin[d] + T::from_f64(idx[d] as f64 + 0.5) * self.cell)
+    }
+
+    /// `locate` with |q - centre| measured in `data`'s space (between embedded points).
+    #[inline(always)]
+    pub fn locate_in<G: GridData<T>>(&self, data: &G, q: [T; 3]) -> Option<(usize, T)> {
+        let idx = self.cell_idx(q)?;
+        let (qe, ce) = (data.embed(q), data.embed(self.center_at(idx)));
+        let e = data.d2_embedded(&qe, &ce).sqrt() * T::from_f64(1.0 + MARGIN);
+        (e <= self.half_diag).then_some((self.cell_at(idx), e))
+    }
+
+    /// The cell of `q` (clamped at the edges), or `None` when `q` is a cell or more outside.
+    #[inline(always)]
+    fn cell_of(&self, q: [T; 3]) -> Option<usize> {
+        self.cell_idx(q).map(|idx| self.cell_at(idx))
+    }
+
+    /// The integer coordinates of `cell_of`.
+    #[inline(always)]
+    fn cell_idx(&self, q: [T; 3]) -> Option<[usize; 3]> {
+        // The cell is floor(t), clamped; floor(t) >= -1 and floor(t) <= n read t >= -1 and
+        // t < n + 1, and on t >= 0 truncation is floor, so no floor call is needed (x86-64's
+        // baseline has no rounding instruction).
+        let mut idx = [0usize; 3];
+        for d in 0..3 {
+            let t = ((q[d] - self.origin[d]) * self.inv_cell).to_f64();
+            let n = self.dims[d] as f64;
+            if !(t >= -1.0 && t < n + 1.0) {
+                return None;
+            }
+            idx[d] = (t.max(0.0) as usize).min(self.dims[d] as usize - 1);
+        }
+        Some(idx)
+    }
+
+    #[inline(always)]
+    fn cell_at(&self, idx: [usize; 3]) -> usize {
+        idx[0] + self.dims[0] as usize * (idx[1] + self.dims[1] as usize * idx[2])
+    }
+
+    /// Squared radius of cell `c`'s list: d_k(c) + 2h, capped by the query radius (r + h),
+    /// with margins. `dk2`: the centre's k-th nearest squared distance (infinite if fewer).
+    #[inline(always)]
+    pub fn list_radius2(&self, dk2: T, r2: T) -> T {
+        let m = T::from_f64(1.0 + MARGIN);
+        let two = T::from_f64(2.0);
+        let mut r = (dk2.sqrt() * m + two * self.half_diag) * m;
+        let cap = (r2.sqrt() + self.half_diag) * m;
+        if cap < r {
+            r = cap;
+        }
+        r * r * m
+    }
+}
+
+/// Buckets per cell: a cell's list is split by distance to the centre, nearest first, and
+/// a query skips a whole bucket when the bucket's smallest distance rules it out.
+pub const BUCKETS: usize = 16;
+
+/// Children per parent cell along each axis between the levels of the build.
+pub const LEVEL_FACTOR: u32 = 4;
+
+/// How the candidate grid is sized. Tuning only: the answer is the same whatever they are.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GridOptions {
+    /// Aim for one cell per this many queries...
+    pub queries_per_cell: usize,
+    /// ...and at most this many cells per data point.
+    pub cells_per_point: f64,
+    /// A level of the build with at most this many cells takes its lists from all points.
+    pub top_cells: usize,
+}
+
+impl Default for GridOptions {
+    fn default() -> Self {
+        Self { queries_per_cell: 64, cells_per_point: 2.0, top_cells: 4096 }
+    }
+}
+
+/// The build's levels, finest (`frame`) first, each `LEVEL_FACTOR` times coarser.
+pub fn levels<T: Real>(frame: GridFrame<T>, opts: &GridOptions) -> Vec<GridFrame<T>> {
+    let mut v = vec![frame];
+    while v.last().unwrap().cells() > opts.top_cells.max(1) {
+        let p = v.last().unwrap().parent();
+        v.push(p);
+    }
+    v
+}
+
+/// Lanes of a warp: the GPU build scans a list 32 entries at a time, one per lane.
+pub const LANES: usize = 32;
+
+/// An upper bound of the `k`-th smallest of `d2s` (k <= 2 * LANES), computed as the GPU's warp
+/// does: entry j goes to lane j % 32, each lane keeps its two smallest, and the bound is the
+/// k-th smallest of those 64 (k distinct entries lie within it). Also the smallest of all.
+pub fn lane_bound<T: Real>(d2s: &[T], k: usize) -> (T, T) {
+    // Branch-free min/max over 32 lanes at a time (the compiler vectorizes it); the same
+    // values as "if v < t0 { t1 = t0; t0 = v } else if v < t1 { t1 = v }".
+    let mut t0 = [T::INFINITY; LANES];
+    let mut t1 = [T::INFINITY; LANES];
+    let mut keep = |chunk: &[T]| {
+        for (l, &v) in chunk.iter().enumerate() {
+            let hi = if v > t0[l] { v } else { t0[l] };
+            t1[l] = if hi < t1[l] { hi } else { t1[l] };
+            t0[l] = if v < t0[l] { v } else { t0[l] };
+        }
+    };
+    let mut chunks = d2s.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        keep(chunk);
+    }
+    keep(chunks.remainder());
+    let mut all: Vec<T> = t0.into_iter().chain(t1).collect();
+    all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (all[k - 1], all[0])
+}
+
+/// A list entry with its point and id, so that the 3-D scan reads one record per candidate
+/// instead of following the entry into the tree's arrays (`GridCand` of candidate_grid.cu).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub struct GridCand<T> {
+    pub p: [T; 3],
+    pub id: u32,
+}
+
+/// Per-cell candidate lists for one (k, radius): see the module comment. Entries are sorted
+/// positions in the data's `MortonTree`, so the lists cost 4 bytes an entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CandidateGrid<T> {
+    pub frame: GridFrame<T>,
+    /// Bucket `b` of cell `c` is `entry[start[c * BUCKETS + b]..start[c * BUCKETS + b + 1]]`.
+    pub start: Vec<u32>,
+    /// Lower bound of the distance from the cell's centre to every point of the bucket
+    /// (infinite when empty).
+    pub floor: Vec<T>,
+    pub entry: Vec<u32>,
+}
+
+/// Cells to aim for: enough that a cell's list is short, no more than the queries can use.
+pub fn target_cells(n_data: usize, n_queries: usize, opts: &GridOptions) -> usize {
+    let per_query = opts.queries_per_cell.max(1);
+    ((n_queries / per_query) as f64).min(n_data as f64 * opts.cells_per_point).min((1 << 22) as f64) as usize
+}
+
+/// Whether the grid pays for itself over one tree search per query.
+pub fn worth_it(n_data: usize, n_queries: usize, k: usize, opts: &GridOptions) -> bool {
+    k <= GRID_MAX_K && n_data >= 64 && target_cells(n_data, n_queries, opts) >= 512
+}
+
+/// Bucket of a point at distance `d` from a centre whose list spans `d_lo..=d_hi`.
+#[inline(always)]
+pub fn bucket_of<T: Real>(d: T, d_lo: T, d_hi: T) -> usize {
+    let t = (d - d_lo) / (d_hi - d_lo) * T::from_f64(BUCKETS as f64);
+    let t = t.to_f64();
+    if t >= 0.0 {
+        (t as usize).min(BUCKETS - 1)
+    } else {
+        0
+    }
+}
+
+impl<T: Real> CandidateGrid<T> {
+    /// The grid for a batch of `n_queries` (built on the CPU), or `None` where one tree search
+    /// per query is the better plan (`worth_it`) or the data's box cannot be gridded.
+    pub fn for_queries(
+        tree: &MortonTree<T>,
+        n_queries: usize,
+        k_list: usize,
+        r2: T,
+        opts: &GridOptions,
+    ) -> Option<Self> {
+        // A tree of one leaf has no internal node, hence no root box: too small for a grid anyway.
+        if !worth_it(tree.len(), n_queries, k_list, opts) || tree.lo[0].is_empty() {
+            return None;
+        }
+        let lo = [tree.lo[0][0], tree.lo[1][0], tree.lo[2][0]];
+        let hi = [tree.hi[0][0], tree.hi[1][0], tree.hi[2][0]];
+        let frame = GridFrame::for_queries(lo, hi, tree.len(), n_queries, k_list, opts)?;
+        Some(Self::build(tree, frame, k_list, r2, opts))
+    }
+
+    /// The grid for a batch of `n_queries` embedded queries whose 3-D coordinates span
+    /// `lo..hi` (built on the CPU), or `None` as in `for_queries`.
+    pub fn for_embedded<G: GridData<T>>(
+        data: &G,
+        lo: [T; 3],
+        hi: [T; 3],
+        n_queries: usize,
+        k_list: usize,
+        r2: T,
+        opts: &GridOptions,
+    ) -> Option<Self> {
+        let frame = GridFrame::embedded(lo, hi, data.len(), n_queries, k_list, data.stretch(), opts)?;
+        Some(Self::build(data, frame, k_list, r2, opts))
+    }
+
+    /// Lists for the `k_list` nearest within squared radius `r2` (`k_list` counts a skipped
+    /// self as one more), on the CPU. Built coarse to fine (see `levels`): each cell filters
+    /// its parent's list, which holds every point the cell can need.
+    pub fn build<G: GridData<T>>(data: &G, frame: GridFrame<T>, k_list: usize, r2: T, opts: &GridOptions) -> Self {
+        let mut grid: Option<Self> = None;
+        for f in levels(frame, opts).into_iter().rev() {
+            grid = Some(Self::build_level(data, f, grid.as_ref(), k_list, r2));
+        }
+        grid.expect("at least one level")
+    }
+
+    fn build_level<G: GridData<T>>(data: &G, frame: GridFrame<T>, parent: Option<&Self>, k_list: usize, r2: T) -> Self {
+        let shrink = T::from_f64(1.0 - MARGIN);
+        let all: Vec<u32> = if parent.is_none() { (0..data.len() as u32).collect() } else { Vec::new() };
+        // Per cell: its list (bucket after bucket), the buckets' lengths and floors.
+        let cells: Vec<(Vec<u32>, [u32; BUCKETS], [T; BUCKETS])> = (0..frame.cells())
+            .into_par_iter()
+            .with_min_len(16)
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(d2s, sel), c| {
+                    let list: &[u32] = match parent {
+                        None => &all,
+                        Some(p) => {
+                            let pc = frame.parent_cell(c);
+                            &p.entry[p.start[pc * BUCKETS] as usize..p.start[(pc + 1) * BUCKETS] as usize]
+                        }
+                    };
+                    let q = data.embed(frame.center(c));
+                    data.d2_list(&q, list, d2s);
+                    let (dk2, d1) = lane_bound(d2s, k_list);
+                    let r_list2 = frame.list_radius2(dk2, r2);
+                    let (d_lo, d_hi) = (d1.sqrt(), r_list2.sqrt());
+                    // The kept entries with their buckets, then a counting sort into one list
+                    // that keeps the parent's order within a bucket. The floor is taken on
+                    // squared distances: sqrt and the shrink are monotone, so it is the same
+                    // value as the smallest of d * shrink.
+                    sel.clear();
+                    let mut count = [0u32; BUCKETS];
+                    let mut least = [T::INFINITY; BUCKETS];
+                    for (&i, &d2) in list.iter().zip(d2s.iter()) {
+                        if d2 <= r_list2 {
+                            let b = bucket_of(d2.sqrt(), d_lo, d_hi);
+                            sel.push((i, b as u8));
+                            count[b] += 1;
+                            if d2 < least[b] {
+                                least[b] = d2;
+                            }
+                        }
+                    }
+                    let mut at = [0u32; BUCKETS];
+                    for b in 1..BUCKETS {
+                        at[b] = at[b - 1] + count[b - 1];
+                    }
+                    let mut kept = vec![0u32; sel.len()];
+                    for &(i, b) in sel.iter() {
+                        kept[at[b as usize] as usize] = i;
+                        at[b as usize] += 1;
+                    }
+                    let floor = std::array::from_fn(|b| least[b].sqrt() * shrink);
+                    (kept, count, floor)
+                },
+            )
+            .collect();
+        // Lay the lists out cell after cell: offsets first, then every cell copies its own
+        // list into its span in parallel.
+        let mut start = Vec::with_capacity(cells.len() * BUCKETS + 1);
+        let mut floor = Vec::with_capacity(cells.len() * BUCKETS);
+        start.push(0u32);
+        let mut total = 0usize;
+        for (_, lens, fl) in &cells {
+            for b in 0..BUCKETS {
+                total += lens[b] as usize;
+                assert!(total < u32::MAX as usize, "candidate lists exceed 2^32 entries");
+                start.push(total as u32);
+                floor.push(fl[b]);
+            }
+        }
+        let mut entry = crate::runtime::cpu::big_vec::<u32>(total);
+        let at = crate::runtime::cpu::RowPtr(entry.as_mut_ptr());
+        cells.par_iter().enumerate().with_min_len(64).for_each(|(c, (list, _, _))| {
+            // SAFETY: cell c owns entry[start[c * BUCKETS]..start[(c + 1) * BUCKETS]], of its length.
+            unsafe { at.copy_from(start[c * BUCKETS] as usize, list) };
+        });
+        // SAFETY: the cells' spans tile 0..total, and each was written above.
+        unsafe { entry.set_len(total) };
+        Self { frame, start, floor, entry }
+    }
+
+    /// Every entry's record, in list order, for `knn_packed` (the grid of `tree`).
+    pub fn packed(&self, tree: &MortonTree<T>) -> Vec<GridCand<T>> {
+        let mut cand = crate::runtime::cpu::big_vec(self.entry.len());
+        cand.par_extend(self.entry.par_iter().with_min_len(4096).map(|&i| {
+            let i = i as usize;
+            GridCand { p: [tree.x[i], tree.y[i], tree.z[i]], id: tree.id[i] }
+        }));
+        cand
+    }
+
+    /// The queries as records (point, index) in the order of the cells that hold them (a
+    /// counting sort; within a cell, input order), those outside the grid last: neighbours in
+    /// this order scan the same list, and the scan then reads the queries in sequence.
+    pub fn sorted_queries(&self, queries: &crate::geometry::points::Points<T>) -> Vec<GridCand<T>> {
+        let cells = self.frame.cells();
+        let mut cell = crate::runtime::cpu::big_vec::<u32>(queries.len());
+        cell.par_extend(
+            (0..queries.len())
+                .into_par_iter()
+                .with_min_len(4096)
+                .map(|i| self.frame.cell_of(queries.get(i)).map_or(cells as u32, |c| c as u32)),
+        );
+        // A stable counting sort in parallel: each chunk of queries counts its cells, the
+        // chunks' slots follow one another within every cell, then each chunk places its own.
+        let chunk = cell.len().div_ceil(rayon::current_num_threads().max(1) * 4).max(1 << 14);
+        let counts: Vec<Vec<u32>> = cell
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut h = vec![0u32; cells + 1];
+                for &c in part {
+                    h[c as usize] += 1;
+                }
+                h
+            })
+            .collect();
+        let mut base = vec![0u32; counts.len() * (cells + 1)];
+        let mut total = 0u32;
+        for c in 0..=cells {
+            for (j, h) in counts.iter().enumerate() {
+                base[j * (cells + 1) + c] = total;
+                total += h[c];
+            }
+        }
+        let mut sorted = crate::runtime::cpu::big_vec::<GridCand<T>>(queries.len());
+        let at = crate::runtime::cpu::RowPtr(sorted.as_mut_ptr());
+        cell.par_chunks(chunk).zip(base.par_chunks_mut(cells + 1)).enumerate().for_each(|(j, (part, next))| {
+            for (i, &c) in part.iter().enumerate() {
+                let slot = &mut next[c as usize];
+                let q = j * chunk + i;
+                // SAFETY: every (chunk, cell) pair owns its own run of slots, and the slots
+                // cover 0..len exactly once, so every record is written before `set_len`.
+                unsafe { at.write(*slot as usize, GridCand { p: queries.get(q), id: q as u32 }) };
+                *slot += 1;
+            }
+        });
+        // SAFETY: every slot was written above.
+        unsafe { sorted.set_len(queries.len()) };
+        sorted
+    }
+
+    /// `knn` for the 3-D grid of a `MortonTree`, reading `cand` (`packed`) instead of the
+    /// tree: the same answer.
+    #[inline]
+    pub fn knn_packed(
+        &self,
+        tree: &MortonTree<T>,
+        cand: &[GridCand<T>],
+        q: [T; 3],
+        r2: T,
+        skip: u32,
+        best: &mut [(T, u32)],
+    ) -> bool {
+        let Some((c, e)) = self.frame.locate_in(tree, q) else {
+            return false;
+        };
+        self.scan(c, e, r2, skip, best, |range, top| {
+            #[cfg(target_arch = "x86_64")]
+            if let Some((cand, top)) = as_f32(cand, top) {
+                let q = q.map(|v| v.to_f64() as f32);
+                // SAFETY: SSE2 is part of x86-64's baseline.
+                unsafe { offer_f32x4(&cand[range], q, top) };
+                return;
+            }
+            for r in &cand[range] {
+                top.offer(dist2(q[0], q[1], q[2], r.p[0], r.p[1], r.p[2]), r.id);
+            }
+        });
+        true
+    }
+
+    /// q's up-to-k nearest within `r2` (ties by smaller id), ignoring id `skip`, into `best`
+    /// (length k, ascending; unfilled slots stay `(r2, NO_ID)`). `false` when q is outside the
+    /// grid, and `best` is untouched. `tree` is the one the grid was built from.
+    #[inline]
+    pub fn knn<G: GridData<T>>(&self, data: &G, q: [T; 3], r2: T, skip: u32, best: &mut [(T, u32)]) -> bool {
+        let Some((c, e)) = self.frame.locate_in(data, q) else {
+            return false;
+        };
+        let q = data.embed(q);
+        self.scan(c, e, r2, skip, best, |range, top| {
+            for &i in &self.entry[range] {
+                top.offer(data.d2(&q, i as usize), data.id(i as usize));
+            }
+        });
+        true
+    }
+
+    /// Cell `c`'s scan for a query at `e` from its centre: `visit(range, top)` offers list
+    /// entries `range` (a bucket) to `top`. Fills `best` as `knn` says.
+    #[inline(always)]
+    fn scan(
+        &self,
+        c: usize,
+        e: T,
+        r2: T,
+        skip: u32,
+        best: &mut [(T, u32)],
+        mut visit: impl FnMut(std::ops::Range<usize>, &mut TopK<'_, T>),
+    ) {
+        best.fill((r2, crate::geometry::points::NO_ID));
+        let mut top = TopK { bound: r2, bound_id: crate::geometry::points::NO_ID, skip, best };
+        let (m, tiny) = (T::from_f64(1.0 + MARGIN), tiny::<T>());
+        for b in c * BUCKETS..(c + 1) * BUCKETS {
+            let g = self.floor[b] - e;
+            let g2 = g * g;
+            if g > T::ZERO && g2 > tiny && g2 > top.bound * m {
+                // The floors of non-empty buckets grow bucket by bucket, so past a non-empty
+                // bucket ruled out, none can help; empty ones (infinite floor) are skipped.
+                if self.floor[b] == T::INFINITY {
+                    continue;
+                }
+                break;
+            }
+            visit(self.start[b] as usize..self.start[b + 1] as usize, &mut top);
+        }
+    }
+}
+
+/// The k best (squared distance, id) so far, ascending, ties by smaller id, as a scan fills
+/// it; `bound` is the k-th.
+pub struct TopK<'a, T> {
+    bound: T,
+    bound_id: u32,
+    skip: u32,
+    best: &'a mut [(T, u32)],
+}
+
+impl<T: Real> TopK<'_, T> {
+    /// Takes (d, id) in if it beats the k-th (and is not the skipped id).
+    #[inline(always)]
+    pub fn offer(&mut self, d: T, id: u32) {
+        if id == self.skip || !(d < self.bound || (d == self.bound && id < self.bound_id)) {
+            return;
+        }
+        let best = &mut *self.best;
+        let mut pos = best.len() - 1;
+        while pos > 0 && (d < best[pos - 1].0 || (d == best[pos - 1].0 && id < best[pos - 1].1)) {
+            best[pos] = best[pos - 1];
+            pos -= 1;
+        }
+        best[pos] = (d, id);
+        (self.bound, self.bound_id) = best[best.len() - 1];
+    }
+}
+
+/// `cand` and `top` as f32 when T is f32 (for the SSE scan).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn as_f32<'t, 'a, T: Real>(
+    cand: &[GridCand<T>],
+    top: &'t mut TopK<'a, T>,
+) -> Option<(&'t [GridCand<f32>], &'t mut TopK<'a, f32>)> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return None;
+    }
+    // SAFETY: T is f32, so these are the same types.
+    unsafe {
+        Some((
+            &*(cand as *const [GridCand<T>] as *const [GridCand<f32>]),
+            &mut *(top as *mut TopK<'a, T> as *mut TopK<'a, f32>),
+        ))
+    }
+}
+
+/// Offers `cand` to `top`, four records at a time: their distances in one SSE register
+/// (the same operations as `dist2`, so the same values), and only those within the bound go
+/// on to `offer`, which breaks ties exactly.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn offer_f32x4(cand: &[GridCand<f32>], q: [f32; 3], top: &mut TopK<'_, f32>) {
+    use std::arch::x86_64::*;
+    let (qx, qy, qz) = (_mm_set1_ps(q[0]), _mm_set1_ps(q[1]), _mm_set1_ps(q[2]));
+    let mut quads = cand.chunks_exact(4);
+    for quad in &mut quads {
+        let p = quad.as_ptr() as *const f32;
+        let (r0, r1, r2, r3) =
+            (_mm_loadu_ps(p), _mm_loadu_ps(p.add(4)), _mm_loadu_ps(p.add(8)), _mm_loadu_ps(p.add(12)));
+        // Transpose four (x, y, z, id) records into x, y and z lanes.
+        let (t0, t1) = (_mm_unpacklo_ps(r0, r1), _mm_unpacklo_ps(r2, r3));
+        let (t2, t3) = (_mm_unpackhi_ps(r0, r1), _mm_unpackhi_ps(r2, r3));
+        let dx = _mm_sub_ps(qx, _mm_movelh_ps(t0, t1));
+        let dy = _mm_sub_ps(qy, _mm_movehl_ps(t1, t0));
+        let dz = _mm_sub_ps(qz, _mm_movelh_ps(t2, t3));
+        let d = _mm_add_ps(_mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy)), _mm_mul_ps(dz, dz));
+        let mut hit = _mm_movemask_ps(_mm_cmple_ps(d, _mm_set1_ps(top.bound)));
+        if hit != 0 {
+            let mut ds = [0f32; 4];
+            _mm_storeu_ps(ds.as_mut_ptr(), d);
+            while hit != 0 {
+                let l = hit.trailing_zeros() as usize;
+                top.offer(ds[l], quad[l].id);
+                hit &= hit - 1;
+            }
+        }
+    }
+    for r in quads.remainder() {
+        top.offer(dist2(q[0], q[1], q[2], r.p[0], r.p[1], r.p[2]), r.id);
+    }
+}

@@ -1,0 +1,63 @@
+//! Point sets in device memory, and the helpers that move them.
+
+use cudarc::driver::CudaSlice;
+
+use super::{cuda_err, Gpu};
+use crate::error::Result;
+use crate::geometry::points::Points;
+use crate::geometry::real::Real;
+
+/// A 3-D point set in GPU memory, as three coordinate columns (the layout of [`Points`]).
+/// Made by [`Engine::upload`](crate::Engine::upload); queries on it run on the GPU with no
+/// transfer of the points.
+pub struct DevicePoints<T> {
+    pub(crate) x: CudaSlice<T>,
+    pub(crate) y: CudaSlice<T>,
+    pub(crate) z: CudaSlice<T>,
+    pub(crate) len: usize,
+    /// The points' box, `(lo, hi)`, where the set came whole from the host.
+    pub(crate) bounds: Option<([T; 3], [T; 3])>,
+}
+
+impl<T: Real> DevicePoints<T> {
+    pub(crate) fn upload(gpu: &Gpu, p: &Points<T>) -> Result<Self> {
+        Ok(Self { bounds: Some(p.bounds()), ..Self::upload_range(gpu, p, 0, p.len())? })
+    }
+
+    /// Points `s..e` of `p`.
+    pub(crate) fn upload_range(gpu: &Gpu, p: &Points<T>, s: usize, e: usize) -> Result<Self> {
+        let st = gpu.stream();
+        Ok(DevicePoints {
+            x: st.clone_htod(&p.x[s..e]).map_err(cuda_err)?,
+            y: st.clone_htod(&p.y[s..e]).map_err(cuda_err)?,
+            z: st.clone_htod(&p.z[s..e]).map_err(cuda_err)?,
+            len: e - s,
+            bounds: None,
+        })
+    }
+
+    /// The number of points.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Where query points come from: host memory (uploaded chunk by chunk) or already on the
+/// device.
+pub(crate) enum PointSource<'a, T> {
+    Host(&'a Points<T>),
+    Device(&'a DevicePoints<T>),
+}
+
+impl<T: Real> PointSource<'_, T> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            PointSource::Host(p) => p.len(),
+            PointSource::Device(p) => p.len,
+        }
+    }
+}

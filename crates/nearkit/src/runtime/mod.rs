@@ -1,0 +1,6 @@
+//! What the backends share across capabilities: CPU helpers for parallel output, the CUDA
+//! context, compiler and memory, and phase timing.
+
+pub(crate) mod cpu;
+pub(crate) mod cuda;
+pub(crate) mod profile;

@@ -1,0 +1,101 @@
+//! Internals the integration tests check directly (built with the `test-hooks` feature only;
+//! not part of the API).
+
+use std::path::Path;
+
+pub use crate::closest_point::bvh::{TriangleBvh, WideBvh, WIDE, WIDE_EMPTY, WIDE_LEAF, WIDE_START};
+pub use crate::closest_point::triangle::{closest_point_triangle, TrianglePoint};
+pub use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
+pub use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
+pub use crate::collide::ellipsoid::{dot, sub, Shape, V3};
+pub use crate::collide::sweep_ellipsoid_triangle::{sweep_ellipsoid_triangle, SweepHit};
+pub use crate::geometry::vectors::{dist2_nd, MAX_DIM};
+pub use crate::knn::grid::{CandidateGrid, GridFrame, GridOptions};
+pub use crate::knn::vectors::cpu::embedded_grid;
+pub use crate::knn::vectors::tree::VectorTree;
+pub use crate::runtime::cuda::compile::{nvrtc_present, KERNEL_SOURCE, VECTOR_KERNEL_SOURCE};
+pub use crate::tree::{MortonTree, DEFAULT_LEAF_SIZE};
+
+use crate::device::Engine;
+use crate::error::Result;
+use crate::geometry::real::Real;
+use crate::geometry::{Points, Vectors};
+use crate::runtime::cuda::compile::{compile_cubin, CompileOptions};
+use crate::runtime::cuda::radix_sort;
+use crate::runtime::cuda::{cuda_err, DevicePoints};
+use crate::tree::cuda::DeviceTree;
+
+/// The CPU searches of the point tree.
+pub mod search {
+    pub use crate::tree::search::{knn, nearest, window_upper_bound};
+}
+
+/// Compiles `source` for `arch` with NVRTC, without the disk cache.
+pub fn compile_kernels(source: &str, arch: &str, cccl_include: &Path) -> Result<Vec<u8>> {
+    compile_cubin(source, arch, &CompileOptions { cccl_include: cccl_include.to_path_buf(), cache_dir: None })
+}
+
+/// `points`' tree built on the engine's GPU, brought back.
+pub fn tree_on_device<T: Real>(engine: &Engine, points: &Points<T>) -> Result<MortonTree<T>> {
+    crate::point_index::PointIndex::new(points, engine)?.tree_to_host()
+}
+
+/// The kNN candidate grid of `data` built on the engine's GPU, brought back; `None` where it
+/// would not be used.
+pub fn knn_grid_on_device<T: Real>(
+    engine: &Engine,
+    data: &Points<T>,
+    n_queries: usize,
+    k_list: usize,
+    r2: T,
+) -> Result<Option<CandidateGrid<T>>> {
+    let gpu = engine.need_gpu("")?;
+    let _busy = gpu.lock();
+    let db = DevicePoints::upload(gpu, data)?;
+    let tree = DeviceTree::build(gpu, &db)?;
+    crate::knn::grid_cuda::DeviceGrid::build(gpu, &tree, n_queries, k_list, r2, &GridOptions::default())?
+        .map(|g| g.to_host(gpu))
+        .transpose()
+}
+
+/// The 6-D candidate grid of triangle-box queries built on the engine's GPU, brought back.
+pub fn aabb6_grid_on_device<T: Real>(
+    engine: &Engine,
+    data: &Vectors<T>,
+    queries: &Vectors<T>,
+    k_list: usize,
+    r2: T,
+) -> Result<Option<CandidateGrid<T>>> {
+    let gpu = engine.need_gpu("")?;
+    let _busy = gpu.lock();
+    crate::knn::vectors::cuda::aabb6_grid_to_host(gpu, data, queries, k_list, r2)
+}
+
+/// The exclusive prefix sums of each of `arrays`, computed on the GPU one after another with
+/// one scan state, as a collider's tick does.
+pub fn exclusive_scans_on_device(engine: &Engine, arrays: &[Vec<u32>]) -> Result<Vec<Vec<u32>>> {
+    let gpu = engine.need_gpu("")?;
+    let _busy = gpu.lock();
+    let longest = arrays.iter().map(Vec::len).max().unwrap_or(0);
+    let mut state = gpu.alloc::<u64>(radix_sort::scan_state_len(longest))?;
+    let mut out = Vec::new();
+    for values in arrays {
+        let mut d = gpu.stream().clone_htod(values).map_err(cuda_err)?;
+        radix_sort::exclusive_scan_with(gpu, &mut d, values.len(), &mut state)?;
+        out.push(gpu.stream().clone_dtoh(&d).map_err(cuda_err)?);
+    }
+    Ok(out)
+}
+
+/// The collider's narrow phase alone on the engine's GPU: `pairs` of (radii a, orientation
+/// a, radii b, orientation b, r) and `tris` of (radii, orientation, corners as offsets from
+/// the center); one result per input, pairs first.
+pub fn narrow_phase_on_device(
+    engine: &Engine,
+    pairs: &[[f64; 17]],
+    tris: &[[f64; 16]],
+) -> Result<Vec<Option<ContactGeometry>>> {
+    let gpu = engine.need_gpu("")?;
+    let _busy = gpu.lock();
+    crate::collide::cuda::narrow_check(gpu, pairs, tris)
+}

@@ -1,0 +1,356 @@
+//! `MortonTree`: the index of a 3-D point set that closest pairs and kNN search, built in one
+//! layout by both backends (`cuda` builds it on the device; `search` walks it on the CPU).
+//!
+//! The points of B are sorted by their 63-bit Morton code (ties by id) and a binary radix
+//! tree (Karras 2012) is built over the sorted codes: every internal node splits its range at
+//! the highest bit where the codes differ, so each node is a true Morton cell (an adaptive
+//! octree, binarised) whatever the distribution: clustered and surface data get cells as
+//! tight as uniform data. A node of at most `leaf_size` points is scanned directly.
+//!
+//! Each internal node stores its bounding box and the smallest point id under it; the id lets
+//! a search prune subtrees on exact distance ties too, which keeps duplicate-heavy inputs fast
+//! while still returning the smallest id.
+//!
+//! Layout (structure of arrays, identical on the GPU): internal node `i` (0 is the root; there
+//! are `n - 1`) covers sorted points `min(i, other_end[i])..=max(i, other_end[i])`; its
+//! children are `left[i]`, `right[i]`, internal nodes unless `CHILD_POINT` is set, in which
+//! case the rest is the index of a sorted point.
+
+pub(crate) mod cuda;
+pub(crate) mod search;
+
+use rayon::prelude::*;
+
+use crate::geometry::morton::MortonFrame;
+use crate::geometry::points::{Points, NO_ID};
+use crate::geometry::real::Real;
+
+/// Nodes with at most this many points are scanned rather than descended.
+pub const DEFAULT_LEAF_SIZE: u32 = 8;
+
+/// Marks a child that is a single sorted point rather than an internal node.
+pub const CHILD_POINT: u32 = 1 << 31;
+
+/// Top bits of a Morton code that index `MortonTree::key_table`.
+pub const TABLE_BITS: u32 = 16;
+const TABLE_SHIFT: u32 = 63 - TABLE_BITS;
+
+impl<T: Real> MortonTree<T> {
+    /// Morton code of sorted point `i`: recomputed from its coordinates (exactly as the build
+    /// computed it), so the tree stores no keys.
+    #[inline(always)]
+    pub fn code(&self, i: usize) -> u64 {
+        self.frame.code(self.x[i], self.y[i], self.z[i])
+    }
+
+    /// Indices of `a` sorted by Morton code in the tree's frame (ties by index): queries in
+    /// this order walk neighbouring parts of the tree one after another.
+    pub fn morton_order(&self, a: &Points<T>) -> Vec<u32> {
+        let mut keyed: Vec<(u64, u32)> =
+            (0..a.len()).into_par_iter().map(|i| (self.frame.code(a.x[i], a.y[i], a.z[i]), i as u32)).collect();
+        keyed.par_sort_unstable();
+        keyed.into_par_iter().map(|(_, i)| i).collect()
+    }
+
+    /// First sorted position whose Morton code is >= `code`.
+    #[inline]
+    pub fn lower_bound(&self, code: u64) -> usize {
+        let b = (code >> TABLE_SHIFT) as usize;
+        let (mut lo, mut hi) = (self.key_table[b] as usize, self.key_table[b + 1] as usize);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.code(mid) < code {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+}
+
+/// The most points a tree can hold (child indices keep one bit for `CHILD_POINT`).
+pub const MAX_TREE_POINTS: usize = (CHILD_POINT - 1) as usize;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MortonTree<T> {
+    pub frame: MortonFrame<T>,
+    pub leaf_size: u32,
+    /// `key_table[b]` = first sorted position whose Morton code's top `TABLE_BITS` bits are
+    /// >= `b` (`2^TABLE_BITS + 1` entries), so finding a code's place needs only a short search.
+    pub key_table: Vec<u32>,
+    /// The points in sorted order, and their original ids.
+    pub x: Vec<T>,
+    pub y: Vec<T>,
+    pub z: Vec<T>,
+    pub id: Vec<u32>,
+    /// Internal nodes (`n - 1` of them).
+    pub left: Vec<u32>,
+    pub right: Vec<u32>,
+    pub other_end: Vec<u32>,
+    pub lo: [Vec<T>; 3],
+    pub hi: [Vec<T>; 3],
+    pub min_id: Vec<u32>,
+}
+
+/// Length of the common prefix of keys `i` and `j` (indices break ties between equal keys);
+/// -1 when `j` is out of range. Karras's δ.
+#[inline(always)]
+pub fn common_prefix(keys: &[u64], i: usize, j: i64) -> i32 {
+    if j < 0 || j >= keys.len() as i64 {
+        return -1;
+    }
+    let (a, b) = (keys[i], keys[j as usize]);
+    if a == b {
+        64 + ((i as u32) ^ (j as u32)).leading_zeros() as i32
+    } else {
+        (a ^ b).leading_zeros() as i32
+    }
+}
+
+/// Karras's construction of internal node `i`: (left child, right child, other end).
+pub fn radix_node(keys: &[u64], i: usize) -> (u32, u32, u32) {
+    let ii = i as i64;
+    let d: i64 = if common_prefix(keys, i, ii + 1) > common_prefix(keys, i, ii - 1) { 1 } else { -1 };
+    let dmin = common_prefix(keys, i, ii - d);
+    let mut lmax: i64 = 2;
+    while common_prefix(keys, i, ii + lmax * d) > dmin {
+        lmax *= 2;
+    }
+    let mut l: i64 = 0;
+    let mut t = lmax / 2;
+    while t >= 1 {
+        if common_prefix(keys, i, ii + (l + t) * d) > dmin {
+            l += t;
+        }
+        t /= 2;
+    }
+    let j = ii + l * d;
+    let dnode = common_prefix(keys, i, j);
+    let mut s: i64 = 0;
+    let mut t = l;
+    loop {
+        t = (t + 1) / 2;
+        if common_prefix(keys, i, ii + (s + t) * d) > dnode {
+            s += t;
+        }
+        if t <= 1 {
+            break;
+        }
+    }
+    let split = ii + s * d + d.min(0);
+    let (first, last) = (ii.min(j), ii.max(j));
+    let left = if first == split { split as u32 | CHILD_POINT } else { split as u32 };
+    let right = if last == split + 1 { (split + 1) as u32 | CHILD_POINT } else { (split + 1) as u32 };
+    (left, right, j as u32)
+}
+
+impl<T: Real> MortonTree<T> {
+    #[allow(clippy::len_without_is_empty)] // a tree holds at least one point
+    pub fn len(&self) -> usize {
+        self.x.len()
+    }
+
+    /// Sorted-point range `[start, end)` of internal node `i`.
+    #[inline(always)]
+    pub fn range(&self, i: usize) -> (usize, usize) {
+        let j = self.other_end[i] as usize;
+        (i.min(j), i.max(j) + 1)
+    }
+
+    /// Builds the tree on the CPU (rayon). The CUDA backend builds the identical layout.
+    pub fn build(points: &Points<T>, leaf_size: u32) -> Self {
+        assert!(leaf_size >= 1);
+        let n = points.len();
+        assert!(n <= MAX_TREE_POINTS, "at most {MAX_TREE_POINTS} points per tree");
+        let (lo, hi) = parallel_bounds(points);
+        let frame = MortonFrame::from_bounds(lo, hi);
+
+        let mut order: Vec<(u64, u32)> =
+            (0..n).into_par_iter().map(|i| (frame.code(points.x[i], points.y[i], points.z[i]), i as u32)).collect();
+        order.par_sort_unstable();
+        let codes: Vec<u64> = order.par_iter().map(|o| o.0).collect();
+        let id: Vec<u32> = order.par_iter().map(|o| o.1).collect();
+        drop(order);
+        let key_table: Vec<u32> = (0..=(1u64 << TABLE_BITS))
+            .into_par_iter()
+            .map(|b| codes.partition_point(|&c| c < (b << TABLE_SHIFT)) as u32)
+            .collect();
+        let gather = |col: &Vec<T>| -> Vec<T> { id.par_iter().map(|&i| col[i as usize]).collect() };
+        let (x, y, z) = (gather(&points.x), gather(&points.y), gather(&points.z));
+
+        let internal = n.saturating_sub(1);
+        let topology: Vec<(u32, u32, u32)> = (0..internal).into_par_iter().map(|i| radix_node(&codes, i)).collect();
+        drop(codes);
+        let left = topology.iter().map(|t| t.0).collect();
+        let right = topology.iter().map(|t| t.1).collect();
+        let other_end = topology.iter().map(|t| t.2).collect();
+        drop(topology);
+
+        let mut tree = MortonTree {
+            frame,
+            leaf_size,
+            key_table,
+            x,
+            y,
+            z,
+            id,
+            left,
+            right,
+            other_end,
+            lo: [vec![T::ZERO; internal], vec![T::ZERO; internal], vec![T::ZERO; internal]],
+            hi: [vec![T::ZERO; internal], vec![T::ZERO; internal], vec![T::ZERO; internal]],
+            min_id: vec![NO_ID; internal],
+        };
+        if internal > 0 {
+            let out = BoxOut::new(&mut tree.lo, &mut tree.hi, &mut tree.min_id);
+            fill_boxes(&tree.left, &tree.right, &tree.other_end, &tree.x, &tree.y, &tree.z, &tree.id, 0, &out);
+        }
+        tree
+    }
+
+    /// Squared distance from `q` to internal node `node`'s box: a lower bound, *in floating
+    /// point*, of the squared distance to every point inside (rounding is monotone, so each
+    /// clamped gap is at most the corresponding coordinate difference of any inside point).
+    #[inline(always)]
+    pub fn box_dist2(&self, node: usize, q: [T; 3]) -> T {
+        let gap = |d: usize| {
+            let below = self.lo[d][node] - q[d];
+            let above = q[d] - self.hi[d][node];
+            below.max(above).max(T::ZERO)
+        };
+        let (gx, gy, gz) = (gap(0), gap(1), gap(2));
+        gx * gx + gy * gy + gz * gz
+    }
+}
+
+/// Raw views of the node box columns, written by the parallel build: each node slot is
+/// written exactly once, by the one task that owns that node.
+struct BoxOut<T> {
+    lo: [*mut T; 3],
+    hi: [*mut T; 3],
+    min_id: *mut u32,
+}
+// SAFETY: tasks write disjoint slots and never read them (children's boxes are returned).
+unsafe impl<T: Send> Send for BoxOut<T> {}
+unsafe impl<T: Send> Sync for BoxOut<T> {}
+
+impl<T> BoxOut<T> {
+    fn new(lo: &mut [Vec<T>; 3], hi: &mut [Vec<T>; 3], min_id: &mut [u32]) -> Self {
+        let [l0, l1, l2] = lo;
+        let [h0, h1, h2] = hi;
+        Self {
+            lo: [l0.as_mut_ptr(), l1.as_mut_ptr(), l2.as_mut_ptr()],
+            hi: [h0.as_mut_ptr(), h1.as_mut_ptr(), h2.as_mut_ptr()],
+            min_id: min_id.as_mut_ptr(),
+        }
+    }
+}
+
+/// Computes the box of internal node `node` from its children (recursing in parallel on big
+/// subtrees), writes it, and returns it. min/max are exact, so the bits match the GPU's.
+#[allow(clippy::too_many_arguments)]
+fn fill_boxes<T: Real>(
+    left: &[u32],
+    right: &[u32],
+    other_end: &[u32],
+    x: &[T],
+    y: &[T],
+    z: &[T],
+    id: &[u32],
+    node: usize,
+    out: &BoxOut<T>,
+) -> ([T; 3], [T; 3], u32) {
+    let child = |c: u32| -> ([T; 3], [T; 3], u32) {
+        if c & CHILD_POINT != 0 {
+            let p = (c & !CHILD_POINT) as usize;
+            let v = [x[p], y[p], z[p]];
+            (v, v, id[p])
+        } else {
+            fill_boxes(left, right, other_end, x, y, z, id, c as usize, out)
+        }
+    };
+    let size = (node as i64 - other_end[node] as i64).unsigned_abs();
+    let ((la, ha, ma), (lb, hb, mb)) = if size > 4096 {
+        rayon::join(|| child(left[node]), || child(right[node]))
+    } else {
+        (child(left[node]), child(right[node]))
+    };
+    let lo = [la[0].min(lb[0]), la[1].min(lb[1]), la[2].min(lb[2])];
+    let hi = [ha[0].max(hb[0]), ha[1].max(hb[1]), ha[2].max(hb[2])];
+    let m = ma.min(mb);
+    // SAFETY: `node` < n - 1 = the columns' length, and only this call writes slot `node`.
+    unsafe {
+        for d in 0..3 {
+            *out.lo[d].add(node) = lo[d];
+            *out.hi[d].add(node) = hi[d];
+        }
+        *out.min_id.add(node) = m;
+    }
+    (lo, hi, m)
+}
+
+/// Bounds of a point set, computed in parallel.
+pub fn parallel_bounds<T: Real>(p: &Points<T>) -> ([T; 3], [T; 3]) {
+    let col = |c: &Vec<T>| {
+        c.par_iter()
+            .fold(|| (T::INFINITY, -T::INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)))
+            .reduce(|| (T::INFINITY, -T::INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+    };
+    let (x, y, z) = (col(&p.x), col(&p.y), col(&p.z));
+    ([x.0, y.0, z.0], [x.1, y.1, z.1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every internal node's range is the union of its children's, and splits are sound.
+    fn check_topology(keys: &[u64]) {
+        let n = keys.len();
+        let mut covered = vec![0u32; n];
+        for i in 0..n.saturating_sub(1) {
+            let (l, r, j) = radix_node(keys, i);
+            let (s, e) = (i.min(j as usize), i.max(j as usize));
+            let span = |c: u32| -> (usize, usize) {
+                if c & CHILD_POINT != 0 {
+                    let p = (c & !CHILD_POINT) as usize;
+                    (p, p)
+                } else {
+                    let (_, _, jj) = radix_node(keys, c as usize);
+                    (c.min(jj) as usize, c.max(jj) as usize)
+                }
+            };
+            let (ls, le) = span(l);
+            let (rs, re) = span(r);
+            assert_eq!((ls, re), (s, e), "node {i}");
+            assert_eq!(le + 1, rs, "node {i}");
+            if l & CHILD_POINT != 0 {
+                covered[(l & !CHILD_POINT) as usize] += 1;
+            }
+            if r & CHILD_POINT != 0 {
+                covered[(r & !CHILD_POINT) as usize] += 1;
+            }
+        }
+        if n > 1 {
+            assert!(covered.iter().all(|&c| c == 1), "each point is the child of exactly one node");
+        }
+    }
+
+    #[test]
+    fn radix_tree_topology_is_sound() {
+        check_topology(&[5]);
+        check_topology(&[1, 2]);
+        check_topology(&[7, 7, 7, 7, 7]);
+        check_topology(&[0, 1, 1, 1, 4, 5, 5, 9, 12, 12, 12, 13]);
+        let mut s = 1u64;
+        let mut keys: Vec<u64> = (0..5000)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                (s >> 40) % 3000
+            })
+            .collect();
+        keys.sort();
+        check_topology(&keys);
+    }
+}

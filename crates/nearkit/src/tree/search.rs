@@ -1,0 +1,168 @@
+//! Single-query searches over a `MortonTree`, shared by every CPU query.
+//!
+//! Order is lexicographic on (squared distance, id): a candidate replaces the best only if it
+//! is strictly smaller in that order, and a subtree is skipped only if its (box distance,
+//! smallest id) cannot beat the current bound. That gives exact answers with ties broken by
+//! the smaller id, without an epsilon anywhere. src/cuda/closest_pairs.cu mirrors this file.
+
+use super::{MortonTree, CHILD_POINT};
+use crate::geometry::points::NO_ID;
+use crate::geometry::real::{dist2, Real};
+
+/// Deeper than any radix tree over 63-bit keys and 31-bit indices (depth <= 95).
+pub const STACK: usize = 128;
+
+#[inline(always)]
+fn before<T: Real>(d: T, id: u32, bd: T, bid: u32) -> bool {
+    d < bd || (d == bd && id < bid)
+}
+
+/// Nearest point to `q` that comes before `(bound_d2, bound_id)`; returns that bound unchanged
+/// when nothing does. Pass `(r2, NO_ID)` to search within squared radius `r2` (inclusive).
+#[inline]
+pub fn nearest<T: Real>(tree: &MortonTree<T>, q: [T; 3], bound_d2: T, bound_id: u32) -> (T, u32) {
+    let (mut bd, mut bid) = (bound_d2, bound_id);
+    let leaf = tree.leaf_size as usize;
+    let scan = |s: usize, e: usize, bd: &mut T, bid: &mut u32| {
+        for i in s..e {
+            let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+            if before(d, tree.id[i], *bd, *bid) {
+                *bd = d;
+                *bid = tree.id[i];
+            }
+        }
+    };
+    let n = tree.len();
+    if n <= leaf || n == 1 {
+        scan(0, n, &mut bd, &mut bid);
+        return (bd, bid);
+    }
+    if !before(tree.box_dist2(0, q), tree.min_id[0], bd, bid) {
+        return (bd, bid);
+    }
+    let mut stack: [(u32, T); STACK] = [(0, T::ZERO); STACK];
+    let mut sp = 0usize;
+    let mut node = 0usize;
+    loop {
+        let (s, e) = tree.range(node);
+        if e - s <= leaf {
+            scan(s, e, &mut bd, &mut bid);
+        } else {
+            // Point children are tested at once; internal ones are ordered nearest first.
+            let mut kids = [(0usize, T::ZERO, 0u32); 2];
+            let mut nk = 0;
+            for c in [tree.left[node], tree.right[node]] {
+                if c & CHILD_POINT != 0 {
+                    let p = (c & !CHILD_POINT) as usize;
+                    scan(p, p + 1, &mut bd, &mut bid);
+                } else {
+                    let c = c as usize;
+                    kids[nk] = (c, tree.box_dist2(c, q), tree.min_id[c]);
+                    nk += 1;
+                }
+            }
+            if nk == 2 && before(kids[1].1, kids[1].2, kids[0].1, kids[0].2) {
+                kids.swap(0, 1);
+            }
+            if nk >= 1 && before(kids[0].1, kids[0].2, bd, bid) {
+                if nk == 2 && before(kids[1].1, kids[1].2, bd, bid) {
+                    stack[sp] = (kids[1].0 as u32, kids[1].1);
+                    sp += 1;
+                }
+                node = kids[0].0;
+                continue;
+            }
+            // The farther child never beats the bound when the nearer one does not.
+        }
+        loop {
+            if sp == 0 {
+                return (bd, bid);
+            }
+            sp -= 1;
+            let (n, d) = stack[sp];
+            if before(d, tree.min_id[n as usize], bd, bid) {
+                node = n as usize;
+                break;
+            }
+        }
+    }
+}
+
+/// The up-to-`k` nearest points to `q` with squared distance <= `r2`, ascending by
+/// (squared distance, id), written into `out` (cleared first). The point with id `skip` is
+/// ignored (`NO_ID`: none). Subtree pruning on smallest ids stays sound with a skipped id:
+/// it can only make a subtree look better than it is.
+pub fn knn<T: Real>(tree: &MortonTree<T>, q: [T; 3], k: usize, r2: T, skip: u32, out: &mut Vec<(T, u32)>) {
+    out.clear();
+    if k == 0 {
+        return;
+    }
+    // The bound is the k-th entry once there are k, else the radius (ties included).
+    let bound = |out: &Vec<(T, u32)>| if out.len() == k { out[k - 1] } else { (r2, NO_ID) };
+    let offer = |i: usize, out: &mut Vec<(T, u32)>| {
+        if tree.id[i] == skip {
+            return;
+        }
+        let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+        let (bd, bid) = bound(out);
+        if before(d, tree.id[i], bd, bid) {
+            let pos = out.partition_point(|&(od, oid)| before(od, oid, d, tree.id[i]));
+            if out.len() == k {
+                out.pop();
+            }
+            out.insert(pos, (d, tree.id[i]));
+        }
+    };
+    let n = tree.len();
+    let leaf = tree.leaf_size as usize;
+    if n <= leaf || n == 1 {
+        (0..n).for_each(|i| offer(i, out));
+        return;
+    }
+    let mut stack: Vec<(u32, T)> = Vec::with_capacity(STACK);
+    stack.push((0, tree.box_dist2(0, q)));
+    while let Some((node, d)) = stack.pop() {
+        let node = node as usize;
+        let (bd, bid) = bound(out);
+        if !before(d, tree.min_id[node], bd, bid) {
+            continue;
+        }
+        let (s, e) = tree.range(node);
+        if e - s <= leaf {
+            (s..e).for_each(|i| offer(i, out));
+            continue;
+        }
+        let mut kids: Vec<(u32, T)> = Vec::with_capacity(2);
+        for c in [tree.left[node], tree.right[node]] {
+            if c & CHILD_POINT != 0 {
+                offer((c & !CHILD_POINT) as usize, out);
+            } else {
+                kids.push((c, tree.box_dist2(c as usize, q)));
+            }
+        }
+        // Push the far child first so the near one is searched first.
+        if kids.len() == 2
+            && before(kids[0].1, tree.min_id[kids[0].0 as usize], kids[1].1, tree.min_id[kids[1].0 as usize])
+        {
+            kids.swap(0, 1);
+        }
+        stack.extend(kids);
+    }
+}
+
+/// An upper bound on `q`'s nearest squared distance: the closest of the points within
+/// `window` positions of `q`'s place in Morton order. Cheap (one binary search), and a real
+/// distance, so the k-th smallest bound over many queries bounds their k-th nearest distance.
+#[inline]
+pub fn window_upper_bound<T: Real>(tree: &MortonTree<T>, q: [T; 3], window: usize) -> T {
+    let code = tree.frame.code(q[0], q[1], q[2]);
+    let pos = tree.lower_bound(code);
+    let n = tree.len();
+    let s = pos.saturating_sub(window);
+    let e = (pos + window).min(n).max(s + 1);
+    let mut best = T::INFINITY;
+    for i in s..e {
+        best = best.min(dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]));
+    }
+    best
+}
