@@ -13,7 +13,7 @@ pub use crate::geometry::vectors::{dist2_nd, MAX_DIM};
 pub use crate::knn::grid::{CandidateGrid, GridFrame, GridOptions};
 pub use crate::knn::vectors::cpu::embedded_grid;
 pub use crate::knn::vectors::tree::VectorTree;
-pub use crate::runtime::cuda::compile::{nvrtc_present, KERNEL_SOURCE, VECTOR_KERNEL_SOURCE};
+pub use crate::runtime::cuda::compile::nvrtc_present;
 pub use crate::tree::{MortonTree, DEFAULT_LEAF_SIZE};
 
 use crate::device::Engine;
@@ -28,6 +28,23 @@ use crate::tree::cuda::DeviceTree;
 /// The CPU searches of the point tree.
 pub mod search {
     pub use crate::tree::search::{knn, nearest, window_upper_bound};
+}
+
+/// Every kernel module: its name and the source NVRTC compiles (constants, files, checks).
+pub fn kernel_modules() -> Vec<(&'static str, String)> {
+    [
+        &crate::runtime::cuda::radix_sort::KERNELS,
+        &crate::tree::cuda::KERNELS,
+        &crate::pairs::cuda::KERNELS,
+        &crate::knn::grid_cuda::KERNELS,
+        &crate::knn::cuda::KERNELS,
+        &crate::knn::vectors::cuda::KERNELS,
+        &crate::closest_point::cuda::KERNELS,
+        &crate::collide::cuda::KERNELS,
+    ]
+    .into_iter()
+    .map(|m| (m.name, m.source()))
+    .collect()
 }
 
 /// Compiles `source` for `arch` with NVRTC, without the disk cache.
@@ -97,5 +114,5 @@ pub fn narrow_phase_on_device(
 ) -> Result<Vec<Option<ContactGeometry>>> {
     let gpu = engine.need_gpu("")?;
     let _busy = gpu.lock();
-    crate::collide::cuda::narrow_check(gpu, pairs, tris)
+    crate::collide::cuda::narrow_phase(gpu, pairs, tris)
 }

@@ -3,29 +3,78 @@
 //! queries are ordered on the device by Morton code and searched in packets of 32, a warp
 //! walking the tree once for its 32 queries.
 
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
+use std::marker::PhantomData;
+
+use cudarc::driver::{CudaSlice, DevicePtr};
 
 use super::{query_frame, ClosestPoints};
-use crate::closest_point::bvh::{TriangleBvh, WideBvh, WIDE};
+use crate::closest_point::bvh::{TriangleBvh, WideBvh, WIDE, WIDE_EMPTY, WIDE_LEAF, WIDE_START};
 use crate::error::{Error, Result};
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
+use crate::runtime::cuda::launch::{c_definitions, c_struct, kernels, In, Out};
 use crate::runtime::cuda::radix_sort::sort_pairs;
-use crate::runtime::cuda::{cuda_err, threads, DevicePoints, Gpu};
+use crate::runtime::cuda::{cuda_err, threads, CudaSource, DevicePoints, Gpu, COMMON};
+use crate::tree::cuda::TREE_HEADER;
 
 /// Shared memory a block of the closest-point kernel may take for its warps' stacks.
 const STACK_BYTES: usize = 48 * 1024;
 
-/// `struct WideBvh<T>` of closest_point.cu: device pointers and the stack size.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct WideBvhArgs {
-    ptrs: [u64; 4],
-    stack_cap: u32,
-    n: u32,
+/// The closest point of a triangle (triangle.rs) in C, shared with the collision kernels.
+pub(crate) static TRIANGLE: CudaSource = CudaSource::plain("triangle.cuh", include_str!("triangle.cuh"));
+
+static CLOSEST_POINT: CudaSource = CudaSource {
+    file: "closest_point.cu",
+    text: include_str!("closest_point.cu"),
+    constants: || {
+        vec![
+            ("WIDE", WIDE.to_string()),
+            ("WIDE_LEAF", format!("{WIDE_LEAF}u")),
+            ("WIDE_START", format!("{WIDE_START}u")),
+            ("WIDE_EMPTY", format!("{WIDE_EMPTY}u")),
+        ]
+    },
+    structs: c_definitions!(WideBvhArgs<f32>),
+};
+
+c_struct! {
+    /// `struct WideBvh<T>` of closest_point.cu: device pointers and the stack size.
+    pub(crate) struct WideBvhArgs<T> as "WideBvh<{R}>" {
+        boxes: u64 = "const R*",
+        children: u64 = "const u32*",
+        tris: u64 = "const R*",
+        ids: u64 = "const u32*",
+        /// Stack entries per warp.
+        stack_cap: u32 = "u32",
+        /// Triangles.
+        n: u32 = "u32",
+    }
 }
-// SAFETY: plain old data matching the C struct (4 pointers, two u32s).
-unsafe impl DeviceRepr for WideBvhArgs {}
+
+kernels! {
+    module KERNELS = "closest_point", [&COMMON, &TREE_HEADER, &TRIANGLE, &CLOSEST_POINT];
+    /// Each query's Morton key (top 30 bits) in the index's query frame, and its index.
+    fn cp_query_keys<T>(qx: In<T>, qy: In<T>, qz: In<T>, n: u32, frame: In<T>, keys: Out<u64>, vals: Out<u32>);
+    /// Each query's closest point, a warp per 32 queries in `order`.
+    fn closest_points<T>(
+        qx: In<T>,
+        qy: In<T>,
+        qz: In<T>,
+        order: In<u32>,
+        nq: u32,
+        t: WideBvhArgs<T>,
+        r2: T,
+        slack: T,
+        out_tri: Out<u32>,
+        out_d: Out<T>,
+        out_x: Out<T>,
+        out_y: Out<T>,
+        out_z: Out<T>,
+        out_u: Out<T>,
+        out_v: Out<T>,
+        out_w: Out<T>,
+    );
+}
 
 /// A mesh's closest-point index in device memory: the `TriangleBvh` collapsed to a `WideBvh`.
 pub(crate) struct DeviceTriangleBvh<T> {
@@ -77,17 +126,16 @@ impl<T: Real> DeviceTriangleBvh<T> {
         })
     }
 
-    fn args(&self, gpu: &Gpu) -> WideBvhArgs {
+    fn args(&self, gpu: &Gpu) -> WideBvhArgs<T> {
         let s = gpu.stream();
         WideBvhArgs {
-            ptrs: [
-                self.boxes.device_ptr(s).0,
-                self.children.device_ptr(s).0,
-                self.tris.device_ptr(s).0,
-                self.ids.device_ptr(s).0,
-            ],
+            boxes: self.boxes.device_ptr(s).0,
+            children: self.children.device_ptr(s).0,
+            tris: self.tris.device_ptr(s).0,
+            ids: self.ids.device_ptr(s).0,
             stack_cap: self.stack_cap as u32,
             n: self.n as u32,
+            _real: PhantomData,
         }
     }
 }
@@ -152,19 +200,9 @@ pub(crate) fn closest_points_resident<T: Real>(
     let nq32 = nq as u32;
     let mut keys = gpu.alloc_uninit::<u64>(nq)?;
     let mut order = gpu.alloc_uninit::<u32>(nq)?;
-    let f = gpu.func_t::<T>("cp_query_keys")?;
-    let mut l = gpu.stream().launch_builder(&f);
-    l.arg(&queries.x).arg(&queries.y).arg(&queries.z).arg(&nq32).arg(&bvh.frame).arg(&mut keys).arg(&mut order);
-    unsafe { l.launch(threads(nq, 256)) }.map_err(cuda_err)?;
+    let q = queries;
+    cp_query_keys::<T>(gpu, threads(nq, 256), &q.x, &q.y, &q.z, nq32, &bvh.frame, &mut keys, &mut order)?;
     sort_pairs(gpu, &mut keys, &mut order, nq, 30)?;
-    let args = bvh.args(gpu);
-    let f = gpu.func_t::<T>("closest_points")?;
-    let mut l = gpu.stream().launch_builder(&f);
-    l.arg(&queries.x).arg(&queries.y).arg(&queries.z).arg(&order).arg(&nq32).arg(&args).arg(&r2).arg(&slack);
-    l.arg(&mut out.triangle);
-    for v in out.values.iter_mut() {
-        l.arg(v);
-    }
     // A warp per 32 queries, each warp's stack (4 bytes an entry) in shared memory. Four warps
     // a block were as fast as two and a little faster than eight or sixteen.
     let warps = (STACK_BYTES / (4 * bvh.stack_cap)).clamp(1, 4);
@@ -173,12 +211,32 @@ pub(crate) fn closest_points_resident<T: Real>(
     }
     let mut cfg = threads(nq, (warps * 32) as u32);
     cfg.shared_mem_bytes = (warps * 4 * bvh.stack_cap) as u32;
-    unsafe { l.launch(cfg) }.map_err(cuda_err)?;
-    Ok(())
+    let [d, x, y, z, u, v, w] = &mut out.values;
+    let args = bvh.args(gpu);
+    closest_points::<T>(
+        gpu,
+        cfg,
+        &q.x,
+        &q.y,
+        &q.z,
+        &order,
+        nq32,
+        args,
+        r2,
+        slack,
+        &mut out.triangle,
+        d,
+        x,
+        y,
+        z,
+        u,
+        v,
+        w,
+    )
 }
 
 /// Each query's closest point on the mesh of `bvh` within squared radius `r2`.
-pub(crate) fn closest_points<T: Real>(
+pub(crate) fn closest_points_host<T: Real>(
     gpu: &Gpu,
     bvh: &DeviceTriangleBvh<T>,
     queries: &Points<T>,

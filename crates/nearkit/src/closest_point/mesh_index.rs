@@ -93,7 +93,7 @@ impl<T: Real> MeshIndex<T> {
             Index::Cuda(bvh) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                super::cuda::closest_points(gpu, bvh, queries, r2, slack)
+                super::cuda::closest_points_host(gpu, bvh, queries, r2, slack)
             }
         }
     }

@@ -11,9 +11,9 @@
 // work out evenly), and few launches (each costs more than most of its work here).
 
 typedef V3<double> D3;
-#define CELL_BITS 21
+#define CELL_BITS NK_CELL_BITS
 #define CELL_LIMIT (1ll << (CELL_BITS - 1))
-#define BOX_SLACK 1.000000001
+#define BOX_SLACK NK_BOX_SLACK
 #define FULL_WARP 0xffffffffu
 
 __device__ __forceinline__ u32 lane_id() { return threadIdx.x % 32; }
@@ -165,8 +165,8 @@ __device__ __forceinline__ double pw_f(const double sa[6], const double sb[6], D
     D3 x = pw_solve(g, r);
     return l * (1.0 - l) * vdot(r, x);
 }
-#define PW_STEPS 24
-#define PW_SETTLED 1e-13
+#define PW_STEPS NK_PW_STEPS
+#define PW_SETTLED NK_PW_SETTLED
 __device__ __forceinline__ D3 sym_mul(const double m[6], D3 x) {
     return v3(m[0] * x.x + m[3] * x.y + m[4] * x.z, m[3] * x.x + m[1] * x.y + m[5] * x.z,
               m[4] * x.x + m[5] * x.y + m[2] * x.z);
@@ -348,21 +348,7 @@ __device__ __forceinline__ bool cell_of(double x, double cell_size, int& c) {
 // A static-mesh grid entry with what the broad phase reads of its triangle, in 48 bytes (three
 // 16-byte loads instead of five scattered ones): the cell key, the triangle, its low cell, and
 // its box in f32 rounded outwards (so the box test passes whatever the f64 one would).
-struct MeshEntry {
-    u64 key;
-    u32 t;
-    int cell[3];
-    float lo[3];
-    float hi[3];
-};
 
-struct MeshView {
-    const double* corners;     // 9 per triangle
-    const u32* start;          // grid bucket b holds entries start[b]..start[b + 1]
-    const MeshEntry* entries;  // grid entry e, as MeshEntry
-    u64 mask;                  // bucket of a cell key: bucket_of(key, mask)
-    u32 n;
-};
 
 __device__ __forceinline__ bool boxes_overlap(const double* alo, const double* ahi, const double* blo, const double* bhi) {
     return alo[0] <= bhi[0] && blo[0] <= ahi[0] && alo[1] <= bhi[1] && blo[1] <= ahi[1] && alo[2] <= bhi[2] &&
@@ -374,23 +360,13 @@ __device__ __forceinline__ bool boxes_overlap(const double* alo, const double* a
 // entry put in bucket b (0: empty; the heads are zeroed before each tick), and each entry
 // links to the one put before it. The order within a bucket is a race; nothing depends on it
 // (each body's contacts are sorted before they leave).
-struct BodyEntry {
-    u64 key;
-    u32 body;
-    u32 next;  // 1 + the bucket's entry put before this one, 0 for none
-};
 
-struct BodyGridView {
-    const u32* head;
-    const BodyEntry* entries;
-    u64 mask;
-};
 
 // Threads per body in body_cells: a body's cells (8-27 for bodies about a cell wide) go into
 // the grid together, so that their atomics are in flight at once.
-#define CELL_GROUP 8
+#define CELL_GROUP NK_CELL_GROUP
 // Threads per block of body_cells.
-#define CELLS_BLOCK 256
+#define CELLS_BLOCK NK_CELLS_BLOCK
 
 // CELL_GROUP threads per body (poses from center_in and quat, which may be mapped host
 // memory; centers copied to `center`). The first makes its shape (rotation and S⁻¹·Rᵀ, kept for the
@@ -483,40 +459,22 @@ extern "C" __global__ void __launch_bounds__(CELLS_BLOCK)
 // A contact as it leaves the device: `other` carries the kind in its top bit (set: a body),
 // so sorting a body's contacts by it gives (kind, other) order. Normal, depth and the point's
 // offset from the body's center are rounded to f32 (both colliders round alike).
-struct PackedContact {
-    u32 body;
-    u32 other;
-    float n[3];
-    float depth;
-    float off[3];
-};
-#define KIND_BODY 0x80000000u
+#define KIND_BODY NK_KIND_BODY
 
 __device__ __forceinline__ PackedContact make_rec(u32 body, u32 other, const Geometry& g) {
     PackedContact r;
     r.body = body;
     r.other = other;
-    r.n[0] = (float)g.normal.x;
-    r.n[1] = (float)g.normal.y;
-    r.n[2] = (float)g.normal.z;
+    r.normal[0] = (float)g.normal.x;
+    r.normal[1] = (float)g.normal.y;
+    r.normal[2] = (float)g.normal.z;
     r.depth = (float)g.depth;
-    r.off[0] = (float)g.point.x;
-    r.off[1] = (float)g.point.y;
-    r.off[2] = (float)g.point.z;
+    r.offset[0] = (float)g.point.x;
+    r.offset[1] = (float)g.point.y;
+    r.offset[2] = (float)g.point.z;
     return r;
 }
 
-struct BodyView {
-    const double* center; // 3 per body
-    const double* radii;  // 3 per body
-    const double* shape;  // rotation and S⁻¹·Rᵀ, row by row: 18 per body (from body_cells)
-    const u32* layer;
-    const u32* mask;
-    const double* box;    // lo, hi: 6 per body
-    const int* cells;     // lo, hi cell: 6 per body
-    const u32* count;     // cells in the grid per body (0: none this tick)
-    BodyGridView grid;
-};
 
 // The shape body_cells made (the same bits as make_shape, without its ten divisions).
 __device__ __forceinline__ Shape body_shape(const BodyView& b, u32 i) {
@@ -575,7 +533,7 @@ __device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u64 key, int cx
 // Contacts a warp keeps in shared memory; a warp with more does its bodies again (body_contacts).
 #define POOL 96
 // Bodies a warp takes at most (body_contacts' `batch`).
-#define BATCH_MAX 8
+#define BATCH_MAX NK_BATCH_MAX
 
 // A warp's contacts as it finds them: the first POOL in shared memory (`rec`), or every one in
 // global memory (`spill`, when not null); `count` counts them all. Every lane calls put()
@@ -657,7 +615,7 @@ __device__ __forceinline__ void load_warp_body(const BodyView& bv, u32 i, u32 ce
     const double* p = bv.center + 3 * (u64)i;
     b.c = v3(p[0], p[1], p[2]);
     b.s = body_shape(bv, i);
-    const double* box = bv.box + 6 * (u64)i;
+    const double* box = bv.bbox + 6 * (u64)i;
     const int* c = bv.cells + 6 * (u64)i;
     for (int a = 0; a < 3; a++) {
         b.lo[a] = box[a];
@@ -766,7 +724,7 @@ __device__ void warp_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh
                 e = r.next;
                 o = r.body;
                 if (r.key == key && o > w.i && (w.layer & bv.mask[o]) != 0 && (bv.layer[o] & w.mask) != 0) {
-                    const double* olo = bv.box + 6 * (u64)o;
+                    const double* olo = bv.bbox + 6 * (u64)o;
                     const int* oc = bv.cells + 6 * (u64)o;
                     has = boxes_overlap(w.lo, w.hi, olo, olo + 3) && x == max(w.lc[0], oc[0]) &&
                           y == max(w.lc[1], oc[1]) && z == max(w.lc[2], oc[2]);
@@ -784,7 +742,7 @@ __device__ __forceinline__ bool contact_before(const PackedContact& a, const Pac
 }
 
 // Warps per block of body_contacts.
-#define CONTACT_WARPS 4
+#define CONTACT_WARPS NK_CONTACT_WARPS
 
 // The tick's contacts, a warp per `batch` bodies (1 to BATCH_MAX; more for smaller bodies, so
 // that the lanes have work): found (warp_contacts), sorted by body and `other`, and written at

@@ -7,64 +7,180 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PinnedHostSlice, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PinnedHostSlice, ValidAsZeroBits};
 use rayon::prelude::*;
 
 use super::ColliderOptions;
-use crate::collide::hash_grid::bucket_count;
-use crate::collide::world::{PackedContact, Sweep, SweepResult, Versions, World};
+use crate::closest_point::cuda::TRIANGLE;
+use crate::collide::contact_ellipsoid_ellipsoid::{SETTLED, STEPS};
+use crate::collide::ellipsoid::BOX_SLACK;
+use crate::collide::hash_grid::{bucket_count, CELL_BITS};
+use crate::collide::world::{PackedContact, Sweep, SweepResult, Versions, World, KIND_BODY};
 use crate::error::{Error, Result};
-use crate::runtime::cuda::{cuda_err, threads, Gpu};
+use crate::runtime::cuda::launch::{c_definition, c_definitions, c_struct, kernels, Address, CStruct, CType, In, Out};
+use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON, LOOKBACK};
 
-/// `struct MeshView` of collide.cu.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct MeshView {
-    corners: u64,
-    start: u64,
-    entries: u64,
-    mask: u64,
-    n: u32,
-}
-/// `struct BodyGridView` of collide.cu: the tick's body grid.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct BodyGridView {
-    head: u64,
-    entries: u64,
-    mask: u64,
+static COLLIDE: CudaSource = CudaSource {
+    file: "collide.cu",
+    text: include_str!("collide.cu"),
+    constants: || {
+        vec![
+            ("CELL_BITS", CELL_BITS.to_string()),
+            ("BOX_SLACK", format!("{BOX_SLACK:?}")),
+            ("PW_STEPS", STEPS.to_string()),
+            ("PW_SETTLED", format!("{SETTLED:?}")),
+            ("CELL_GROUP", CELL_GROUP.to_string()),
+            ("CELLS_BLOCK", CELLS_BLOCK.to_string()),
+            ("KIND_BODY", format!("{KIND_BODY}u")),
+            ("BATCH_MAX", BATCH_MAX.to_string()),
+            ("CONTACT_WARPS", CONTACT_WARPS.to_string()),
+        ]
+    },
+    structs: c_definitions!(MeshEntry, MeshView, BodyEntry, BodyGridView, BodyView, PackedContact),
+};
+
+c_struct! {
+    /// `struct MeshView` of collide.cu: the static mesh and its grid.
+    pub(crate) struct MeshView as "MeshView" {
+        /// 9 per triangle.
+        corners: u64 = "const double*",
+        /// Grid bucket b holds entries start[b]..start[b + 1].
+        start: u64 = "const u32*",
+        entries: u64 = "const MeshEntry*",
+        /// The bucket of a cell key: bucket_of(key, mask).
+        mask: u64 = "u64",
+        n: u32 = "u32",
+    }
 }
 
-/// `struct BodyView` of collide.cu.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct BodyView {
-    center: u64,
-    radii: u64,
-    shape: u64,
-    layer: u64,
-    mask: u64,
-    bbox: u64,
-    cells: u64,
-    count: u64,
-    grid: BodyGridView,
+c_struct! {
+    /// `struct MeshEntry` of collide.cu: a static grid entry with its triangle's low cell and
+    /// box (f32, rounded outwards).
+    pub(crate) struct MeshEntry as "MeshEntry" {
+        key: u64 = "u64",
+        t: u32 = "u32",
+        cell: [i32; 3] = "int[3]",
+        lo: [f32; 3] = "float[3]",
+        hi: [f32; 3] = "float[3]",
+    }
 }
 
-// SAFETY: plain old data matching the C structs (pointers, u64s, u32s and f32s, C padding).
-unsafe impl DeviceRepr for MeshView {}
-unsafe impl DeviceRepr for BodyGridView {}
-unsafe impl DeviceRepr for BodyView {}
+c_struct! {
+    /// `struct BodyEntry` of collide.cu: an entry of the tick's body grid (a bucket's list).
+    pub(crate) struct BodyEntry as "BodyEntry" {
+        key: u64 = "u64",
+        body: u32 = "u32",
+        /// 1 + the bucket's entry put before this one, 0 for none.
+        next: u32 = "u32",
+    }
+}
+
+c_struct! {
+    /// `struct BodyGridView` of collide.cu: the tick's body grid.
+    pub(crate) struct BodyGridView as "BodyGridView" {
+        head: u64 = "const u32*",
+        entries: u64 = "const BodyEntry*",
+        mask: u64 = "u64",
+    }
+}
+
+c_struct! {
+    /// `struct BodyView` of collide.cu.
+    pub(crate) struct BodyView as "BodyView" {
+        /// 3 per body.
+        center: u64 = "const double*",
+        /// 3 per body.
+        radii: u64 = "const double*",
+        /// Rotation and S⁻¹·Rᵀ, row by row: 18 per body (from body_cells).
+        shape: u64 = "const double*",
+        layer: u64 = "const u32*",
+        mask: u64 = "const u32*",
+        /// lo, hi: 6 per body.
+        bbox: u64 = "const double*",
+        /// lo, hi cell: 6 per body.
+        cells: u64 = "const int*",
+        /// Cells in the grid per body (0: none this tick).
+        count: u64 = "const u32*",
+        grid: BodyGridView = "BodyGridView",
+    }
+}
+
+// SAFETY: plain old data, its layout checked against collide.cu's `PackedContact`.
 unsafe impl DeviceRepr for PackedContact {}
 // SAFETY: all-zero bits are a valid PackedContact.
 unsafe impl ValidAsZeroBits for PackedContact {}
+
+impl CType for PackedContact {
+    fn c_type() -> String {
+        "PackedContact".into()
+    }
+}
+
+impl CStruct for PackedContact {
+    fn c_definition() -> String {
+        let fields =
+            [("body", "u32"), ("other", "u32"), ("normal", "float[3]"), ("depth", "float"), ("offset", "float[3]")];
+        let size = std::mem::size_of::<PackedContact>();
+        c_definition("PackedContact", &fields, size, size)
+    }
+}
+
+kernels! {
+    module KERNELS = "collide", [&COMMON, &LOOKBACK, &TRIANGLE, &COLLIDE];
+    /// Each body's shape, box and cells, put into the tick's body grid.
+    fn body_cells(
+        center_in: In<f64>,
+        quat: In<f64>,
+        center: Out<f64>,
+        radii: In<f64>,
+        alive: In<u32>,
+        n: u32,
+        cell_size: f64,
+        bbox: Out<f64>,
+        cells: Out<i32>,
+        count: Out<u32>,
+        shapes: Out<f64>,
+        head: Out<u32>,
+        entries: Out<BodyEntry>,
+        entry_cap: u32,
+        mask: u64,
+        status: Out<u32>,
+    );
+    /// The tick's contacts, found, sorted and placed in id order.
+    fn body_contacts(
+        bv: BodyView,
+        mesh: MeshView,
+        mesh_layer: u32,
+        n: u32,
+        batch: u32,
+        entry_cap: u32,
+        contact_cap: u32,
+        status: Out<u32>,
+        lookback: Out<u64>,
+        spill: Out<PackedContact>,
+        out: Out<PackedContact>,
+        status_host: Out<u32>,
+    );
+    /// Each sweep's first hit on the static mesh.
+    fn sweep_queries(
+        sweeps: In<f64>,
+        n: u32,
+        cell_size: f64,
+        mesh: MeshView,
+        out_tri: Out<u32>,
+        out: Out<f64>,
+        error: Out<u32>,
+    );
+    /// The narrow phase alone, for the equality tests.
+    fn narrow_check(pairs: In<f64>, n_pairs: u32, tris: In<f64>, n_tris: u32, out: Out<f64>);
+}
 
 struct DeviceMesh {
     corners: CudaSlice<f64>,
     /// The static grid's bucket starts (`HashGrid::start`).
     start: CudaSlice<u32>,
-    /// Grid entry e as collide.cu's `MeshEntry`, 12 words: key (2), triangle, its low cell (3),
-    /// its box in f32 rounded outwards (6).
-    entries: CudaSlice<u32>,
+    /// The static grid's entries.
+    entries: CudaSlice<MeshEntry>,
     mask: u64,
     n: u32,
 }
@@ -76,20 +192,23 @@ impl DeviceMesh {
             return Ok(DeviceMesh {
                 corners: gpu.alloc::<f64>(1)?,
                 start: gpu.alloc::<u32>(2)?,
-                entries: gpu.alloc::<u32>(12)?,
+                entries: gpu.alloc_uninit::<MeshEntry>(1)?,
                 mask: 0,
                 n: 0,
             });
         };
         let flat9: Vec<f64> = m.corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();
-        let mut entries = Vec::with_capacity(12 * m.grid.items.len());
-        for (&key, &t) in m.grid.keys.iter().zip(&m.grid.items) {
-            let t = t as usize;
-            let (lo, hi) = crate::collide::box_f32::box_f32(&m.lo[t], &m.hi[t]);
-            entries.extend([key as u32, (key >> 32) as u32, t as u32]);
-            entries.extend(m.lo_cell[t].map(|c| c as u32));
-            entries.extend(lo.iter().chain(&hi).map(|v| v.to_bits()));
-        }
+        let entries: Vec<MeshEntry> = m
+            .grid
+            .keys
+            .iter()
+            .zip(&m.grid.items)
+            .map(|(&key, &t)| {
+                let t = t as usize;
+                let (lo, hi) = crate::collide::box_f32::box_f32(&m.lo[t], &m.hi[t]);
+                MeshEntry { key, t: t as u32, cell: m.lo_cell[t], lo, hi }
+            })
+            .collect();
         Ok(DeviceMesh {
             corners: s.clone_htod(&flat9).map_err(cuda_err)?,
             start: s.clone_htod(&m.grid.start).map_err(cuda_err)?,
@@ -282,8 +401,8 @@ struct TickBuffers {
     cells: Grow<i32>,
     /// Cells each body put into the grid (0: none this tick).
     count: Grow<u32>,
-    /// The body grid's entries, as collide.cu's `BodyEntry` (4 words each).
-    entries: Grow<u32>,
+    /// The body grid's entries.
+    entries: Grow<BodyEntry>,
     /// Zeroed before each tick (`ZeroedLayout`): the status, the look-back state of
     /// `body_contacts`, and the body grid's bucket heads.
     zeroed: Grow<u32>,
@@ -543,7 +662,7 @@ impl CudaCollider {
         t.shape.at_least(gpu, 18 * n)?;
         t.cells.at_least(gpu, 6 * n)?;
         t.count.at_least(gpu, n)?;
-        t.entries.at_least(gpu, 4 * t.entry_cap)?;
+        t.entries.at_least(gpu, t.entry_cap)?;
         let batch = self.bodies.as_ref().map_or(1, |d| d.batch);
         t.zeroed.at_least(gpu, ZeroedLayout::new(n, batch, t.entry_cap).len())?;
         t.spill.at_least(gpu, t.contact_cap)?;
@@ -614,7 +733,7 @@ impl CudaCollider {
         let n = world.bodies().len();
         let (n32, cell_size) = (n as u32, world.cell_size());
         let mesh = self.mesh.as_ref().expect("synced").view(gpu);
-        let d = self.bodies.as_ref().expect("synced");
+        let d = self.bodies.as_mut().expect("synced");
         let zero_copy = self.opts.zero_copy;
         let t = &mut self.tick;
         let (e32, c32) = (t.entry_cap as u32, t.contact_cap as u32);
@@ -628,15 +747,28 @@ impl CudaCollider {
         let (status, lookback, heads) =
             (word(ZeroedLayout::STATUS), word(ZeroedLayout::LOOKBACK), word(layout.heads()));
         {
-            let f = gpu.func("body_cells")?;
-            let mut l = s.launch_builder(&f);
-            let (bbox, cells) = (t.bbox.buf.as_mut().unwrap(), t.cells.buf.as_mut().unwrap());
-            let [center_in, orientation_in] = self.pose_src;
-            l.arg(&center_in).arg(&orientation_in).arg(&d.center).arg(&d.radii).arg(&d.alive).arg(&n32);
-            l.arg(&cell_size);
-            l.arg(bbox).arg(cells).arg(t.count.buf.as_mut().unwrap()).arg(t.shape.buf.as_mut().unwrap());
-            l.arg(&heads).arg(t.entries.buf.as_mut().unwrap()).arg(&e32).arg(&bmask).arg(&status);
-            unsafe { l.launch(threads(CELL_GROUP * n, CELLS_BLOCK)) }.map_err(cuda_err)?;
+            let [center_in, orientation_in] = self.pose_src.map(Address::raw);
+            let entries = Address::raw(t.entries.ptr(gpu));
+            body_cells(
+                gpu,
+                threads(CELL_GROUP * n, CELLS_BLOCK),
+                center_in,
+                orientation_in,
+                &mut d.center,
+                &d.radii,
+                &d.alive,
+                n32,
+                cell_size,
+                t.bbox.buf.as_mut().expect("prepared"),
+                t.cells.buf.as_mut().expect("prepared"),
+                t.count.buf.as_mut().expect("prepared"),
+                t.shape.buf.as_mut().expect("prepared"),
+                Address::raw(heads),
+                entries,
+                e32,
+                bmask,
+                Address::raw(status),
+            )?;
         }
         let view = BodyView {
             center: d.center.device_ptr(s).0,
@@ -649,26 +781,32 @@ impl CudaCollider {
             count: t.count.ptr(gpu),
             grid: BodyGridView { head: heads, entries: t.entries.ptr(gpu), mask: bmask },
         };
-        {
-            let f = gpu.func("body_contacts")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&view).arg(&mesh).arg(&mesh_layer).arg(&n32).arg(&batch).arg(&e32).arg(&c32);
-            l.arg(&status).arg(&lookback);
-            l.arg(t.spill.buf.as_mut().unwrap());
-            let (out, status_host) = if zero_copy {
-                (host_device_ptr(&self.contacts_host)?, host_device_ptr(&self.status_host)?)
-            } else {
-                (t.out.ptr(gpu), 0)
-            };
-            l.arg(&out).arg(&status_host);
-            let cfg = cudarc::driver::LaunchConfig {
-                grid_dim: (layout.tiles as u32, 1, 1),
-                block_dim: (32 * CONTACT_WARPS as u32, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            unsafe { l.launch(cfg) }.map_err(cuda_err)?;
-        }
-        Ok(())
+        let (out, status_host) = if zero_copy {
+            (host_device_ptr(&self.contacts_host)?, host_device_ptr(&self.status_host)?)
+        } else {
+            (t.out.ptr(gpu), 0)
+        };
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (layout.tiles as u32, 1, 1),
+            block_dim: (32 * CONTACT_WARPS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        body_contacts(
+            gpu,
+            cfg,
+            view,
+            mesh,
+            mesh_layer,
+            n32,
+            batch,
+            e32,
+            c32,
+            Address::raw(status),
+            Address::raw(lookback),
+            t.spill.buf.as_mut().expect("prepared"),
+            Address::raw(out),
+            Address::raw(status_host),
+        )
     }
 
     /// Reads the tick's status: the contact count, or `None` after growing a buffer.
@@ -746,14 +884,17 @@ impl CudaCollider {
         s.memset_zeros(error).map_err(cuda_err)?;
         let mesh = self.mesh.as_ref().expect("synced").view(gpu);
         let (n32, cell_size) = (n as u32, world.cell_size());
-        {
-            let f = gpu.func("sweep_queries")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(self.sweep_in.get()).arg(&n32).arg(&cell_size).arg(&mesh);
-            l.arg(self.sweep_tri.buf.as_mut().unwrap()).arg(self.sweep_out.buf.as_mut().unwrap());
-            l.arg(self.tick.sweep_error.buf.as_mut().unwrap());
-            unsafe { l.launch(threads(n, 128)) }.map_err(cuda_err)?;
-        }
+        sweep_queries(
+            gpu,
+            threads(n, 128),
+            self.sweep_in.get(),
+            n32,
+            cell_size,
+            mesh,
+            self.sweep_tri.buf.as_mut().expect("allocated above"),
+            self.sweep_out.buf.as_mut().expect("allocated above"),
+            self.tick.sweep_error.buf.as_mut().expect("allocated above"),
+        )?;
         let status = self.status_host.at_least(gpu, 4)?;
         s.memcpy_dtoh(&self.tick.sweep_error.get().slice(0..4), &mut *status).map_err(cuda_err)?;
         s.synchronize().map_err(cuda_err)?;
@@ -803,7 +944,7 @@ impl CudaCollider {
 /// The narrow phase alone on the device, for the equality tests: `pairs` of
 /// (radii a, orientation a, radii b, orientation b, r) and `tris` of (radii, orientation,
 /// corners as offsets from the center); one result per input, pairs first.
-pub(crate) fn narrow_check(
+pub(crate) fn narrow_phase(
     gpu: &Gpu,
     pairs: &[[f64; 17]],
     tris: &[[f64; 16]],
@@ -813,11 +954,7 @@ pub(crate) fn narrow_check(
     let p = s.clone_htod(&pairs.iter().flatten().copied().chain([0.0]).collect::<Vec<f64>>()).map_err(cuda_err)?;
     let t = s.clone_htod(&tris.iter().flatten().copied().chain([0.0]).collect::<Vec<f64>>()).map_err(cuda_err)?;
     let mut out = gpu.alloc::<f64>(8 * (np + nt))?;
-    let (np32, nt32) = (np as u32, nt as u32);
-    let f = gpu.func("narrow_check")?;
-    let mut l = s.launch_builder(&f);
-    l.arg(&p).arg(&np32).arg(&t).arg(&nt32).arg(&mut out);
-    unsafe { l.launch(threads(np + nt, 128)) }.map_err(cuda_err)?;
+    narrow_check(gpu, threads(np + nt, 128), &p, np as u32, &t, nt as u32, &mut out)?;
     let out = s.clone_dtoh(&out).map_err(cuda_err)?;
     Ok(out
         .chunks_exact(8)

@@ -1,17 +1,62 @@
 //! Exact k-nearest neighbours on the device: through the candidate grid (candidate_grid.cu),
 //! queries in grid-cell order, or by the tree search of knn.cu, queries in Morton order.
 
-use cudarc::driver::{CudaSlice, CudaViewMut, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaViewMut};
 
-use super::grid_cuda::{CellQueries, DeviceGrid};
+use super::grid_cuda::{CellQueries, DeviceGrid, GridFrameArgs, GRID_CAND_CHECK, GRID_LEVELS};
 use super::{Knn, KnnOptions};
 use crate::device::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
+use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::{DevicePoints, PointSource};
-use crate::runtime::cuda::{cuda_err, threads, Gpu};
-use crate::tree::cuda::{for_each_chunk_ordered, for_each_chunk_sorted_by, DeviceTree, SortedChunk};
+use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
+use crate::tree::cuda::{
+    for_each_chunk_ordered, for_each_chunk_sorted_by, DeviceTree, SortedChunk, TreeArgs, TREE_HEADER, TREE_SEARCH,
+};
+
+static KNN: CudaSource = CudaSource::plain("knn.cu", include_str!("knn.cu"));
+
+/// The list capacities the grid scan is compiled for (`knn_grid_rows{K}`); a query of k
+/// takes the smallest that holds k.
+const GRID_ROW_CAPACITIES: [usize; 3] = [8, 16, 32];
+
+kernels! {
+    module KERNELS = "knn", [&COMMON, &TREE_HEADER, &TREE_SEARCH, &GRID_LEVELS, &GRID_CAND_CHECK, &KNN];
+    /// Each query's k nearest by the tree search, queries in Morton order.
+    fn knn_rows<T>(
+        qx: In<T>,
+        qy: In<T>,
+        qz: In<T>,
+        q_ids: In<u32>,
+        nq: u32,
+        q_offset: u32,
+        t: TreeArgs<T>,
+        k: u32,
+        r2: T,
+        exclude_self: u32,
+        out_ids: Out<u32>,
+        out_d: Out<T>,
+    );
+    /// Each query's k nearest through the candidate grid, queries as records in cell order;
+    /// the variant is the list capacity (`GRID_ROW_CAPACITIES`).
+    fn knn_grid_rows<T>[GRID_ROW_CAPACITIES.map(|k| k.to_string())](
+        queries: In<T>,
+        nq: u32,
+        q_offset: u32,
+        t: TreeArgs<T>,
+        f: GridFrameArgs<T>,
+        start: In<u32>,
+        floor_in: In<T>,
+        cand: In<T>,
+        k: u32,
+        r2: T,
+        exclude_self: u32,
+        out_ids: Out<u32>,
+        out_d: Out<T>,
+    );
+}
 
 /// A kNN result in GPU memory: `len` queries × `k` ids and distances, row-major, for
 /// [`PointIndex::knn_device`](crate::PointIndex::knn_device).
@@ -195,26 +240,31 @@ fn knn_chunk<T: Real>(
     let (len32, off32, k32, exclude) = (c.len() as u32, offset as u32, k as u32, u32::from(exclude_self));
     match (c, grid_lists) {
         (Ordered::Cells(q), Some(g)) => {
-            let name = match k {
-                0..=8 => "knn_grid_rows8",
-                9..=16 => "knn_grid_rows16",
-                _ => "knn_grid_rows32",
-            };
-            let f = gpu.func_t::<T>(name)?;
-            let fargs = g.frame_args();
+            let capacity = GRID_ROW_CAPACITIES.into_iter().find(|&c| k <= c).expect("the grid serves k <= 32");
             let cand = g.cand.as_ref().expect("3-D grids carry their records");
-            let mut l = gpu.stream().launch_builder(&f);
-            l.arg(&q.records).arg(&len32).arg(&off32).arg(&args).arg(&fargs);
-            l.arg(&g.start).arg(&g.floor).arg(cand).arg(&k32).arg(&r2).arg(&exclude).arg(ids).arg(dist);
-            unsafe { l.launch(threads(q.len, 128)) }.map_err(cuda_err)?;
+            knn_grid_rows::<T>(
+                gpu,
+                threads(q.len, 128),
+                &capacity.to_string(),
+                &q.records,
+                len32,
+                off32,
+                args,
+                g.frame_args(),
+                &g.start,
+                &g.floor,
+                cand,
+                k32,
+                r2,
+                exclude,
+                ids,
+                dist,
+            )?;
         }
         (Ordered::Morton(c), _) => {
             let p = &c.points;
-            let f = gpu.func_t::<T>("knn_rows")?;
-            let mut l = gpu.stream().launch_builder(&f);
-            l.arg(&p.x).arg(&p.y).arg(&p.z).arg(&c.ids).arg(&len32).arg(&off32).arg(&args).arg(&k32).arg(&r2);
-            l.arg(&exclude).arg(ids).arg(dist);
-            unsafe { l.launch(threads(p.len, 128)) }.map_err(cuda_err)?;
+            let cfg = threads(p.len, 128);
+            knn_rows::<T>(gpu, cfg, &p.x, &p.y, &p.z, &c.ids, len32, off32, args, k32, r2, exclude, ids, dist)?;
         }
         (Ordered::Cells(_), None) => unreachable!("cell order comes only with a grid"),
     }

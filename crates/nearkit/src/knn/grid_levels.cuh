@@ -2,15 +2,10 @@
 // the grid over embedded queries of 6-D data (vector_knn.cu). `G` is the device side of
 // grid.rs's GridData: n(), center(frame, cell, embedded centre) and d2(embedded point, data
 // position).
-#define GRID_BUCKETS 16
-#define GRID_MARGIN 1e-5
-#define GRID_LEVEL_FACTOR 4  // grid::LEVEL_FACTOR
+#define GRID_BUCKETS NK_GRID_BUCKETS
+#define GRID_MARGIN NK_GRID_MARGIN
+#define GRID_LEVEL_FACTOR NK_GRID_LEVEL_FACTOR
 
-template <typename T>
-struct GridFrame {
-    T ox, oy, oz, cell, inv_cell, half_diag;
-    u32 dx, dy, dz;
-};
 
 template <typename T> __device__ __forceinline__ T grid_tiny();
 template <> __device__ __forceinline__ float grid_tiny<float>() { return 1e-30f; }
@@ -83,8 +78,8 @@ __device__ __forceinline__ void grid_parent_list(const G& g, const GridFrame<T>&
     e = pstart[(u64)(pc + 1) * GRID_BUCKETS];
 }
 
-#define GRID_WARPS 4       // cells (one warp each) per block of the narrow level kernels
-#define GRID_WIDE_WARPS 16 // warps (one cell) per block of the wide ones, for the top level
+#define GRID_WARPS NK_GRID_WARPS           // cells (one warp each) per block of the narrow level kernels
+#define GRID_WIDE_WARPS NK_GRID_WIDE_WARPS // warps (one cell) per block of the wide ones, for the top level
 
 // The level kernels come in two shapes: WPC = 1, a warp per cell and GRID_WARPS cells a block;
 // and WPC = GRID_WIDE_WARPS, a block per cell, for the top level, whose few cells each scan
@@ -229,3 +224,11 @@ __device__ void grid_level_fill_body(G g, GridFrame<T> f, u32 cells, const u32* 
         }
     }
 }
+
+// A list entry with its point, so the scan reads one record instead of following the entry
+// to the tree's arrays (16 bytes for f32, 32 for f64).
+template <typename T>
+struct alignas(4 * sizeof(T)) GridCand {
+    T x, y, z;
+    u32 id;
+};

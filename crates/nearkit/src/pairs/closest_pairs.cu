@@ -1,7 +1,11 @@
 // Closest A–B pairs and the all-nearest join (the plan is in src/cpu/closest_pairs.rs; the
 // searches mirror src/cpu/search.rs line for line, so both backends return the same bits).
 
-#define STACK 128
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#define STACK NK_TREE_STACK
 
 template <typename T>
 __device__ __forceinline__ void scan_points(const Tree<T>& t, u32 s, u32 e, T qx, T qy, T qz, T& bd, u32& bid) {
@@ -202,8 +206,8 @@ extern "C" __global__ void permute_candidates(const u32* perm, u32 n, const u64*
 
 // The whole candidate sort of Candidates::sort_and_keep in one block, for n <= 2048: stable
 // passes by b (all-pairs only), then a, then squared distance, through shared memory.
-#define SMALL_SORT_THREADS 256
-#define SMALL_SORT_ITEMS 8
+#define SMALL_SORT_THREADS NK_SMALL_SORT_THREADS
+#define SMALL_SORT_ITEMS NK_SMALL_SORT_ITEMS
 extern "C" __global__ void sort_candidates_small(const u64* d2, const u32* a, const u32* b, u32 n, u32 a_bits, u32 b_bits,
                                                  u32 d2_bits, u64* d2_out, u32* a_out, u32* b_out) {
     typedef cub::BlockRadixSort<u64, SMALL_SORT_THREADS, SMALL_SORT_ITEMS, u32> Sort;

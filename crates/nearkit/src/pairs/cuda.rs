@@ -1,24 +1,116 @@
-//! Launches closest_pairs.cu: the plan of src/cpu/closest_pairs.rs on the device.
+//! Launches closest_pairs.cu: the plan of pairs/cpu.rs on the device.
 //!
 //! A is processed in chunks (`CudaOptions::chunk_points`) so inputs larger than GPU memory
 //! work; B and its tree stay resident. Candidates are pruned to the best k
 //! between chunks, so their buffer never exceeds one chunk plus k.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 
 use super::{to_pairs, Candidate, Nearest, Pair, PairMode, BOUND_WINDOW};
 use crate::error::Result;
 use crate::geometry::points::Points;
 use crate::geometry::real::{from_ordered_bits, Real};
+use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::PointSource;
-use crate::runtime::cuda::radix_sort::{bits_for, sort_pairs};
-use crate::runtime::cuda::{cuda_err, threads, Gpu};
+use crate::runtime::cuda::radix_sort::{bits_for, gather_u32_as_u64, gather_u64, iota_u32, sort_pairs};
+use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 use crate::runtime::profile::Phases;
-use crate::tree::cuda::{for_each_chunk, DeviceTree};
+use crate::tree::cuda::{for_each_chunk, gather_points, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
 
 const BLOCK: u32 = 256;
-/// Candidate counts up to this are sorted by one block (sort_candidates_small).
-const SMALL_SORT: usize = 256 * 8;
+/// Threads, and candidates per thread, of `sort_candidates_small`: candidate counts up to
+/// `SMALL_SORT` are sorted by one block.
+const SMALL_SORT_THREADS: usize = 256;
+const SMALL_SORT_ITEMS: usize = 8;
+const SMALL_SORT: usize = SMALL_SORT_THREADS * SMALL_SORT_ITEMS;
+
+static CLOSEST_PAIRS: CudaSource = CudaSource {
+    file: "closest_pairs.cu",
+    text: include_str!("closest_pairs.cu"),
+    constants: || {
+        vec![("SMALL_SORT_THREADS", SMALL_SORT_THREADS.to_string()), ("SMALL_SORT_ITEMS", SMALL_SORT_ITEMS.to_string())]
+    },
+    structs: Vec::new,
+};
+
+kernels! {
+    module KERNELS = "pairs", [&COMMON, &TREE_HEADER, &TREE_SEARCH, &CLOSEST_PAIRS];
+    /// Each A's upper bound on its nearest distance from its Morton neighbours, into a
+    /// histogram of 2^16 bins.
+    fn window_bound<T>(ax: In<T>, ay: In<T>, az: In<T>, na: u32, t: TreeArgs<T>, window: u32, per_warp: u32, hist: Out<u32>);
+    /// Per-bucket sums of 256 histogram bins.
+    fn select_threshold_sums(hist: In<u32>, sums: Out<u32>);
+    /// Lowers `tau` to the largest value of the bin holding the k-th smallest bound.
+    fn select_threshold<T>(hist: In<u32>, sums: In<u32>, k: u32, tau: Out<T>);
+    /// Every query's nearest point within `r2`.
+    fn nearest_all<T>(
+        ax: In<T>,
+        ay: In<T>,
+        az: In<T>,
+        a_ids: In<u32>,
+        na: u32,
+        t: TreeArgs<T>,
+        r2: In<T>,
+        out_b: Out<u32>,
+        out_d2: Out<T>,
+    );
+    /// Queries whose nearest point lies within `tau` append a candidate.
+    fn nearest_candidates<T>(
+        ax: In<T>,
+        ay: In<T>,
+        az: In<T>,
+        a_ids: In<u32>,
+        na: u32,
+        a_offset: u32,
+        t: TreeArgs<T>,
+        tau: In<T>,
+        count: Out<u32>,
+        cand_d2: Out<u64>,
+        cand_a: Out<u32>,
+        cand_b: Out<u32>,
+    );
+    /// Each query's k nearest within `tau`, appended as candidates.
+    fn knn_candidates<T>(
+        qx: In<T>,
+        qy: In<T>,
+        qz: In<T>,
+        qid: In<u32>,
+        nq: u32,
+        t: TreeArgs<T>,
+        k: u32,
+        tau: In<T>,
+        heap_d: Out<T>,
+        heap_id: Out<u32>,
+        count: Out<u32>,
+        cand_d2: Out<u64>,
+        cand_a: Out<u32>,
+        cand_b: Out<u32>,
+    );
+    /// The candidates listed by `perm` to the front, in that order.
+    fn permute_candidates(
+        perm: In<u32>,
+        n: u32,
+        d2: In<u64>,
+        a: In<u32>,
+        b: In<u32>,
+        d2_out: Out<u64>,
+        a_out: Out<u32>,
+        b_out: Out<u32>,
+    );
+    /// Up to `SMALL_SORT` candidates sorted by (d2, a, b) in one block.
+    fn sort_candidates_small(
+        d2: In<u64>,
+        a: In<u32>,
+        b: In<u32>,
+        n: u32,
+        a_bits: u32,
+        b_bits: u32,
+        d2_bits: u32,
+        d2_out: Out<u64>,
+        a_out: Out<u32>,
+        b_out: Out<u32>,
+    );
+}
 
 /// Every A's nearest point of `tree` within squared radius `r2`, A in chunks of `chunk`.
 pub(crate) fn nearest<T: Real>(
@@ -30,7 +122,6 @@ pub(crate) fn nearest<T: Real>(
 ) -> Result<Nearest<T>> {
     let args = tree.args(gpu);
     let r2_dev = gpu.stream().clone_htod(&[r2]).map_err(cuda_err)?;
-    let f = gpu.func_t::<T>("nearest_all")?;
     let mut out = Nearest { b: Vec::with_capacity(a.len()), distance: Vec::with_capacity(a.len()) };
     for_each_chunk(gpu, &PointSource::Host(a), tree, chunk, |c| {
         let len = c.points.len;
@@ -38,9 +129,8 @@ pub(crate) fn nearest<T: Real>(
         let mut od = gpu.alloc_uninit::<T>(len)?;
         let len32 = len as u32;
         let p = &c.points;
-        let mut l = gpu.stream().launch_builder(&f);
-        l.arg(&p.x).arg(&p.y).arg(&p.z).arg(&c.ids).arg(&len32).arg(&args).arg(&r2_dev).arg(&mut ob).arg(&mut od);
-        unsafe { l.launch(threads(len, BLOCK)) }.map_err(cuda_err)?;
+        let cfg = threads(len, BLOCK);
+        nearest_all::<T>(gpu, cfg, &p.x, &p.y, &p.z, &c.ids, len32, args, &r2_dev, &mut ob, &mut od)?;
         let hb = gpu.stream().clone_dtoh(&ob).map_err(cuda_err)?;
         let hd = gpu.stream().clone_dtoh(&od).map_err(cuda_err)?;
         out.b.extend_from_slice(&hb[..len]);
@@ -121,11 +211,9 @@ impl Candidates {
             // One block does every pass in shared memory: one launch instead of dozens.
             let mut out = Candidates::new(gpu, self.d2.len())?;
             let (a_bits, b_bits) = (bits_for(na), if with_b { bits_for(nb) } else { 0 });
-            let f = gpu.func("sort_candidates_small")?;
-            let mut l = st.launch_builder(&f);
-            l.arg(&self.d2).arg(&self.a).arg(&self.b).arg(&n32).arg(&a_bits).arg(&b_bits).arg(&d2_bits);
-            l.arg(&mut out.d2).arg(&mut out.a).arg(&mut out.b);
-            unsafe { l.launch(threads(256, 256)) }.map_err(cuda_err)?;
+            let (d2, a, b) = (&mut out.d2, &mut out.a, &mut out.b);
+            let cfg = threads(SMALL_SORT_THREADS, SMALL_SORT_THREADS as u32);
+            sort_candidates_small(gpu, cfg, &self.d2, &self.a, &self.b, n32, a_bits, b_bits, d2_bits, d2, a, b)?;
             let kept = keep.min(n);
             st.memcpy_htod(&[kept as u32], &mut out.count).map_err(cuda_err)?;
             *self = out;
@@ -133,35 +221,24 @@ impl Candidates {
         }
         let mut perm = gpu.alloc_uninit::<u32>(n)?;
         let mut keys = gpu.alloc_uninit::<u64>(n)?;
-        let f = gpu.func("iota_u32")?;
-        let mut l = st.launch_builder(&f);
-        l.arg(&mut perm).arg(&n32);
-        unsafe { l.launch(threads(n, BLOCK)) }.map_err(cuda_err)?;
-        let g32 = gpu.func("gather_u32_as_u64")?;
-        let g64 = gpu.func("gather_u64")?;
+        let cfg = threads(n, BLOCK);
+        iota_u32(gpu, cfg, &mut perm, n32)?;
         let mut columns: Vec<(&CudaSlice<u32>, u32)> = Vec::new();
         if with_b {
             columns.push((&self.b, bits_for(nb)));
         }
         columns.push((&self.a, bits_for(na)));
         for (col, bits) in columns {
-            let mut l = st.launch_builder(&g32);
-            l.arg(col).arg(&perm).arg(&n32).arg(&mut keys);
-            unsafe { l.launch(threads(n, BLOCK)) }.map_err(cuda_err)?;
+            gather_u32_as_u64(gpu, cfg, col, &perm, n32, &mut keys)?;
             sort_pairs(gpu, &mut keys, &mut perm, n, bits)?;
         }
-        let mut l = st.launch_builder(&g64);
-        l.arg(&self.d2).arg(&perm).arg(&n32).arg(&mut keys);
-        unsafe { l.launch(threads(n, BLOCK)) }.map_err(cuda_err)?;
+        gather_u64(gpu, cfg, &self.d2, &perm, n32, &mut keys)?;
         sort_pairs(gpu, &mut keys, &mut perm, n, d2_bits)?;
 
         let cap = self.d2.len();
         let mut out = Candidates::new(gpu, cap)?;
-        let f = gpu.func("permute_candidates")?;
-        let mut l = st.launch_builder(&f);
-        l.arg(&perm).arg(&n32).arg(&self.d2).arg(&self.a).arg(&self.b);
-        l.arg(&mut out.d2).arg(&mut out.a).arg(&mut out.b);
-        unsafe { l.launch(threads(n, BLOCK)) }.map_err(cuda_err)?;
+        let (d2, a, b) = (&mut out.d2, &mut out.a, &mut out.b);
+        permute_candidates(gpu, cfg, &perm, n32, &self.d2, &self.a, &self.b, d2, a, b)?;
         let kept = keep.min(n);
         st.memcpy_htod(&[kept as u32], &mut out.count).map_err(cuda_err)?;
         *self = out;
@@ -195,12 +272,6 @@ fn nearest_per_a<T: Real>(
     let mut cands = Candidates::new(gpu, chunk.min(na) + k)?;
     let mut hist = gpu.alloc::<u32>(1 << 16)?; // zeroed per chunk
     let mut bucket_sums = gpu.alloc_uninit::<u32>(256)?;
-    let f_sums = gpu.func("select_threshold_sums")?;
-    let (f_bound, f_sel, f_near) = (
-        gpu.func_t::<T>("window_bound")?,
-        gpu.func_t::<T>("select_threshold")?,
-        gpu.func_t::<T>("nearest_candidates")?,
-    );
     let window = BOUND_WINDOW as u32;
     let k32 = k as u32;
     for_each_chunk(gpu, a, tree, chunk, |c| {
@@ -211,23 +282,16 @@ fn nearest_per_a<T: Real>(
         let off32 = off as u32;
         if k < len {
             st.memset_zeros(&mut hist).map_err(cuda_err)?;
-            let mut l = st.launch_builder(&f_bound);
             // Warp minima once there are at least 2k warps (see window_bound in the kernel).
             let per_warp = u32::from(len >= 64 * k);
-            l.arg(x).arg(y).arg(z).arg(&len32).arg(&args).arg(&window).arg(&per_warp).arg(&mut hist);
-            unsafe { l.launch(threads(len, BLOCK)) }.map_err(cuda_err)?;
-            let mut l = st.launch_builder(&f_sums);
-            l.arg(&hist).arg(&mut bucket_sums);
-            unsafe { l.launch(threads(1 << 16, 256)) }.map_err(cuda_err)?;
-            let mut l = st.launch_builder(&f_sel);
-            l.arg(&hist).arg(&bucket_sums).arg(&k32).arg(&mut tau);
-            unsafe { l.launch(threads(256, 256)) }.map_err(cuda_err)?;
+            window_bound::<T>(gpu, threads(len, BLOCK), x, y, z, len32, args, window, per_warp, &mut hist)?;
+            select_threshold_sums(gpu, threads(1 << 16, 256), &hist, &mut bucket_sums)?;
+            select_threshold::<T>(gpu, threads(256, 256), &hist, &bucket_sums, k32, &mut tau)?;
             phases.mark_after("bound + threshold", || gpu.synchronize())?;
         }
-        let mut l = st.launch_builder(&f_near);
-        l.arg(x).arg(y).arg(z).arg(&c.ids).arg(&len32).arg(&off32).arg(&args).arg(&tau);
-        l.arg(&mut cands.count).arg(&mut cands.d2).arg(&mut cands.a).arg(&mut cands.b);
-        unsafe { l.launch(threads(len, BLOCK)) }.map_err(cuda_err)?;
+        let (count, d2, ca, cb) = (&mut cands.count, &mut cands.d2, &mut cands.a, &mut cands.b);
+        let cfg = threads(len, BLOCK);
+        nearest_candidates::<T>(gpu, cfg, x, y, z, &c.ids, len32, off32, args, &tau, count, d2, ca, cb)?;
         phases.mark_after("exact search", || gpu.synchronize())?;
         if !last {
             // Keep the best k and tighten tau to the k-th, so the buffer never overflows.
@@ -266,7 +330,6 @@ fn all_pairs<T: Real>(
     let ids: Vec<u32> = per_a.iter().map(|c| c.a).collect();
     let chunk = ((1usize << 25) / k).max(1);
     let mut cands = Candidates::new(gpu, chunk.min(ids.len()) * k + k)?;
-    let f = gpu.func_t::<T>("knn_candidates")?;
     let k32 = k as u32;
     for (ci, part) in ids.chunks(chunk).enumerate() {
         let q = part.len();
@@ -284,24 +347,16 @@ fn all_pairs<T: Real>(
             PointSource::Device(d) => {
                 let (mut qx, mut qy, mut qz) =
                     (gpu.alloc_uninit::<T>(q)?, gpu.alloc_uninit::<T>(q)?, gpu.alloc_uninit::<T>(q)?);
-                let g = gpu.func_t::<T>("gather_points")?;
-                let mut l = st.launch_builder(&g);
-                l.arg(&d.x).arg(&d.y).arg(&d.z).arg(&qid).arg(&q32).arg(&mut qx).arg(&mut qy).arg(&mut qz);
-                unsafe { l.launch(threads(q, BLOCK)) }.map_err(cuda_err)?;
+                let cfg = threads(q, BLOCK);
+                gather_points::<T>(gpu, cfg, &d.x, &d.y, &d.z, &qid, q32, &mut qx, &mut qy, &mut qz)?;
                 (qx, qy, qz)
             }
         };
         let mut heap_d = gpu.alloc_uninit::<T>(q * k)?;
         let mut heap_id = gpu.alloc_uninit::<u32>(q * k)?;
-        let mut l = st.launch_builder(&f);
-        l.arg(&qx).arg(&qy).arg(&qz).arg(&qid).arg(&q32).arg(&args).arg(&k32).arg(&tau);
-        l.arg(&mut heap_d)
-            .arg(&mut heap_id)
-            .arg(&mut cands.count)
-            .arg(&mut cands.d2)
-            .arg(&mut cands.a)
-            .arg(&mut cands.b);
-        unsafe { l.launch(threads(q, 64)) }.map_err(cuda_err)?;
+        let (count, d2, ca, cb) = (&mut cands.count, &mut cands.d2, &mut cands.a, &mut cands.b);
+        let (hd, hi) = (&mut heap_d, &mut heap_id);
+        knn_candidates::<T>(gpu, threads(q, 64), &qx, &qy, &qz, &qid, q32, args, k32, &tau, hd, hi, count, d2, ca, cb)?;
         if (ci + 1) * chunk < ids.len() {
             let n = cands.count(gpu)?;
             cands.sort_and_keep::<T>(gpu, n, na, nb, true, k)?;

@@ -1,19 +1,117 @@
-//! Launches tree_build.cu: the `MortonTree` of src/tree.rs, built on the device.
+//! Launches tree_build.cu: the `MortonTree` of tree/mod.rs, built on the device; and orders
+//! query points along the tree's Morton curve, chunk by chunk.
 
-use cudarc::driver::{CudaSlice, CudaView, DevicePtr, DeviceRepr, PushKernelArg};
+use std::marker::PhantomData;
 
+use cudarc::driver::{CudaSlice, CudaView, DevicePtr};
+
+use super::search::STACK;
 use super::{DEFAULT_LEAF_SIZE, TABLE_BITS};
 use crate::error::Result;
+use crate::geometry::morton::MORTON3_BITS;
 use crate::geometry::real::Real;
+use crate::runtime::cuda::launch::{c_definitions, c_struct, kernels, In, Out};
 use crate::runtime::cuda::memory::{DevicePoints, PointSource};
 use crate::runtime::cuda::radix_sort::sort_pairs;
-use crate::runtime::cuda::{cuda_err, threads, Gpu};
+use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 
 /// Threads per block of the query-ordering kernels.
 const BLOCK: u32 = 256;
 
+/// The tree's layout and search in C (`Tree`, `box_dist2`, Morton codes).
+pub(crate) static TREE_HEADER: CudaSource = CudaSource {
+    file: "tree.cuh",
+    text: include_str!("tree.cuh"),
+    constants: || {
+        vec![
+            ("CHILD_POINT", format!("{}u", super::CHILD_POINT)),
+            ("TABLE_BITS", TABLE_BITS.to_string()),
+            ("MORTON3_MAX", format!("{}u", (1u32 << MORTON3_BITS) - 1)),
+        ]
+    },
+    structs: c_definitions!(TreeArgs<f32>),
+};
+
+/// The tree's k-nearest search (search.rs `knn`) in C.
+pub(crate) static TREE_SEARCH: CudaSource = CudaSource {
+    file: "search.cuh",
+    text: include_str!("search.cuh"),
+    constants: || vec![("TREE_STACK", STACK.to_string())],
+    structs: Vec::new,
+};
+
+static TREE_BUILD: CudaSource = CudaSource::plain("tree_build.cu", include_str!("tree_build.cu"));
+
+c_struct! {
+    /// `struct Tree<T>` of tree.cuh, passed to kernels by value: the tree's device pointers.
+    pub(crate) struct TreeArgs<T> as "Tree<{R}>" {
+        lo_x: u64 = "const R*",
+        lo_y: u64 = "const R*",
+        lo_z: u64 = "const R*",
+        hi_x: u64 = "const R*",
+        hi_y: u64 = "const R*",
+        hi_z: u64 = "const R*",
+        min_id: u64 = "const u32*",
+        left: u64 = "const u32*",
+        right: u64 = "const u32*",
+        other_end: u64 = "const u32*",
+        x: u64 = "const R*",
+        y: u64 = "const R*",
+        z: u64 = "const R*",
+        id: u64 = "const u32*",
+        key_table: u64 = "const u32*",
+        /// Origin x, y, z and scale of the Morton frame.
+        frame: u64 = "const R*",
+        n: u32 = "u32",
+        leaf_size: u32 = "u32",
+    }
+}
+
+kernels! {
+    module KERNELS = "tree", [&COMMON, &TREE_HEADER, &TREE_BUILD];
+    /// The points' bounds as order-preserving integers: acc = min x, y, z, max x, y, z.
+    fn bounds<T>(x: In<T>, y: In<T>, z: In<T>, n: u32, acc: Out<u64>);
+    /// `MortonFrame::from_bounds` of `bounds`' result: origin x, y, z and scale.
+    fn frame<T>(acc: In<u64>, frame: Out<T>);
+    /// Each point's Morton code in `frame`, shifted right by `shift`, and its index.
+    fn morton_keys<T>(x: In<T>, y: In<T>, z: In<T>, n: u32, frame: In<T>, shift: u32, keys: Out<u64>, vals: Out<u32>);
+    /// Points `perm[i]` to place i.
+    fn gather_points<T>(x: In<T>, y: In<T>, z: In<T>, perm: In<u32>, n: u32, sx: Out<T>, sy: Out<T>, sz: Out<T>);
+    /// Karras's radix tree over sorted codes; `flags` zeroed for `radix_boxes`.
+    fn radix_nodes(
+        keys: In<u64>,
+        n: u32,
+        left: Out<u32>,
+        right: Out<u32>,
+        other_end: Out<u32>,
+        parent: Out<u32>,
+        flags: Out<u32>,
+    );
+    /// Node boxes and smallest ids, bottom-up.
+    fn radix_boxes<T>(
+        x: In<T>,
+        y: In<T>,
+        z: In<T>,
+        id: In<u32>,
+        n: u32,
+        left: In<u32>,
+        right: In<u32>,
+        parent: In<u32>,
+        flags: Out<u32>,
+        lo_x: Out<T>,
+        lo_y: Out<T>,
+        lo_z: Out<T>,
+        hi_x: Out<T>,
+        hi_y: Out<T>,
+        hi_z: Out<T>,
+        min_id: Out<u32>,
+    );
+    /// `MortonTree::key_table` of the sorted codes.
+    fn key_table(codes: In<u64>, n: u32, table: Out<u32>);
+}
+
 /// The tree's device buffers, in the layout of `MortonTree`.
-pub struct DeviceTree<T> {
+pub(crate) struct DeviceTree<T> {
     pub n: u32,
     pub leaf_size: u32,
     pub key_table: CudaSlice<u32>,
@@ -30,17 +128,6 @@ pub struct DeviceTree<T> {
     /// origin x, y, z and scale of the Morton frame.
     pub frame: CudaSlice<T>,
 }
-
-/// `struct Tree<T>` of common.cuh, passed to kernels by value.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct TreeArgs {
-    ptrs: [u64; 16],
-    n: u32,
-    leaf_size: u32,
-}
-// SAFETY: plain old data matching the C struct's layout (16 pointers, 2 u32).
-unsafe impl DeviceRepr for TreeArgs {}
 
 /// The points a tree is built from: the caller's (kept) or a copy the build may free early.
 pub enum BuildInput<'a, T> {
@@ -67,49 +154,21 @@ impl<T: Real> DeviceTree<T> {
         // Bounds -> frame, with exact float min/max through order-preserving integers.
         let mut frame = gpu.alloc_uninit::<T>(4)?;
         let blocks = n.div_ceil(256).min(1024);
-        if T::NAME == "f32" {
-            let mut acc = s.clone_htod(&[u32::MAX, u32::MAX, u32::MAX, 0, 0, 0]).map_err(cuda_err)?;
-            let f = gpu.func_t::<T>("bounds")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&n32).arg(&mut acc);
-            unsafe { l.launch(threads(blocks * 256, 256)) }.map_err(cuda_err)?;
-            let f = gpu.func_t::<T>("frame")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&acc).arg(&mut frame);
-            unsafe { l.launch(threads(1, 1)) }.map_err(cuda_err)?;
-        } else {
-            let mut acc = s.clone_htod(&[u64::MAX, u64::MAX, u64::MAX, 0, 0, 0]).map_err(cuda_err)?;
-            let f = gpu.func_t::<T>("bounds")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&n32).arg(&mut acc);
-            unsafe { l.launch(threads(blocks * 256, 256)) }.map_err(cuda_err)?;
-            let f = gpu.func_t::<T>("frame")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&acc).arg(&mut frame);
-            unsafe { l.launch(threads(1, 1)) }.map_err(cuda_err)?;
-        }
+        let mut acc = s.clone_htod(&[u64::MAX, u64::MAX, u64::MAX, 0, 0, 0]).map_err(cuda_err)?;
+        bounds::<T>(gpu, threads(blocks * 256, 256), &b.x, &b.y, &b.z, n32, &mut acc)?;
+        self::frame::<T>(gpu, threads(1, 1), &acc, &mut frame)?;
 
         // Morton keys, sorted with the ids as values (stable, so ties stay in id order).
         let mut codes = gpu.alloc_uninit::<u64>(n)?;
         let mut id = gpu.alloc_uninit::<u32>(n)?;
-        let f = gpu.func_t::<T>("morton_keys")?;
-        let mut l = s.launch_builder(&f);
-        let shift = 0u32;
-        l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&n32).arg(&frame).arg(&shift).arg(&mut codes).arg(&mut id);
-        unsafe { l.launch(threads(n, 256)) }.map_err(cuda_err)?;
+        morton_keys::<T>(gpu, threads(n, 256), &b.x, &b.y, &b.z, n32, &frame, 0, &mut codes, &mut id)?;
         sort_pairs(gpu, &mut codes, &mut id, n, 63)?;
         let table_len = (1usize << TABLE_BITS) + 1;
         let mut key_table = gpu.alloc_uninit::<u32>(table_len)?;
-        let f = gpu.func("key_table")?;
-        let mut l = s.launch_builder(&f);
-        l.arg(&codes).arg(&n32).arg(&mut key_table);
-        unsafe { l.launch(threads(table_len, 256)) }.map_err(cuda_err)?;
+        self::key_table(gpu, threads(table_len, 256), &codes, n32, &mut key_table)?;
 
         let (mut x, mut y, mut z) = (gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?);
-        let f = gpu.func_t::<T>("gather_points")?;
-        let mut l = s.launch_builder(&f);
-        l.arg(&b.x).arg(&b.y).arg(&b.z).arg(&id).arg(&n32).arg(&mut x).arg(&mut y).arg(&mut z);
-        unsafe { l.launch(threads(n, 256)) }.map_err(cuda_err)?;
+        gather_points::<T>(gpu, threads(n, 256), &b.x, &b.y, &b.z, &id, n32, &mut x, &mut y, &mut z)?;
         drop(input);
 
         // Radix tree topology, then boxes bottom-up.
@@ -122,10 +181,8 @@ impl<T: Real> DeviceTree<T> {
         let mut parent = gpu.alloc_uninit::<u32>(internal)?;
         let mut flags = gpu.alloc::<u32>(internal.div_ceil(4))?; // zeroed byte counters
         if internal > 0 {
-            let f = gpu.func("radix_nodes")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&codes).arg(&n32).arg(&mut left).arg(&mut right).arg(&mut other_end).arg(&mut parent).arg(&mut flags);
-            unsafe { l.launch(threads(internal, 256)) }.map_err(cuda_err)?;
+            let cfg = threads(internal, 256);
+            radix_nodes(gpu, cfg, &codes, n32, &mut left, &mut right, &mut other_end, &mut parent, &mut flags)?;
         }
         // The full codes are needed no more: free them before the box pass, the memory peak.
         drop(codes);
@@ -135,43 +192,59 @@ impl<T: Real> DeviceTree<T> {
             [gpu.alloc_uninit::<T>(internal)?, gpu.alloc_uninit::<T>(internal)?, gpu.alloc_uninit::<T>(internal)?];
         let mut min_id = gpu.alloc_uninit::<u32>(internal)?;
         if internal > 0 {
-            let f = gpu.func_t::<T>("radix_boxes")?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&x).arg(&y).arg(&z).arg(&id).arg(&n32).arg(&left).arg(&right).arg(&parent).arg(&mut flags);
             let [lx, ly, lz] = &mut lo;
             let [hx, hy, hz] = &mut hi;
-            l.arg(lx).arg(ly).arg(lz).arg(hx).arg(hy).arg(hz).arg(&mut min_id);
-            unsafe { l.launch(threads(internal, 256)) }.map_err(cuda_err)?;
+            let cfg = threads(internal, 256);
+            radix_boxes::<T>(
+                gpu,
+                cfg,
+                &x,
+                &y,
+                &z,
+                &id,
+                n32,
+                &left,
+                &right,
+                &parent,
+                &mut flags,
+                lx,
+                ly,
+                lz,
+                hx,
+                hy,
+                hz,
+                &mut min_id,
+            )?;
         }
         drop((parent, flags));
         let leaf_size = DEFAULT_LEAF_SIZE;
         Ok(DeviceTree { n: n32, leaf_size, key_table, x, y, z, id, left, right, other_end, lo, hi, min_id, frame })
     }
 
-    pub(crate) fn args(&self, gpu: &Gpu) -> TreeArgs {
+    pub(crate) fn args(&self, gpu: &Gpu) -> TreeArgs<T> {
         let s = gpu.stream();
         let p = |c: &CudaSlice<T>| c.device_ptr(s).0;
+        let u = |c: &CudaSlice<u32>| c.device_ptr(s).0;
         TreeArgs {
-            ptrs: [
-                p(&self.lo[0]),
-                p(&self.lo[1]),
-                p(&self.lo[2]),
-                p(&self.hi[0]),
-                p(&self.hi[1]),
-                p(&self.hi[2]),
-                self.min_id.device_ptr(s).0,
-                self.left.device_ptr(s).0,
-                self.right.device_ptr(s).0,
-                self.other_end.device_ptr(s).0,
-                p(&self.x),
-                p(&self.y),
-                p(&self.z),
-                self.id.device_ptr(s).0,
-                self.key_table.device_ptr(s).0,
-                p(&self.frame),
-            ],
+            lo_x: p(&self.lo[0]),
+            lo_y: p(&self.lo[1]),
+            lo_z: p(&self.lo[2]),
+            hi_x: p(&self.hi[0]),
+            hi_y: p(&self.hi[1]),
+            hi_z: p(&self.hi[2]),
+            min_id: u(&self.min_id),
+            left: u(&self.left),
+            right: u(&self.right),
+            other_end: u(&self.other_end),
+            x: p(&self.x),
+            y: p(&self.y),
+            z: p(&self.z),
+            id: u(&self.id),
+            key_table: u(&self.key_table),
+            frame: p(&self.frame),
             n: self.n,
             leaf_size: self.leaf_size,
+            _real: PhantomData,
         }
     }
 
@@ -274,22 +347,15 @@ fn sort_chunk<T: Real>(
     len: usize,
     key_bits: u32,
 ) -> Result<SortedChunk<T>> {
-    let st = gpu.stream();
     let len32 = len as u32;
     let mut keys = gpu.alloc_uninit::<u64>(len)?;
     let mut ids = gpu.alloc_uninit::<u32>(len)?;
-    let f = gpu.func_t::<T>("morton_keys")?;
-    let shift = 63 - key_bits;
-    let mut l = st.launch_builder(&f);
-    l.arg(x).arg(y).arg(z).arg(&len32).arg(&tree.frame).arg(&shift).arg(&mut keys).arg(&mut ids);
-    unsafe { l.launch(threads(len, BLOCK)) }.map_err(cuda_err)?;
+    let cfg = threads(len, BLOCK);
+    morton_keys::<T>(gpu, cfg, x, y, z, len32, &tree.frame, 63 - key_bits, &mut keys, &mut ids)?;
     sort_pairs(gpu, &mut keys, &mut ids, len, key_bits)?;
     drop(keys);
     let (mut sx, mut sy, mut sz) =
         (gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?);
-    let f = gpu.func_t::<T>("gather_points")?;
-    let mut l = st.launch_builder(&f);
-    l.arg(x).arg(y).arg(z).arg(&ids).arg(&len32).arg(&mut sx).arg(&mut sy).arg(&mut sz);
-    unsafe { l.launch(threads(len, BLOCK)) }.map_err(cuda_err)?;
+    gather_points::<T>(gpu, cfg, x, y, z, &ids, len32, &mut sx, &mut sy, &mut sz)?;
     Ok(SortedChunk { points: DevicePoints { x: sx, y: sy, z: sz, len, bounds: None }, ids, offset: 0, last: false })
 }

@@ -1,20 +1,17 @@
-// Builds src/tree.rs's MortonTree on the device: bounds -> Morton frame -> keys -> radix sort
-// (radix_sort.cu) -> gather -> leaf boxes -> one launch per internal level.
+// Builds tree/mod.rs's MortonTree on the device: bounds -> Morton frame -> keys -> radix sort
+// (radix_sort.cu) -> gather -> topology -> boxes bottom-up.
 
 // Order-preserving integer images of floats, so atomicMin/atomicMax give exact float min/max.
 __device__ __forceinline__ u32 ord_enc(float v) { u32 b = __float_as_uint(v); return (b & 0x80000000u) ? ~b : (b | 0x80000000u); }
 __device__ __forceinline__ float ord_dec(u32 b) { return __uint_as_float((b & 0x80000000u) ? (b & 0x7fffffffu) : ~b); }
 __device__ __forceinline__ u64 ord_enc(double v) { u64 b = (u64)__double_as_longlong(v); return (b >> 63) ? ~b : (b | (1ull << 63)); }
 __device__ __forceinline__ double ord_dec(u64 b) { return __longlong_as_double((long long)((b >> 63) ? (b & ~(1ull << 63)) : ~b)); }
-template <typename T> struct Ord;
-template <> struct Ord<float> { typedef u32 U; };
-template <> struct Ord<double> { typedef u64 U; };
 
-// acc[0..3] = encoded min x, y, z; acc[3..6] = encoded max. Initialised by the host to
-// (all-ones, zero) so that any value replaces them.
+// acc[0..3] = encoded min x, y, z; acc[3..6] = encoded max (u32 encodings of floats widened to
+// u64, which keeps their order). Initialised by the host to (all-ones, zero) so that any value
+// replaces them.
 template <typename T>
-__device__ void bounds_impl(const T* x, const T* y, const T* z, u32 n, typename Ord<T>::U* acc) {
-    typedef typename Ord<T>::U U;
+__device__ void bounds_impl(const T* x, const T* y, const T* z, u32 n, u64* acc) {
     T lo[3] = {t_inf<T>(), t_inf<T>(), t_inf<T>()};
     T hi[3] = {-t_inf<T>(), -t_inf<T>(), -t_inf<T>()};
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
@@ -37,24 +34,27 @@ __device__ void bounds_impl(const T* x, const T* y, const T* z, u32 n, typename 
         int d = threadIdx.x;
         T l = s_lo[d][0], h = s_hi[d][0];
         for (u32 w = 1; w < warps; w++) { l = t_min(l, s_lo[d][w]); h = t_max(h, s_hi[d][w]); }
-        atomicMin((U*)&acc[d], (U)ord_enc(l));
-        atomicMax((U*)&acc[3 + d], (U)ord_enc(h));
+        atomicMin(&acc[d], (u64)ord_enc(l));
+        atomicMax(&acc[3 + d], (u64)ord_enc(h));
     }
 }
-NK_INSTANTIATE(bounds, (const R* x, const R* y, const R* z, u32 n, Ord<R>::U* acc), (x, y, z, n, acc))
+NK_INSTANTIATE(bounds, (const R* x, const R* y, const R* z, u32 n, u64* acc), (x, y, z, n, acc))
 
 // MortonFrame::from_bounds.
+template <typename T> __device__ __forceinline__ T ord_dec_as(u64 b);
+template <> __device__ __forceinline__ float ord_dec_as<float>(u64 b) { return ord_dec((u32)b); }
+template <> __device__ __forceinline__ double ord_dec_as<double>(u64 b) { return ord_dec(b); }
 template <typename T>
-__device__ void frame_impl(const typename Ord<T>::U* acc, T* frame) {
+__device__ void frame_impl(const u64* acc, T* frame) {
     T lo[3], hi[3];
-    for (int d = 0; d < 3; d++) { lo[d] = ord_dec(acc[d]); hi[d] = ord_dec(acc[3 + d]); }
+    for (int d = 0; d < 3; d++) { lo[d] = ord_dec_as<T>(acc[d]); hi[d] = ord_dec_as<T>(acc[3 + d]); }
     T extent = t_max(t_max(hi[0] - lo[0], hi[1] - lo[1]), hi[2] - lo[2]);
     frame[0] = lo[0];
     frame[1] = lo[1];
     frame[2] = lo[2];
-    frame[3] = extent > (T)0 ? (T)2097152.0 / extent : (T)0;
+    frame[3] = extent > (T)0 ? (T)(NK_MORTON3_MAX + 1) / extent : (T)0;
 }
-NK_INSTANTIATE(frame, (const Ord<R>::U* acc, R* frame), (acc, frame))
+NK_INSTANTIATE(frame, (const u64* acc, R* frame), (acc, frame))
 
 // Morton codes shifted right by `shift` (queries only need a coarse order: fewer sort passes).
 template <typename T>

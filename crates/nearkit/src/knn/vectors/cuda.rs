@@ -3,42 +3,179 @@
 //! the small side) and uploaded; queries are ordered on the device by Morton key for
 //! coherence. The shifted copies are keyed and sorted on the device.
 
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, PushKernelArg};
+use std::marker::PhantomData;
+
+use cudarc::driver::{CudaSlice, DevicePtr, LaunchConfig};
 
 use super::check_vectors;
+use super::tree::VECTOR_LEAF;
 use crate::error::Result;
 use crate::geometry::real::Real;
 use crate::geometry::vectors::{Aabb6, Vectors, MAX_DIM};
-use crate::knn::grid::GridOptions;
-use crate::knn::grid::{aabb6_stretch, GridFrame};
-use crate::knn::grid_cuda::{DeviceGrid, LevelKernels};
+use crate::knn::grid::{aabb6_stretch, GridFrame, GridOptions};
+use crate::knn::grid_cuda::{DeviceGrid, GridFrameArgs, LevelData, Parent, GRID_LEVELS};
 use crate::knn::vectors::shifted_sort::{ShiftFrame, ShiftedSortOptions};
 use crate::knn::vectors::tree::VectorTree;
 use crate::knn::{Knn, KnnOptions};
-use crate::runtime::cuda::radix_sort::sort_pairs;
-use crate::runtime::cuda::{cuda_err, threads, Gpu};
+use crate::runtime::cuda::launch::{c_definitions, c_struct, kernels, In, Out};
+use crate::runtime::cuda::radix_sort::{gather_u64, iota_u32, sort_pairs};
+use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 
-/// `struct VecColsArg<T>` of vector_knn.cu.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct VecColsArg {
-    cols: u64,
-    n: u32,
-}
-// SAFETY: plain old data matching the C struct (a pointer and a u32, C padding).
-unsafe impl DeviceRepr for VecColsArg {}
+static VECTOR_KNN: CudaSource = CudaSource {
+    file: "vector_knn.cu",
+    text: include_str!("vector_knn.cu"),
+    constants: || vec![("MAX_DIM", MAX_DIM.to_string()), ("VECTOR_LEAF", VECTOR_LEAF.to_string())],
+    structs: c_definitions!(VecColsArg<f32>, ShiftFrameArgs),
+};
 
-/// `struct ShiftFrameArgs` of vector_knn.cu.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct ShiftFrameArgs {
-    lo: [f64; MAX_DIM],
-    scale: f64,
-    bits: u32,
-    step: u32,
+c_struct! {
+    /// `struct VecColsArg<T>` of vector_knn.cu: columns of n values (stride n).
+    pub(crate) struct VecColsArg<T> as "VecColsArg<{R}>" {
+        cols: u64 = "const R*",
+        n: u32 = "u32",
+    }
 }
-// SAFETY: plain old data matching the C struct (9 f64, 2 u32).
-unsafe impl DeviceRepr for ShiftFrameArgs {}
+
+c_struct! {
+    /// `struct ShiftFrameArgs` of vector_knn.cu: a `ShiftFrame`.
+    pub(crate) struct ShiftFrameArgs as "ShiftFrameArgs" {
+        lo: [f64; MAX_DIM] = "double[NK_MAX_DIM]",
+        scale: f64 = "double",
+        bits: u32 = "u32",
+        step: u32 = "u32",
+    }
+}
+
+/// The dimensions the kernels are compiled for, and the list capacities of a search
+/// (`_k0`: any k, in memory).
+fn dims() -> impl Iterator<Item = usize> {
+    1..=MAX_DIM
+}
+const CAPACITIES: [usize; 3] = [8, 32, 0];
+
+/// `_d{d}` for every dimension.
+fn dim_variants() -> Vec<String> {
+    dims().map(|d| format!("_d{d}")).collect()
+}
+
+/// `_d{d}_k{cap}` for every dimension and capacity.
+fn search_variants() -> Vec<String> {
+    dims().flat_map(|d| CAPACITIES.map(|c| format!("_d{d}_k{c}"))).collect()
+}
+
+/// The search variant of dimension `d` for `k` neighbours: the smallest capacity that holds
+/// them (0: any).
+fn search_variant(d: usize, k: usize) -> String {
+    let cap = CAPACITIES.into_iter().find(|&c| c != 0 && k <= c).unwrap_or(0);
+    format!("_d{d}_k{cap}")
+}
+
+kernels! {
+    module KERNELS = "vectors", [&COMMON, &GRID_LEVELS, &VECTOR_KNN];
+    /// Each data vector's key in shifted copy `shift` (low and high 64 bits) and its index.
+    fn shift_keys<T>[dim_variants()](
+        cols: In<T>,
+        n: u32,
+        f: ShiftFrameArgs,
+        shift: u32,
+        klo: Out<u64>,
+        khi: Out<u64>,
+        vals: Out<u32>,
+    );
+    /// Each query's Morton key's top bits (for ordering) and its index.
+    fn vector_order_keys<T>[dim_variants()](
+        qcols: In<T>,
+        nq: u32,
+        f: ShiftFrameArgs,
+        shift: u32,
+        keys: Out<u64>,
+        vals: Out<u32>,
+    );
+    /// Exact kNN by the `VectorTree`'s search, queries in `order`.
+    fn vector_knn<T>[search_variants()](
+        qcols: In<T>,
+        nq: u32,
+        order: In<u32>,
+        cols: In<T>,
+        ids: In<u32>,
+        n: u32,
+        lo: In<T>,
+        hi: In<T>,
+        leaves: u32,
+        k: u32,
+        r2: T,
+        exclude_self: u32,
+        out_ids: Out<u32>,
+        out_d: Out<T>,
+    );
+    /// The shifted sort's candidates: `window` on each side of each query in each copy.
+    fn shifted_knn<T>[search_variants()](
+        qcols: In<T>,
+        nq: u32,
+        order: In<u32>,
+        f: ShiftFrameArgs,
+        shifts: u32,
+        window: u32,
+        khi: In<u64>,
+        klo: In<u64>,
+        ids: In<u32>,
+        cols: In<T>,
+        n: u32,
+        k: u32,
+        out_ids: Out<u32>,
+        out_d: Out<T>,
+    );
+    /// `dim` columns gathered by `perm`.
+    fn gather_cols<T>(src: In<T>, perm: In<u32>, n: u32, dim: u32, dst: Out<T>);
+    fn gather_u32(source: In<u32>, perm: In<u32>, n: u32, out: Out<u32>);
+    /// The 6-D grid's level passes (see `grid_cuda`), for min-max (`_mm`) or min-extent
+    /// (`_me`) embeddings, a warp or a block (`_wide`) per cell.
+    fn aabb6_grid_level_count<T>[["_mm", "_me", "_wide_mm", "_wide_me"]](
+        a: VecColsArg<T>,
+        f: GridFrameArgs<T>,
+        cells: u32,
+        pstart: In<u32>,
+        pentry: In<u32>,
+        k_list: u32,
+        r2: T,
+        count: Out<u32>,
+        floor_out: Out<T>,
+        cell_r2: Out<T>,
+        cell_lo: Out<T>,
+    );
+    fn aabb6_grid_level_fill<T>[["_mm", "_me", "_wide_mm", "_wide_me"]](
+        a: VecColsArg<T>,
+        f: GridFrameArgs<T>,
+        cells: u32,
+        pstart: In<u32>,
+        pentry: In<u32>,
+        start: In<u32>,
+        cell_r2: In<T>,
+        cell_lo: In<T>,
+        entry: Out<u32>,
+    );
+    /// Exact 6-D kNN of embedded queries through the grid (list capacity 8 or 32).
+    fn aabb6_grid_rows<T>[["_mm_k8", "_mm_k32", "_me_k8", "_me_k32"]](
+        qcols: In<T>,
+        nq: u32,
+        order: In<u32>,
+        cols: In<T>,
+        ids: In<u32>,
+        n: u32,
+        lo: In<T>,
+        hi: In<T>,
+        leaves: u32,
+        f: GridFrameArgs<T>,
+        start: In<u32>,
+        floor_in: In<T>,
+        entry: In<u32>,
+        k: u32,
+        r2: T,
+        exclude_self: u32,
+        out_ids: Out<u32>,
+        out_d: Out<T>,
+    );
+}
 
 impl From<&ShiftFrame> for ShiftFrameArgs {
     fn from(f: &ShiftFrame) -> Self {
@@ -128,10 +265,8 @@ fn morton_order<T: Real>(gpu: &Gpu, queries: &DeviceVectors<T>, frame: &ShiftFra
     let mut keys = gpu.alloc_uninit::<u64>(nq)?;
     let mut order = gpu.alloc_uninit::<u32>(nq)?;
     let fargs = ShiftFrameArgs::from(frame);
-    let f = gpu.func_t::<T>(&format!("vector_order_keys_d{d}"))?;
-    let mut l = gpu.stream().launch_builder(&f);
-    l.arg(&queries.cols).arg(&nq32).arg(&fargs).arg(&shift).arg(&mut keys).arg(&mut order);
-    unsafe { l.launch(threads(nq, 256)) }.map_err(cuda_err)?;
+    let cfg = threads(nq, 256);
+    vector_order_keys::<T>(gpu, cfg, &format!("_d{d}"), &queries.cols, nq32, fargs, shift, &mut keys, &mut order)?;
     sort_pairs(gpu, &mut keys, &mut order, nq, order_bits(d))?;
     Ok(order)
 }
@@ -139,22 +274,8 @@ fn morton_order<T: Real>(gpu: &Gpu, queries: &DeviceVectors<T>, frame: &ShiftFra
 /// Queries in their own order (for searches too short to gain from sorting).
 fn identity_order(gpu: &Gpu, n: usize) -> Result<CudaSlice<u32>> {
     let mut order = gpu.alloc_uninit::<u32>(n)?;
-    let n32 = n as u32;
-    let f = gpu.func("iota_u32")?;
-    let mut l = gpu.stream().launch_builder(&f);
-    l.arg(&mut order).arg(&n32);
-    unsafe { l.launch(threads(n, 256)) }.map_err(cuda_err)?;
+    iota_u32(gpu, threads(n, 256), &mut order, n as u32)?;
     Ok(order)
-}
-
-/// Kernel name for dimension `d` and list capacity for `k`.
-fn kernel(base: &str, d: usize, k: usize) -> String {
-    let cap = match k {
-        0..=8 => 8,
-        9..=32 => 32,
-        _ => 0,
-    };
-    format!("{base}_d{d}_k{cap}")
 }
 
 /// Exact kNN with the tree and queries on the device; results into `ids` / `distances`.
@@ -175,22 +296,55 @@ pub(crate) fn knn_resident<T: Real>(
     let order = morton_order(gpu, queries, &tree.order_frame)?;
     let (n32, leaves32, k32, excl) = (tree.len as u32, tree.leaves as u32, k as u32, u32::from(opts.exclude_self));
     if let Some(g) = aabb6_grid(gpu, tree, queries, k + usize::from(opts.exclude_self), r2, &opts.grid)? {
-        let (name, e) = (if k <= 8 { 8 } else { 32 }, queries.embedded.unwrap().0);
-        let f = gpu.func_t::<T>(&format!("aabb6_grid_rows_{}_k{name}", embedding_name(e)))?;
-        let fargs = g.frame_args();
-        let mut l = gpu.stream().launch_builder(&f);
-        l.arg(&queries.cols).arg(&nq32).arg(&order).arg(&tree.cols).arg(&tree.ids).arg(&n32);
-        l.arg(&tree.lo).arg(&tree.hi).arg(&leaves32).arg(&fargs).arg(&g.start).arg(&g.floor).arg(&g.entry);
-        l.arg(&k32).arg(&r2).arg(&excl).arg(ids).arg(distances);
-        unsafe { l.launch(threads(nq, 128)) }.map_err(cuda_err)?;
+        let (cap, e) = (if k <= 8 { 8 } else { 32 }, queries.embedded.unwrap().0);
+        let variant = format!("_{}_k{cap}", embedding_name(e));
+        let (t, q) = (tree, queries);
+        aabb6_grid_rows::<T>(
+            gpu,
+            threads(nq, 128),
+            &variant,
+            &q.cols,
+            nq32,
+            &order,
+            &t.cols,
+            &t.ids,
+            n32,
+            &t.lo,
+            &t.hi,
+            leaves32,
+            g.frame_args(),
+            &g.start,
+            &g.floor,
+            &g.entry,
+            k32,
+            r2,
+            excl,
+            ids,
+            distances,
+        )?;
         return Ok(());
     }
-    let f = gpu.func_t::<T>(&kernel("vector_knn", d, k))?;
-    let mut l = gpu.stream().launch_builder(&f);
-    l.arg(&queries.cols).arg(&nq32).arg(&order).arg(&tree.cols).arg(&tree.ids).arg(&n32);
-    l.arg(&tree.lo).arg(&tree.hi).arg(&leaves32).arg(&k32).arg(&r2).arg(&excl).arg(ids).arg(distances);
-    unsafe { l.launch(threads(nq, 128)) }.map_err(cuda_err)?;
-    Ok(())
+    let (t, q) = (tree, queries);
+    let variant = search_variant(d, k);
+    vector_knn::<T>(
+        gpu,
+        threads(nq, 128),
+        &variant,
+        &q.cols,
+        nq32,
+        &order,
+        &t.cols,
+        &t.ids,
+        n32,
+        &t.lo,
+        &t.hi,
+        leaves32,
+        k32,
+        r2,
+        excl,
+        ids,
+        distances,
+    )
 }
 
 fn embedding_name(e: Aabb6) -> &'static str {
@@ -217,24 +371,8 @@ fn aabb6_grid<T: Real>(
     let Some(frame) = GridFrame::embedded(lo, hi, tree.len, queries.len, k_list, aabb6_stretch(e), opts) else {
         return Ok(None);
     };
-    let data = VecColsArg { cols: tree.cols.device_ptr(gpu.stream()).0, n: tree.len as u32 };
-    let kernels = match e {
-        Aabb6::MinMax => LevelKernels {
-            count: "aabb6_grid_level_count_mm",
-            fill: "aabb6_grid_level_fill_mm",
-            count_wide: "aabb6_grid_level_count_wide_mm",
-            fill_wide: "aabb6_grid_level_fill_wide_mm",
-            data: &data,
-        },
-        Aabb6::MinExtent => LevelKernels {
-            count: "aabb6_grid_level_count_me",
-            fill: "aabb6_grid_level_fill_me",
-            count_wide: "aabb6_grid_level_count_wide_me",
-            fill_wide: "aabb6_grid_level_fill_wide_me",
-            data: &data,
-        },
-    };
-    DeviceGrid::build_levels(gpu, &kernels, frame, k_list, r2, opts).map(Some)
+    let cols = VecColsArg { cols: tree.cols.device_ptr(gpu.stream()).0, n: tree.len as u32, _real: PhantomData };
+    DeviceGrid::build_levels(gpu, &Aabb6Levels { cols, embedding: e }, frame, k_list, r2, opts).map(Some)
 }
 
 #[cfg(feature = "test-hooks")]
@@ -299,36 +437,24 @@ impl<T: Real> DeviceShiftedCopies<T> {
             (gpu.alloc_uninit::<u64>(n)?, gpu.alloc_uninit::<u64>(n)?, gpu.alloc_uninit::<u32>(n)?);
         let mut tmp = gpu.alloc_uninit::<u64>(n)?;
         let total_bits = frame.bits * d as u32;
+        let variant = format!("_d{d}");
         for c in 0..shifts {
             let c32 = c as u32;
-            let f = gpu.func_t::<T>(&format!("shift_keys_d{d}"))?;
-            let mut l = s.launch_builder(&f);
-            l.arg(&data.cols).arg(&n32).arg(&fargs).arg(&c32).arg(&mut lo).arg(&mut hi).arg(&mut vals);
-            unsafe { l.launch(threads(n, 256)) }.map_err(cuda_err)?;
+            let cfg = threads(n, 256);
+            shift_keys::<T>(gpu, cfg, &variant, &data.cols, n32, fargs, c32, &mut lo, &mut hi, &mut vals)?;
             // Stable LSD passes: low half, then high half; ids start in order, so ties keep it.
             sort_pairs(gpu, &mut lo, &mut vals, n, total_bits.min(64))?;
             if total_bits > 64 {
-                let g = gpu.func("gather_u64")?;
-                let mut l = s.launch_builder(&g);
-                l.arg(&hi).arg(&vals).arg(&n32).arg(&mut tmp);
-                unsafe { l.launch(threads(n, 256)) }.map_err(cuda_err)?;
+                gather_u64(gpu, cfg, &hi, &vals, n32, &mut tmp)?;
                 std::mem::swap(&mut hi, &mut tmp);
                 // `lo` must follow the high pass too: carry its position as the value.
-                let iota = gpu.func("iota_u32")?;
                 let mut pos = gpu.alloc_uninit::<u32>(n)?;
-                let mut l = s.launch_builder(&iota);
-                l.arg(&mut pos).arg(&n32);
-                unsafe { l.launch(threads(n, 256)) }.map_err(cuda_err)?;
+                iota_u32(gpu, cfg, &mut pos, n32)?;
                 sort_pairs(gpu, &mut hi, &mut pos, n, total_bits - 64)?;
-                let mut l = s.launch_builder(&g);
-                l.arg(&lo).arg(&pos).arg(&n32).arg(&mut tmp);
-                unsafe { l.launch(threads(n, 256)) }.map_err(cuda_err)?;
+                gather_u64(gpu, cfg, &lo, &pos, n32, &mut tmp)?;
                 std::mem::swap(&mut lo, &mut tmp);
-                let g32 = gpu.func("gather_u32")?;
                 let mut sorted_ids = gpu.alloc_uninit::<u32>(n)?;
-                let mut l = s.launch_builder(&g32);
-                l.arg(&vals).arg(&pos).arg(&n32).arg(&mut sorted_ids);
-                unsafe { l.launch(threads(n, 256)) }.map_err(cuda_err)?;
+                gather_u32(gpu, cfg, &vals, &pos, n32, &mut sorted_ids)?;
                 vals = sorted_ids;
             } else {
                 s.memset_zeros(&mut hi).map_err(cuda_err)?;
@@ -336,11 +462,8 @@ impl<T: Real> DeviceShiftedCopies<T> {
             s.memcpy_dtod(&lo, &mut klo.slice_mut(c * n..(c + 1) * n)).map_err(cuda_err)?;
             s.memcpy_dtod(&hi, &mut khi.slice_mut(c * n..(c + 1) * n)).map_err(cuda_err)?;
             s.memcpy_dtod(&vals, &mut ids.slice_mut(c * n..(c + 1) * n)).map_err(cuda_err)?;
-            let g = gpu.func_t::<T>("gather_cols")?;
             let mut dst = cols.slice_mut(c * n * d..(c + 1) * n * d);
-            let mut l = s.launch_builder(&g);
-            l.arg(&data.cols).arg(&vals).arg(&n32).arg(&d32).arg(&mut dst);
-            unsafe { l.launch(threads(n, 256)) }.map_err(cuda_err)?;
+            gather_cols::<T>(gpu, cfg, &data.cols, &vals, n32, d32, &mut dst)?;
         }
         Ok(Self { frame, shifts, khi, klo, ids, cols, len: n })
     }
@@ -374,11 +497,27 @@ pub(crate) fn approx_knn_resident<T: Real>(
     };
     let fargs = ShiftFrameArgs::from(&copies.frame);
     let (nq32, s32, w32, n32, k32) = (nq as u32, copies.shifts as u32, opts.window as u32, copies.len as u32, k as u32);
-    let f = gpu.func_t::<T>(&kernel("shifted_knn", copies.frame.dim, k))?;
-    let mut l = gpu.stream().launch_builder(&f);
-    l.arg(&queries.cols).arg(&nq32).arg(&order).arg(&fargs).arg(&s32).arg(&w32).arg(&copies.khi).arg(&copies.klo);
-    l.arg(&copies.ids).arg(&copies.cols).arg(&n32).arg(&k32).arg(ids).arg(distances);
-    unsafe { l.launch(threads(nq, 128)) }.map_err(cuda_err)?;
+    let c = copies;
+    let variant = search_variant(c.frame.dim, k);
+    shifted_knn::<T>(
+        gpu,
+        threads(nq, 128),
+        &variant,
+        &queries.cols,
+        nq32,
+        &order,
+        fargs,
+        s32,
+        w32,
+        &c.khi,
+        &c.klo,
+        &c.ids,
+        &c.cols,
+        n32,
+        k32,
+        ids,
+        distances,
+    )?;
     Ok(k)
 }
 
@@ -398,4 +537,51 @@ pub(crate) fn approx_knn<T: Real>(
     let mut dist = gpu.alloc_uninit::<T>(queries.len() * k)?;
     approx_knn_resident(gpu, &copies, &dq, opts, &mut ids, &mut dist)?;
     download(gpu, k, &ids, &dist)
+}
+
+/// The 6-D triangle boxes as the grid's level kernels see them (`grid::Aabb6Data`).
+struct Aabb6Levels<T> {
+    cols: VecColsArg<T>,
+    embedding: Aabb6,
+}
+
+impl<T: Real> LevelData<T> for Aabb6Levels<T> {
+    fn count(
+        &self,
+        gpu: &Gpu,
+        cfg: LaunchConfig,
+        wide: bool,
+        f: GridFrameArgs<T>,
+        cells: u32,
+        parent: &Parent<'_>,
+        k_list: u32,
+        r2: T,
+        (count, floor, cell_r2, cell_lo): (
+            &mut CudaSlice<u32>,
+            &mut CudaSlice<T>,
+            &mut CudaSlice<T>,
+            &mut CudaSlice<T>,
+        ),
+    ) -> Result<()> {
+        let variant = format!("{}_{}", if wide { "_wide" } else { "" }, embedding_name(self.embedding));
+        let (ps, pe) = (parent.start, parent.entry);
+        let a = self.cols;
+        aabb6_grid_level_count::<T>(gpu, cfg, &variant, a, f, cells, ps, pe, k_list, r2, count, floor, cell_r2, cell_lo)
+    }
+
+    fn fill(
+        &self,
+        gpu: &Gpu,
+        cfg: LaunchConfig,
+        wide: bool,
+        f: GridFrameArgs<T>,
+        cells: u32,
+        parent: &Parent<'_>,
+        (start, cell_r2, cell_lo): (&CudaSlice<u32>, &CudaSlice<T>, &CudaSlice<T>),
+        entry: &mut CudaSlice<u32>,
+    ) -> Result<()> {
+        let variant = format!("{}_{}", if wide { "_wide" } else { "" }, embedding_name(self.embedding));
+        let (ps, pe) = (parent.start, parent.entry);
+        aabb6_grid_level_fill::<T>(gpu, cfg, &variant, self.cols, f, cells, ps, pe, start, cell_r2, cell_lo, entry)
+    }
 }

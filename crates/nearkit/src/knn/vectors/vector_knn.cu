@@ -4,7 +4,7 @@
 // memory) when K is 0, for k up to the data size. Both searches return the same bits as the
 // CPU (cpu/vector_knn.rs): same distance formula, same (d2, id) order.
 
-#define VEC_MAX_DIM 8
+#define VEC_MAX_DIM NK_MAX_DIM
 
 template <typename T, int D>
 __device__ __forceinline__ T dist2_nd(const T* q, const T* cols, u64 stride, u32 p) {
@@ -99,7 +99,7 @@ __device__ __forceinline__ T node_bound(const T* lo, const T* hi, u64 stride, u3
     return s;
 }
 
-#define VECTOR_LEAF 8
+#define VECTOR_LEAF NK_VECTOR_LEAF
 #define VECTOR_STACK 64
 
 // cpu/vector_knn.rs::search for one query, into its output row.
@@ -174,12 +174,6 @@ __device__ __forceinline__ void shift_key(const T* v, const double* lo, double s
     }
 }
 
-struct ShiftFrameArgs {
-    double lo[VEC_MAX_DIM];
-    double scale;
-    u32 bits;
-    u32 step;
-};
 
 // ShiftFrame::offset.
 __device__ __forceinline__ u32 shift_offset(const ShiftFrameArgs& f, u32 shift) {
@@ -321,12 +315,6 @@ extern "C" __global__ void gather_u32(const u32* source, const u32* perm, u32 n,
     if (i < n) out[i] = source[perm[i]];
 }
 
-// Columns of n values (stride n), passed by value to the level kernels.
-template <typename T>
-struct VecColsArg {
-    const T* cols;
-    u32 n;
-};
 
 // grid.rs's Aabb6Data: 6-D data (the VectorTree's sorted columns) and 3-D queries embedded as
 // (x, y, z, x, y, z) (MM = 1) or (x, y, z, 0, 0, 0) (MM = 0).

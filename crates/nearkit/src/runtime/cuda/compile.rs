@@ -1,4 +1,4 @@
-//! Compiling the kernels with NVRTC at run time, cached on disk as cubin.
+//! Compiling kernel modules with NVRTC at run time, cached on disk as cubin.
 //!
 //! The cache key covers the source, the options, the NVRTC version and the architecture, so
 //! a changed kernel or toolkit recompiles by itself. A second start costs milliseconds instead
@@ -19,37 +19,6 @@ pub(crate) struct CompileOptions {
     /// Compiled kernels are kept here between runs; `None`: compile in every process.
     pub cache_dir: Option<PathBuf>,
 }
-
-/// Every kernel of the project, in one translation unit (they share `common.cuh`).
-pub const KERNEL_SOURCE: &str = concat!(
-    include_str!("common.cuh"),
-    "\n",
-    include_str!("radix_sort.cu"),
-    "\n",
-    include_str!("../../tree/tree_build.cu"),
-    "\n",
-    include_str!("../../knn/knn.cu"),
-    "\n",
-    include_str!("../../knn/grid_levels.cuh"),
-    "\n",
-    include_str!("../../knn/candidate_grid.cu"),
-    "\n",
-    include_str!("../../pairs/closest_pairs.cu"),
-    "\n",
-    include_str!("../../closest_point/closest_point.cu"),
-    "\n",
-    include_str!("../../collide/collide.cu"),
-);
-
-/// The kernels of vectors of any dimension (64 instantiations per precision): compiled on
-/// their first use only, since they take most of the compile time.
-pub const VECTOR_KERNEL_SOURCE: &str = concat!(
-    include_str!("common.cuh"),
-    "\n",
-    include_str!("../../knn/grid_levels.cuh"),
-    "\n",
-    include_str!("../../knn/vectors/vector_knn.cu")
-);
 
 /// Whether libnvrtc can be loaded (cudarc panics on use when it cannot).
 pub fn nvrtc_present() -> bool {

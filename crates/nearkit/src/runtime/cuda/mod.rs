@@ -6,11 +6,16 @@
 //! runs, on machines without CUDA.
 
 pub(crate) mod compile;
+pub(crate) mod launch;
 pub(crate) mod memory;
 pub(crate) mod radix_sort;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::geometry::points::NO_ID;
+
+pub(crate) use launch::{CudaSource, KernelModule};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig};
 use cudarc::nvrtc::Ptx;
@@ -20,7 +25,6 @@ pub(crate) use compile::CompileOptions;
 pub use memory::DevicePoints;
 
 use crate::error::{Error, Result};
-use crate::geometry::real::Real;
 
 /// One GPU, ready for queries: its context, the stream every query runs on, and the
 /// compiled kernels. Shared by every query of the process (`Gpu::shared`).
@@ -29,11 +33,11 @@ pub(crate) struct Gpu {
     name: String,
     arch: String,
     stream: Arc<CudaStream>,
-    module: Arc<CudaModule>,
-    /// `compile::VECTOR_KERNEL_SOURCE`, compiled when first needed.
-    vector_module: OnceLock<Arc<CudaModule>>,
     compile: CompileOptions,
-    functions: Mutex<HashMap<String, CudaFunction>>,
+    /// Each kernel module, compiled (or loaded from the cache) on its first use.
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Kernels already looked up, by module and name.
+    functions: Mutex<HashMap<(&'static str, String), CudaFunction>>,
     /// One query at a time per device: they share the stream.
     busy: Mutex<()>,
 }
@@ -106,8 +110,6 @@ impl Gpu {
         keep_freed_memory(&ctx)?;
         let (major, minor) = ctx.compute_capability().map_err(cuda_err)?;
         let arch = format!("sm_{major}{minor}");
-        let cubin = compile::compile_cubin(compile::KERNEL_SOURCE, &arch, opts)?;
-        let module = ctx.load_module(Ptx::from_binary(cubin)).map_err(cuda_err)?;
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         Ok(Gpu {
             ordinal,
@@ -116,9 +118,8 @@ impl Gpu {
             // A stream of our own, not the legacy default one: collision ticks are captured
             // into CUDA graphs, which the default stream cannot do.
             stream: ctx.new_stream().map_err(cuda_err)?,
-            module,
-            vector_module: OnceLock::new(),
             compile: opts.clone(),
+            modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             busy: Mutex::new(()),
         })
@@ -142,33 +143,28 @@ impl Gpu {
         self.ordinal
     }
 
-    pub(crate) fn func(&self, name: &str) -> Result<CudaFunction> {
-        let mut map = self.functions.lock().unwrap();
-        if let Some(f) = map.get(name) {
+    /// Kernel `name` of `module`, which is compiled (or loaded from the disk cache) the first
+    /// time one of its kernels is asked for.
+    pub(crate) fn function(&self, module: &'static KernelModule, name: &str) -> Result<CudaFunction> {
+        let key = (module.name, name.to_string());
+        if let Some(f) = self.functions.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(f.clone());
         }
-        let f = match self.module.load_function(name) {
-            Ok(f) => f,
-            Err(_) => {
-                self.vector_module()?.load_function(name).map_err(|e| Error::Cuda(format!("kernel {name}: {e:?}")))?
-            }
-        };
-        map.insert(name.to_string(), f.clone());
+        let m = self.module(module)?;
+        let f = m.load_function(name).map_err(|e| Error::Cuda(format!("kernel {name} of {}: {e:?}", module.name)))?;
+        self.functions.lock().unwrap_or_else(|e| e.into_inner()).insert(key, f.clone());
         Ok(f)
     }
 
-    fn vector_module(&self) -> Result<&Arc<CudaModule>> {
-        if let Some(m) = self.vector_module.get() {
-            return Ok(m);
+    fn module(&self, module: &'static KernelModule) -> Result<Arc<CudaModule>> {
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = modules.get(module.name) {
+            return Ok(m.clone());
         }
-        let cubin = compile::compile_cubin(compile::VECTOR_KERNEL_SOURCE, &self.arch, &self.compile)?;
+        let cubin = compile::compile_cubin(&module.source(), &self.arch, &self.compile)?;
         let m = self.stream.context().load_module(Ptx::from_binary(cubin)).map_err(cuda_err)?;
-        Ok(self.vector_module.get_or_init(|| m))
-    }
-
-    /// The kernel `base` instantiated for `T` (`base_f32` / `base_f64`).
-    pub(crate) fn func_t<T: Real>(&self, base: &str) -> Result<CudaFunction> {
-        self.func(&format!("{base}_{}", T::NAME))
+        modules.insert(module.name, m.clone());
+        Ok(m)
     }
 
     pub(crate) fn alloc<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
@@ -214,6 +210,17 @@ impl Gpu {
         self.stream.synchronize().map_err(cuda_err)
     }
 }
+
+/// Types, helpers and the instantiation macro every module starts with.
+pub(crate) static COMMON: CudaSource = CudaSource {
+    file: "common.cuh",
+    text: include_str!("common.cuh"),
+    constants: || vec![("NO_ID", format!("{NO_ID}u"))],
+    structs: Vec::new,
+};
+
+/// The decoupled look-back of single-pass scans (`radix_sort.cu`, `collide.cu`).
+pub(crate) static LOOKBACK: CudaSource = CudaSource::plain("lookback.cuh", include_str!("lookback.cuh"));
 
 /// A 1-D launch of (at least) `n` threads in blocks of `block`.
 pub(crate) fn threads(n: usize, block: u32) -> LaunchConfig {

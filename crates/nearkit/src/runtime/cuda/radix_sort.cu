@@ -4,8 +4,11 @@
 // digit-major counts into output offsets, and a downsweep sorts each tile by the digit
 // (stable) and scatters it.
 
-#define SORT_THREADS 256
-#define SORT_ITEMS 8
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
+
+#define SORT_THREADS NK_SORT_THREADS
+#define SORT_ITEMS NK_SORT_ITEMS
 #define SORT_TILE (SORT_THREADS * SORT_ITEMS)
 
 extern "C" __global__ void radix_upsweep(const u64* keys, u32 n, u32 shift, u32* counts) {
@@ -59,45 +62,9 @@ extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_downsweep(const
     }
 }
 
-#define SCAN_THREADS 1024
-#define SCAN_ITEMS 4
+#define SCAN_THREADS NK_SCAN_THREADS
+#define SCAN_ITEMS NK_SCAN_ITEMS
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
-
-// Single-pass exclusive scan by decoupled look-back (Merrill & Garland, 2016): each block
-// takes the next tile by ticket (state[0]), publishes its tile's sum, learns the sum of all
-// tiles before it from its predecessors' published words, and scans its tile from there. One
-// launch instead of three. state[2 + t] holds flag << 32 | value: AGGREGATE, the tile's own
-// sum; PREFIX, the sum of tiles 0..=t. `state` (2 + tiles words) must be zero before the
-// launch, and is left zero after it: the last block to finish (counted in state[1]) clears
-// it, so a buffer serves scan after scan without a memset.
-#define SCAN_AGGREGATE 1ull
-#define SCAN_PREFIX 2ull
-
-// Warp-wide (every lane calls it): tile t's part of a decoupled look-back. Publishes the tile's
-// `total` in word[t] and returns the sum of the tiles before it, read from its predecessors'
-// words 32 at a time, nearest in lane 0, until one of them has its prefix; tiles before the
-// first count as a prefix of 0. word[] must be zero before the first tile starts.
-__device__ u32 lookback_before(volatile unsigned long long* word, u32 t, u32 total) {
-    u32 lane = threadIdx.x % 32;
-    u32 before = 0;
-    if (t > 0) {
-        if (lane == 0) word[t] = (SCAN_AGGREGATE << 32) | total;
-        for (long long top = (long long)t - 1;; top -= 32) {
-            long long j = top - (long long)lane;
-            unsigned long long w = j >= 0 ? word[j] : SCAN_PREFIX << 32;
-            while (__any_sync(0xffffffffu, (w >> 32) == 0))
-                if ((w >> 32) == 0) w = word[j];
-            u32 prefixes = __ballot_sync(0xffffffffu, (w >> 32) == SCAN_PREFIX);
-            u32 last = prefixes ? __ffs(prefixes) - 1 : 31;
-            u32 v = lane <= last ? (u32)w : 0;
-            for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-            before += v;
-            if (prefixes) break;
-        }
-    }
-    if (lane == 0) word[t] = (SCAN_PREFIX << 32) | (before + total);
-    return before;
-}
 
 extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_lookback(u32* data, u32 n, unsigned long long* state) {
     typedef cub::BlockScan<u32, SCAN_THREADS> Scan;

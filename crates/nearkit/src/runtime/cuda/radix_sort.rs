@@ -1,14 +1,62 @@
-//! Launches radix_sort.cu: device-wide stable sort of (u64 key, u32 value) pairs, and scans.
+//! Launches radix_sort.cu: device-wide stable sort of (u64 key, u32 value) pairs, exclusive
+//! scans, and the gathers that go with them.
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::CudaSlice;
 
-use super::{cuda_err, threads, Gpu};
+use super::launch::{kernels, In, Out};
+use super::{threads, Gpu, COMMON, LOOKBACK};
 use crate::error::Result;
 
-const SORT_TILE: usize = 256 * 8;
-const SCAN_TILE: usize = 1024 * 4;
+/// Threads and keys per thread of a sort tile.
+const SORT_THREADS: usize = 256;
+const SORT_ITEMS: usize = 8;
+const SORT_TILE: usize = SORT_THREADS * SORT_ITEMS;
+/// Threads and values per thread of a scan tile.
+const SCAN_THREADS: usize = 1024;
+const SCAN_ITEMS: usize = 4;
+const SCAN_TILE: usize = SCAN_THREADS * SCAN_ITEMS;
 /// Up to this many elements one block scans tile after tile; beyond, tiles run in parallel.
 const SINGLE_BLOCK_SCAN: usize = SCAN_TILE * 2;
+
+static RADIX_SORT: CudaSource = CudaSource {
+    file: "radix_sort.cu",
+    text: include_str!("radix_sort.cu"),
+    constants: || {
+        vec![
+            ("SORT_THREADS", SORT_THREADS.to_string()),
+            ("SORT_ITEMS", SORT_ITEMS.to_string()),
+            ("SCAN_THREADS", SCAN_THREADS.to_string()),
+            ("SCAN_ITEMS", SCAN_ITEMS.to_string()),
+        ]
+    },
+    structs: Vec::new,
+};
+
+use super::CudaSource;
+
+kernels! {
+    module KERNELS = "sort", [&COMMON, &LOOKBACK, &RADIX_SORT];
+    /// Per tile, the count of each 8-bit digit at `shift`.
+    fn radix_upsweep(keys: In<u64>, n: u32, shift: u32, counts: Out<u32>);
+    /// Per tile, a stable sort by the digit, scattered to the scanned offsets.
+    fn radix_downsweep(
+        keys_in: In<u64>,
+        vals_in: In<u32>,
+        keys_out: Out<u64>,
+        vals_out: Out<u32>,
+        n: u32,
+        shift: u32,
+        offsets: In<u32>,
+    );
+    /// Exclusive scan, tiles in parallel (decoupled look-back through `state`).
+    fn scan_lookback(data: Out<u32>, n: u32, state: Out<u64>);
+    /// Exclusive scan by one block.
+    fn scan_single_block(data: Out<u32>, n: u32);
+    fn gather_u64(source: In<u64>, perm: In<u32>, n: u32, keys: Out<u64>);
+    fn gather_u32_as_u64(source: In<u32>, perm: In<u32>, n: u32, keys: Out<u64>);
+    /// `v[i] = i`.
+    fn iota_u32(v: Out<u32>, n: u32);
+}
 
 /// Exclusive prefix sum of the first `n` entries of `data`, in place.
 pub(crate) fn exclusive_scan(gpu: &Gpu, data: &mut CudaSlice<u32>, n: usize) -> Result<()> {
@@ -31,20 +79,11 @@ pub(crate) fn exclusive_scan_with(
     state: &mut CudaSlice<u64>,
 ) -> Result<()> {
     let tiles = n.div_ceil(SCAN_TILE);
-    let n32 = n as u32;
     if n <= SINGLE_BLOCK_SCAN {
-        let f = gpu.func("scan_single_block")?;
-        let mut l = gpu.stream().launch_builder(&f);
-        l.arg(&mut *data).arg(&n32);
-        unsafe { l.launch(threads(1024, 1024)) }.map_err(cuda_err)?;
-        return Ok(());
+        return scan_single_block(gpu, threads(SCAN_THREADS, SCAN_THREADS as u32), data, n as u32);
     }
     debug_assert!(state.len() >= scan_state_len(n));
-    let f = gpu.func("scan_lookback")?;
-    let mut l = gpu.stream().launch_builder(&f);
-    l.arg(&mut *data).arg(&n32).arg(&mut *state);
-    unsafe { l.launch(threads(tiles * 1024, 1024)) }.map_err(cuda_err)?;
-    Ok(())
+    scan_lookback(gpu, threads(tiles * SCAN_THREADS, SCAN_THREADS as u32), data, n as u32, state)
 }
 
 /// Sorts the first `n` (key, value) pairs by the low `bits` bits of the key, stably.
@@ -62,18 +101,13 @@ pub(crate) fn sort_pairs(
     let mut keys_alt = gpu.alloc_uninit::<u64>(n)?;
     let mut vals_alt = gpu.alloc_uninit::<u32>(n)?;
     let mut counts = gpu.alloc_uninit::<u32>(256 * tiles)?;
-    let (up, down) = (gpu.func("radix_upsweep")?, gpu.func("radix_downsweep")?);
     let n32 = n as u32;
-    let cfg = threads(tiles * 256, 256);
+    let cfg = threads(tiles * SORT_THREADS, SORT_THREADS as u32);
     let mut shift = 0u32;
     while shift < bits {
-        let mut l = gpu.stream().launch_builder(&up);
-        l.arg(&*keys).arg(&n32).arg(&shift).arg(&mut counts);
-        unsafe { l.launch(cfg) }.map_err(cuda_err)?;
+        radix_upsweep(gpu, cfg, &*keys, n32, shift, &mut counts)?;
         exclusive_scan(gpu, &mut counts, 256 * tiles)?;
-        let mut l = gpu.stream().launch_builder(&down);
-        l.arg(&*keys).arg(&*vals).arg(&mut keys_alt).arg(&mut vals_alt).arg(&n32).arg(&shift).arg(&counts);
-        unsafe { l.launch(cfg) }.map_err(cuda_err)?;
+        radix_downsweep(gpu, cfg, &*keys, &*vals, &mut keys_alt, &mut vals_alt, n32, shift, &counts)?;
         std::mem::swap(keys, &mut keys_alt);
         std::mem::swap(vals, &mut vals_alt);
         shift += 8;
