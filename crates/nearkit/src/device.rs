@@ -158,7 +158,8 @@ impl Engine {
     /// ([`PointIndex::from_device`](crate::PointIndex::from_device) and the `*_device` queries).
     pub fn upload<T: Real>(&self, points: &Points<T>) -> Result<DevicePoints<T>> {
         points.validate(crate::error::Role::Data)?;
-        DevicePoints::upload(self.need_gpu("upload")?, points)
+        let bounds = Some(points.bounds());
+        Ok(DevicePoints { bounds, ..DevicePoints::upload(self.need_gpu("upload")?, points)? })
     }
 
     /// Waits for the GPU's queued work (nothing to wait for on the CPU).

@@ -93,16 +93,15 @@ impl<T: Real> Points<T> {
         Ok(())
     }
 
-    /// Axis-aligned bounds `(lo, hi)`; empty sets give `(+inf, -inf)`.
+    /// Axis-aligned bounds `(lo, hi)`, computed in parallel; empty sets give `(+inf, -inf)`.
     pub fn bounds(&self) -> ([T; 3], [T; 3]) {
-        let mut lo = [T::INFINITY; 3];
-        let mut hi = [-T::INFINITY; 3];
-        for (d, col) in [&self.x, &self.y, &self.z].into_iter().enumerate() {
-            for &v in col.iter() {
-                lo[d] = lo[d].min(v);
-                hi[d] = hi[d].max(v);
-            }
-        }
-        (lo, hi)
+        let col = |c: &Vec<T>| {
+            c.par_iter()
+                .with_min_len(1 << 14)
+                .fold(|| (T::INFINITY, -T::INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)))
+                .reduce(|| (T::INFINITY, -T::INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+        };
+        let (x, y, z) = (col(&self.x), col(&self.y), col(&self.z));
+        ([x.0, y.0, z.0], [x.1, y.1, z.1])
     }
 }

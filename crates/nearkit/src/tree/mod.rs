@@ -163,7 +163,7 @@ impl<T: Real> MortonTree<T> {
         assert!(leaf_size >= 1);
         let n = points.len();
         assert!(n <= MAX_TREE_POINTS, "at most {MAX_TREE_POINTS} points per tree");
-        let (lo, hi) = parallel_bounds(points);
+        let (lo, hi) = points.bounds();
         let frame = MortonFrame::from_bounds(lo, hi);
 
         let mut order: Vec<(u64, u32)> =
@@ -288,17 +288,6 @@ fn fill_boxes<T: Real>(
         *out.min_id.add(node) = m;
     }
     (lo, hi, m)
-}
-
-/// Bounds of a point set, computed in parallel.
-pub fn parallel_bounds<T: Real>(p: &Points<T>) -> ([T; 3], [T; 3]) {
-    let col = |c: &Vec<T>| {
-        c.par_iter()
-            .fold(|| (T::INFINITY, -T::INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)))
-            .reduce(|| (T::INFINITY, -T::INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
-    };
-    let (x, y, z) = (col(&p.x), col(&p.y), col(&p.z));
-    ([x.0, y.0, z.0], [x.1, y.1, z.1])
 }
 
 #[cfg(test)]

@@ -191,8 +191,8 @@ pub struct DeviceVectors<T> {
     pub(crate) len: usize,
     /// Triangle-box queries (`Aabb6::detect`) and the box of their 3-D coordinates.
     pub(crate) embedded: Option<(Aabb6, [T; 3], [T; 3])>,
-    /// Each axis's (min, max), for the shifted sort's frame.
-    pub(crate) bounds: (Vec<f64>, Vec<f64>),
+    /// Each axis's (mins, maxes), for the shifted sort's frame (`VectorIndex::upload` sets it).
+    pub(crate) bounds: Option<(Vec<f64>, Vec<f64>)>,
 }
 
 impl<T: Real> DeviceVectors<T> {
@@ -217,7 +217,7 @@ impl<T: Real> DeviceVectors<T> {
             (e, lo, hi)
         });
         let cols = gpu.stream().clone_htod(&flat).map_err(cuda_err)?;
-        Ok(Self { cols, dim: v.dim(), len: v.len(), embedded, bounds: v.bounds() })
+        Ok(Self { cols, dim: v.dim(), len: v.len(), embedded, bounds: None })
     }
 }
 

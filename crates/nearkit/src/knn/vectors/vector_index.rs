@@ -110,7 +110,8 @@ impl<T: Real> VectorIndex<T> {
     /// Copies vectors into GPU memory (for the `*_device` queries).
     pub fn upload(engine: &Engine, v: &Vectors<T>) -> Result<DeviceVectors<T>> {
         v.validate(Role::Queries)?;
-        DeviceVectors::upload(engine.need_gpu("upload")?, v)
+        let bounds = Some(v.bounds());
+        Ok(DeviceVectors { bounds, ..DeviceVectors::upload(engine.need_gpu("upload")?, v)? })
     }
 }
 
@@ -153,7 +154,8 @@ pub fn shifted_sort_knn_device<T: Real>(
     let k = opts.check(data.len())?;
     out.check(queries.len(), k)?;
     let _busy = gpu.lock();
-    let frame = ShiftFrame::of_bounds(data.dim(), &data.bounds, &queries.bounds);
+    let box_of = |v: &DeviceVectors<T>| v.bounds.clone().expect("vectors uploaded by VectorIndex::upload carry their box");
+    let frame = ShiftFrame::of_bounds(data.dim(), &box_of(data), &box_of(queries));
     let copies = DeviceShiftedCopies::build(gpu, data, frame, opts.shifts)?;
     let (ids, distances) = out.parts_mut();
     vcuda::approx_knn_resident(gpu, &copies, queries, opts, ids, distances)

@@ -15,13 +15,13 @@ pub struct DevicePoints<T> {
     pub(crate) y: CudaSlice<T>,
     pub(crate) z: CudaSlice<T>,
     pub(crate) len: usize,
-    /// The points' box, `(lo, hi)`, where the set came whole from the host.
+    /// The points' box, `(lo, hi)`, where it was asked for at the upload (`Engine::upload`).
     pub(crate) bounds: Option<([T; 3], [T; 3])>,
 }
 
 impl<T: Real> DevicePoints<T> {
     pub(crate) fn upload(gpu: &Gpu, p: &Points<T>) -> Result<Self> {
-        Ok(Self { bounds: Some(p.bounds()), ..Self::upload_range(gpu, p, 0, p.len())? })
+        Self::upload_range(gpu, p, 0, p.len())
     }
 
     /// Points `s..e` of `p`.
