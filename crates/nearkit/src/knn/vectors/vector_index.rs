@@ -154,7 +154,8 @@ pub fn shifted_sort_knn_device<T: Real>(
     let k = opts.check(data.len())?;
     out.check(queries.len(), k)?;
     let _busy = gpu.lock();
-    let box_of = |v: &DeviceVectors<T>| v.bounds.clone().expect("vectors uploaded by VectorIndex::upload carry their box");
+    let box_of =
+        |v: &DeviceVectors<T>| v.bounds.clone().expect("vectors uploaded by VectorIndex::upload carry their box");
     let frame = ShiftFrame::of_bounds(data.dim(), &box_of(data), &box_of(queries));
     let copies = DeviceShiftedCopies::build(gpu, data, frame, opts.shifts)?;
     let (ids, distances) = out.parts_mut();
