@@ -190,27 +190,27 @@ pub(crate) const AXES: [&str; 3] = ["x", "y", "z"];
 /// finite are errors, and so are finite ones that T cannot hold (1e308 in f32): the message
 /// says which precision holds them. `text` is the value as written, where it was text.
 pub(crate) fn coord<T: Real>(v: f64, name: &str, text: Option<&str>) -> std::result::Result<T, String> {
+    let t = T::from_f64(v);
+    if t.is_finite() {
+        return Ok(t);
+    }
     let shown = match text {
         Some(t) => t.to_string(),
         None if v.is_finite() && v.abs() >= 1e16 => format!("{v:e}"),
         None => v.to_string(),
     };
-    if !v.is_finite() {
-        let written_as_infinity = text.is_none_or(|t| t.to_ascii_lowercase().contains("inf"));
-        if v.is_infinite() && !written_as_infinity {
-            return Err(format!("coordinate {name} is {shown}, which does not fit even f64 (largest {:e})", f64::MAX));
-        }
-        return Err(format!("coordinate {name} is {shown}; coordinates must be finite numbers"));
-    }
-    let t = T::from_f64(v);
-    if !t.is_finite() {
+    if v.is_finite() {
         return Err(format!(
             "coordinate {name} is {shown}, which does not fit {} (largest {:e}): --precision f64 holds it",
             T::NAME,
             f32::MAX
         ));
     }
-    Ok(t)
+    let written_as_infinity = text.is_none_or(|t| t.to_ascii_lowercase().contains("inf"));
+    if v.is_infinite() && !written_as_infinity {
+        return Err(format!("coordinate {name} is {shown}, which does not fit even f64 (largest {:e})", f64::MAX));
+    }
+    Err(format!("coordinate {name} is {shown}; coordinates must be finite numbers"))
 }
 
 /// The first three fields of a text line as coordinates (OFF, OBJ and XYZ share this).

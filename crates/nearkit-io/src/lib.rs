@@ -175,8 +175,10 @@ fn read_mesh_source<T: Real, R: BufRead>(mut src: Source<R>, format: Format, pat
 fn check_finite<T: Real>(p: &Points<T>, path: &Path) -> Result<()> {
     for i in 0..p.len() {
         for (axis, v) in [p.x[i], p.y[i], p.z[i]].into_iter().enumerate() {
-            input::coord::<T>(v.to_f64(), input::AXES[axis], None)
-                .map_err(|m| IoError::at(path, Location::Row(i), m))?;
+            if !v.is_finite() {
+                let m = input::coord::<T>(v.to_f64(), input::AXES[axis], None).err().unwrap_or_default();
+                return Err(IoError::at(path, Location::Row(i), m));
+            }
         }
     }
     Ok(())
