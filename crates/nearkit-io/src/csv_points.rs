@@ -1,27 +1,31 @@
 //! CSV points: x,y,z columns (more columns allowed), header optional; `--columns` picks others.
 
-use std::io::Read;
+use std::io::BufRead;
 use std::path::Path;
 
 use nearkit::{Points, Real};
 
+use crate::input::{coord, read_error, Source, AXES};
 use crate::{IoError, Location, ReadOptions, Result};
 
-pub fn read<T: Real, R: Read>(reader: R, path: &Path, opts: &ReadOptions) -> Result<Points<T>> {
+pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, opts: &ReadOptions) -> Result<Points<T>> {
     let mut rdr = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)
         .trim(csv::Trim::All)
         .comment(Some(b'#'))
-        .from_reader(reader);
-    let mut points = Points::new(Vec::new(), Vec::new(), Vec::new()).expect("empty columns");
+        .from_reader(src);
+    let mut points = Points::with_capacity(0);
     let mut cols: Option<[usize; 3]> = None;
     let mut record = csv::StringRecord::new();
     let mut first = true;
     loop {
-        let more = rdr.read_record(&mut record).map_err(|e| {
-            let line = e.position().map(|p| p.line() as usize).unwrap_or(0);
-            IoError::at(path, Location::Line(line), format!("malformed CSV: {e}"))
+        let more = rdr.read_record(&mut record).map_err(|e| match e.kind() {
+            csv::ErrorKind::Io(io) => read_error(path, io),
+            _ => {
+                let loc = e.position().map(|p| Location::Line(p.line() as usize));
+                IoError::maybe_at(path, loc, format!("malformed CSV: {e}"))
+            }
         })?;
         if !more {
             break;
@@ -30,9 +34,12 @@ pub fn read<T: Real, R: Read>(reader: R, path: &Path, opts: &ReadOptions) -> Res
         if record.iter().all(|f| f.is_empty()) {
             continue;
         }
+        let header_row = first;
         if first {
             first = false;
-            let is_header = record.iter().any(|f| f.parse::<f64>().is_err());
+            // Only a row of names is a header: a row with any number in it is data, so that
+            // `0,0,zz` is an error rather than a first point silently taken for a header.
+            let is_header = record.iter().all(|f| f.parse::<f64>().is_err());
             if is_header {
                 cols = Some(pick_columns(path, line, Some(&record), opts)?);
                 continue;
@@ -42,24 +49,15 @@ pub fn read<T: Real, R: Read>(reader: R, path: &Path, opts: &ReadOptions) -> Res
         let c = cols.expect("set on the first record");
         let mut v = [T::ZERO; 3];
         for (d, &ci) in c.iter().enumerate() {
+            let at = |m: String| IoError::at(path, Location::Line(line), m);
             let field = record.get(ci).ok_or_else(|| {
-                IoError::at(
-                    path,
-                    Location::Line(line),
-                    format!("{} columns, but column {} is needed for {}", record.len(), ci + 1, ["x", "y", "z"][d]),
-                )
+                at(format!("{} columns, but column {} is needed for {}", record.len(), ci + 1, AXES[d]))
             })?;
             let parsed: f64 = field.parse().map_err(|_| {
-                IoError::at(path, Location::Line(line), format!("column {}: '{field}' is not a number", ci + 1))
+                let hint = if header_row { " (a header row holds only names)" } else { "" };
+                at(format!("column {}: '{field}' is not a number{hint}", ci + 1))
             })?;
-            if !parsed.is_finite() {
-                return Err(IoError::at(
-                    path,
-                    Location::Line(line),
-                    format!("coordinate {} is {field}; coordinates must be finite numbers", ["x", "y", "z"][d]),
-                ));
-            }
-            v[d] = T::from_f64(parsed);
+            v[d] = coord(parsed, AXES[d], Some(field)).map_err(at)?;
         }
         points.push(v[0], v[1], v[2]);
     }

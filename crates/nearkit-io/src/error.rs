@@ -15,6 +15,8 @@ pub enum Location {
     Line(usize),
     /// 0-based point (row) of a binary file.
     Row(usize),
+    /// 0-based record of a binary file that is not a point, e.g. `triangle 7` of an STL.
+    Record(&'static str, usize),
 }
 
 impl IoError {
@@ -24,6 +26,10 @@ impl IoError {
     pub fn at(path: &Path, location: Location, message: impl Into<String>) -> Self {
         Self { path: path.to_path_buf(), location: Some(location), message: message.into() }
     }
+    /// At `location` where there is one.
+    pub fn maybe_at(path: &Path, location: Option<Location>, message: impl Into<String>) -> Self {
+        Self { path: path.to_path_buf(), location, message: message.into() }
+    }
 }
 
 impl fmt::Display for IoError {
@@ -32,6 +38,7 @@ impl fmt::Display for IoError {
         match self.location {
             Some(Location::Line(l)) => write!(f, ", line {l}")?,
             Some(Location::Row(r)) => write!(f, ", row {r}")?,
+            Some(Location::Record(kind, i)) => write!(f, ", {kind} {i}")?,
             None => {}
         }
         write!(f, ": {}", self.message)

@@ -7,6 +7,7 @@
 mod collide_output;
 mod csv_points;
 mod error;
+mod input;
 mod npy_points;
 mod obj;
 mod off;
@@ -16,12 +17,15 @@ mod stl;
 mod xyz;
 
 use std::io::{BufRead, BufReader, Read};
+
+use input::Source;
 use std::path::Path;
 
 pub use collide_output::{write_bodies, write_contacts, write_mesh_ply};
 pub use error::{IoError, Location, Result};
 pub use output::{
-    write_atomically, write_closest_points, write_knn, write_nearest, write_pairs, write_points, OutputFormat,
+    refuse_overwriting_inputs, write_atomically, write_closest_points, write_knn, write_nearest, write_pairs,
+    write_points, OutputFormat,
 };
 
 use nearkit::{Mesh, Points, Real, Vectors};
@@ -67,37 +71,60 @@ pub struct ReadOptions {
 /// Reads a point file, choosing the format by its extension.
 pub fn read_points<T: Real>(path: &Path, opts: &ReadOptions) -> Result<Points<T>> {
     let format = Format::from_path(path)?;
-    let file = std::fs::File::open(path).map_err(|e| IoError::new(path, format!("cannot open: {e}")))?;
-    read_points_from(BufReader::with_capacity(1 << 20, file), format, path, opts)
+    let (file, size) = input::open(path)?;
+    read_points_source(Source::new(BufReader::with_capacity(1 << 20, file), size), format, path, opts)
 }
 
 /// Reads points from any reader (e.g. one wrapped in a progress bar); `path` names it in errors.
+/// Counts in headers are checked as data arrives; `read_points_from_sized` checks them first.
 pub fn read_points_from<T: Real, R: Read>(
     reader: R,
     format: Format,
     path: &Path,
     opts: &ReadOptions,
 ) -> Result<Points<T>> {
-    let mut reader = BufReader::with_capacity(1 << 20, reader);
-    let (points, rows_are_lines) = match format {
-        Format::Csv => (csv_points::read(&mut reader, path, opts)?, None),
-        Format::Npy => (npy_points::read(&mut reader, path)?, None),
-        Format::Ply => (ply::read(&mut reader, path)?, None),
-        Format::Obj => (obj::read_mesh(&mut reader, path)?.vertices, None),
-        Format::Stl => (stl::read_mesh(&mut reader, path)?.vertices, None),
-        Format::Off => off::read(&mut reader, path).map(|(p, lines)| (p, Some(lines)))?,
-        Format::Xyz => xyz::read(&mut reader, path).map(|(p, lines)| (p, Some(lines)))?,
+    read_points_source(Source::new(BufReader::with_capacity(1 << 20, reader), None), format, path, opts)
+}
+
+/// Reads points from a reader of `size` bytes in all (a file's length): a header that promises
+/// more than that is an error before anything is allocated for it. Room is reserved on the
+/// strength of `size`, so it must be the reader's true length.
+pub fn read_points_from_sized<T: Real, R: Read>(
+    reader: R,
+    size: u64,
+    format: Format,
+    path: &Path,
+    opts: &ReadOptions,
+) -> Result<Points<T>> {
+    read_points_source(Source::new(BufReader::with_capacity(1 << 20, reader), Some(size)), format, path, opts)
+}
+
+fn read_points_source<T: Real, R: BufRead>(
+    mut src: Source<R>,
+    format: Format,
+    path: &Path,
+    opts: &ReadOptions,
+) -> Result<Points<T>> {
+    let src = &mut src;
+    let points = match format {
+        Format::Csv => csv_points::read(src, path, opts)?,
+        Format::Npy => npy_points::read(src, path)?,
+        Format::Ply => ply::read(src, path)?,
+        Format::Obj => obj::read(src, path, false)?.vertices,
+        Format::Stl => stl::read_mesh(src, path)?.vertices,
+        Format::Off => off::read(src, path)?,
+        Format::Xyz => xyz::read(src, path)?,
     };
-    check_finite(&points, path, rows_are_lines.as_deref())?;
+    check_finite(&points, path)?;
     Ok(points)
 }
 
 /// The columns of an N×d `.npy` file, from its header alone (`None` if it is not one).
 pub fn npy_columns(path: &Path) -> Option<usize> {
-    let file = std::fs::File::open(path).ok()?;
-    let npy = npyz::NpyFile::new(BufReader::new(file)).ok()?;
-    match npy.shape() {
-        [_, d] => Some(*d as usize),
+    let (file, size) = input::open(path).ok()?;
+    let header = npy_points::read_header(&mut Source::new(BufReader::new(file), size), path).ok()?;
+    match header.shape[..] {
+        [_, d] => usize::try_from(d).ok(),
         _ => None,
     }
 }
@@ -107,88 +134,60 @@ pub fn read_vectors<T: Real>(path: &Path, opts: &ReadOptions) -> Result<Vectors<
     if Format::from_path(path)? != Format::Npy {
         return read_points(path, opts).map(|p| Vectors::from_points(&p));
     }
-    let file = std::fs::File::open(path).map_err(|e| IoError::new(path, format!("cannot open: {e}")))?;
-    let v: Vectors<T> = npy_points::read_vectors(BufReader::with_capacity(1 << 20, file), path)?;
-    for (a, c) in v.cols.iter().enumerate() {
-        if let Some(i) = c.iter().position(|x| !x.is_finite()) {
-            return Err(IoError::at(
-                path,
-                Location::Row(i),
-                format!("coordinate {a} is {}; coordinates must be finite numbers", c[i]),
-            ));
-        }
-    }
-    Ok(v)
+    let (file, size) = input::open(path)?;
+    npy_points::read_vectors(&mut Source::new(BufReader::with_capacity(1 << 20, file), size), path)
 }
 
 /// Reads a triangle mesh (`.ply`, `.off`, `.obj`, `.stl`), checking indices and coordinates.
 pub fn read_mesh<T: Real>(path: &Path) -> Result<Mesh<T>> {
     let format = Format::from_path(path)?;
-    let file = std::fs::File::open(path).map_err(|e| IoError::new(path, format!("cannot open: {e}")))?;
-    read_mesh_from(file, format, path)
+    let (file, size) = input::open(path)?;
+    read_mesh_source(Source::new(BufReader::with_capacity(1 << 20, file), size), format, path)
 }
 
 /// Reads a mesh from any reader; `path` names it in errors.
 pub fn read_mesh_from<T: Real, R: Read>(reader: R, format: Format, path: &Path) -> Result<Mesh<T>> {
-    let mut reader = BufReader::with_capacity(1 << 20, reader);
-    let (mesh, lines) = match format {
-        Format::Ply => (ply::read_mesh(&mut reader, path)?, None),
-        Format::Off => off::read_mesh(&mut reader, path).map(|(m, l)| (m, Some(l)))?,
-        Format::Obj => (obj::read_mesh(&mut reader, path)?, None),
-        Format::Stl => (stl::read_mesh(&mut reader, path)?, None),
+    read_mesh_source(Source::new(BufReader::with_capacity(1 << 20, reader), None), format, path)
+}
+
+/// Reads a mesh from a reader of `size` bytes in all, checking header counts against it first.
+pub fn read_mesh_from_sized<T: Real, R: Read>(reader: R, size: u64, format: Format, path: &Path) -> Result<Mesh<T>> {
+    read_mesh_source(Source::new(BufReader::with_capacity(1 << 20, reader), Some(size)), format, path)
+}
+
+fn read_mesh_source<T: Real, R: BufRead>(mut src: Source<R>, format: Format, path: &Path) -> Result<Mesh<T>> {
+    let src = &mut src;
+    let mesh = match format {
+        Format::Ply => ply::read_mesh(src, path)?,
+        Format::Off => off::read_mesh(src, path)?,
+        Format::Obj => obj::read(src, path, true)?,
+        Format::Stl => stl::read_mesh(src, path)?,
         _ => return Err(IoError::new(path, "not a mesh format: use .ply, .off, .obj or .stl")),
     };
     if mesh.triangles.is_empty() {
         return Err(IoError::new(path, "the mesh has no faces"));
     }
-    check_finite(&mesh.vertices, path, lines.as_deref())?;
+    check_finite(&mesh.vertices, path)?;
     Ok(mesh)
 }
 
-/// Non-finite coordinates are an error naming the row (or line) — never silently dropped.
-fn check_finite<T: Real>(p: &Points<T>, path: &Path, lines: Option<&[usize]>) -> Result<()> {
+/// Every reader checks its coordinates where it knows the line or record; this is the backstop.
+fn check_finite<T: Real>(p: &Points<T>, path: &Path) -> Result<()> {
     for i in 0..p.len() {
-        for (axis, v) in [('x', p.x[i]), ('y', p.y[i]), ('z', p.z[i])] {
+        for (axis, v) in [p.x[i], p.y[i], p.z[i]].into_iter().enumerate() {
             if !v.is_finite() {
-                let loc = match lines {
-                    Some(l) => Location::Line(l[i]),
-                    None => Location::Row(i),
-                };
-                return Err(IoError::at(
-                    path,
-                    loc,
-                    format!("coordinate {axis} is {v}; coordinates must be finite numbers"),
-                ));
+                let m = input::coord::<T>(v.to_f64(), input::AXES[axis], None).err().unwrap_or_default();
+                return Err(IoError::at(path, Location::Row(i), m));
             }
         }
     }
     Ok(())
 }
 
-pub(crate) fn read_line<R: BufRead>(r: &mut R, buf: &mut String, path: &Path) -> Result<usize> {
-    buf.clear();
-    r.read_line(buf).map_err(|e| IoError::new(path, format!("read failed: {e}")))
-}
-
-/// The first three fields of a text line as coordinates (OFF and XYZ share this).
-pub(crate) fn parse_xyz<T: Real>(fields: &[&str], path: &Path, line: usize) -> Result<[T; 3]> {
-    if fields.len() < 3 {
-        return Err(IoError::at(path, Location::Line(line), format!("{} columns, 3 are needed (x y z)", fields.len())));
-    }
-    let mut v = [T::ZERO; 3];
-    for d in 0..3 {
-        let x: f64 = fields[d]
-            .parse()
-            .map_err(|_| IoError::at(path, Location::Line(line), format!("'{}' is not a number", fields[d])))?;
-        v[d] = T::from_f64(x);
-    }
-    Ok(v)
-}
-
 /// A heightfield terrain from a 2-D `.npy` array of heights (rows along y, columns along x),
 /// `spacing` apart.
 pub fn read_heightfield(path: &Path, spacing: f64) -> Result<Mesh<f64>> {
-    let file = std::fs::File::open(path).map_err(|e| IoError::new(path, format!("cannot open: {e}")))?;
-    let (heights, rows, cols) = npy_points::read_heights(BufReader::new(file), path)?;
+    let (file, size) = input::open(path)?;
+    let (heights, rows, cols) = npy_points::read_heights(&mut Source::new(BufReader::new(file), size), path)?;
     Ok(nearkit::collide::scene::heightfield(&heights, rows, cols, spacing))
 }

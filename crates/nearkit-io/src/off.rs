@@ -5,85 +5,96 @@ use std::path::Path;
 
 use nearkit::{Mesh, Points, Real};
 
-use crate::{parse_xyz, read_line, IoError, Location, Result};
+use crate::input::{parse_xyz, Lines, Source};
+use crate::{IoError, Location, Result};
 
-/// Returns the vertices and each vertex's 1-based line number.
-pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, Vec<usize>)> {
-    read_off(r, path, false).map(|(m, lines)| (m.vertices, lines))
+/// The shortest vertex line, `0 0 0` and its line break.
+const MIN_VERTEX_BYTES: u64 = 6;
+/// The shortest face line, `3 0 1 2` and its line break.
+const MIN_FACE_BYTES: u64 = 8;
+
+pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path) -> Result<Points<T>> {
+    read_off(src, path, false).map(|m| m.vertices)
 }
 
-/// Returns the mesh (faces too) and each vertex's 1-based line number.
-pub fn read_mesh<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Mesh<T>, Vec<usize>)> {
-    read_off(r, path, true)
+pub fn read_mesh<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path) -> Result<Mesh<T>> {
+    read_off(src, path, true)
 }
 
-fn read_off<T: Real, R: BufRead>(r: &mut R, path: &Path, faces: bool) -> Result<(Mesh<T>, Vec<usize>)> {
-    let mut buf = String::new();
-    let mut line = 0usize;
-    // Next non-empty, non-comment line, split into fields.
-    let mut next = |r: &mut R, line: &mut usize| -> Result<Option<Vec<String>>> {
-        loop {
-            if read_line(r, &mut buf, path)? == 0 {
-                return Ok(None);
-            }
-            *line += 1;
-            let content = buf.split('#').next().unwrap_or("").trim();
-            if !content.is_empty() {
-                return Ok(Some(content.split_whitespace().map(str::to_string).collect()));
-            }
-        }
+fn read_off<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) -> Result<Mesh<T>> {
+    let mut lines = Lines::new(src, path);
+    let first: Vec<String> = match lines.next_content()? {
+        Some((_, l)) => l.split_whitespace().map(str::to_string).collect(),
+        None => return Err(IoError::new(path, "empty file: an OFF header is needed")),
     };
-    let first = next(r, &mut line)?.ok_or_else(|| IoError::new(path, "empty file: an OFF header is needed"))?;
+    let at = |line: usize, m: String| IoError::at(path, Location::Line(line), m);
     if !first[0].ends_with("OFF") {
-        return Err(IoError::at(path, Location::Line(line), format!("expected 'OFF', found '{}'", first[0])));
+        return Err(at(lines.number, format!("expected 'OFF', found '{}'", first[0])));
     }
     if first[0] != "OFF" {
-        return Err(IoError::at(
-            path,
-            Location::Line(line),
-            format!("'{}' files are not supported: only plain OFF", first[0]),
-        ));
+        return Err(at(lines.number, format!("'{}' files are not supported: only plain OFF", first[0])));
     }
     // The counts may follow OFF on the same line.
-    let counts = if first.len() > 1 {
+    let counts: Vec<String> = if first.len() > 1 {
         first[1..].to_vec()
     } else {
-        next(r, &mut line)?.ok_or_else(|| IoError::new(path, "missing vertex/face counts"))?
+        match lines.next_content()? {
+            Some((_, l)) => l.split_whitespace().map(str::to_string).collect(),
+            None => return Err(IoError::new(path, "missing vertex/face counts")),
+        }
     };
-    let nv: usize = counts
-        .first()
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| IoError::at(path, Location::Line(line), "expected the vertex count"))?;
-    let mut p = Points::with_capacity(nv);
-    let mut lines = Vec::with_capacity(nv);
+    let counts_line = lines.number;
+    let count = |i: usize, what: &str| -> Result<u64> {
+        let c = counts.get(i).ok_or_else(|| at(counts_line, format!("the header has no {what} count")))?;
+        c.parse().map_err(|_| at(counts_line, format!("the {what} count '{c}' is not a whole number")))
+    };
+    let nv = count(0, "vertex")?;
+    let nf = if faces { Some(count(1, "face")?) } else { None };
+    let (nv, cap) = lines.source().check_count(
+        path,
+        Some(Location::Line(counts_line)),
+        nv,
+        ("vertices", "vertex"),
+        MIN_VERTEX_BYTES,
+    )?;
+    let mut p = Points::with_capacity(cap);
     for i in 0..nv {
-        let f =
-            next(r, &mut line)?.ok_or_else(|| IoError::new(path, format!("file ends after {i} of {nv} vertices")))?;
-        let fields: Vec<&str> = f.iter().map(String::as_str).collect();
+        let Some((line, l)) = lines.next_content()? else {
+            return Err(IoError::new(path, format!("file ends after {i} of {nv} vertices")));
+        };
+        let fields: Vec<&str> = l.split_whitespace().collect();
         let v = parse_xyz::<T>(&fields, path, line)?;
         p.push(v[0], v[1], v[2]);
-        lines.push(line);
     }
     let mut triangles = Vec::new();
-    if faces {
-        let nf: usize = counts
-            .get(1)
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| IoError::new(path, "the header has no face count"))?;
-        triangles.reserve(nf);
+    if let Some(nf) = nf {
+        let (nf, cap) = lines.source().check_count(
+            path,
+            Some(Location::Line(counts_line)),
+            nf,
+            ("faces", "face"),
+            MIN_FACE_BYTES,
+        )?;
+        triangles.reserve(cap);
+        let mut idx = Vec::new();
         for i in 0..nf {
-            let f =
-                next(r, &mut line)?.ok_or_else(|| IoError::new(path, format!("file ends after {i} of {nf} faces")))?;
-            let at = |m: String| IoError::at(path, Location::Line(line), m);
-            let n: usize = f[0].parse().map_err(|_| at(format!("'{}' is not a vertex count", f[0])))?;
-            if n < 3 || f.len() < n + 1 {
-                return Err(at(format!("a face needs a count >= 3 and that many indices (found '{}')", f.join(" "))));
+            let Some((line, l)) = lines.next_content()? else {
+                return Err(IoError::new(path, format!("file ends after {i} of {nf} faces")));
+            };
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let n: usize = f[0].parse().map_err(|_| at(line, format!("'{}' is not a vertex count", f[0])))?;
+            // Colours may follow the indices; fewer indices than the count is an error.
+            if n < 3 || f.len() - 1 < n {
+                return Err(at(
+                    line,
+                    format!("a face needs a count >= 3 and that many indices (found '{}')", f.join(" ")),
+                ));
             }
-            let mut idx = Vec::with_capacity(n);
+            idx.clear();
             for s in &f[1..=n] {
-                let v: u32 = s.parse().map_err(|_| at(format!("'{s}' is not a vertex index")))?;
+                let v: u32 = s.parse().map_err(|_| at(line, format!("'{s}' is not a vertex index")))?;
                 if v as usize >= nv {
-                    return Err(at(format!("vertex index {v} is out of range (the file has {nv} vertices)")));
+                    return Err(at(line, format!("vertex index {v} is out of range (the file has {nv} vertices)")));
                 }
                 idx.push(v);
             }
@@ -93,5 +104,5 @@ fn read_off<T: Real, R: BufRead>(r: &mut R, path: &Path, faces: bool) -> Result<
             }
         }
     }
-    Ok((Mesh { vertices: p, triangles }, lines))
+    Ok(Mesh { vertices: p, triangles })
 }

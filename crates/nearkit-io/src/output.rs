@@ -1,8 +1,8 @@
 //! Writing results and points. Files are written to a temporary name and renamed into place,
 //! so a failed run never leaves a partial output file behind.
 
-use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
 
 use nearkit::{ClosestPoints, Knn, Nearest, Pair, Points, Real, NO_ID};
 use serde::Serialize;
@@ -27,22 +27,123 @@ impl OutputFormat {
     }
 }
 
-/// Writes through `f` into a temporary file beside `path`, then renames it into place.
-pub fn write_atomically(path: &Path, f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+/// Writes through `f` into a temporary file beside `path`, then renames it into place. A
+/// symbolic link is written through: its target is replaced and the link kept. A target that is
+/// not a regular file (`/dev/null`, a pipe) cannot be renamed over and is written straight to.
+/// Every failure, a full disk included, is an error naming `path`.
+pub fn write_atomically(path: &Path, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    let target = resolve_links(path).map_err(|e| write_error(path, &e))?;
+    let existing = std::fs::metadata(&target).ok();
+    if let Some(m) = &existing {
+        if m.is_dir() {
+            return Err(IoError::new(path, "is a directory, not a file"));
+        }
+        if !m.is_file() {
+            let result = (|| {
+                let mut w = BufWriter::new(std::fs::OpenOptions::new().write(true).open(&target)?);
+                f(&mut w)?;
+                w.flush()
+            })();
+            return result.map_err(|e| write_error(path, &e));
+        }
+    }
+    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
     let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let file = std::fs::File::create(&tmp)?;
+        // A replaced file keeps its permissions.
+        if let Some(m) = &existing {
+            file.set_permissions(m.permissions())?;
+        }
         let mut w = BufWriter::with_capacity(1 << 20, file);
         f(&mut w)?;
-        w.flush()?;
-        std::fs::rename(&tmp, path)
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        // Some file systems report a full disk only here.
+        file.sync_all()?;
+        std::fs::rename(&tmp, &target)
     })();
     result.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        IoError::new(path, format!("cannot write: {e}"))
+        write_error(path, &e)
     })
+}
+
+fn write_error(path: &Path, e: &io::Error) -> IoError {
+    match e.kind() {
+        io::ErrorKind::IsADirectory => IoError::new(path, "is a directory, not a file"),
+        _ => IoError::new(path, format!("cannot write: {e}")),
+    }
+}
+
+/// The file `path` names once symbolic links are followed; a dangling link gives the file that
+/// writing through it creates.
+fn resolve_links(path: &Path) -> io::Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    // As many links as Linux follows before it gives up (ELOOP).
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(c) = std::fs::canonicalize(&p) {
+                    return Ok(c);
+                }
+                let t = std::fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) if t.is_relative() => dir.join(t),
+                    _ => t,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(io::Error::other("too many levels of symbolic links"))
+}
+
+/// The absolute form of `path` with links resolved, also for a file not yet written (its
+/// directory resolved, its name kept).
+fn canonical(path: &Path) -> PathBuf {
+    let p = resolve_links(path).unwrap_or_else(|_| path.to_path_buf());
+    if let Ok(c) = std::fs::canonicalize(&p) {
+        return c;
+    }
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match (std::fs::canonicalize(dir), p.file_name()) {
+        (Ok(d), Some(name)) => d.join(name),
+        _ => p,
+    }
+}
+
+/// An error when `out` names the same file as one of `inputs` — by the same name, another
+/// spelling of it, a symbolic link or a hard link: writing it would destroy an input. Outputs
+/// that are not regular files (`/dev/null`) destroy nothing and pass.
+pub fn refuse_overwriting_inputs(out: &Path, inputs: &[&Path]) -> Result<()> {
+    let out_meta = std::fs::metadata(out).ok();
+    if out_meta.as_ref().is_some_and(|m| !m.is_file()) {
+        return Ok(());
+    }
+    let out_path = canonical(out);
+    for input in inputs {
+        let same_file = match (&out_meta, std::fs::metadata(input)) {
+            (Some(a), Ok(b)) => same_inode(a, &b),
+            _ => false,
+        };
+        if same_file || canonical(input) == out_path {
+            let aka = if *input == out { String::new() } else { format!(" ({})", input.display()) };
+            return Err(IoError::new(out, format!("--out is one of the inputs{aka}: choose another file")));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn same_inode(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+#[cfg(not(unix))]
+fn same_inode(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    false
 }
 
 #[derive(Serialize)]

@@ -1,145 +1,482 @@
 //! PLY: the `vertex` element's x, y, z and the `face` element's index lists (ascii, binary
-//! little- and big-endian).
+//! little- and big-endian). Read here rather than by ply-rs so that every count in the file —
+//! the header's element counts and each list's length — is checked against the bytes left
+//! before anything is allocated for it, and errors name the line or record.
 
-use std::io::BufRead;
+use std::io::{self, BufRead, Read};
 use std::path::Path;
 
 use nearkit::{Mesh, Points, Real};
-use ply_rs::parser::Parser;
-use ply_rs::ply::{DefaultElement, Property, PropertyAccess};
 
-use crate::{IoError, Result};
+use crate::input::{coord, read_error, Lines, Source, AXES};
+use crate::{IoError, Location, Result};
 
-/// A vertex as parsed: only the coordinates are kept.
-struct Vertex([Option<f64>; 3]);
-
-impl PropertyAccess for Vertex {
-    fn new() -> Self {
-        Vertex([None; 3])
-    }
-    fn set_property(&mut self, name: String, p: Property) {
-        let d = match name.as_str() {
-            "x" => 0,
-            "y" => 1,
-            "z" => 2,
-            _ => return,
-        };
-        self.0[d] = match p {
-            Property::Float(v) => Some(v as f64),
-            Property::Double(v) => Some(v),
-            Property::Int(v) => Some(v as f64),
-            Property::UInt(v) => Some(v as f64),
-            Property::Short(v) => Some(v as f64),
-            Property::UShort(v) => Some(v as f64),
-            Property::Char(v) => Some(v as f64),
-            Property::UChar(v) => Some(v as f64),
-            _ => None,
-        };
-    }
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scalar {
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    F32,
+    F64,
 }
 
-/// ply-rs's messages span several lines; keep them to one.
-fn one_line(e: &std::io::Error) -> String {
-    e.to_string().split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// A face as parsed: its vertex index list (`vertex_indices` or `vertex_index`).
-struct Face(Option<Vec<i64>>);
-
-impl PropertyAccess for Face {
-    fn new() -> Self {
-        Face(None)
+impl Scalar {
+    fn from_name(s: &str) -> Option<Self> {
+        Some(match s {
+            "char" | "int8" => Self::I8,
+            "uchar" | "uint8" => Self::U8,
+            "short" | "int16" => Self::I16,
+            "ushort" | "uint16" => Self::U16,
+            "int" | "int32" => Self::I32,
+            "uint" | "uint32" => Self::U32,
+            "float" | "float32" => Self::F32,
+            "double" | "float64" => Self::F64,
+            _ => return None,
+        })
     }
-    fn set_property(&mut self, name: String, p: Property) {
-        if name != "vertex_indices" && name != "vertex_index" {
-            return;
+
+    fn size(self) -> usize {
+        match self {
+            Self::I8 | Self::U8 => 1,
+            Self::I16 | Self::U16 => 2,
+            Self::I32 | Self::U32 | Self::F32 => 4,
+            Self::F64 => 8,
         }
-        let list: Vec<i64> = match p {
-            Property::ListInt(v) => v.into_iter().map(i64::from).collect(),
-            Property::ListUInt(v) => v.into_iter().map(i64::from).collect(),
-            Property::ListShort(v) => v.into_iter().map(i64::from).collect(),
-            Property::ListUShort(v) => v.into_iter().map(i64::from).collect(),
-            Property::ListChar(v) => v.into_iter().map(i64::from).collect(),
-            Property::ListUChar(v) => v.into_iter().map(i64::from).collect(),
-            _ => return,
-        };
-        self.0 = Some(list);
+    }
+
+    fn is_int(self) -> bool {
+        !matches!(self, Self::F32 | Self::F64)
+    }
+
+    /// One value from exactly `size()` bytes; every PLY integer is exact in f64.
+    fn decode(self, b: &[u8], big: bool) -> f64 {
+        let mut a = [0u8; 8];
+        a[..b.len()].copy_from_slice(b);
+        if big {
+            a[..b.len()].reverse();
+        }
+        match self {
+            Self::I8 => a[0] as i8 as f64,
+            Self::U8 => a[0] as f64,
+            Self::I16 => i16::from_le_bytes([a[0], a[1]]) as f64,
+            Self::U16 => u16::from_le_bytes([a[0], a[1]]) as f64,
+            Self::I32 => i32::from_le_bytes([a[0], a[1], a[2], a[3]]) as f64,
+            Self::U32 => u32::from_le_bytes([a[0], a[1], a[2], a[3]]) as f64,
+            Self::F32 => f32::from_le_bytes([a[0], a[1], a[2], a[3]]) as f64,
+            Self::F64 => f64::from_le_bytes(a),
+        }
     }
 }
 
-pub fn read<T: Real, R: BufRead>(reader: &mut R, path: &Path) -> Result<Points<T>> {
-    read_ply(reader, path, false).map(|m| m.vertices)
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Scalar(Scalar),
+    /// A list: the type of its length, then of its items.
+    List(Scalar, Scalar),
 }
 
-pub fn read_mesh<T: Real, R: BufRead>(reader: &mut R, path: &Path) -> Result<Mesh<T>> {
-    read_ply(reader, path, true)
+struct Property {
+    name: String,
+    kind: Kind,
 }
 
-fn read_ply<T: Real, R: BufRead>(reader: &mut R, path: &Path, faces: bool) -> Result<Mesh<T>> {
-    let bad = |e: std::io::Error| IoError::new(path, format!("not a valid PLY file: {}", one_line(&e)));
-    let vparser = Parser::<Vertex>::new();
-    let header = vparser.read_header(reader).map_err(bad)?;
-    let mut points = Points::with_capacity(0);
+struct Element {
+    name: String,
+    count: u64,
+    /// The header line that declares it.
+    line: usize,
+    props: Vec<Property>,
+}
+
+impl Element {
+    fn find(&self, name: &str) -> Option<usize> {
+        self.props.iter().position(|p| p.name == name)
+    }
+
+    /// The fewest bytes one element takes: binary, its scalars and list lengths; ascii, a
+    /// character and a separator a value.
+    fn min_bytes(&self, ascii: bool) -> u64 {
+        if ascii {
+            return 2 * self.props.len() as u64;
+        }
+        self.props
+            .iter()
+            .map(|p| match p.kind {
+                Kind::Scalar(t) | Kind::List(t, _) => t.size() as u64,
+            })
+            .sum()
+    }
+
+    /// The size of each element where it holds no lists.
+    fn fixed_size(&self) -> Option<usize> {
+        self.props
+            .iter()
+            .map(|p| match p.kind {
+                Kind::Scalar(t) => Some(t.size()),
+                Kind::List(..) => None,
+            })
+            .sum()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Encoding {
+    Ascii,
+    Binary { big: bool },
+}
+
+pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path) -> Result<Points<T>> {
+    read_ply(src, path, false).map(|m| m.vertices)
+}
+
+pub fn read_mesh<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path) -> Result<Mesh<T>> {
+    read_ply(src, path, true)
+}
+
+fn read_header<R: BufRead>(lines: &mut Lines<R>, path: &Path) -> Result<(Encoding, Vec<Element>)> {
+    let at = |line: usize, m: String| IoError::at(path, Location::Line(line), m);
+    match lines.next_line()? {
+        Some((_, l)) if l.trim() == "ply" => {}
+        Some((n, l)) => {
+            let shown: String = l.chars().take(40).collect();
+            return Err(at(n, format!("not a PLY file: expected 'ply', found '{shown}'")));
+        }
+        None => return Err(IoError::new(path, "empty file: not a PLY file")),
+    }
+    let mut encoding = None;
+    let mut elements: Vec<Element> = Vec::new();
+    loop {
+        let Some((n, l)) = lines.next_line()? else {
+            return Err(IoError::new(path, "file ends inside the header: no 'end_header' line"));
+        };
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.first().copied() {
+            None | Some("comment") | Some("obj_info") => {}
+            Some("format") => {
+                encoding = Some(match (w.get(1).copied(), w.len()) {
+                    (Some("ascii"), 3) => Encoding::Ascii,
+                    (Some("binary_little_endian"), 3) => Encoding::Binary { big: false },
+                    (Some("binary_big_endian"), 3) => Encoding::Binary { big: true },
+                    _ => return Err(at(n, format!("unknown format line '{l}'"))),
+                });
+            }
+            Some("element") => {
+                let [_, name, count] = w[..] else {
+                    return Err(at(n, format!("expected 'element <name> <count>', found '{l}'")));
+                };
+                let count = count
+                    .parse()
+                    .map_err(|_| at(n, format!("the count of element '{name}' ('{count}') is not a whole number")))?;
+                if elements.iter().any(|e| e.name == name) {
+                    return Err(at(n, format!("element '{name}' is declared twice")));
+                }
+                elements.push(Element { name: name.to_string(), count, line: n, props: Vec::new() });
+            }
+            Some("property") => {
+                let Some(e) = elements.last_mut() else {
+                    return Err(at(n, "a property before any element".into()));
+                };
+                let ty = |s: &str| Scalar::from_name(s).ok_or_else(|| at(n, format!("unknown property type '{s}'")));
+                let (name, kind) = match w[..] {
+                    [_, "list", count, item, name] => {
+                        let count = ty(count)?;
+                        if !count.is_int() {
+                            return Err(at(n, format!("list '{name}' has a length of type '{}'", w[2])));
+                        }
+                        (name, Kind::List(count, ty(item)?))
+                    }
+                    [_, t, name] => (name, Kind::Scalar(ty(t)?)),
+                    _ => return Err(at(n, format!("expected 'property <type> <name>', found '{l}'"))),
+                };
+                if e.find(name).is_some() {
+                    return Err(at(n, format!("property '{name}' of element '{}' is declared twice", e.name)));
+                }
+                e.props.push(Property { name: name.to_string(), kind });
+            }
+            Some("end_header") => break,
+            Some(_) => return Err(at(n, format!("unknown header line '{l}'"))),
+        }
+    }
+    let encoding = encoding.ok_or_else(|| IoError::new(path, "the header has no 'format' line"))?;
+    Ok((encoding, elements))
+}
+
+/// What the reader keeps of one element.
+enum Role {
+    /// Positions of x, y, z among the properties.
+    Vertex([usize; 3]),
+    /// Position of the vertex index list.
+    Face(usize),
+    Skip,
+}
+
+fn read_ply<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) -> Result<Mesh<T>> {
+    let mut lines = Lines::new(src, path);
+    let (encoding, elements) = read_header(&mut lines, path)?;
+    let ascii = encoding == Encoding::Ascii;
+    let mut body = Body { lines, path, big: encoding == Encoding::Binary { big: true }, ascii };
+    let mut points: Option<Points<T>> = None;
     let mut triangles = Vec::new();
-    let mut have_vertices = false;
-    for (name, def) in header.elements.iter() {
-        if name == "face" && faces {
-            if !have_vertices {
-                return Err(IoError::new(path, "the face element comes before the vertex element"));
+    for e in &elements {
+        let role = match e.name.as_str() {
+            "vertex" => {
+                let mut xyz = [0; 3];
+                for (d, name) in AXES.iter().enumerate() {
+                    xyz[d] = e
+                        .find(name)
+                        .ok_or_else(|| IoError::new(path, format!("the vertex element has no '{name}' property")))?;
+                    if let Kind::List(..) = e.props[xyz[d]].kind {
+                        return Err(IoError::new(path, format!("vertex property '{name}' is a list, not a number")));
+                    }
+                }
+                Role::Vertex(xyz)
             }
-            let fs = Parser::<Face>::new().read_payload_for_element(reader, def, &header).map_err(|e| {
-                IoError::new(
-                    path,
-                    format!("truncated or malformed face data ({} faces promised): {}", def.count, one_line(&e)),
-                )
-            })?;
-            let nv = points.len() as i64;
-            for (i, f) in fs.iter().enumerate() {
-                let Some(idx) = &f.0 else {
-                    return Err(IoError::new(path, "the face element has no vertex_indices list"));
-                };
-                let at = |m: String| IoError::at(path, crate::Location::Row(i), m);
-                if idx.len() < 3 {
-                    return Err(at(format!("face {i} has {} corners; at least 3 are needed", idx.len())));
+            "face" if faces => {
+                if points.is_none() {
+                    return Err(IoError::new(path, "the face element comes before the vertex element"));
                 }
-                if let Some(&v) = idx.iter().find(|&&v| v < 0 || v >= nv) {
-                    return Err(at(format!("face {i}: vertex index {v} is out of range (the file has {nv} vertices)")));
+                let list = e
+                    .find("vertex_indices")
+                    .or_else(|| e.find("vertex_index"))
+                    .ok_or_else(|| IoError::new(path, "the face element has no vertex_indices list"))?;
+                if let Kind::Scalar(_) = e.props[list].kind {
+                    return Err(IoError::new(path, "the face element's vertex_indices is a number, not a list"));
                 }
-                for j in 1..idx.len() - 1 {
-                    triangles.push([idx[0] as u32, idx[j] as u32, idx[j + 1] as u32]);
-                }
+                Role::Face(list)
             }
+            _ => Role::Skip,
+        };
+        let what = match role {
+            Role::Vertex(_) => ("vertices", "vertex"),
+            Role::Face(_) => ("faces", "face"),
+            Role::Skip => ("elements", "element"),
+        };
+        let min = e.min_bytes(ascii);
+        if min == 0 {
+            // No properties: nothing to read, however many there are.
             continue;
         }
-        if name == "vertex" {
-            for p in ["x", "y", "z"] {
-                if !def.properties.contains_key(p) {
-                    return Err(IoError::new(path, format!("the vertex element has no '{p}' property")));
+        let (count, cap) = body.lines.source().check_count(path, Some(Location::Line(e.line)), e.count, what, min)?;
+        match role {
+            Role::Vertex(xyz) => {
+                let mut p = Points::with_capacity(cap);
+                body.read_element(e, count, None, |values, _, loc| {
+                    let mut v = [T::ZERO; 3];
+                    for d in 0..3 {
+                        v[d] = coord(values[xyz[d]], AXES[d], None).map_err(|m| (loc, m))?;
+                    }
+                    p.push(v[0], v[1], v[2]);
+                    Ok(())
+                })?;
+                points = Some(p);
+                if !faces {
+                    break;
                 }
             }
-            let verts = vparser.read_payload_for_element(reader, def, &header).map_err(|e| {
-                IoError::new(
-                    path,
-                    format!("truncated or malformed vertex data ({} vertices promised): {}", def.count, one_line(&e)),
-                )
-            })?;
-            for (i, v) in verts.iter().enumerate() {
-                let [Some(x), Some(y), Some(z)] = v.0 else {
-                    return Err(IoError::at(path, crate::Location::Row(i), "vertex x, y, z must be scalar numbers"));
-                };
-                points.push(T::from_f64(x), T::from_f64(y), T::from_f64(z));
+            Role::Face(list) => {
+                let nv = points.as_ref().map_or(0, |p| p.len());
+                triangles.reserve(cap);
+                let mut corners = Vec::new();
+                body.read_element(e, count, Some(list), |_, idx, loc| {
+                    if idx.len() < 3 {
+                        return Err((loc, format!("a face has {} corners; at least 3 are needed", idx.len())));
+                    }
+                    corners.clear();
+                    for &v in idx {
+                        if !(v >= 0.0 && v.fract() == 0.0 && v < nv as f64 && v <= u32::MAX as f64) {
+                            return Err((
+                                loc,
+                                format!("vertex index {v} is out of range (the file has {nv} vertices)"),
+                            ));
+                        }
+                        corners.push(v as u32);
+                    }
+                    // A polygon becomes a fan of triangles around its first corner.
+                    for j in 1..corners.len() - 1 {
+                        triangles.push([corners[0], corners[j], corners[j + 1]]);
+                    }
+                    Ok(())
+                })?;
             }
-            have_vertices = true;
-            if !faces {
-                return Ok(Mesh { vertices: points, triangles });
-            }
-            continue;
+            Role::Skip => body.skip_element(e, count)?,
         }
-        // Elements before the vertices (rare) are read and dropped.
-        Parser::<DefaultElement>::new().read_payload_for_element(reader, def, &header).map_err(bad)?;
     }
-    if !have_vertices {
-        return Err(IoError::new(path, "no 'vertex' element in the PLY header"));
+    let vertices = points.ok_or_else(|| IoError::new(path, "no 'vertex' element in the PLY header"))?;
+    Ok(Mesh { vertices, triangles })
+}
+
+/// Where a problem with an element is: its line (ascii) or record (binary).
+type Fail = (Location, String);
+
+struct Body<'a, R> {
+    lines: Lines<'a, R>,
+    path: &'a Path,
+    big: bool,
+    ascii: bool,
+}
+
+impl<R: BufRead> Body<'_, R> {
+    fn record(e: &Element, i: usize) -> Location {
+        match e.name.as_str() {
+            "vertex" => Location::Row(i),
+            "face" => Location::Record("face", i),
+            _ => Location::Record("element", i),
+        }
     }
-    Ok(Mesh { vertices: points, triangles })
+
+    /// Reads `count` elements, handing `f` each one's scalar values (lists as NaN) and the
+    /// items of list `list`.
+    fn read_element(
+        &mut self,
+        e: &Element,
+        count: usize,
+        list: Option<usize>,
+        mut f: impl FnMut(&[f64], &[f64], Location) -> std::result::Result<(), Fail>,
+    ) -> Result<()> {
+        let path = self.path;
+        let fail = |(loc, m): Fail| IoError::at(path, loc, m);
+        let mut values = vec![f64::NAN; e.props.len()];
+        let mut items: Vec<f64> = Vec::new();
+        let fixed = e.fixed_size();
+        let mut record = vec![0u8; fixed.unwrap_or(0)];
+        for i in 0..count {
+            items.clear();
+            if self.ascii {
+                let Some((n, line)) = self.lines.next_content()? else {
+                    return Err(IoError::new(path, format!("file ends after {i} of {count} '{}' elements", e.name)));
+                };
+                let loc = Location::Line(n);
+                parse_ascii(line, e, list, &mut values, &mut items).map_err(|m| IoError::at(path, loc, m))?;
+                f(&values, &items, loc).map_err(fail)?;
+                continue;
+            }
+            let loc = Self::record(e, i);
+            let ends = |_| IoError::at(path, loc, format!("file ends inside {} {i} of {count}", e.name));
+            let src = self.lines.source_mut();
+            if fixed.is_some() {
+                src.read_exact(&mut record).map_err(|err| eof_or(err, path, ends))?;
+                let mut at = 0;
+                for (k, p) in e.props.iter().enumerate() {
+                    if let Kind::Scalar(t) = p.kind {
+                        values[k] = t.decode(&record[at..at + t.size()], self.big);
+                        at += t.size();
+                    }
+                }
+            } else {
+                for (k, p) in e.props.iter().enumerate() {
+                    match p.kind {
+                        Kind::Scalar(t) => {
+                            values[k] = read_scalar(src, t, self.big).map_err(|err| eof_or(err, path, ends))?
+                        }
+                        Kind::List(ct, it) => {
+                            let len = read_scalar(src, ct, self.big).map_err(|err| eof_or(err, path, ends))?;
+                            if len < 0.0 {
+                                return Err(IoError::at(path, loc, format!("list '{}' has length {len}", p.name)));
+                            }
+                            let len = len as u64;
+                            // Items are pushed as they are read, never reserved: this check
+                            // only makes a wrong length the error it is.
+                            let size = it.size() as u64;
+                            if let Some(left) = src.remaining().filter(|&left| len * size > left) {
+                                return Err(IoError::at(
+                                    path,
+                                    loc,
+                                    format!(
+                                        "list '{}' says {len} items, but the file has only {left} bytes left: \
+                                         {size} bytes an item",
+                                        p.name
+                                    ),
+                                ));
+                            }
+                            if list == Some(k) {
+                                for _ in 0..len {
+                                    items.push(read_scalar(src, it, self.big).map_err(|err| eof_or(err, path, ends))?);
+                                }
+                            } else {
+                                skip(src, len * size).map_err(|err| eof_or(err, path, ends))?;
+                            }
+                        }
+                    }
+                }
+            }
+            f(&values, &items, loc).map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// Reads past `count` elements, checking their structure.
+    fn skip_element(&mut self, e: &Element, count: usize) -> Result<()> {
+        if let (false, Some(size)) = (self.ascii, e.fixed_size()) {
+            let path = self.path;
+            // Past the end of any file if it overflows: reading then fails as truncated.
+            let bytes = (count as u64).saturating_mul(size as u64);
+            return skip(self.lines.source_mut(), bytes).map_err(|err| {
+                eof_or(err, path, |_| IoError::new(path, format!("file ends inside the {count} '{}' elements", e.name)))
+            });
+        }
+        self.read_element(e, count, None, |_, _, _| Ok(()))
+    }
+}
+
+/// One ascii element: the scalar values into `values` (unparsed where not needed: NaN), the
+/// items of list `list` into `items`.
+fn parse_ascii(
+    line: &str,
+    e: &Element,
+    list: Option<usize>,
+    values: &mut [f64],
+    items: &mut Vec<f64>,
+) -> std::result::Result<(), String> {
+    let mut words = line.split_whitespace();
+    let mut next = |what: &str| {
+        words.next().ok_or_else(|| format!("too few values for a '{}' element: {what} is missing", e.name))
+    };
+    let number = |w: &str| w.parse::<f64>().map_err(|_| format!("'{w}' is not a number"));
+    for (k, p) in e.props.iter().enumerate() {
+        match p.kind {
+            Kind::Scalar(_) => {
+                let w = next(&p.name)?;
+                values[k] = number(w)?;
+            }
+            Kind::List(..) => {
+                let w = next(&p.name)?;
+                let len: u64 = w.parse().map_err(|_| format!("list '{}' has length '{w}'", p.name))?;
+                for _ in 0..len {
+                    let w = next(&format!("an item of list '{}'", p.name))?;
+                    if list == Some(k) {
+                        items.push(number(w)?);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(w) = words.next() {
+        return Err(format!("'{w}' is more than the header's properties of a '{}' element", e.name));
+    }
+    Ok(())
+}
+
+fn read_scalar<R: Read>(src: &mut R, t: Scalar, big: bool) -> io::Result<f64> {
+    let mut b = [0u8; 8];
+    src.read_exact(&mut b[..t.size()])?;
+    Ok(t.decode(&b[..t.size()], big))
+}
+
+fn skip<R: Read>(src: &mut R, bytes: u64) -> io::Result<()> {
+    let copied = io::copy(&mut src.take(bytes), &mut io::sink())?;
+    if copied < bytes {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
+/// The end of the file where more was needed is `ends`; other failures are read errors.
+fn eof_or(err: io::Error, path: &Path, ends: impl FnOnce(()) -> IoError) -> IoError {
+    match err.kind() {
+        io::ErrorKind::UnexpectedEof => ends(()),
+        _ => read_error(path, &err),
+    }
 }

@@ -6,23 +6,16 @@ use std::path::Path;
 
 use nearkit::{Points, Real};
 
-use crate::{parse_xyz, read_line, Result};
+use crate::input::{parse_xyz, Lines, Source};
+use crate::Result;
 
-pub fn read<T: Real, R: BufRead>(r: &mut R, path: &Path) -> Result<(Points<T>, Vec<usize>)> {
-    let mut buf = String::new();
+pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path) -> Result<Points<T>> {
     let mut p = Points::with_capacity(0);
-    let mut lines = Vec::new();
-    let mut line = 0usize;
-    while read_line(r, &mut buf, path)? > 0 {
-        line += 1;
-        let content = buf.split('#').next().unwrap_or("").trim();
-        if content.is_empty() {
-            continue;
-        }
+    let mut lines = Lines::new(src, path);
+    while let Some((line, content)) = lines.next_content()? {
         let f: Vec<&str> = content.split(|c: char| c.is_whitespace() || c == ',').filter(|s| !s.is_empty()).collect();
         let v = parse_xyz::<T>(&f, path, line)?;
         p.push(v[0], v[1], v[2]);
-        lines.push(line);
     }
-    Ok((p, lines))
+    Ok(p)
 }

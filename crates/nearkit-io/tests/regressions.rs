@@ -1,0 +1,240 @@
+//! Files that once crashed a reader, were read wrongly, or got an unhelpful message: each now
+//! gives the error (or the data) it should. The files are in tests/regressions/.
+
+use std::path::{Path, PathBuf};
+
+use nearkit::{Mesh, Points};
+use nearkit_io::{
+    read_mesh, read_mesh_from, read_points, read_points_from, refuse_overwriting_inputs, write_points, Format,
+    ReadOptions,
+};
+
+fn file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/regressions").join(name)
+}
+
+fn err_points<T: nearkit::Real>(name: &str) -> String {
+    let path = file(name);
+    let e = read_points::<T>(&path, &ReadOptions::default()).expect_err(name).to_string();
+    assert!(e.contains(name), "'{e}' does not name the file");
+    e
+}
+
+fn err_mesh(name: &str) -> String {
+    let path = file(name);
+    let e = read_mesh::<f64>(&path).expect_err(name).to_string();
+    assert!(e.contains(name), "'{e}' does not name the file");
+    e
+}
+
+fn assert_has(e: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(e.contains(n), "'{e}' lacks '{n}'");
+    }
+}
+
+/// The same file through a reader that does not know its size (the CLI's progress bar).
+fn err_stream(name: &str, mesh: bool) -> String {
+    let path = file(name);
+    let format = Format::from_path(&path).unwrap();
+    let f = std::fs::File::open(&path).unwrap();
+    let e = if mesh {
+        read_mesh_from::<f64, _>(f, format, &path).map(|_| ()).expect_err(name)
+    } else {
+        read_points_from::<f64, _>(f, format, &path, &ReadOptions::default()).map(|_| ()).expect_err(name)
+    };
+    e.to_string()
+}
+
+#[test]
+fn huge_counts_are_errors_not_allocations() {
+    // Once: "memory allocation of 4000000000000 bytes failed".
+    let e = err_mesh("huge_header.off");
+    assert_has(
+        &e,
+        &["line 2", "header says 1000000000000 vertices", "the file has only 26 bytes left", "6 bytes a vertex"],
+    );
+    assert_has(&err_stream("huge_header.off", true), &["file ends after 4 of 1000000000000 vertices"]);
+    // Once: "capacity overflow".
+    let e = err_points::<f64>("huge_shape.npy");
+    assert_has(&e, &["6148914691236517206", "18446744073709551618 float64 values", "only 48 bytes left"]);
+    assert_has(&err_stream("huge_shape.npy", false), &["6148914691236517206"]);
+}
+
+#[test]
+fn what_is_not_a_triangle_mesh_is_rejected() {
+    // Once: a face of two corners became a triangle.
+    assert_has(&err_mesh("two_corners.obj"), &["line 4", "at least 3 corners", "has 2"]);
+    // Once: line elements became triangles.
+    assert_has(&err_mesh("only_lines.obj"), &["line 4", "'l' is a line"]);
+    // Their vertices are still points.
+    let p: Points<f64> = read_points(&file("only_lines.obj"), &ReadOptions::default()).unwrap();
+    assert_eq!(p.len(), 3);
+    // Once: read as the 2 triangles there are, though the header promises 5.
+    assert_has(&err_mesh("miscounted.stl"), &["header says 5 triangles", "334 bytes", "the file has 184 bytes"]);
+    assert_has(&err_stream("miscounted.stl", true), &["header says 5 triangles"]);
+}
+
+#[test]
+fn a_mixed_first_row_is_data_not_a_header() {
+    // Once: `0,0,zz` was taken for a header, the point silently dropped.
+    let e = err_points::<f64>("header_zz.csv");
+    assert_has(&e, &["line 1", "column 3", "'zz' is not a number"]);
+}
+
+#[test]
+fn a_byte_order_mark_is_skipped() {
+    let m: Mesh<f64> = read_mesh(&file("bom.off")).unwrap();
+    assert_eq!(m.vertices.len(), 3);
+    assert_eq!(m.triangles, vec![[0, 1, 2]]);
+    let d = tempfile::tempdir().unwrap();
+    let bom = b"\xEF\xBB\xBF";
+    let cases: [(&str, &[u8]); 5] = [
+        ("b.xyz", b"1 2 3\n"),
+        ("b.csv", b"x,y,z\n1,2,3\n"),
+        ("b.obj", b"v 1 2 3\nv 0 0 0\nv 0 1 0\nf 1 2 3\n"),
+        ("b.ply", b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n"),
+        ("b.stl", b"solid b\nfacet normal 0 0 1\nouter loop\nvertex 1 2 3\nvertex 0 0 0\nvertex 0 1 0\nendloop\nendfacet\nendsolid b\n"),
+    ];
+    for (name, text) in cases {
+        let path = d.path().join(name);
+        std::fs::write(&path, [bom, text].concat()).unwrap();
+        let p: Points<f64> = read_points(&path, &ReadOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.get(0), [1.0, 2.0, 3.0], "{name}");
+    }
+}
+
+#[test]
+fn a_value_too_big_for_f32_names_the_precision_that_holds_it() {
+    let e = err_points::<f32>("f32_overflow.csv");
+    assert_has(&e, &["line 3", "coordinate x is 1e308", "does not fit f32", "--precision f64"]);
+    let p: Points<f64> = read_points(&file("f32_overflow.csv"), &ReadOptions::default()).unwrap();
+    assert_eq!(p.get(1), [1e308, 0.0, 0.0]);
+    // Beyond f64 too: said so, not "inf".
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("big.xyz");
+    std::fs::write(&path, "1 2 1e400\n").unwrap();
+    let e = read_points::<f64>(&path, &ReadOptions::default()).unwrap_err().to_string();
+    assert_has(&e, &["line 1", "coordinate z is 1e400", "does not fit even f64"]);
+}
+
+#[test]
+fn a_directory_is_named_as_one() {
+    let d = tempfile::tempdir().unwrap();
+    for name in ["points.csv", "mesh.off", "a.npy", "m.stl"] {
+        let dir = d.path().join(name);
+        std::fs::create_dir(&dir).unwrap();
+        let e = read_points::<f32>(&dir, &ReadOptions::default()).unwrap_err().to_string();
+        assert_has(&e, &[name, "is a directory, not a file"]);
+        assert!(!e.contains("line 0"), "{e}");
+        // The CLI opens the file itself, which succeeds for a directory on Unix.
+        let f = std::fs::File::open(&dir).unwrap();
+        let format = Format::from_path(&dir).unwrap();
+        let e = read_points_from::<f32, _>(f, format, &dir, &ReadOptions::default()).unwrap_err().to_string();
+        assert_has(&e, &[name, "is a directory, not a file"]);
+    }
+}
+
+#[test]
+fn binary_errors_name_the_record() {
+    let d = tempfile::tempdir().unwrap();
+    let mut bytes = vec![0u8; 80];
+    bytes.extend_from_slice(&2u32.to_le_bytes());
+    for t in 0..2 {
+        for v in [0.0f32, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, if t == 1 { f32::NAN } else { 0.0 }] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        bytes.extend_from_slice(&[0, 0]);
+    }
+    let path = d.path().join("nan.stl");
+    std::fs::write(&path, &bytes).unwrap();
+    let e = read_mesh::<f32>(&path).unwrap_err().to_string();
+    assert_has(&e, &["triangle 1", "corner 3", "coordinate z is NaN"]);
+
+    let ascii = "solid a\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nendloop\nendfacet\nendsolid a\n";
+    let path = d.path().join("a.stl");
+    std::fs::write(&path, ascii).unwrap();
+    let e = read_mesh::<f32>(&path).unwrap_err().to_string();
+    assert_has(&e, &["line 6", "expected 'vertex x y z'", "found 'endloop'"]);
+
+    let ply = "ply\nformat binary_little_endian 1.0\nelement vertex 3\nproperty float x\nproperty float y\n\
+               property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n";
+    let mut bytes = ply.as_bytes().to_vec();
+    for v in [0.0f32, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0] {
+        bytes.extend_from_slice(&v.to_le_bytes());
+    }
+    bytes.push(3);
+    for i in [0i32, 1, 2] {
+        bytes.extend_from_slice(&i.to_le_bytes());
+    }
+    let path = d.path().join("b.ply");
+    std::fs::write(&path, &bytes).unwrap();
+    assert_eq!(read_mesh::<f32>(&path).unwrap().triangles, vec![[0, 1, 2]]);
+    // A list of 2^32 - 1 corners, with 12 bytes of face data left.
+    let mut huge = ply.replace("list uchar int", "list uint int").into_bytes();
+    huge.extend_from_slice(&bytes[ply.len()..ply.len() + 36]);
+    huge.extend_from_slice(&u32::MAX.to_le_bytes());
+    huge.extend_from_slice(&[0; 12]);
+    std::fs::write(&path, &huge).unwrap();
+    let e = read_mesh::<f32>(&path).unwrap_err().to_string();
+    assert_has(&e, &["face 0", "list 'vertex_indices' says 4294967295 items", "only 12 bytes left"]);
+}
+
+#[test]
+fn outputs_go_through_links_and_never_over_inputs() {
+    let d = tempfile::tempdir().unwrap();
+    let p = Points::<f64>::from_rows(&[[1.0, 2.0, 3.0]]);
+    // Through a link: the target gets the data, the link stays a link.
+    let target = d.path().join("target.csv");
+    std::fs::write(&target, "old").unwrap();
+    let link = d.path().join("link.csv");
+    std::os::unix::fs::symlink("target.csv", &link).unwrap();
+    write_points(&link, &p).unwrap();
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "x,y,z\n1,2,3\n");
+    // A dangling link creates its target.
+    let dangling = d.path().join("dangling.csv");
+    std::os::unix::fs::symlink(d.path().join("new.csv"), &dangling).unwrap();
+    write_points(&dangling, &p).unwrap();
+    assert!(std::fs::symlink_metadata(&dangling).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(d.path().join("new.csv")).unwrap(), "x,y,z\n1,2,3\n");
+
+    // The same file by name, by another spelling, through a link, through a hard link.
+    let hard = d.path().join("hard.csv");
+    std::fs::hard_link(&target, &hard).unwrap();
+    let other = d.path().join("other.csv");
+    std::fs::write(&other, "x,y,z\n").unwrap();
+    let dotted = d.path().join(".").join("target.csv");
+    for out in [&target, &dotted, &link, &hard] {
+        let e = refuse_overwriting_inputs(out, &[&other, &target]).unwrap_err().to_string();
+        assert_has(&e, &["--out is one of the inputs", "choose another file"]);
+    }
+    refuse_overwriting_inputs(&d.path().join("fresh.csv"), &[&other, &target]).unwrap();
+    refuse_overwriting_inputs(&other, &[&target]).unwrap();
+    refuse_overwriting_inputs(Path::new("/dev/null"), &[Path::new("/dev/null")]).unwrap();
+}
+
+#[test]
+fn a_full_disk_is_an_error_not_a_panic() {
+    if !Path::new("/dev/full").exists() {
+        eprintln!("skipped: no /dev/full");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("full.csv");
+    std::os::unix::fs::symlink("/dev/full", &out).unwrap();
+    let p = Points::<f64>::from_rows(&[[1.0, 2.0, 3.0]]);
+    let e = write_points(&out, &p).unwrap_err().to_string();
+    assert_has(&e, &["full.csv", "cannot write"]);
+    // A writer that fails part-way leaves no output and no temporary file behind.
+    let out = d.path().join("partial.csv");
+    let e = nearkit_io::write_atomically(&out, |w| {
+        w.write_all(b"x,y,z\n")?;
+        Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left"))
+    })
+    .unwrap_err()
+    .to_string();
+    assert_has(&e, &["partial.csv", "no space left"]);
+    let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
