@@ -105,7 +105,7 @@ fn bad_inputs_fail_cleanly() {
     assert!(o2.status.success());
     let bytes = std::fs::read(&npy).unwrap();
     let cut = write(d.path(), "cut.npy", &bytes[..bytes.len() - 50]);
-    fails(&["pairs", "--a", s(&cut), "--b", s(&good), "--out", s(o)], &["cut.npy", "truncated"], Some(o));
+    fails(&["pairs", "--a", s(&cut), "--b", s(&good), "--out", s(o)], &["cut.npy", "file ends"], Some(o));
     let wrong_shape = write(d.path(), "wrong.npy", &npy_2d(2, 2, |r, c| (2 * r + c + 1) as f64));
     fails(&["pairs", "--a", s(&wrong_shape), "--b", s(&good)], &["wrong.npy", "N×3"], None);
     let ply = write(d.path(), "cut.ply", b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nend_header\n0 0 0\n1 1 1\n");
