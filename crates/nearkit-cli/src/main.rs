@@ -15,8 +15,8 @@ use clap::{Parser, Subcommand};
     version,
     about = "Exact proximity queries (closest pairs, kNN, closest point on a mesh) on CPUs and CUDA GPUs",
     long_about = "Exact proximity queries on multi-core CPUs and CUDA GPUs: closest pairs, k-nearest\n\
-neighbours (3-D points or vectors up to 8-D; seed C's shifted sort as an approximation),\n\
-the closest point on a triangle mesh, and a collision world of ellipsoids (seed B).\n\n\
+neighbours (3-D points or vectors up to 8-D; a shifted sort as an approximation),\n\
+the closest point on a triangle mesh, and a collision world of ellipsoids.\n\n\
 Results are exact on any input (uniform, clustered, on surfaces, with duplicates) and\n\
 bitwise identical between the CPU and the GPU; ties go to the smaller id.",
     after_help = "Start with `nearkit pairs` (a built-in example), then `nearkit pairs --help`."
@@ -28,7 +28,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// The k closest A–B pairs (seed A's "closest enemy pairs").
+    /// The k closest A–B pairs ("the closest enemy pairs" of two armies).
     Pairs(cmd::pairs::PairsArgs),
     /// Every A's nearest B, written to a file.
     Nearest(cmd::nearest::NearestArgs),

@@ -18,7 +18,9 @@ pub enum Device {
     /// CUDA when a usable GPU is there, else the CPU.
     #[default]
     Auto,
+    /// The CPU, all cores.
     Cpu,
+    /// GPU number N.
     Cuda(usize),
 }
 
@@ -75,6 +77,7 @@ impl Default for CudaOptions {
 /// How an [`Engine`] runs its queries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineOptions {
+    /// How the GPU runs.
     pub cuda: CudaOptions,
     /// Print the time of each phase of a query to stderr (a GPU waits between phases).
     pub profile: bool,
@@ -146,10 +149,12 @@ impl Engine {
         self.gpu.as_ref().map_or(Device::Cpu, |g| Device::Cuda(g.ordinal()))
     }
 
+    /// Whether it runs on a GPU.
     pub fn is_cuda(&self) -> bool {
         self.gpu.is_some()
     }
 
+    /// Its options.
     pub fn options(&self) -> &EngineOptions {
         &self.opts
     }

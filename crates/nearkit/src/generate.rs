@@ -15,6 +15,7 @@ use crate::geometry::points::Points;
 use crate::geometry::real::Real;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A distribution of generated points, in the cube [0, range)³.
 pub enum Distribution {
     /// Integer coordinates uniform in [0, range).
     UniformInt,
@@ -31,8 +32,10 @@ pub enum Distribution {
 }
 
 impl Distribution {
+    /// Every distribution.
     pub const ALL: [Distribution; 6] =
         [Self::UniformInt, Self::Uniform, Self::Clustered, Self::Sphere, Self::Plane, Self::Duplicates];
+    /// Its name on the command line (`uniform-int`, `clustered`, …).
     pub fn name(self) -> &'static str {
         match self {
             Self::UniformInt => "uniform-int",

@@ -27,6 +27,9 @@
 //! index pairs and kNN share; `geometry` the types every capability uses; `runtime` what the
 //! backends share (CUDA context, NVRTC, device memory, CPU row writers).
 
+// Every public item is documented (the test hooks expose internals, which are not).
+#![cfg_attr(not(feature = "test-hooks"), warn(missing_docs))]
+
 mod closest_point;
 pub mod collide;
 mod device;

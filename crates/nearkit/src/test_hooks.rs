@@ -116,3 +116,15 @@ pub fn narrow_phase_on_device(
     let _busy = gpu.lock();
     crate::collide::cuda::narrow_phase(gpu, pairs, tris)
 }
+
+/// The contact of `body` (centered at `center`) from the narrow phase's geometry, as the
+/// colliders report it.
+pub fn contact(
+    body: u32,
+    kind: crate::collide::ContactKind,
+    other: u32,
+    center: V3,
+    g: &ContactGeometry,
+) -> crate::collide::Contact {
+    crate::collide::Contact::new(body, kind, other, center, g)
+}

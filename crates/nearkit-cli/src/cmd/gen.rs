@@ -15,7 +15,7 @@ Examples:
   nearkit gen points --count 1000000 --distribution uniform-int --range 1048576 --seed 1 --out army_a.npy
   nearkit gen points --count 50000 --distribution clustered --out clusters.csv
 
-Seed A's army generator is uniform-int with range 2^20 = 1048576. The same arguments always
+The armies of `nearkit pairs` are uniform-int with range 2^20 = 1048576. The same arguments always
 give the same points, whatever the number of threads.")]
     Points(GenPointsArgs),
 }

@@ -28,9 +28,9 @@ Examples:
 Results are exact: ascending by distance, ties to the smaller id. Output: .csv
 (query,rank,id,distance) or .npz (ids: N×k int32, distances: N×k); neighbours beyond
 --max-distance are id -1 and distance inf. Mesh files (.off, .ply, .obj, .stl) give their
-vertices. --approx is seed C's shifted sort: much faster, not exact; `nearkit bench knn
+vertices. --approx is the shifted sort: much faster, not exact; `nearkit bench knn
 --approx` measures its recall. --triangles-as-aabb6 searches the mesh's triangles as 6-D box
-vectors (seed C) — ids are triangle ids; the distance is the 6-D one, not the point-triangle
+vectors — ids are triangle ids; the distance is the 6-D one, not the point-triangle
 distance.")]
 pub struct KnnArgs {
     /// Data points searched (.csv, .npy, .ply, .off, .obj, .stl, .xyz); .npy may be N×d, d <= 8.
@@ -51,7 +51,7 @@ pub struct KnnArgs {
     /// CSV columns holding x,y,z (names or 0-based indices).
     #[arg(long, value_parser = parse_columns)]
     pub columns: Option<[String; 3]>,
-    /// Approximate search by shifted sorting (seed C) instead of the exact one.
+    /// Approximate search by shifted sorting instead of the exact one.
     #[arg(long)]
     pub approx: bool,
     /// --approx: shifted copies of the data (more: better recall, slower).

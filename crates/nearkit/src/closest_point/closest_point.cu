@@ -1,7 +1,7 @@
 // Closest point on a triangle mesh: a warp per 32 queries (in Morton order), a depth-first
-// search of the WideBvh (src/triangle_bvh.rs) built on the host. closest_point_triangle
-// repeats src/closest_point_triangle.rs operation for operation (no fused multiply-add), so
-// both backends return the same bits.
+// search of the WideBvh (closest_point/bvh.rs) built on the host, triangles tested by
+// triangle.cuh (triangle.rs operation for operation, no fused multiply-add), so both backends
+// return the same bits.
 
 
 #define CP_WIDE NK_WIDE
@@ -40,7 +40,7 @@ __device__ __forceinline__ void cp_load(const double* p, double* v, int n) {
     }
 }
 
-// triangle_bvh.rs::OrientedBox::lower_bound, of a loaded record.
+// bvh.rs::OrientedBox::lower_bound, of a loaded record.
 template <typename T>
 __device__ __forceinline__ T cp_bound_of(const T* b, V3<T> q) {
     T s = (T)0;
@@ -60,7 +60,7 @@ __device__ __forceinline__ T cp_box_bound(const T* boxes, u64 slot, V3<T> q) {
     return cp_bound_of(b, q);
 }
 
-// cpu/closest_point.rs::search by packets: a warp takes 32 consecutive queries (Morton order),
+// cpu.rs::search by packets: a warp takes 32 consecutive queries (Morton order),
 // a lane each, and walks the WideBvh once for all of them. A child is visited when any lane's bound is
 // within that lane's cut; children are pushed farthest first by the least of the lanes'
 // bounds. Control flow is the warp's, so no lane waits on another's path; a lane whose bound

@@ -1,5 +1,5 @@
 //! Closest point on a triangle mesh for many queries, on the CPU: queries in Morton order,
-//! in f32 searched by packets of `LANES` over the `WideBvh` (`closest_point_packet`), else
+//! in f32 searched by packets of `LANES` over the `WideBvh` (`packet`, `packet_avx2`), else
 //! each a depth-first search of the `TriangleBvh`, nearer child first.
 
 use rayon::prelude::*;
@@ -52,7 +52,7 @@ pub(crate) fn closest_points<T: Real>(
             }
         }
     };
-    // f32: packets of Morton-consecutive queries searched together (closest_point_packet.rs);
+    // f32: packets of Morton-consecutive queries searched together (packet.rs);
     // each lane's answer is the scalar search's, so the point is recomputed by the scalar
     // test for the winner only.
     let f32_parts = (bvh as &dyn std::any::Any)

@@ -169,6 +169,7 @@ impl<T: Real> DeviceClosestPoints<T> {
         self.triangle.len()
     }
 
+    /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
         self.triangle.is_empty()
     }
@@ -187,7 +188,7 @@ impl<T: Real> DeviceClosestPoints<T> {
 }
 
 /// Closest points with the mesh index and the queries already on the device; `slack` as
-/// `cpu::closest_point::rounding_slack` gives it.
+/// `rounding_slack` gives it.
 pub(crate) fn closest_points_resident<T: Real>(
     gpu: &Gpu,
     bvh: &DeviceTriangleBvh<T>,

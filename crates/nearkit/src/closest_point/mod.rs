@@ -24,6 +24,7 @@ use crate::geometry::radius2;
 use crate::geometry::real::Real;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// What a closest-point query asks for.
 pub struct ClosestPointOptions<T> {
     /// Only triangles at most this far away; queries with none get `NO_ID`.
     pub max_distance: Option<T>,
@@ -35,6 +36,7 @@ pub struct ClosestPointOptions<T> {
 pub struct ClosestPoints<T> {
     /// The nearest triangle (ties to the smaller id).
     pub triangle: Vec<u32>,
+    /// Distance to the closest point.
     pub distance: Vec<T>,
     /// The closest point on that triangle.
     pub point: Points<T>,

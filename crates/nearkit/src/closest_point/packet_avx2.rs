@@ -1,4 +1,4 @@
-//! The packet search of `closest_point_packet`, written in AVX2 intrinsics: one register holds
+//! The packet search of `packet`, written in AVX2 intrinsics: one register holds
 //! a value for all eight lanes, and lane masks are compare results, so a packet's state never
 //! leaves the registers. (The portable version, plain loops over lane arrays, compiled to
 //! 128-bit halves and stack traffic; this one takes about half the time.)
@@ -100,7 +100,7 @@ impl Answer {
     }
 }
 
-/// `closest_point_triangle(p, a, b, c).d2` for every lane (`closest_point_packet::closest_d2`).
+/// `closest_point_triangle(p, a, b, c).d2` for every lane (`packet::closest_d2`).
 #[inline(always)]
 unsafe fn closest_d2(p: &P3, a: [f32; 3], b: [f32; 3], c: [f32; 3]) -> __m256 {
     let sub = |u: [f32; 3], v: [f32; 3]| -> [f32; 3] { std::array::from_fn(|k| u[k] - v[k]) };

@@ -26,7 +26,7 @@ __device__ __forceinline__ TriPoint<T> tp_finish(V3<T> p, V3<T> point, T u, T v,
     return TriPoint<T>{vdot(d, d), point, u, v, w};
 }
 
-// closest_point_triangle.rs::nearest_edge
+// triangle.rs::nearest_edge
 template <typename T>
 __device__ TriPoint<T> nearest_edge(V3<T> p, V3<T> a, V3<T> b, V3<T> c) {
     T zero = (T)0, one = (T)1;
@@ -57,7 +57,7 @@ template <typename T> __device__ __forceinline__ T sliver_ratio();
 template <> __device__ __forceinline__ float sliver_ratio<float>() { return (float)1e-3; }
 template <> __device__ __forceinline__ double sliver_ratio<double>() { return 1e-9; }
 
-// closest_point_triangle.rs::closest_point_triangle
+// triangle.rs::closest_point_triangle
 template <typename T>
 __device__ TriPoint<T> closest_point_triangle(V3<T> p, V3<T> a, V3<T> b, V3<T> c) {
     T zero = (T)0, one = (T)1;
@@ -100,6 +100,6 @@ __device__ TriPoint<T> closest_point_triangle(V3<T> p, V3<T> a, V3<T> b, V3<T> c
     return nearest_edge(p, a, b, c);
 }
 
-// The WideBvh (src/triangle_bvh.rs) on the device. Per node WIDE children: OrientedBox
+// The WideBvh (bvh.rs) on the device. Per node WIDE children: OrientedBox
 // records of 16 values {axes[9], lo[3], hi[3], pad} and child references; per sorted triangle
 // a record of 12 values {a, b, c, pad} and its mesh id.

@@ -9,8 +9,11 @@ use crate::geometry::real::Real;
 /// barycentric coordinates (u, v, w) with point = u·a + v·b + w·c.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TrianglePoint<T> {
+    /// Squared distance from the query.
     pub d2: T,
+    /// The closest point of the triangle.
     pub point: [T; 3],
+    /// Its barycentric coordinates (u, v, w) on corners a, b, c.
     pub bary: [T; 3],
 }
 
@@ -36,6 +39,8 @@ fn finish<T: Real>(p: [T; 3], point: [T; 3], bary: [T; 3]) -> TrianglePoint<T> {
     TrianglePoint { d2: dot(d, d), point, bary }
 }
 
+/// The point of triangle (a, b, c) closest to `p`, exactly as both backends compute it
+/// (Ericson's regions in a fixed operation order; degenerate triangles as their edges).
 pub fn closest_point_triangle<T: Real>(p: [T; 3], a: [T; 3], b: [T; 3], c: [T; 3]) -> TrianglePoint<T> {
     let (zero, one) = (T::ZERO, T::from_f64(1.0));
     let (ab, ac, ap) = (sub(b, a), sub(c, a), sub(p, a));

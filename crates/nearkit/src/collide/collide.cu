@@ -1,4 +1,4 @@
-// The collision world on the device (cuda/collide.rs launches these). Every function repeats
+// The collision world on the device (collide/cuda.rs launches these). Every function repeats
 // its Rust twin in src/collide/ operation for operation, in f64 without fused multiply-add, so
 // the CPU and CUDA colliders find the same contacts bit for bit.
 //
@@ -6,7 +6,7 @@
 // each body's shape, box and cells and puts the cells into the body grid (a hash table of
 // lists, one atomic per entry); body_contacts gives each body a warp, which finds the body's
 // triangles and bodies, tests them exactly, 32 at a time, sorts the contacts and writes them
-// at the body's place in id order (a decoupled look-back over the blocks). Seed B's lessons:
+// at the body's place in id order (a decoupled look-back over the blocks). Lessons:
 // no thread works through a long list while its neighbours idle (the warp shares a body's
 // work out evenly), and few launches (each costs more than most of its work here).
 
@@ -644,7 +644,7 @@ __device__ __forceinline__ void warp_cell(const WarpShared& ws, u32 nb, u32 k, u
 
 // Every contact of the warp's nb bodies that their cells own (hash_grid::owns_pair), into
 // `hits`: the mesh's triangles, then the higher-numbered bodies (a pair's contact belongs to its
-// lower body). cpu/collide.rs tests the same pairs. The lanes take the bodies' cells 32 at a
+// lower body). The CPU collider (collide/cpu) tests the same pairs. The lanes take the bodies' cells 32 at a
 // time; the mesh entries of those cells are then shared out evenly, 32 at a time, and the
 // body grid's lists walked a lane per cell.
 __device__ void warp_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh_layer, WarpShared& ws, u32 nb,
@@ -830,7 +830,7 @@ extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS, 4)
 }
 
 // One thread per sweep (13 values: radii, quaternion, from, to): the first triangle it
-// touches, ties by smaller id (cpu/collide.rs::sweeps). out: toi, point, normal (7 values).
+// touches, ties by smaller id (collide/cpu sweeps). out: toi, point, normal (7 values).
 extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cell_size, MeshView mesh, u32* out_tri,
                                          double* out, u32* error) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -245,7 +245,7 @@ struct DeviceBodies {
 }
 
 /// Bodies a warp of `body_contacts` takes: about 32 cells' worth, so that its lanes have work
-/// (seed B's scene: 2 bodies of about 12 cells; the stress scene's small bodies: 7), from each
+/// (the crater scene: 2 bodies of about 12 cells; the stress scene's small bodies: 7), from each
 /// body's largest radius; `chosen` (`ColliderOptions::bodies_per_warp`) overrides it.
 fn bodies_per_warp(world: &World, chosen: Option<usize>) -> usize {
     if let Some(b) = chosen {
@@ -317,7 +317,7 @@ impl<T: DeviceRepr + Default + Copy> Pinned<T> {
 
 /// A world's pose arrays, page-locked and mapped (`cuMemHostRegister`), so that the device
 /// reads them directly: for a million bodies a staging copy cost 1.3 ms of host memory
-/// bandwidth, and for seed B's 4,000 the copies about 6 µs of a 0.1 ms tick.
+/// bandwidth, and for the crater scene's 4,000 the copies about 6 µs of a 0.1 ms tick.
 /// Registered by allocation: a world's arrays only move when a body is added at full
 /// capacity, and then their capacity grows, so (world, address, capacity) names one
 /// allocation. One world is held at a time.
@@ -588,7 +588,7 @@ impl CudaCollider {
             let d = self.bodies.as_mut().expect("bodies uploaded above");
             if let Some(mapped) = self.world_poses.hold(gpu, world) {
                 // The tick reads the world's own arrays (page-locked and mapped) across the
-                // bus: no copy to queue (seed B's tick: 6 µs less).
+                // bus: no copy to queue (the crater tick: 6 µs less).
                 self.pose_src = mapped;
             } else {
                 if resized || held.poses != v.poses {
@@ -610,7 +610,7 @@ impl CudaCollider {
         Ok(())
     }
 
-    /// Every contact of the world, sorted by (body, kind, other), as `cpu::collide` gives:
+    /// Every contact of the world, sorted by (body, kind, other), as the CPU collider gives:
     /// a view of this collider's pinned buffer, valid until its next tick.
     pub fn contacts_packed(&mut self, world: &World) -> Result<&[PackedContact]> {
         let be_arc = self.gpu.clone();
@@ -850,7 +850,7 @@ impl CudaCollider {
         Ok(Some(contacts))
     }
 
-    /// Each sweep's first hit on the static mesh, as `cpu::collide::sweeps` gives.
+    /// Each sweep's first hit on the static mesh, as the CPU collider gives.
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
         sweeps.par_iter().with_min_len(4096).try_for_each(Sweep::check)?;
         if world.mesh().is_none() || sweeps.is_empty() {

@@ -1,5 +1,5 @@
 //! Ellipsoid geometry in f64: the rotation of a quaternion, the world box, the support
-//! function, and the maps to and from the unit sphere. `cuda/collide.cu` repeats every
+//! function, and the maps to and from the unit sphere. `collide.cu` repeats every
 //! function here operation for operation (no fused multiply-add), so both backends agree bit
 //! for bit.
 

@@ -61,7 +61,7 @@ pub fn cell_key(c: [i32; 3]) -> u64 {
     (f(c[0]) << (2 * CELL_BITS)) | (f(c[1]) << CELL_BITS) | f(c[2])
 }
 
-/// The bucket of a cell key (the splitmix64 finaliser; `cuda/collide.cu` repeats it).
+/// The bucket of a cell key (the splitmix64 finaliser; `collide.cu` repeats it).
 #[inline(always)]
 pub fn bucket_of(key: u64, mask: u64) -> usize {
     let mut h = key;

@@ -1,4 +1,4 @@
-//! A collision world for a game server (seed B): ellipsoid bodies moving every tick against
+//! A collision world for a game server: ellipsoid bodies moving every tick against
 //! a static triangle mesh and each other.
 //!
 //! - [`World`] holds the mesh and the bodies (structure of arrays); add, remove, move them.

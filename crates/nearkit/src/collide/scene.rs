@@ -64,8 +64,11 @@ fn unit(seed: u64, a: u64, b: u64, c: u64) -> f64 {
 
 /// A mesh, bodies near its surface, and how they wander.
 pub struct Scene {
+    /// Its name (for reports).
     pub name: String,
+    /// The static mesh.
     pub mesh: Mesh<f64>,
+    /// The bodies at the start.
     pub bodies: Vec<Body>,
     /// Where each body is drawn back to.
     anchors: Vec<V3>,
@@ -105,7 +108,7 @@ impl Scene {
         Scene { name: name.into(), mesh, bodies, anchors, step: 0.05, seed }
     }
 
-    /// Seed B's scene: a crater-like terrain of 19,440 triangles (108 × 90 m) and `count`
+    /// The crater scene: a crater-like terrain of 19,440 triangles (108 × 90 m) and `count`
     /// ellipsoids (the seed had about 4,000) with radii of 0.2–0.8 m.
     pub fn crater(count: usize, seed: u64) -> Self {
         Scene::on_surface("crater", crater_terrain(108, 90), count, (0.2, 0.8), seed)
@@ -158,6 +161,7 @@ impl Scene {
         });
     }
 
+    /// The ids the bodies got in `world`.
     pub fn ids(&self) -> Vec<BodyId> {
         (0..self.bodies.len() as u32).map(BodyId).collect()
     }

@@ -20,29 +20,34 @@ pub struct BodyId(pub u32);
 /// world's mesh layer.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Body {
+    /// The center, in world coordinates.
     pub center: V3,
+    /// Semi-axes along the body's own x, y and z.
     pub radii: V3,
+    /// Quaternion (x, y, z, w); need not be of unit length.
     pub orientation: [f64; 4],
+    /// Used by [`World::integrate`] only.
     pub velocity: V3,
+    /// The layer bits this body is in (default 1).
     pub layer: u32,
+    /// The layers this body collides with (default all).
     pub mask: u32,
 }
 
 impl Body {
+    /// A sphere of `radius` at `center`.
     pub fn sphere(center: V3, radius: f64) -> Self {
         Self::ellipsoid(center, [radius; 3], [0.0, 0.0, 0.0, 1.0])
     }
 
+    /// An ellipsoid of semi-axes `radii`, turned by `orientation`, at `center`.
     pub fn ellipsoid(center: V3, radii: V3, orientation: [f64; 4]) -> Self {
         Body { center, radii, orientation, velocity: [0.0; 3], layer: 1, mask: u32::MAX }
     }
 
+    /// The same body in `layer`, colliding with the layers of `mask`.
     pub fn with_layers(self, layer: u32, mask: u32) -> Self {
         Body { layer, mask, ..self }
-    }
-
-    pub fn shape(&self) -> Shape {
-        Shape::new(self.radii, self.orientation)
     }
 }
 
@@ -61,13 +66,13 @@ fn check_pose(center: V3, orientation: [f64; 4]) -> Result<()> {
 
 /// Whether bodies with these layers and masks collide.
 #[inline(always)]
-pub fn layers_meet(layer_a: u32, mask_a: u32, layer_b: u32, mask_b: u32) -> bool {
+pub(crate) fn layers_meet(layer_a: u32, mask_a: u32, layer_b: u32, mask_b: u32) -> bool {
     (layer_a & mask_b) != 0 && (layer_b & mask_a) != 0
 }
 
 /// The static mesh, gridded once.
 #[derive(Debug)]
-pub struct StaticMesh {
+pub(crate) struct StaticMesh {
     pub corners: Vec<[V3; 3]>,
     /// Unit normal and offset (n·corner) of each triangle's plane; a zero normal for a
     /// degenerate triangle. For a quick, conservative reject only.
@@ -99,28 +104,38 @@ impl StaticMesh {
     }
 }
 
-/// Bodies as structure of arrays, indexed by `BodyId`.
+/// The bodies as structure of arrays, slot `i` holding `BodyId(i)` (see [`Body`] for the
+/// fields); removed bodies' slots are not `alive` until reused.
 #[derive(Clone, Debug, Default)]
 pub struct Bodies {
+    /// Centers.
     pub center: Vec<V3>,
+    /// Quaternions (x, y, z, w).
     pub orientation: Vec<[f64; 4]>,
+    /// Velocities (for [`World::integrate`]).
     pub velocity: Vec<V3>,
+    /// Semi-axes.
     pub radii: Vec<V3>,
+    /// Layer bits.
     pub layer: Vec<u32>,
+    /// Layers collided with.
     pub mask: Vec<u32>,
+    /// Whether the slot holds a body.
     pub alive: Vec<bool>,
 }
 
 impl Bodies {
+    /// Slots, alive or not.
     pub fn len(&self) -> usize {
         self.center.len()
     }
 
+    /// Whether there are no slots.
     pub fn is_empty(&self) -> bool {
         self.center.is_empty()
     }
 
-    pub fn shape(&self, i: usize) -> Shape {
+    pub(crate) fn shape(&self, i: usize) -> Shape {
         Shape::new(self.radii[i], self.orientation[i])
     }
 }
@@ -128,12 +143,14 @@ impl Bodies {
 /// Bumped on every change a collider must upload; colliders compare them with what they
 /// hold.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Versions {
+pub(crate) struct Versions {
     pub mesh: u64,
     pub poses: u64,
     pub shapes: u64,
 }
 
+/// A static triangle mesh and ellipsoid bodies: what a [`Collider`](crate::collide::Collider)
+/// finds the contacts of. Coordinates are f64, in metres by convention.
 pub struct World {
     /// Unique in the process: tells colliders apart the worlds they are handed.
     id: u64,
@@ -146,7 +163,7 @@ pub struct World {
 }
 
 impl World {
-    /// An empty world with cubic grid cells of `cell_size` (the seed used 1 m). Cells should
+    /// An empty world with cubic grid cells of `cell_size` (1 m suits human-sized bodies). Cells should
     /// be about the size of a body: much smaller makes big bodies enter many cells.
     pub fn new(cell_size: f64) -> Result<Self> {
         if !(cell_size.is_finite() && cell_size > 0.0) {
@@ -164,10 +181,11 @@ impl World {
         })
     }
 
-    pub fn id(&self) -> u64 {
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
+    /// The grid's cell size.
     pub fn cell_size(&self) -> f64 {
         self.cell_size
     }
@@ -179,8 +197,18 @@ impl World {
         Ok(())
     }
 
-    pub fn mesh(&self) -> Option<&Arc<StaticMesh>> {
+    pub(crate) fn mesh(&self) -> Option<&Arc<StaticMesh>> {
         self.mesh.as_ref()
+    }
+
+    /// Triangles of the static mesh (0 without one).
+    pub fn triangle_count(&self) -> usize {
+        self.mesh.as_ref().map_or(0, |m| m.corners.len())
+    }
+
+    /// The corners of triangle `t` of the static mesh.
+    pub fn triangle(&self, t: usize) -> Option<[V3; 3]> {
+        self.mesh.as_ref().and_then(|m| m.corners.get(t).copied())
     }
 
     /// The layer bits of the mesh (default 1): bodies whose mask meets them collide with it.
@@ -188,22 +216,26 @@ impl World {
         self.mesh_layer = layer;
     }
 
+    /// The layer bits of the mesh.
     pub fn mesh_layer(&self) -> u32 {
         self.mesh_layer
     }
 
+    /// Every body slot, as structure of arrays.
     pub fn bodies(&self) -> &Bodies {
         &self.bodies
     }
 
-    pub fn versions(&self) -> Versions {
+    pub(crate) fn versions(&self) -> Versions {
         self.versions
     }
 
+    /// Bodies alive.
     pub fn body_count(&self) -> usize {
         self.bodies.alive.iter().filter(|&&a| a).count()
     }
 
+    /// Adds a body (reusing the lowest free id); an error if its pose or radii are not usable.
     pub fn add_body(&mut self, body: Body) -> Result<BodyId> {
         check_pose(body.center, body.orientation)?;
         if !body.radii.iter().all(|r| r.is_finite() && *r > 0.0) {
@@ -253,6 +285,7 @@ impl World {
         }
     }
 
+    /// Removes a body; its id is free for reuse.
     pub fn remove_body(&mut self, id: BodyId) -> Result<()> {
         let i = self.slot(id)?;
         self.bodies.alive[i] = false;
@@ -261,6 +294,7 @@ impl World {
         Ok(())
     }
 
+    /// Body `id`, if alive.
     pub fn body(&self, id: BodyId) -> Option<Body> {
         let i = self.slot(id).ok()?;
         let b = &self.bodies;
@@ -274,6 +308,7 @@ impl World {
         })
     }
 
+    /// Moves and turns one body.
     pub fn set_pose(&mut self, id: BodyId, center: V3, orientation: [f64; 4]) -> Result<()> {
         check_pose(center, orientation)?;
         let i = self.slot(id)?;
@@ -303,6 +338,7 @@ impl World {
         Ok(())
     }
 
+    /// The velocity [`World::integrate`] moves the body by.
     pub fn set_velocity(&mut self, id: BodyId, velocity: V3) -> Result<()> {
         if !velocity.iter().all(|v| v.is_finite()) {
             return Err(Error::InvalidArgument(format!("velocity {velocity:?} is not finite")));
@@ -312,6 +348,7 @@ impl World {
         Ok(())
     }
 
+    /// The body's layer and the layers it collides with.
     pub fn set_layers(&mut self, id: BodyId, layer: u32, mask: u32) -> Result<()> {
         let i = self.slot(id)?;
         self.bodies.layer[i] = layer;
@@ -340,11 +377,14 @@ impl World {
 /// What a contact's `other` names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ContactKind {
+    /// A triangle of the static mesh.
     Triangle,
+    /// Another body.
     Body,
 }
 
 impl ContactKind {
+    /// `triangle` or `body`.
     pub fn name(self) -> &'static str {
         match self {
             ContactKind::Triangle => "triangle",
@@ -361,25 +401,31 @@ impl ContactKind {
 /// precision anywhere in a world of any size.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Contact {
+    /// The body (its `BodyId`).
     pub body: u32,
+    /// What `other` is.
     pub kind: ContactKind,
+    /// The triangle id or the other body's id.
     pub other: u32,
+    /// Unit normal that moves `body` out.
     pub normal: [f32; 3],
+    /// How far `body` must move along `normal`.
     pub depth: f32,
+    /// The contact point, in world coordinates.
     pub point: V3,
 }
 
 impl Contact {
     /// The contact of `body` (centered at `center`) from the narrow phase's geometry.
-    #[inline]
-    pub fn new(body: u32, kind: ContactKind, other: u32, center: V3, g: &ContactGeometry) -> Self {
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn new(body: u32, kind: ContactKind, other: u32, center: V3, g: &ContactGeometry) -> Self {
         let p = PackedContact::new(body, kind, other, g);
         Contact::from_parts(body, kind, other, center, p.normal, p.depth, p.offset)
     }
 
     /// As `new`, from the rounded parts (how the CUDA collider's results arrive).
     #[inline]
-    pub fn from_parts(
+    pub(crate) fn from_parts(
         body: u32,
         kind: ContactKind,
         other: u32,
@@ -392,6 +438,7 @@ impl Contact {
         Contact { body, kind, other, normal, depth, point }
     }
 
+    /// (body, kind, other): the order contacts come in.
     pub fn order_key(&self) -> (u32, ContactKind, u32) {
         (self.body, self.kind, self.other)
     }
@@ -402,7 +449,7 @@ impl Contact {
 /// (kind, other) order; the point is an offset from the body's center.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct PackedContact {
+pub(crate) struct PackedContact {
     pub body: u32,
     pub other: u32,
     pub normal: [f32; 3],
@@ -410,7 +457,8 @@ pub struct PackedContact {
     pub offset: [f32; 3],
 }
 
-pub const KIND_BODY: u32 = 0x8000_0000;
+/// The bit of `PackedContact::other` that marks a body.
+pub(crate) const KIND_BODY: u32 = 0x8000_0000;
 
 impl PackedContact {
     #[inline]
@@ -446,36 +494,42 @@ impl PackedContact {
 /// (valid until its next tick), unpacked on access.
 #[derive(Clone, Copy)]
 pub struct Contacts<'a> {
-    pub packed: &'a [PackedContact],
+    packed: &'a [PackedContact],
     centers: &'a [V3],
 }
 
 impl<'a> Contacts<'a> {
-    pub fn new(packed: &'a [PackedContact], world: &'a World) -> Self {
+    pub(crate) fn new(packed: &'a [PackedContact], world: &'a World) -> Self {
         Contacts { packed, centers: &world.bodies().center }
     }
 
+    /// How many contacts.
     pub fn len(&self) -> usize {
         self.packed.len()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.packed.is_empty()
     }
 
+    /// Contact `i`.
     pub fn get(&self, i: usize) -> Contact {
         self.packed[i].unpack(self.centers)
     }
 
+    /// Every contact, in order.
     pub fn iter(&self) -> impl Iterator<Item = Contact> + 'a {
         let centers = self.centers;
         self.packed.iter().map(move |p| p.unpack(centers))
     }
 
+    /// Every contact, unpacked into a vector.
     pub fn to_vec(&self) -> Vec<Contact> {
         self.iter().collect()
     }
 
+    /// How many contacts of this kind.
     pub fn count(&self, kind: ContactKind) -> usize {
         self.packed.iter().filter(|p| p.kind() == kind).count()
     }
@@ -484,9 +538,13 @@ impl<'a> Contacts<'a> {
 /// A swept query against the static mesh: a body of this shape moving from `from` to `to`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sweep {
+    /// The body's semi-axes.
     pub radii: V3,
+    /// Its quaternion (x, y, z, w), the same all the way.
     pub orientation: [f64; 4],
+    /// Its center at the start.
     pub from: V3,
+    /// Its center at the end.
     pub to: V3,
 }
 
@@ -494,14 +552,18 @@ pub struct Sweep {
 /// triangle id. `point` is in world coordinates.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SweepResult {
+    /// Time of impact, 0 to 1 along the sweep.
     pub toi: f64,
+    /// The triangle touched.
     pub triangle: u32,
+    /// Where, in world coordinates.
     pub point: V3,
+    /// The triangle's unit normal there, facing the body.
     pub normal: V3,
 }
 
 impl Sweep {
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         check_pose(self.from, self.orientation)?;
         check_pose(self.to, self.orientation)?;
         if !self.radii.iter().all(|r| r.is_finite() && *r > 0.0) {

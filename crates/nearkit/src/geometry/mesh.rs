@@ -7,7 +7,9 @@ use crate::geometry::real::Real;
 /// A triangle mesh. Triangle ids are 0-based positions in `triangles`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Mesh<T> {
+    /// The corners, shared between triangles.
     pub vertices: Points<T>,
+    /// Each triangle's three vertex indices (0-based).
     pub triangles: Vec<[u32; 3]>,
 }
 

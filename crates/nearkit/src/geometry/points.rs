@@ -10,8 +10,11 @@ use crate::geometry::real::Real;
 /// Point ids everywhere in nearkit are 0-based row numbers into these columns.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Points<T> {
+    /// x of every point.
     pub x: Vec<T>,
+    /// y of every point.
     pub y: Vec<T>,
+    /// z of every point.
     pub z: Vec<T>,
 }
 
@@ -22,6 +25,7 @@ pub const NO_ID: u32 = u32::MAX;
 pub const MAX_POINTS: usize = (u32::MAX - 1) as usize;
 
 impl<T: Real> Points<T> {
+    /// Points from three columns of one length.
     pub fn new(x: Vec<T>, y: Vec<T>, z: Vec<T>) -> Result<Self> {
         if x.len() != y.len() || x.len() != z.len() {
             return Err(Error::RaggedColumns { x: x.len(), y: y.len(), z: z.len() });
@@ -29,10 +33,12 @@ impl<T: Real> Points<T> {
         Ok(Self { x, y, z })
     }
 
+    /// An empty set with room for `n` points.
     pub fn with_capacity(n: usize) -> Self {
         Self { x: Vec::with_capacity(n), y: Vec::with_capacity(n), z: Vec::with_capacity(n) }
     }
 
+    /// Points from (x, y, z) rows.
     pub fn from_rows(rows: &[[T; 3]]) -> Self {
         let mut p = Self::with_capacity(rows.len());
         for r in rows {
@@ -42,6 +48,7 @@ impl<T: Real> Points<T> {
     }
 
     #[inline]
+    /// Adds a point.
     pub fn push(&mut self, x: T, y: T, z: T) {
         self.x.push(x);
         self.y.push(y);
@@ -49,16 +56,19 @@ impl<T: Real> Points<T> {
     }
 
     #[inline]
+    /// How many points.
     pub fn len(&self) -> usize {
         self.x.len()
     }
 
     #[inline]
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.x.is_empty()
     }
 
     #[inline]
+    /// Point `i` as (x, y, z).
     pub fn get(&self, i: usize) -> [T; 3] {
         [self.x[i], self.y[i], self.z[i]]
     }

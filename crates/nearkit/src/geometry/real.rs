@@ -24,17 +24,25 @@ pub trait Real:
     + cudarc::driver::DeviceRepr
     + cudarc::driver::ValidAsZeroBits
 {
+    /// 0.
     const ZERO: Self;
+    /// +∞.
     const INFINITY: Self;
     /// Suffix of the CUDA kernels instantiated for this type (`f32` or `f64`).
     const NAME: &'static str;
+    /// The square root (IEEE, correctly rounded).
     fn sqrt(self) -> Self;
+    /// Widened to f64 (exact).
     fn to_f64(self) -> f64;
+    /// Rounded from f64 to nearest.
     fn from_f64(v: f64) -> Self;
+    /// Neither NaN nor infinite.
     fn is_finite(self) -> bool;
     /// Monotone bit pattern for values >= 0 (used for sort keys).
     fn ordered_bits(self) -> u64;
+    /// The smaller (`self` on ties), as the kernels compute it.
     fn min(self, other: Self) -> Self;
+    /// The larger (`self` on ties), as the kernels compute it.
     fn max(self, other: Self) -> Self;
 }
 

@@ -1,5 +1,5 @@
 //! Sets of d-dimensional vectors (1 <= d <= 8) as d coordinate columns, and the paper's two
-//! 6-D embeddings of a mesh's triangles (seed C): the kNN of any dimension runs on these.
+//! 6-D embeddings of a mesh's triangles (as boxes): the kNN of any dimension runs on these.
 
 use std::str::FromStr;
 
@@ -16,10 +16,12 @@ pub const MAX_DIM: usize = 8;
 /// `cols[a][i]` is coordinate `a` of vector `i`; every column has the same length.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Vectors<T> {
+    /// Column `a` holds axis `a` of every vector.
     pub cols: Vec<Vec<T>>,
 }
 
 impl<T: Real> Vectors<T> {
+    /// Vectors from columns of one length (1 to 8 of them).
     pub fn new(cols: Vec<Vec<T>>) -> Result<Self> {
         let v = Self { cols };
         v.check_shape()?;
@@ -34,21 +36,25 @@ impl<T: Real> Vectors<T> {
         Ok(Self { cols: (0..dim).map(|a| rows.iter().skip(a).step_by(dim).copied().collect()).collect() })
     }
 
+    /// 3-D points as vectors.
     pub fn from_points(p: &Points<T>) -> Self {
         Self { cols: vec![p.x.clone(), p.y.clone(), p.z.clone()] }
     }
 
     #[inline]
+    /// Their dimension.
     pub fn dim(&self) -> usize {
         self.cols.len()
     }
 
     #[inline]
+    /// How many vectors.
     pub fn len(&self) -> usize {
         self.cols.first().map_or(0, Vec::len)
     }
 
     #[inline]
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -110,6 +116,7 @@ impl<T: Real> Vectors<T> {
         (lo, hi)
     }
 
+    /// Converted to another precision.
     pub fn cast<U: Real>(&self) -> Vectors<U> {
         Vectors { cols: self.cols.iter().map(|c| c.iter().map(|&t| U::from_f64(t.to_f64())).collect()).collect() }
     }
@@ -127,7 +134,7 @@ pub fn dist2_nd<T: Real>(d: usize, a: &[T; MAX_DIM], b: &[T; MAX_DIM]) -> T {
     s
 }
 
-/// Seed C's two ways to make a triangle a 6-D point (from its axis-aligned box) and a query
+/// Two ways to make a triangle a 6-D point (from its axis-aligned box) and a query
 /// point a 6-D query. Neither distance is the point–triangle distance: see `nearkit
 /// closest-point` for that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

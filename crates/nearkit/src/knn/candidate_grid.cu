@@ -3,7 +3,7 @@
 // ordered by cell (the scan is in knn.cu).
 
 
-// GridData (grid.rs) for the 3-D tree: queries and centres are the data's own space.
+// GridData (knn/grid.rs) for the 3-D tree: queries and centres are the data's own space.
 template <typename T>
 struct TreeGridData {
     Tree<T> t;

@@ -81,6 +81,7 @@ impl<T: Real> DeviceKnn<T> {
         self.len
     }
 
+    /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

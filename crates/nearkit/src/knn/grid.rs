@@ -20,7 +20,7 @@
 //! subnormal arithmetic is trusted.
 //!
 //! The same grid serves data of more dimensions whose queries lie on a 3-D subspace, such as
-//! seed C's 6-D triangle boxes searched from points (`GridData`, `Aabb6Data`): the grid is
+//! a mesh's triangles as 6-D boxes searched from points (`GridData`, `Aabb6Data`): the grid is
 //! over the 3-D query space, distances are taken in the data's space, and the half diagonal is
 //! stretched by the embedding's Lipschitz factor (√2 for (x, y, z, x, y, z)).
 //!
@@ -105,7 +105,7 @@ pub fn aabb6_stretch(e: Aabb6) -> f64 {
     }
 }
 
-/// 6-D data (any vectors; seed C's triangle boxes in practice) searched from 3-D points
+/// 6-D data (any vectors; a mesh's triangles as boxes in practice) searched from 3-D points
 /// embedded as `Aabb6` says: (x, y, z, x, y, z) or (x, y, z, 0, 0, 0).
 pub struct Aabb6Data<'a, T> {
     pub tree: &'a VectorTree<T>,

@@ -1,6 +1,6 @@
-// The level build of grid.rs's CandidateGrid, shared by the 3-D grid (candidate_grid.cu) and
+// The level build of knn/grid.rs's CandidateGrid, shared by the 3-D grid (candidate_grid.cu) and
 // the grid over embedded queries of 6-D data (vector_knn.cu). `G` is the device side of
-// grid.rs's GridData: n(), center(frame, cell, embedded centre) and d2(embedded point, data
+// knn/grid.rs's GridData: n(), center(frame, cell, embedded centre) and d2(embedded point, data
 // position).
 #define GRID_BUCKETS NK_GRID_BUCKETS
 #define GRID_MARGIN NK_GRID_MARGIN

@@ -46,8 +46,11 @@ impl<T: Real> KnnOptions<T> {
 /// distance) are `NO_ID` with an infinite distance.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Knn<T> {
+    /// Neighbours per query (the asked k, at most the data's size).
     pub k: usize,
+    /// Neighbour ids, queries × k, row-major.
     pub ids: Vec<u32>,
+    /// Their distances.
     pub distances: Vec<T>,
 }
 

@@ -1,5 +1,5 @@
-// Closest A–B pairs and the all-nearest join (the plan is in src/cpu/closest_pairs.rs; the
-// searches mirror src/cpu/search.rs line for line, so both backends return the same bits).
+// Closest A–B pairs and the all-nearest join (the plan is in pairs/cpu.rs; the
+// searches mirror tree/search.rs line for line, so both backends return the same bits).
 
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>

@@ -16,7 +16,7 @@ use crate::geometry::real::Real;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PairMode {
     /// Each A's nearest B, then the k closest of those: an A appears at most once, a B may
-    /// repeat (seed A's "closest enemy pairs").
+    /// repeat (the "closest enemy pairs" of two armies).
     #[default]
     NearestPerA,
     /// The k globally closest A–B pairs: an A may appear several times.
@@ -46,7 +46,9 @@ impl fmt::Display for PairMode {
 /// One A–B pair of a result. Its rank is its position in the result (0-based).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Pair<T> {
+    /// The A (query) point.
     pub a: u32,
+    /// The B (indexed) point.
     pub b: u32,
     /// Euclidean distance: the square root of the squared distance the order is decided on.
     pub distance: T,
@@ -57,6 +59,7 @@ pub struct Pair<T> {
 pub struct PairsOptions<T> {
     /// How many pairs.
     pub k: usize,
+    /// Nearest-per-A or all pairs.
     pub mode: PairMode,
     /// Keep only pairs with squared distance <= `max_distance²` (both in the working precision).
     pub max_distance: Option<T>,
@@ -79,7 +82,9 @@ impl<T: Real> PairsOptions<T> {
 /// the max distance.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Nearest<T> {
+    /// Each A's nearest B (`NO_ID` for none).
     pub b: Vec<u32>,
+    /// Its distance (infinite for none).
     pub distance: Vec<T>,
 }
 

@@ -3,7 +3,7 @@
 //! Order is lexicographic on (squared distance, id): a candidate replaces the best only if it
 //! is strictly smaller in that order, and a subtree is skipped only if its (box distance,
 //! smallest id) cannot beat the current bound. That gives exact answers with ties broken by
-//! the smaller id, without an epsilon anywhere. src/cuda/closest_pairs.cu mirrors this file.
+//! the smaller id, without an epsilon anywhere. pairs/closest_pairs.cu and tree/search.cuh mirror this file.
 
 use super::{MortonTree, CHILD_POINT};
 use crate::geometry::points::NO_ID;

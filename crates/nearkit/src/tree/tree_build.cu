@@ -79,7 +79,7 @@ __device__ void gather_points_impl(const T* x, const T* y, const T* z, const u32
 NK_INSTANTIATE(gather_points, (const R* x, const R* y, const R* z, const u32* perm, u32 n, R* sx, R* sy, R* sz),
                (x, y, z, perm, n, sx, sy, sz))
 
-// tree.rs: common_prefix (Karras's delta) and radix_node.
+// tree/mod.rs: common_prefix (Karras's delta) and radix_node.
 __device__ __forceinline__ int common_prefix(const u64* keys, u32 n, u32 i, long long j) {
     if (j < 0 || j >= (long long)n) return -1;
     u64 a = keys[i], b = keys[j];
@@ -172,7 +172,7 @@ NK_INSTANTIATE(radix_boxes, (const R* x, const R* y, const R* z, const u32* id, 
                              const u32* parent, u32* flags, R* lo_x, R* lo_y, R* lo_z, R* hi_x, R* hi_y, R* hi_z, u32* min_id),
                (x, y, z, id, n, left, right, parent, flags, lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, min_id))
 
-// tree.rs key_table: table[b] = first position whose code is >= b << TABLE_SHIFT.
+// tree/mod.rs key_table: table[b] = first position whose code is >= b << TABLE_SHIFT.
 extern "C" __global__ void key_table(const u64* codes, u32 n, u32* table) {
     u32 b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b > (1u << TABLE_BITS)) return;

@@ -125,6 +125,21 @@ impl CandidateLists {
     }
 
     fn try_update(&mut self, world: &World, boxes: &[Option<BodyBox>]) -> Result<()> {
+        self.start_afresh_if_the_world_changed(world, boxes)?;
+        let movers = self.movers(boxes);
+        if movers.is_empty() {
+            return Ok(());
+        }
+        self.take_out(&movers);
+        self.put_in(world, boxes, &movers)?;
+        self.relist(world, &movers);
+        Ok(())
+    }
+
+    /// When the mesh, the shapes, the cell size or the number of bodies changed since the
+    /// lists were made (or in another world): empty lists, and the mesh gridded afresh at
+    /// the lists' own cell size.
+    fn start_afresh_if_the_world_changed(&mut self, world: &World, boxes: &[Option<BodyBox>]) -> Result<()> {
         let n = boxes.len();
         let v = world.versions();
         let made = Made {
@@ -134,39 +149,47 @@ impl CandidateLists {
             cell_size: world.cell_size().to_bits(),
             bodies: n,
         };
-        if self.made != Some(made) {
-            self.made = Some(made);
-            self.fat = vec![None; n];
-            self.triangles = vec![Vec::new(); n];
-            self.bodies = vec![Vec::new(); n];
-            self.cells.clear();
-            let extents: Vec<f64> =
-                boxes.iter().flatten().map(|(lo, hi)| (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f64::max)).collect();
-            let mean = extents.iter().sum::<f64>() / extents.len().max(1) as f64;
-            self.cell = world.cell_size().max(2.0 * mean);
-            (self.mesh_grid, self.mesh_lo_cell) = match world.mesh() {
-                Some(m) => {
-                    let ranges = (0..m.lo.len())
-                        .map(|t| CellRange::of_box(m.lo[t], m.hi[t], self.cell))
-                        .collect::<Result<Vec<_>>>()?;
-                    let lo_cell = ranges.iter().map(|r| r.lo).collect();
-                    (HashGrid::build(&ranges.into_iter().map(Some).collect::<Vec<_>>())?, lo_cell)
-                }
-                None => (HashGrid::default(), Vec::new()),
-            };
-            self.triangle_filter = match world.mesh() {
-                Some(m) => (0..m.lo.len())
-                    .into_par_iter()
-                    .with_min_len(4096)
-                    .map(|t| {
-                        let (lo, hi) = box_f32(&m.lo[t], &m.hi[t]);
-                        TriangleFilter { lo, hi, plane: m.plane[t] }
-                    })
-                    .collect(),
-                None => Vec::new(),
-            };
+        if self.made == Some(made) {
+            return Ok(());
         }
-        // Bodies out of their fat boxes (or new, or gone).
+        self.made = Some(made);
+        self.fat = vec![None; n];
+        self.triangles = vec![Vec::new(); n];
+        self.bodies = vec![Vec::new(); n];
+        self.cells.clear();
+        let extents: Vec<f64> =
+            boxes.iter().flatten().map(|(lo, hi)| (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f64::max)).collect();
+        let mean = extents.iter().sum::<f64>() / extents.len().max(1) as f64;
+        self.cell = world.cell_size().max(2.0 * mean);
+        (self.mesh_grid, self.mesh_lo_cell) = match world.mesh() {
+            Some(m) => {
+                let ranges = (0..m.lo.len())
+                    .map(|t| CellRange::of_box(m.lo[t], m.hi[t], self.cell))
+                    .collect::<Result<Vec<_>>>()?;
+                let lo_cell = ranges.iter().map(|r| r.lo).collect();
+                (HashGrid::build(&ranges.into_iter().map(Some).collect::<Vec<_>>())?, lo_cell)
+            }
+            None => (HashGrid::default(), Vec::new()),
+        };
+        self.triangle_filter = match world.mesh() {
+            Some(m) => (0..m.lo.len())
+                .into_par_iter()
+                .with_min_len(4096)
+                .map(|t| {
+                    let (lo, hi) = box_f32(&m.lo[t], &m.hi[t]);
+                    TriangleFilter { lo, hi, plane: m.plane[t] }
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(())
+    }
+
+    /// The bodies out of their fat boxes (or new, or gone). When most bodies moved far (a
+    /// teleport, a new scene), every body, after emptying the lists: starting afresh is
+    /// cheaper than taking each one out of the cells and its neighbours' lists.
+    fn movers(&mut self, boxes: &[Option<BodyBox>]) -> Vec<u32> {
+        let n = boxes.len();
         let fat = &self.fat;
         let mut movers: Vec<u32> = (0..n as u32)
             .into_par_iter()
@@ -177,24 +200,22 @@ impl CandidateLists {
                 _ => true,
             })
             .collect();
-        self.relisted = movers.len();
-        if movers.is_empty() {
-            return Ok(());
-        }
         if movers.len() > n / 2 {
-            // Most bodies moved far (a teleport, a new scene): start afresh rather than take
-            // each one out of the cells and its neighbours' lists.
             self.fat.iter_mut().for_each(|f| *f = None);
             self.triangles.iter_mut().for_each(Vec::clear);
             self.bodies.iter_mut().for_each(Vec::clear);
             self.cells.clear();
             movers = (0..n as u32).filter(|&i| boxes[i as usize].is_some()).collect();
-            self.relisted = movers.len();
         }
+        self.relisted = movers.len();
+        movers
+    }
+
+    /// Takes the movers out of the cells and out of their neighbours' lists.
+    fn take_out(&mut self, movers: &[u32]) {
         self.moving.clear();
-        self.moving.resize(n, false);
-        // Take the movers out of the cells and their neighbours' lists.
-        for &i in &movers {
+        self.moving.resize(self.fat.len(), false);
+        for &i in movers {
             let i = i as usize;
             self.moving[i] = true;
             if let Some(f) = self.fat[i].take() {
@@ -213,9 +234,12 @@ impl CandidateLists {
                 }
             }
         }
-        // Their new fat boxes, into the cells.
+    }
+
+    /// The movers' new fat boxes (their boxes widened by a margin), into the cells.
+    fn put_in(&mut self, world: &World, boxes: &[Option<BodyBox>], movers: &[u32]) -> Result<()> {
         let cell_size = self.cell;
-        for &i in &movers {
+        for &i in movers {
             let i = i as usize;
             if let Some((lo, hi)) = boxes[i] {
                 let h = (0..3).map(|a| 0.5 * (hi[a] - lo[a])).fold(0.0, f64::max);
@@ -229,8 +253,12 @@ impl CandidateLists {
                 self.fat[i] = Some(f);
             }
         }
-        // Their new lists. A pair of fat boxes is found in the cell of its intersection's low
-        // corner only.
+        Ok(())
+    }
+
+    /// The movers' new lists, and the movers added to their new neighbours' lists. A pair
+    /// of fat boxes is found in the cell of its intersection's low corner only.
+    fn relist(&mut self, world: &World, movers: &[u32]) {
         let (fat, cells) = (&self.fat, &self.cells);
         let mesh = world.mesh().map(|m| (&**m, &self.mesh_grid, &self.mesh_lo_cell[..]));
         let fresh: Vec<(Vec<u32>, Vec<u32>)> = movers
@@ -252,7 +280,6 @@ impl CandidateLists {
             self.triangles[i as usize] = tris;
             self.bodies[i as usize] = near;
         }
-        Ok(())
     }
 }
 

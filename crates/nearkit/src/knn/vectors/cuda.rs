@@ -201,6 +201,7 @@ impl<T: Real> DeviceVectors<T> {
         self.len
     }
 
+    /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -423,7 +424,7 @@ pub(crate) struct DeviceShiftedCopies<T> {
 }
 
 impl<T: Real> DeviceShiftedCopies<T> {
-    /// Keys each copy of `data` and sorts it by (key, id), as `cpu::vector_knn::ShiftedCopies`.
+    /// Keys each copy of `data` and sorts it by (key, id), as `cpu::ShiftedCopies`.
     pub(crate) fn build(gpu: &Gpu, data: &DeviceVectors<T>, frame: ShiftFrame, shifts: usize) -> Result<Self> {
         let (n, d) = (data.len, data.dim);
         let s = gpu.stream();

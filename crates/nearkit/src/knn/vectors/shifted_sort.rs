@@ -1,4 +1,4 @@
-//! The shifted-sort approximate kNN of seed C (Chan 1997; Li et al. 2012), in any dimension
+//! The shifted-sort approximate kNN (Chan 1997; Li et al. 2012), in any dimension
 //! up to 8. Data and queries are scaled into a cube of 2^(b−1) cells per axis (b bits per axis:
 //! 21 up to 6-D, so 3-D keys are 63-bit and 6-D keys 126-bit) and keyed on the Morton curve.
 //! Copy `j` is shifted along the diagonal by (j·step) mod 2^(b−1) cells, step the odd number
@@ -20,6 +20,7 @@ use crate::geometry::vectors::{Vectors, MAX_DIM};
 /// What an approximate kNN asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShiftedSortOptions {
+    /// Neighbours per query.
     pub k: usize,
     /// Shifted copies of the data (1 = plain Morton order).
     pub shifts: usize,

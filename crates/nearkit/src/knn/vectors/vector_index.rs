@@ -115,7 +115,7 @@ impl<T: Real> VectorIndex<T> {
     }
 }
 
-/// Approximate kNN by shifted sorting (seed C): data and queries keyed on `opts.shifts`
+/// Approximate kNN by shifted sorting (Chan 1997; Li et al. 2012): data and queries keyed on `opts.shifts`
 /// diagonally shifted Morton curves, each query taking `opts.window` candidates on each side
 /// of its place in each copy. The same answer on every device; measure its recall against
 /// [`VectorIndex::knn`].

@@ -1,8 +1,8 @@
-// kNN of vectors of any dimension D (1..8): exact (vector_tree.rs's tree, searched depth
+// kNN of vectors of any dimension D (1..8): exact (knn/vectors/tree.rs's tree, searched depth
 // first) and shifted sort (shifted_sort.rs). One thread per query. The sorted list lives in
 // registers when K (a compile-time capacity) is 8 or 32, and in the output row (global
 // memory) when K is 0, for k up to the data size. Both searches return the same bits as the
-// CPU (cpu/vector_knn.rs): same distance formula, same (d2, id) order.
+// CPU (knn/vectors/cpu.rs): same distance formula, same (d2, id) order.
 
 #define VEC_MAX_DIM NK_MAX_DIM
 
@@ -102,7 +102,7 @@ __device__ __forceinline__ T node_bound(const T* lo, const T* hi, u64 stride, u3
 #define VECTOR_LEAF NK_VECTOR_LEAF
 #define VECTOR_STACK 64
 
-// cpu/vector_knn.rs::search for one query, into its output row.
+// knn/vectors/cpu.rs::search for one query, into its output row.
 template <typename T, int D, int K>
 __device__ void vector_search(const T* q, u32 skip, u64 row, const T* cols, const u32* ids, u32 n, const T* lo,
                               const T* hi, u32 leaves, u32 k, T r2, u32* out_ids, T* out_d) {
@@ -316,7 +316,7 @@ extern "C" __global__ void gather_u32(const u32* source, const u32* perm, u32 n,
 }
 
 
-// grid.rs's Aabb6Data: 6-D data (the VectorTree's sorted columns) and 3-D queries embedded as
+// knn/grid.rs's Aabb6Data: 6-D data (the VectorTree's sorted columns) and 3-D queries embedded as
 // (x, y, z, x, y, z) (MM = 1) or (x, y, z, 0, 0, 0) (MM = 0).
 template <typename T, int MM>
 struct Aabb6GridData {
@@ -331,7 +331,7 @@ struct Aabb6GridData {
     __device__ __forceinline__ T d2(const T* e, u32 p) const { return dist2_nd<T, 6>(e, cols, len, p); }
 };
 
-// Exact 6-D kNN of embedded queries through the grid (grid.rs CandidateGrid::knn); queries
+// Exact 6-D kNN of embedded queries through the grid (knn/grid.rs CandidateGrid::knn); queries
 // outside it take the tree search.
 template <typename T, int MM, int K>
 __device__ void aabb6_grid_rows_impl(const T* qcols, u32 nq, const u32* order, const T* cols, const u32* ids, u32 n,

@@ -41,6 +41,7 @@ impl<T: Real> DevicePoints<T> {
         self.len
     }
 
+    /// Whether it is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
