@@ -192,6 +192,9 @@ pub(crate) const AXES: [&str; 3] = ["x", "y", "z"];
 pub(crate) fn coord<T: Real>(v: f64, name: &str, text: Option<&str>) -> std::result::Result<T, String> {
     let t = T::from_f64(v);
     if t.is_finite() {
+        if let Some(text) = text.filter(|t| is_integer_literal(t)) {
+            check_integer_text::<T>(t, text, name)?;
+        }
         return Ok(t);
     }
     let shown = match text {
@@ -211,6 +214,50 @@ pub(crate) fn coord<T: Real>(v: f64, name: &str, text: Option<&str>) -> std::res
         return Err(format!("coordinate {name} is {shown}, which does not fit even f64 (largest {:e})", f64::MAX));
     }
     Err(format!("coordinate {name} is {shown}; coordinates must be finite numbers"))
+}
+
+/// A coordinate stored as an integer (`.npy` int32/int64, PLY int properties): like [`coord`],
+/// and an error, rather than a silent rounding, where T cannot hold the integer exactly.
+pub(crate) fn coord_integer<T: Real>(v: i64, name: &str) -> std::result::Result<T, String> {
+    let wide = v as f64;
+    if wide as i128 != v as i128 {
+        return Err(inexact_integer::<f64>(&v.to_string(), name));
+    }
+    let t: T = coord(wide, name, None)?;
+    if t.to_f64() != wide {
+        return Err(inexact_integer::<T>(&v.to_string(), name));
+    }
+    Ok(t)
+}
+
+/// Digits with an optional sign: written as an integer, so meant exactly.
+fn is_integer_literal(text: &str) -> bool {
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// An integer written in the file must come through unrounded (`16777217` in f32 would
+/// silently become 16777216).
+fn check_integer_text<T: Real>(t: T, text: &str, name: &str) -> std::result::Result<(), String> {
+    // An integral f64 below 2^127 converts to i128 exactly; longer integers do not parse.
+    match text.parse::<i128>() {
+        Ok(exact) if t.to_f64() as i128 == exact => Ok(()),
+        _ => Err(inexact_integer::<T>(text, name)),
+    }
+}
+
+fn inexact_integer<T: Real>(shown: &str, name: &str) -> String {
+    if T::NAME == "f32" {
+        format!(
+            "coordinate {name} is the integer {shown}, which f32 cannot hold exactly (integers are exact up to \
+             2^24 = 16,777,216): --precision f64 holds integers up to 2^53 exactly"
+        )
+    } else {
+        format!(
+            "coordinate {name} is the integer {shown}, which f64 cannot hold exactly (integers are exact up to \
+             2^53 = 9,007,199,254,740,992): shift or scale the data so that it fits"
+        )
+    }
 }
 
 /// The first three fields of a text line as coordinates (OFF, OBJ and XYZ share this).

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use nearkit::{Points, Real, Vectors};
 
-use crate::input::{coord, read_error, Source, AXES};
+use crate::input::{coord, coord_integer, read_error, Source, AXES};
 use crate::{IoError, Location, Result};
 
 /// The values read per pass over the data.
@@ -61,7 +61,11 @@ fn read_dims<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, want: Option
     for d in 0..dim {
         let name = if want.is_some() { AXES[d].to_string() } else { d.to_string() };
         let col = (0..n)
-            .map(|i| coord::<T>(at(i, d), &name, None).map_err(|m| IoError::at(path, Location::Row(i), m)))
+            .map(|i| {
+                let v = at(i, d);
+                let t = if header.kind == Kind::Int { coord_integer::<T>(v as i64, &name) } else { coord::<T>(v, &name, None) };
+                t.map_err(|m| IoError::at(path, Location::Row(i), m))
+            })
             .collect::<Result<Vec<T>>>()?;
         cols.push(col);
     }
@@ -139,7 +143,17 @@ fn read_flat<R: BufRead>(
             }
             _ => read_error(path, &e),
         })?;
+        let start = flat.len();
         flat.extend(chunk.chunks_exact(h.size).map(|b| h.value(b)));
+        if (h.kind, h.size) == (Kind::Int, 8) {
+            // int64 beyond 2^53 would round on the way to f64: say so instead.
+            if let Some(j) = chunk.chunks_exact(8).position(|b| h.int64(b) as f64 as i128 != h.int64(b) as i128) {
+                let (i, dims) = (start + j, h.shape.iter().skip(1).product::<u64>().max(1) as usize);
+                let row = if h.fortran { i % h.shape[0].max(1) as usize } else { i / dims };
+                let m = crate::input::coord_integer::<f64>(h.int64(&chunk[j * 8..j * 8 + 8]), "value");
+                return Err(IoError::at(path, Location::Row(row), m.err().unwrap_or_default()));
+            }
+        }
     }
     // Without a known size, more data after the values also means the shape is wrong.
     if src.remaining().is_none() && !src.fill_buf().map_err(|e| read_error(path, &e))?.is_empty() {
@@ -152,7 +166,17 @@ fn read_flat<R: BufRead>(
 }
 
 impl Header {
-    /// One value, widened to f64 (int64 beyond 2^53 rounds, as numpy's own float conversion does).
+    /// An int64 value.
+    fn int64(&self, b: &[u8]) -> i64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        if self.big_endian {
+            a.reverse();
+        }
+        i64::from_le_bytes(a)
+    }
+
+    /// One value, widened to f64 (int64 beyond 2^53 rounds: `read_flat` refuses those).
     fn value(&self, b: &[u8]) -> f64 {
         let mut a = [0u8; 8];
         a[..b.len()].copy_from_slice(b);

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use nearkit::{Mesh, Points, Real};
 
-use crate::input::{coord, read_error, Lines, Source, AXES};
+use crate::input::{coord, coord_integer, read_error, Lines, Source, AXES};
 use crate::{IoError, Location, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -263,10 +263,16 @@ fn read_ply<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
         match role {
             Role::Vertex(xyz) => {
                 let mut p = Points::with_capacity(cap);
+                let integer = xyz.map(|i| matches!(e.props[i].kind, Kind::Scalar(s) if s.is_int()));
                 body.read_element(e, count, None, |values, _, loc| {
                     let mut v = [T::ZERO; 3];
                     for d in 0..3 {
-                        v[d] = coord(values[xyz[d]], AXES[d], None).map_err(|m| (loc, m))?;
+                        let c = if integer[d] {
+                            coord_integer(values[xyz[d]] as i64, AXES[d])
+                        } else {
+                            coord(values[xyz[d]], AXES[d], None)
+                        };
+                        v[d] = c.map_err(|m| (loc, m))?;
                     }
                     p.push(v[0], v[1], v[2]);
                     Ok(())
