@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 use nearkit::{CudaOptions, Device, Engine, EngineOptions, Points, Real, Role};
 use nearkit_io::ReadOptions;
 
+use crate::note;
 use crate::progress;
 
 /// An error the CLI reports in one line and exits with code 2 on.
@@ -75,11 +76,11 @@ impl DeviceArgs {
         spinner.finish();
         if !self.quiet {
             if let Some(n) = engine.note() {
-                eprintln!("note: {n}");
+                note!("note: {n}");
             }
             let ms = start.elapsed().as_secs_f64() * 1e3;
             if ms > 50.0 {
-                eprintln!("note: device start-up (context + kernels) took {ms:.0} ms, not counted in query times");
+                note!("note: device start-up (context + kernels) took {ms:.0} ms, not counted in query times");
             }
         }
         Ok(engine)
@@ -108,7 +109,12 @@ pub fn load<T: Real>(path: &Path, role: Role, columns: &Option<[String; 3]>, qui
     let file = std::fs::File::open(path).map_err(|e| CliError(format!("{}: cannot open: {e}", path.display())))?;
     let bar = progress::file_bar(path, quiet);
     let opts = ReadOptions { columns: columns.clone() };
-    let points = nearkit_io::read_points_from(bar.wrap_read(file), format, path, &opts);
+    // A regular file's length bounds what its header may promise (a pipe's is unknown).
+    let size = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    let points = match size {
+        Some(size) => nearkit_io::read_points_from_sized(bar.wrap_read(file), size, format, path, &opts),
+        None => nearkit_io::read_points_from(bar.wrap_read(file), format, path, &opts),
+    };
     bar.finish_and_clear();
     let points = points?;
     if points.is_empty() {
@@ -148,4 +154,83 @@ pub fn thousands(n: usize) -> String {
         out.push(c);
     }
     out
+}
+
+/// A failed write to standard output: a closed pipe (`nearkit … | head`) ends the program
+/// quietly with the status a pipe's signal gives (141); anything else is an error.
+pub fn stdout_error(e: std::io::Error) -> CliError {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(141);
+    }
+    CliError(format!("cannot write to standard output: {e}"))
+}
+
+/// `println!` that returns a `CliError` from the enclosing function instead of panicking when
+/// standard output cannot be written.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = writeln!(std::io::stdout(), $($arg)*) {
+            return Err($crate::common::stdout_error(e));
+        }
+    }};
+}
+
+/// `eprintln!` for notes: a note that cannot be written is dropped, never a panic.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// Memory the system can give now (Linux's MemAvailable; elsewhere, unknown).
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// 1536 -> "1.5 KiB".
+pub fn bytes(n: u128) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} bytes")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// An error, before anything is allocated, when `count` items of at least `bytes_each` bytes
+/// (`what`, e.g. "--bodies 1000000000") cannot fit in the memory this machine has free.
+pub fn check_memory(what: &str, count: usize, bytes_each: u64) -> CliResult {
+    let need = count as u128 * bytes_each as u128;
+    match available_memory() {
+        Some(free) if need > free as u128 => Err(CliError(format!(
+            "{what} needs at least {} of memory ({} bytes each), but this machine has {} free: ask for fewer",
+            bytes(need),
+            bytes_each,
+            bytes(free as u128)
+        ))),
+        None if need > isize::MAX as u128 => {
+            Err(CliError(format!("{what} needs at least {} of memory, more than can be addressed", bytes(need))))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// An error when `out` would overwrite one of the inputs.
+pub fn check_out(out: &Path, inputs: &[Option<&Path>]) -> CliResult {
+    let inputs: Vec<&Path> = inputs.iter().flatten().copied().collect();
+    nearkit_io::refuse_overwriting_inputs(out, &inputs)?;
+    Ok(())
 }

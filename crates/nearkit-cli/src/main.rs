@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", e.0);
+            crate::note!("error: {}", e.0);
             ExitCode::from(2)
         }
     }

@@ -105,13 +105,17 @@ fn bad_inputs_fail_cleanly() {
     assert!(o2.status.success());
     let bytes = std::fs::read(&npy).unwrap();
     let cut = write(d.path(), "cut.npy", &bytes[..bytes.len() - 50]);
-    fails(&["pairs", "--a", s(&cut), "--b", s(&good), "--out", s(o)], &["cut.npy", "file ends"], Some(o));
+    fails(
+        &["pairs", "--a", s(&cut), "--b", s(&good), "--out", s(o)],
+        &["cut.npy", "300 float32 values", "bytes left"],
+        Some(o),
+    );
     let wrong_shape = write(d.path(), "wrong.npy", &npy_2d(2, 2, |r, c| (2 * r + c + 1) as f64));
     fails(&["pairs", "--a", s(&wrong_shape), "--b", s(&good)], &["wrong.npy", "N×3"], None);
     let ply = write(d.path(), "cut.ply", b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\nend_header\n0 0 0\n1 1 1\n");
     fails(&["pairs", "--a", s(&ply), "--b", s(&good)], &["cut.ply"], None);
     let off = write(d.path(), "bad.off", b"OFF\n3 1 0\n0 0 0\n1 1 1\n");
-    fails(&["pairs", "--a", s(&off), "--b", s(&good)], &["bad.off", "ends after 2 of 3 vertices"], None);
+    fails(&["pairs", "--a", s(&off), "--b", s(&good)], &["bad.off", "header says 3 vertices", "bytes left"], None);
     fails(&["pairs", "--device", "tpu"], &["unknown device 'tpu'"], None);
 }
 
@@ -438,4 +442,138 @@ fn collide_refuses_bad_input() {
     fails(&["collide", "--scene", &format!("mesh:{}", s(&flat))], &["flat.npy", "2-D array"], None);
     let nan = write(d.path(), "nan.npy", &npy_2d(3, 3, |r, _| if r == 1 { f64::NAN } else { 0.0 }));
     fails(&["collide", "--scene", &format!("mesh:{}", s(&nan))], &["nan.npy", "not finite"], None);
+}
+
+/// No input is ever overwritten: `--out` naming an input (by any spelling) is refused before
+/// any work, and the input is left as it was.
+#[test]
+fn out_never_overwrites_an_input() {
+    let d = tempfile::tempdir().unwrap();
+    let a_text = b"0,0,0\n1,1,1\n";
+    let a = write(d.path(), "a.csv", a_text);
+    let b = write(d.path(), "b.csv", b"5,5,5\n1,1,1.5\n");
+    let mesh = write(d.path(), "m.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n");
+    let other_spelling = d.path().join(".").join("a.csv");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["pairs", "--a", s(&a), "--b", s(&b), "--out", s(&a)],
+        vec!["pairs", "--a", s(&a), "--b", s(&b), "--out", s(&other_spelling)],
+        vec!["nearest", "--a", s(&a), "--b", s(&b), "--out", s(&b)],
+        vec!["knn", "--data", s(&a), "--queries", s(&b), "-k", "1", "--out", s(&a)],
+        vec!["closest-point", "--mesh", s(&mesh), "--queries", s(&a), "--out", s(&a)],
+    ];
+    for args in cases {
+        fails(&args, &["is one of the inputs"], None);
+        assert_eq!(std::fs::read(&a).unwrap(), a_text);
+    }
+    #[cfg(unix)]
+    {
+        let link = d.path().join("link.csv");
+        std::os::unix::fs::symlink(&a, &link).unwrap();
+        fails(&["pairs", "--a", s(&a), "--b", s(&b), "--out", s(&link)], &["is one of the inputs"], None);
+        assert_eq!(std::fs::read(&a).unwrap(), a_text);
+    }
+    // The scene's mesh is where --scene-out would write its mesh.ply.
+    let ply = b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\n\
+element face 1\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n";
+    let mesh = write(d.path(), "mesh.ply", ply);
+    let scene = format!("mesh:{}", s(&mesh));
+    fails(&["collide", "--scene", &scene, "--ticks", "1", "--scene-out", s(d.path())], &["one of the inputs"], None);
+    assert_eq!(std::fs::read(&mesh).unwrap(), ply);
+}
+
+/// Writing to a closed pipe ends quietly with status 141; to a full disk, exit 2 and a message.
+#[cfg(unix)]
+#[test]
+fn stdout_errors_are_not_panics() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let d = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for i in 0..200_000 {
+        text.push_str(&format!("{},{},{}\n", i % 1000, i / 1000, i % 7));
+    }
+    let a = write(d.path(), "a.csv", text.as_bytes());
+    let args = ["pairs", "--a", s(&a), "--b", s(&a), "-k", "200000", "--device", "cpu", "-q"];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nearkit"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    drop(child.stdout.take()); // as `| head -c 64` does
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(141), "{err}");
+    assert!(err.is_empty(), "{err}");
+    if Path::new("/dev/full").exists() {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_nearkit")).args(args).stdout(full).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("cannot write to standard output") && !err.contains("panicked"), "{err}");
+    }
+}
+
+/// Parameters that size memory are checked against it before anything is allocated.
+#[test]
+fn huge_parameters_are_refused_before_allocating() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("g.npy");
+    fails(&["gen", "points", "--count", "1000000000000", "--out", s(&out)], &["--count", "memory"], Some(&out));
+    fails(&["collide", "--bodies", "1000000000", "--ticks", "1"], &["--bodies", "memory"], None);
+    fails(&["collide", "--sweeps", "1000000000000", "--ticks", "1"], &["--sweeps", "memory"], None);
+    fails(&["bench", "pairs", "--a-count", "1000000000000", "--device", "cpu"], &["--a-count", "memory"], None);
+    let a = write(d.path(), "a.csv", b"0,0,0\n1,1,1\n2,2,2\n3,3,3\n");
+    let many = (0..20_000).map(|i| format!("{i},0,0\n")).collect::<String>();
+    let q = write(d.path(), "q.csv", many.as_bytes());
+    let k = "1000000000000000";
+    let out = d.path().join("k.csv");
+    // k is clamped to the data's size, so this is fine...
+    let o = nearkit(&["knn", "--data", s(&a), "--queries", s(&q), "-k", k, "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // ...and a result too large for memory is an error, not an abort.
+    let o = nearkit(&["knn", "--data", s(&q), "--queries", s(&q), "-k", k, "--device", "cpu", "-q"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.code() == Some(2) {
+        assert!(err.contains("out of memory") && !err.contains("panicked"), "{err}");
+    } else {
+        assert!(o.status.success(), "{err}"); // 20,000² neighbours fit on this machine
+    }
+}
+
+#[test]
+fn collide_outputs_are_checked_before_the_ticks() {
+    let d = tempfile::tempdir().unwrap();
+    let json = d.path().join("c.json");
+    fails(&["collide", "--ticks", "1", "--contacts-out", s(&json)], &["CSV", ".csv"], Some(&json));
+    let file = write(d.path(), "scene", b"not a folder");
+    fails(&["collide", "--ticks", "1", "--scene-out", s(&file)], &["names a file"], None);
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a folder");
+}
+
+/// Integers f32 cannot hold are refused with the fix; f64 answers exactly. Points 1e20 apart
+/// in f32 answer right (the index scales them by a power of two).
+#[test]
+fn large_integers_and_extreme_magnitudes() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(d.path(), "a.csv", b"16777217,0,0\n");
+    let b = write(d.path(), "b.csv", b"16777215,0,0\n16777218,0,0\n");
+    let out = d.path().join("p.csv");
+    fails(&["pairs", "--a", s(&a), "--b", s(&b), "--out", s(&out)], &["16777217", "--precision f64"], Some(&out));
+    let o = nearkit(&["pairs", "--a", s(&a), "--b", s(&b), "--precision", "f64", "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "rank,a,b,distance\n1,0,1,1\n");
+
+    let a = write(d.path(), "a2.csv", b"2e20,0,0\n");
+    let b = write(d.path(), "b2.csv", b"0,0,0\n3e20,0,0\n");
+    let o = nearkit(&["pairs", "--a", s(&a), "--b", s(&b), "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let row: Vec<f64> = text.lines().nth(1).unwrap().split(',').map(|v| v.parse().unwrap()).collect();
+    assert_eq!(row[2], 1.0, "{text}");
+    assert!((row[3] / 1e20 - 1.0).abs() < 1e-6, "{text}");
+    let wide = write(d.path(), "w.csv", b"1e-20,0,0\n1e20,0,0\n");
+    fails(&["pairs", "--a", s(&a), "--b", s(&wide), "--out", s(&out)], &["f64"], None);
 }

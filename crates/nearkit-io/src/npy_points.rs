@@ -63,7 +63,11 @@ fn read_dims<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, want: Option
         let col = (0..n)
             .map(|i| {
                 let v = at(i, d);
-                let t = if header.kind == Kind::Int { coord_integer::<T>(v as i64, &name) } else { coord::<T>(v, &name, None) };
+                let t = if header.kind == Kind::Int {
+                    coord_integer::<T>(v as i64, &name)
+                } else {
+                    coord::<T>(v, &name, None)
+                };
                 t.map_err(|m| IoError::at(path, Location::Row(i), m))
             })
             .collect::<Result<Vec<T>>>()?;

@@ -162,9 +162,9 @@ impl Engine {
     /// Copies a point set into GPU memory, for queries on data already there
     /// ([`PointIndex::from_device`](crate::PointIndex::from_device) and the `*_device` queries).
     pub fn upload<T: Real>(&self, points: &Points<T>) -> Result<DevicePoints<T>> {
-        points.validate(crate::error::Role::Data)?;
+        let magnitudes = Some(points.validate(crate::error::Role::Data)?);
         let bounds = Some(points.bounds());
-        Ok(DevicePoints { bounds, ..DevicePoints::upload(self.need_gpu("upload")?, points)? })
+        Ok(DevicePoints { bounds, magnitudes, ..DevicePoints::upload(self.need_gpu("upload")?, points)? })
     }
 
     /// Waits for the GPU's queued work (nothing to wait for on the CPU).

@@ -73,6 +73,18 @@ pub enum Error {
         /// Length of z.
         z: usize,
     },
+    /// Coordinates whose squared distances the working precision cannot compute without
+    /// overflow or underflow, at any power-of-two scale.
+    #[error("point set {role}: {detail}")]
+    Magnitudes {
+        /// Which set.
+        role: Role,
+        /// The range found and the one needed.
+        detail: String,
+    },
+    /// A result larger than the memory the system can give.
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
     /// CUDA was asked for explicitly, but no driver, NVRTC or GPU is usable.
     #[error("CUDA was asked for but is not usable: {0}")]
     CudaUnavailable(String),

@@ -49,6 +49,7 @@ pub use closest_point::triangle::{closest_point_triangle, TrianglePoint};
 pub use closest_point::{ClosestPointOptions, ClosestPoints, DeviceClosestPoints, MeshIndex};
 pub use device::{CudaOptions, Device, Engine, EngineOptions};
 pub use error::{Error, Result, Role};
+pub use geometry::magnitude::Magnitudes;
 pub use geometry::points::NO_ID;
 pub use geometry::vectors::MAX_DIM as MAX_VECTOR_DIM;
 pub use geometry::{Aabb6, Mesh, Points, Real, Vectors};
@@ -69,7 +70,7 @@ pub fn closest_pairs<T: Real>(
     device: Device,
 ) -> Result<Vec<Pair<T>>> {
     a.validate(Role::A)?;
-    b.validate(Role::B)?;
+    geometry::magnitude::Scale::for_points::<T>(b.validate(Role::B)?, Role::B)?;
     PointIndex::build(b, device)?.closest_pairs(a, &PairsOptions { k, mode, max_distance: None })
 }
 
@@ -77,7 +78,7 @@ pub fn closest_pairs<T: Real>(
 /// [`PointIndex::nearest`].
 pub fn nearest<T: Real>(a: &Points<T>, b: &Points<T>, device: Device) -> Result<Nearest<T>> {
     a.validate(Role::A)?;
-    b.validate(Role::B)?;
+    geometry::magnitude::Scale::for_points::<T>(b.validate(Role::B)?, Role::B)?;
     PointIndex::build(b, device)?.nearest(a, None)
 }
 

@@ -3,12 +3,14 @@
 
 use crate::device::{Device, Engine};
 use crate::error::{Error, Result, Role};
+use crate::geometry::magnitude::Scale;
 use crate::geometry::points::Points;
 use crate::geometry::radius2;
 use crate::geometry::real::Real;
 use crate::knn::cuda::DeviceKnn;
-use crate::knn::{check_knn, knn_limits, Knn, KnnOptions};
+use crate::knn::{knn_limits, Knn, KnnOptions};
 use crate::pairs::{Nearest, Pair, PairsOptions};
+use crate::runtime::cpu::check_room;
 use crate::runtime::cuda::memory::PointSource;
 use crate::runtime::cuda::DevicePoints;
 use crate::tree::cuda::{BuildInput, DeviceTree};
@@ -17,7 +19,9 @@ use crate::tree::{MortonTree, DEFAULT_LEAF_SIZE, MAX_TREE_POINTS};
 /// A point set indexed for exact proximity queries: built once on the engine's device (a
 /// Morton-ordered radix tree, the same bits on the CPU and on the GPU), then queried many
 /// times. Point ids are the 0-based rows of the indexed set; results break distance ties by
-/// the smaller id, and are bitwise the same on every device.
+/// the smaller id, and are bitwise the same on every device. Coordinates of any magnitude
+/// are compared exactly: the index scales them by a power of two where squared distances
+/// would overflow or underflow, or says why it cannot.
 ///
 /// ```
 /// use nearkit::{Device, KnnOptions, PairsOptions, PointIndex, Points};
@@ -38,6 +42,8 @@ pub struct PointIndex<T: Real> {
     engine: Engine,
     len: usize,
     tree: Tree<T>,
+    /// What the tree's coordinates are multiplied by.
+    scale: Scale,
 }
 
 enum Tree<T> {
@@ -48,8 +54,9 @@ enum Tree<T> {
 impl<T: Real> PointIndex<T> {
     /// Indexes `points` on the engine's device.
     pub fn new(points: &Points<T>, engine: &Engine) -> Result<Self> {
-        points.validate(Role::Data)?;
+        let scale = Scale::for_points::<T>(points.validate(Role::Data)?, Role::Data)?;
         check_size(points.len())?;
+        let points = &*scale.points(points);
         let tree = match engine.gpu() {
             None => Tree::Cpu(Box::new(MortonTree::build(points, DEFAULT_LEAF_SIZE))),
             Some(gpu) => {
@@ -61,7 +68,7 @@ impl<T: Real> PointIndex<T> {
                 )?))
             }
         };
-        Ok(Self { engine: engine.clone(), len: points.len(), tree })
+        Ok(Self { engine: engine.clone(), len: points.len(), tree, scale })
     }
 
     /// Indexes `points` on `device` (see [`Engine::open`]).
@@ -77,11 +84,22 @@ impl<T: Real> PointIndex<T> {
             return Err(Error::EmptySet { role: Role::Data });
         }
         check_size(points.len())?;
+        if let Some(m) = points.magnitudes {
+            if !Scale::for_points::<T>(m, Role::Data)?.is_identity() {
+                return Err(Error::Magnitudes {
+                    role: Role::Data,
+                    detail: "coordinates this far from 1 need scaling by a power of two, which points in GPU memory \
+                             cannot have: index them from host memory (PointIndex::new)"
+                        .into(),
+                });
+            }
+        }
         let _busy = gpu.lock();
         Ok(Self {
             engine: engine.clone(),
             len: points.len(),
             tree: Tree::Cuda(Box::new(DeviceTree::build(gpu, points)?)),
+            scale: Scale::default(),
         })
     }
 
@@ -103,39 +121,73 @@ impl<T: Real> PointIndex<T> {
     /// Each query's nearest indexed point (`b`, `distance`), ties to the smaller id; with a
     /// `max_distance`, queries with none within it get `NO_ID` and an infinite distance.
     pub fn nearest(&self, queries: &Points<T>, max_distance: Option<T>) -> Result<Nearest<T>> {
-        queries.validate(Role::Queries)?;
-        let r2 = radius2(max_distance)?;
-        match &self.tree {
-            Tree::Cpu(tree) => Ok(crate::pairs::cpu::nearest(tree, queries, r2)),
+        let queries = &*self.scaled_queries(queries, Role::Queries)?;
+        let r2 = radius2(self.scale.max_distance(max_distance)?)?;
+        let mut found = match &self.tree {
+            Tree::Cpu(tree) => crate::pairs::cpu::nearest(tree, queries, r2),
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::pairs::cuda::nearest(gpu, tree, queries, r2, self.chunk())
+                crate::pairs::cuda::nearest(gpu, tree, queries, r2, self.chunk())?
             }
-        }
+        };
+        self.scale.undo_all(&mut found.distance);
+        Ok(found)
     }
 
     /// Each query's `k` nearest indexed points, ascending by (distance, id), row-major.
     pub fn knn(&self, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
-        let (k, r2) = check_knn(self.len, queries, opts)?;
-        match &self.tree {
-            Tree::Cpu(tree) => Ok(crate::knn::cpu::knn(tree, queries, opts, k, r2, self.engine.options().profile)),
+        let queries = &*self.scaled_queries(queries, Role::Queries)?;
+        let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..opts.clone() };
+        let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
+        check_room::<(u32, T)>(queries.len(), k, "the neighbour lists")?;
+        let mut found = match &self.tree {
+            Tree::Cpu(tree) => crate::knn::cpu::knn(tree, queries, opts, k, r2, self.engine.options().profile),
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::knn::cuda::knn(gpu, tree, queries, opts, k, r2, self.chunk())
+                crate::knn::cuda::knn(gpu, tree, queries, opts, k, r2, self.chunk())?
             }
-        }
+        };
+        self.scale.undo_all(&mut found.distances);
+        Ok(found)
     }
 
     /// The `opts.k` closest pairs (a query `a`, an indexed point `b`) in `opts.mode`,
     /// ascending by (distance, a, b).
     pub fn closest_pairs(&self, queries: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
-        queries.validate(Role::A)?;
+        let queries = &*self.scaled_queries(queries, Role::A)?;
+        let opts = &PairsOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
         let r2 = check_pairs(opts)?;
-        match &self.tree {
-            Tree::Cpu(tree) => Ok(crate::pairs::cpu::closest_pairs(tree, queries, opts.k, opts.mode, r2)),
-            Tree::Cuda(tree) => self.closest_pairs_on_gpu(tree, &PointSource::Host(queries), opts, r2),
+        let mut pairs = match &self.tree {
+            Tree::Cpu(tree) => crate::pairs::cpu::closest_pairs(tree, queries, opts.k, opts.mode, r2),
+            Tree::Cuda(tree) => self.closest_pairs_on_gpu(tree, &PointSource::Host(queries), opts, r2)?,
+        };
+        for p in &mut pairs {
+            p.distance = self.scale.undo(p.distance);
+        }
+        Ok(pairs)
+    }
+
+    /// The queries checked, and scaled as the index's points are.
+    fn scaled_queries<'a>(&self, queries: &'a Points<T>, role: Role) -> Result<std::borrow::Cow<'a, Points<T>>> {
+        self.scale.check_point_queries::<T>(queries.validate(role)?, role)?;
+        Ok(self.scale.points(queries))
+    }
+
+    /// Queries in GPU memory: they cannot be scaled, and must not need it.
+    fn check_device_queries(&self, queries: &DevicePoints<T>, role: Role) -> Result<()> {
+        if !self.scale.is_identity() {
+            return Err(Error::Magnitudes {
+                role,
+                detail: "this index scales its coordinates by a power of two (its data are far from 1), which \
+                         queries in GPU memory cannot have: give the queries from host memory"
+                    .into(),
+            });
+        }
+        match queries.magnitudes {
+            Some(m) => self.scale.check_point_queries::<T>(m, role),
+            None => Ok(()),
         }
     }
 
@@ -143,6 +195,7 @@ impl<T: Real> PointIndex<T> {
     /// queries × k). Returns the effective k.
     pub fn knn_device(&self, queries: &DevicePoints<T>, opts: &KnnOptions<T>, out: &mut DeviceKnn<T>) -> Result<usize> {
         let Tree::Cuda(tree) = &self.tree else { return Err(not_on_gpu()) };
+        self.check_device_queries(queries, Role::Queries)?;
         let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
         out.check(queries.len(), k)?;
         let gpu = self.engine.need_gpu("")?;
@@ -159,6 +212,7 @@ impl<T: Real> PointIndex<T> {
         if queries.is_empty() {
             return Err(Error::EmptySet { role: Role::A });
         }
+        self.check_device_queries(queries, Role::A)?;
         let r2 = check_pairs(opts)?;
         self.closest_pairs_on_gpu(tree, &PointSource::Device(queries), opts, r2)
     }

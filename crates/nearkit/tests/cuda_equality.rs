@@ -346,6 +346,54 @@ fn gpu_closest_points_match_cpu_f64() {
     same_closest_points::<f64>(92);
 }
 
+/// Coordinates far from 1, which the index scales by a power of two: the GPU answers as the CPU.
+fn same_far_from_one<T: Real>(seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    use nearkit::{ClosestPointOptions, Mesh, Points};
+    let exps: [i32; 2] = if T::NAME == "f32" { [-100, 90] } else { [-1000, 950] };
+    let scale = |p: &Points<T>, e: i32| {
+        let f =
+            |c: &Vec<T>| c.iter().map(|&v| T::from_f64(v.to_f64() * 2f64.powi(e / 2) * 2f64.powi(e - e / 2))).collect();
+        Points { x: f(&p.x), y: f(&p.y), z: f(&p.z) }
+    };
+    for (name, a, b) in point_sets::<T>(seed, 2000, 3000) {
+        for e in exps {
+            let (a, b) = (scale(&a, e), scale(&b, e));
+            let what = format!("{name} ×2^{e}");
+            for mode in [PairMode::NearestPerA, PairMode::AllPairs] {
+                let opts = PairsOptions { k: 100, mode, max_distance: None };
+                assert_eq!(
+                    cpu().closest_pairs(&a, &b, &opts).unwrap(),
+                    gpu.closest_pairs(&a, &b, &opts).unwrap(),
+                    "{what}"
+                );
+            }
+            assert_eq!(cpu().nearest(&a, &b, None).unwrap(), gpu.nearest(&a, &b, None).unwrap(), "{what}: nearest");
+            let opts = KnnOptions::k(8);
+            assert_eq!(cpu().knn(&b, &a, &opts).unwrap(), gpu.knn(&b, &a, &opts).unwrap(), "{what}: knn");
+        }
+    }
+    let sphere = Mesh::<T>::uv_sphere(30, 60, 10.0, [1.0, 2.0, 3.0]);
+    let q: Points<T> = nearkit::generate::generate(nearkit::generate::Distribution::Uniform, 5000, 30.0, seed);
+    for e in exps {
+        let mesh = Mesh { vertices: scale(&sphere.vertices, e), triangles: sphere.triangles.clone() };
+        let q = scale(&q, e);
+        let opts = ClosestPointOptions::default();
+        let (c, g) = (cpu().closest_points(&mesh, &q, &opts).unwrap(), gpu.closest_points(&mesh, &q, &opts).unwrap());
+        assert_eq!(c, g, "sphere ×2^{e}");
+    }
+}
+
+#[test]
+fn gpu_matches_cpu_far_from_one_f32() {
+    same_far_from_one::<f32>(95);
+}
+
+#[test]
+fn gpu_matches_cpu_far_from_one_f64() {
+    same_far_from_one::<f64>(96);
+}
+
 /// The collision world: contacts and sweeps on the GPU equal the CPU's, bit for bit, while
 /// the world moves and the two colliders take turns on it.
 #[test]

@@ -1,5 +1,6 @@
 //! `nearkit closest-point`: for each query point, the nearest point on a triangle mesh.
 
+use crate::{note, out};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -7,7 +8,7 @@ use clap::Args;
 use nearkit::generate::{generate, Distribution};
 use nearkit::{ClosestPointOptions, Mesh, MeshIndex, Points, Real, Role, NO_ID};
 
-use crate::common::{check_max_distance, load, ms, thousands, CliError, CliResult, DeviceArgs, Precision};
+use crate::common::{check_max_distance, check_out, load, ms, thousands, CliError, CliResult, DeviceArgs, Precision};
 use crate::progress::Spinner;
 
 #[derive(Args, Debug)]
@@ -74,6 +75,7 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
         if !matches!(out.extension().and_then(|e| e.to_str()), Some("csv" | "npz")) {
             return Err(CliError(format!("{}: unknown extension for closest points: use .csv or .npz", out.display())));
         }
+        check_out(out, &[args.mesh.as_deref(), args.queries.as_deref()])?;
     }
     let quiet = args.dev.quiet;
     let (mesh, queries) = match (&args.mesh, &args.queries) {
@@ -81,7 +83,7 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
         (Some(m), None) => {
             let mesh = nearkit_io::read_mesh::<T>(m)?;
             if !quiet {
-                eprintln!("note: no --queries given: 1,000,000 points uniform in 1.5× the mesh's bounding box");
+                note!("note: no --queries given: 1,000,000 points uniform in 1.5× the mesh's bounding box");
             }
             let q = queries_around(&mesh, 1_000_000, 5);
             (mesh, q)
@@ -89,7 +91,7 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
         (None, Some(_)) => return Err(CliError("give --mesh too".into())),
         (None, None) => {
             if !quiet {
-                eprintln!("note: no --mesh given: a sphere of 40,000 triangles and 1,000,000 queries around it");
+                note!("note: no --mesh given: a sphere of 40,000 triangles and 1,000,000 queries around it");
             }
             let mesh = Mesh::uv_sphere(100, 200, 1.0, [0.0; 3]);
             let q = queries_around(&mesh, 1_000_000, 5);
@@ -114,10 +116,10 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
     match &args.out {
         Some(path) => nearkit_io::write_closest_points(path, &result)?,
         None => {
-            println!("{:>8} {:>9} {:>12} {:>36}", "query", "triangle", "distance", "closest point");
+            out!("{:>8} {:>9} {:>12} {:>36}", "query", "triangle", "distance", "closest point");
             for i in 0..queries.len().min(5) {
                 let t = if result.triangle[i] == NO_ID { -1 } else { result.triangle[i] as i64 };
-                println!(
+                out!(
                     "{i:>8} {t:>9} {:>12.6} {:>36}",
                     result.distance[i].to_f64(),
                     format!(
@@ -129,12 +131,12 @@ fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
                 );
             }
             if queries.len() > 5 && !quiet {
-                eprintln!("note: showing the first 5 of {} queries; use --out FILE for all", thousands(queries.len()));
+                note!("note: showing the first 5 of {} queries; use --out FILE for all", thousands(queries.len()));
             }
         }
     }
     if !quiet {
-        eprintln!(
+        note!(
             "closest points of {} queries on {} triangles in {} on {}",
             thousands(queries.len()),
             thousands(mesh.triangles.len()),

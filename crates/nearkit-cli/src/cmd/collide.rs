@@ -1,6 +1,7 @@
 //! `nearkit collide`: runs a collision world tick after tick and measures it.
 
-use std::path::PathBuf;
+use crate::{note, out};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
@@ -8,7 +9,7 @@ use nearkit::collide::scene::Scene;
 use nearkit::collide::{Collider, ColliderOptions, Contact, ContactKind, Sweep, World};
 use nearkit::{Device, Engine};
 
-use crate::common::{engine_options, ms, parse_with, thousands, CliError, CliResult};
+use crate::common::{check_memory, check_out, engine_options, ms, parse_with, thousands, CliError, CliResult};
 use crate::progress::{count_bar, Spinner};
 
 #[derive(Args, Debug)]
@@ -159,7 +160,7 @@ fn open_colliders(args: &CollideArgs) -> CliResult<(Collider, Option<Collider>, 
     }
     let engine = Engine::with_options(args.device, &engine_opts)?;
     if let (Some(n), false) = (engine.note(), args.quiet) {
-        eprintln!("note: {n}");
+        note!("note: {n}");
     }
     let c = Collider::new(&engine, &opts)?;
     let d = c.describe();
@@ -225,11 +226,11 @@ fn run_ticks(
     Ok(stats)
 }
 
-fn print_stats(ticks: u64, stats: &TickStats) {
+fn print_stats(ticks: u64, stats: &TickStats) -> CliResult {
     let mut sorted = stats.times.clone();
     sorted.sort_by(f64::total_cmp);
     let mean = |v: &[usize]| v.iter().sum::<usize>() as f64 / v.len() as f64;
-    println!(
+    out!(
         "{} ticks: per tick p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (mean {:.3} ms)",
         ticks,
         percentile(&sorted, 0.5),
@@ -238,7 +239,7 @@ fn print_stats(ticks: u64, stats: &TickStats) {
         sorted[sorted.len() - 1],
         stats.times.iter().sum::<f64>() / stats.times.len() as f64
     );
-    println!(
+    out!(
         "contacts per tick: {:.0} body–triangle, {:.0} body–body (last tick {} and {})",
         mean(&stats.triangle_contacts),
         mean(&stats.body_contacts),
@@ -246,8 +247,9 @@ fn print_stats(ticks: u64, stats: &TickStats) {
         thousands(*stats.body_contacts.last().unwrap())
     );
     if stats.checks > 0 {
-        println!("CPU and CUDA agreed bit for bit at {} switches", stats.checks);
+        out!("CPU and CUDA agreed bit for bit at {} switches", stats.checks);
     }
+    Ok(())
 }
 
 /// Times `count` swept queries against the mesh: the bodies in turn, each moving 1.5 m along
@@ -270,7 +272,7 @@ fn time_sweeps(world: &World, collider: &mut Collider, count: usize) -> CliResul
     let start = Instant::now();
     let hits = collider.sweeps(world, &sweeps)?;
     let t = start.elapsed();
-    println!(
+    out!(
         "{} swept queries in {} ({:.1} M/s), {} hit the mesh",
         thousands(sweeps.len()),
         ms(t),
@@ -280,20 +282,54 @@ fn time_sweeps(world: &World, collider: &mut Collider, count: usize) -> CliResul
     Ok(())
 }
 
+/// `--contacts-out` must be CSV and neither output may overwrite the scene's mesh; checked
+/// before the ticks run.
+fn check_outputs(args: &CollideArgs) -> CliResult {
+    let input = args.scene.strip_prefix("mesh:").map(Path::new);
+    if let Some(path) = &args.contacts_out {
+        if path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() != Some("csv") {
+            return Err(CliError(format!(
+                "{}: contacts are written as CSV (tick,body,kind,other,nx,ny,nz,depth,px,py,pz): name the file .csv",
+                path.display()
+            )));
+        }
+        check_out(path, &[input])?;
+    }
+    if let Some(dir) = &args.scene_out {
+        if dir.exists() && !dir.is_dir() {
+            return Err(CliError(format!("{}: --scene-out names a file; give a folder", dir.display())));
+        }
+        for name in ["mesh.ply", "bodies.csv"] {
+            check_out(&dir.join(name), &[input])?;
+        }
+    }
+    Ok(())
+}
+
 /// `--contacts-out` and `--scene-out`.
 fn write_outputs(args: &CollideArgs, scene: &Scene, world: &World, last: &[Contact]) -> CliResult {
     if let Some(path) = &args.contacts_out {
         nearkit_io::write_contacts(path, args.ticks - 1, last)?;
         if !args.quiet {
-            eprintln!("wrote {} contacts to {}", thousands(last.len()), path.display());
+            note!("wrote {} contacts to {}", thousands(last.len()), path.display());
         }
     }
     if let Some(dir) = &args.scene_out {
+        let created = !dir.exists();
         std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: cannot create: {e}", dir.display())))?;
-        nearkit_io::write_mesh_ply(&dir.join("mesh.ply"), &scene.mesh)?;
-        nearkit_io::write_bodies(&dir.join("bodies.csv"), world)?;
+        let written = nearkit_io::write_mesh_ply(&dir.join("mesh.ply"), &scene.mesh)
+            .and_then(|()| nearkit_io::write_bodies(&dir.join("bodies.csv"), world));
+        if let Err(e) = written {
+            // Whole or not at all: a folder made for a scene that could not be written goes too.
+            if created {
+                let _ = std::fs::remove_dir_all(dir);
+            } else {
+                let _ = std::fs::remove_file(dir.join("mesh.ply"));
+            }
+            return Err(e.into());
+        }
         if !args.quiet {
-            eprintln!("wrote {} and {}", dir.join("mesh.ply").display(), dir.join("bodies.csv").display());
+            note!("wrote {} and {}", dir.join("mesh.ply").display(), dir.join("bodies.csv").display());
         }
     }
     Ok(())
@@ -306,12 +342,18 @@ pub fn run(args: &CollideArgs) -> CliResult {
     if args.switch_every == Some(0) {
         return Err(CliError("--switch-every must be at least 1".into()));
     }
+    check_outputs(args)?;
+    // A body's state, its scene data and the colliders' per-body arrays.
+    let bodies = args.bodies.unwrap_or(if args.scene == "stress" { 1_000_000 } else { 4000 });
+    check_memory(&format!("--bodies {bodies}"), bodies, 256)?;
+    let sweep = std::mem::size_of::<Sweep>() + std::mem::size_of::<nearkit::collide::SweepResult>();
+    check_memory(&format!("--sweeps {}", args.sweeps), args.sweeps, sweep as u64)?;
     let spinner = Spinner::start("building the scene", args.quiet);
     let scene = build_scene(args)?;
     let mut world: World = scene.world(args.cell_size)?;
     spinner.finish();
     let (mut first, mut second, device) = open_colliders(args)?;
-    println!(
+    out!(
         "scene {}: {} triangles, {} bodies, {} m cells; device {}",
         scene.name,
         thousands(scene.mesh.triangles.len()),
@@ -325,7 +367,7 @@ pub fn run(args: &CollideArgs) -> CliResult {
         s.contacts(&world)?;
     }
     let stats = run_ticks(args, &scene, &mut world, &mut first, second.as_mut())?;
-    print_stats(args.ticks, &stats);
+    print_stats(args.ticks, &stats)?;
     if args.sweeps > 0 {
         time_sweeps(&world, &mut first, args.sweeps)?;
     }

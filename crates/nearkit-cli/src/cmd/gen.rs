@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use nearkit::generate::{generate, Distribution};
 
-use crate::common::{parse_with, CliError, CliResult, Precision};
+use crate::common::{check_memory, parse_with, CliError, CliResult, Precision};
 
 #[derive(Subcommand, Debug)]
 pub enum GenCommand {
@@ -49,6 +49,12 @@ pub fn run(cmd: &GenCommand) -> CliResult {
     if !(args.range.is_finite() && args.range > 0.0) {
         return Err(CliError(format!("--range must be a finite number > 0 (got {})", args.range)));
     }
+    let size = match args.precision {
+        Precision::F32 => 4,
+        Precision::F64 => 8,
+    };
+    // The points are made in memory, then written.
+    check_memory(&format!("--count {}", args.count), args.count, 3 * size)?;
     match args.precision {
         Precision::F32 => {
             nearkit_io::write_points(&args.out, &generate::<f32>(args.distribution, args.count, args.range, args.seed))?

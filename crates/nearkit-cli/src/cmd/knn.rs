@@ -1,6 +1,7 @@
 //! `nearkit knn`: each query's k nearest data points: exact, or approximate by shifted sorting;
 //! 3-D points, vectors of up to 8 dimensions (.npy N×d), or a mesh's triangles as 6-D boxes.
 
+use crate::{note, out};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -11,7 +12,7 @@ use nearkit::{
 };
 
 use crate::common::{
-    check_max_distance, load, ms, parse_columns, thousands, CliError, CliResult, DeviceArgs, Precision,
+    check_max_distance, check_out, load, ms, parse_columns, thousands, CliError, CliResult, DeviceArgs, Precision,
 };
 use crate::progress::Spinner;
 
@@ -86,6 +87,7 @@ fn run_t<T: Real>(args: &KnnArgs) -> CliResult {
         if !matches!(out.extension().and_then(|e| e.to_str()), Some("csv" | "npz")) {
             return Err(CliError(format!("{}: unknown extension for neighbours: use .csv or .npz", out.display())));
         }
+        check_out(out, &[args.data.as_deref(), args.queries.as_deref()])?;
     }
     let quiet = args.dev.quiet;
     if args.approx || args.triangles_as_aabb6.is_some() || is_vector_file(&args.data) || is_vector_file(&args.queries) {
@@ -105,7 +107,7 @@ fn run_t<T: Real>(args: &KnnArgs) -> CliResult {
         (None, Some(_)) => return Err(CliError("give --data too".into())),
         (None, None) => {
             if !quiet {
-                eprintln!(
+                note!(
                     "note: no --data given: 1,000,000 uniform queries against 20,000 clustered points (k = {})",
                     args.k
                 );
@@ -169,7 +171,7 @@ fn run_vectors<T: Real>(args: &KnnArgs) -> CliResult {
         (None, Some(_), None) => return Err(CliError("give --data too".into())),
         (None, None, None) => {
             if !quiet {
-                eprintln!(
+                note!(
                     "note: no --data given: 1,000,000 uniform queries against 20,000 clustered points (k = {})",
                     args.k
                 );
@@ -212,7 +214,7 @@ fn report<T: Real>(
 ) -> CliResult {
     let quiet = args.dev.quiet;
     if !quiet && result.k < args.k {
-        eprintln!(
+        note!(
             "note: k = {} is more than the {} possible neighbours; using k = {}",
             args.k,
             thousands(result.k),
@@ -223,21 +225,21 @@ fn report<T: Real>(
         Some(path) => nearkit_io::write_knn(path, result)?,
         None => {
             let k = result.k;
-            println!("{:>8} {:>5} {:>10} {:>14}", "query", "rank", "id", "distance");
+            out!("{:>8} {:>5} {:>10} {:>14}", "query", "rank", "id", "distance");
             for q in 0..n_queries.min(3) {
                 for j in 0..k {
                     let i = q * k + j;
                     let id = if result.ids[i] == NO_ID { -1 } else { result.ids[i] as i64 };
-                    println!("{q:>8} {:>5} {id:>10} {:>14.4}", j + 1, result.distances[i].to_f64());
+                    out!("{q:>8} {:>5} {id:>10} {:>14.4}", j + 1, result.distances[i].to_f64());
                 }
             }
             if n_queries > 3 && !quiet {
-                eprintln!("note: showing the first 3 of {} queries; use --out FILE for all", thousands(n_queries));
+                note!("note: showing the first 3 of {} queries; use --out FILE for all", thousands(n_queries));
             }
         }
     }
     if !quiet {
-        eprintln!(
+        note!(
             "{} {} of {} queries among {} points in {} on {device}",
             result.k,
             if args.approx { "approximate nearest (shifted sort)" } else { "nearest" },

@@ -1,12 +1,15 @@
 //! `nearkit nearest`: every A's nearest B (the all-nearest-neighbour join).
 
+use crate::note;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args;
 use nearkit::{PointIndex, Real, Role, NO_ID};
 
-use crate::common::{check_max_distance, load, ms, parse_columns, thousands, CliResult, DeviceArgs, Precision};
+use crate::common::{
+    check_max_distance, check_out, load, ms, parse_columns, thousands, CliResult, DeviceArgs, Precision,
+};
 use crate::progress::Spinner;
 
 #[derive(Args, Debug)]
@@ -47,6 +50,7 @@ pub fn run(args: &NearestArgs) -> CliResult {
 fn run_t<T: Real>(args: &NearestArgs) -> CliResult {
     check_max_distance(args.max_distance)?;
     nearkit_io::OutputFormat::from_path(&args.out)?;
+    check_out(&args.out, &[Some(&args.a), Some(&args.b)])?;
     let quiet = args.dev.quiet;
     let a = load::<T>(&args.a, Role::A, &args.columns, quiet)?;
     let b = load::<T>(&args.b, Role::B, &args.columns, quiet)?;
@@ -61,13 +65,13 @@ fn run_t<T: Real>(args: &NearestArgs) -> CliResult {
     if !quiet {
         let missing = result.b.iter().filter(|&&b| b == NO_ID).count();
         if missing > 0 {
-            eprintln!(
+            note!(
                 "note: {} of {} A points have no B within the max distance (b = -1)",
                 thousands(missing),
                 thousands(a.len())
             );
         }
-        eprintln!(
+        note!(
             "nearest B of {} A points among {} in {} on {}",
             thousands(a.len()),
             thousands(b.len()),

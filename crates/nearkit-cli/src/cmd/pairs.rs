@@ -1,5 +1,6 @@
 //! `nearkit pairs`: the k closest A–B pairs.
 
+use crate::{note, out};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -8,8 +9,8 @@ use nearkit::generate::{armies, ARMY_RANGE};
 use nearkit::{PairMode, PairsOptions, PointIndex, Real, Role};
 
 use crate::common::{
-    check_max_distance, load, ms, parse_columns, parse_with, require_both, thousands, CliError, CliResult, DeviceArgs,
-    Precision,
+    check_max_distance, check_out, load, ms, parse_columns, parse_with, require_both, thousands, CliError, CliResult,
+    DeviceArgs, Precision,
 };
 use crate::progress::Spinner;
 
@@ -67,6 +68,7 @@ fn run_t<T: Real>(args: &PairsArgs) -> CliResult {
     check_max_distance(args.max_distance)?;
     if let Some(out) = &args.out {
         nearkit_io::OutputFormat::from_path(out)?;
+        check_out(out, &[args.a.as_deref(), args.b.as_deref()])?;
     }
     let quiet = args.dev.quiet;
     let (a, b) = if require_both(&args.a, &args.b)? {
@@ -75,7 +77,7 @@ fn run_t<T: Real>(args: &PairsArgs) -> CliResult {
         (a, b)
     } else {
         if !quiet {
-            eprintln!(
+            note!(
                 "note: no --a/--b given: generating two armies (A = 1,000,000, B = 400,000, integers in [0, {}), seed {})",
                 ARMY_RANGE as u64, args.seed
             );
@@ -96,27 +98,27 @@ fn run_t<T: Real>(args: &PairsArgs) -> CliResult {
             PairMode::AllPairs => a.len().saturating_mul(b.len()),
         };
         if args.k > possible {
-            eprintln!(
+            note!(
                 "note: k = {} is more than the {} possible pairs; returning {} rows",
                 args.k,
                 thousands(possible),
                 pairs.len()
             );
         } else if pairs.len() < args.k {
-            eprintln!("note: only {} pairs lie within the max distance", pairs.len());
+            note!("note: only {} pairs lie within the max distance", pairs.len());
         }
     }
     match &args.out {
         Some(path) => nearkit_io::write_pairs(path, &pairs)?,
         None => {
-            println!("{:>6} {:>10} {:>10} {:>14}", "rank", "a", "b", "distance");
+            out!("{:>6} {:>10} {:>10} {:>14}", "rank", "a", "b", "distance");
             for (i, p) in pairs.iter().enumerate() {
-                println!("{:>6} {:>10} {:>10} {:>14.4}", i + 1, p.a, p.b, p.distance.to_f64());
+                out!("{:>6} {:>10} {:>10} {:>14.4}", i + 1, p.a, p.b, p.distance.to_f64());
             }
         }
     }
     if !quiet {
-        eprintln!(
+        note!(
             "{} pairs ({}) of A = {} and B = {} points in {} on {}",
             pairs.len(),
             args.mode,

@@ -6,9 +6,10 @@ use std::sync::OnceLock;
 use super::bvh::{TriangleBvh, WideBvh};
 use super::cuda::{DeviceClosestPoints, DeviceTriangleBvh};
 use super::signed_distance::PseudoNormals;
-use super::{check_queries, rounding_slack, ClosestPointOptions, ClosestPoints};
+use super::{rounding_slack, ClosestPointOptions, ClosestPoints};
 use crate::device::{Device, Engine};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Role};
+use crate::geometry::magnitude::Scale;
 use crate::geometry::mesh::Mesh;
 use crate::geometry::points::Points;
 use crate::geometry::radius2;
@@ -34,7 +35,14 @@ use crate::runtime::cuda::DevicePoints;
 pub struct MeshIndex<T: Real> {
     engine: Engine,
     mesh: Mesh<T>,
-    /// The mesh's box.
+    /// What the index multiplies coordinates by (see `geometry::magnitude`): 2^0 unless the
+    /// mesh is tiny or huge.
+    scale: Scale,
+    /// The mesh as the index holds it, where scaled.
+    scaled: Option<Mesh<T>>,
+    /// The largest |coordinate| of the mesh, unscaled.
+    mesh_max: f64,
+    /// The (scaled) mesh's box.
     bounds: ([T; 3], [T; 3]),
     index: Index<T>,
     /// Made on the first signed query (it also checks that the mesh is closed).
@@ -49,9 +57,12 @@ enum Index<T> {
 impl<T: Real> MeshIndex<T> {
     /// Indexes `mesh` for queries on the engine's device. Degenerate triangles are allowed.
     pub fn new(mesh: &Mesh<T>, engine: &Engine) -> Result<Self> {
-        mesh.validate()?;
-        let bounds = mesh.vertices.bounds();
-        let bvh = TriangleBvh::build(mesh);
+        let magnitudes = mesh.validate()?;
+        let scale = Scale::for_mesh::<T>(magnitudes);
+        let scaled = (!scale.is_identity()).then(|| scale.mesh(mesh).into_owned());
+        let held = scaled.as_ref().unwrap_or(mesh);
+        let bounds = held.vertices.bounds();
+        let bvh = TriangleBvh::build(held);
         let index = match engine.gpu() {
             None => {
                 // f32 queries are searched by packets over the tree collapsed to 8 children.
@@ -63,7 +74,16 @@ impl<T: Real> MeshIndex<T> {
                 Index::Cuda(DeviceTriangleBvh::upload(gpu, &bvh, bounds.0, bounds.1)?)
             }
         };
-        Ok(Self { engine: engine.clone(), mesh: mesh.clone(), bounds, index, normals: OnceLock::new() })
+        Ok(Self {
+            engine: engine.clone(),
+            mesh: mesh.clone(),
+            scale,
+            scaled,
+            mesh_max: magnitudes.max,
+            bounds,
+            index,
+            normals: OnceLock::new(),
+        })
     }
 
     /// Indexes `mesh` on `device` (see [`Engine::open`]).
@@ -84,8 +104,25 @@ impl<T: Real> MeshIndex<T> {
     /// Each query's closest point on the mesh; with a `max_distance`, queries with no triangle
     /// within it get `NO_ID`, an infinite distance and NaN point and barycentrics.
     pub fn closest_points(&self, queries: &Points<T>, opts: &ClosestPointOptions<T>) -> Result<ClosestPoints<T>> {
-        let (lo, hi) = self.bounds;
-        let (r2, slack) = check_queries(lo, hi, queries, opts)?;
+        let queries = self.scaled_queries(queries)?;
+        let mut found = self.search(&queries, opts)?;
+        self.scale.undo_all(&mut found.distance);
+        for c in [&mut found.point.x, &mut found.point.y, &mut found.point.z] {
+            self.scale.undo_all(c);
+        }
+        Ok(found)
+    }
+
+    /// The queries checked, and scaled as the mesh is.
+    fn scaled_queries<'a>(&self, queries: &'a Points<T>) -> Result<std::borrow::Cow<'a, Points<T>>> {
+        self.scale.check_mesh_queries::<T>(self.mesh_max, queries.validate(Role::Queries)?)?;
+        Ok(self.scale.points(queries))
+    }
+
+    /// The search, in the index's (scaled) coordinates.
+    fn search(&self, queries: &Points<T>, opts: &ClosestPointOptions<T>) -> Result<ClosestPoints<T>> {
+        let r2 = radius2(self.scale.max_distance(opts.max_distance)?)?;
+        let slack = rounding_slack(self.bounds.0, self.bounds.1, queries.bounds());
         match &self.index {
             Index::Cpu { bvh, wide } => {
                 Ok(super::cpu::closest_points(bvh, wide.as_ref(), self.bounds, queries, r2, slack))
@@ -98,13 +135,21 @@ impl<T: Real> MeshIndex<T> {
         }
     }
 
+    /// The mesh in the index's coordinates.
+    fn held(&self) -> &Mesh<T> {
+        self.scaled.as_ref().unwrap_or(&self.mesh)
+    }
+
     /// Each query's signed distance to the closed mesh: negative inside, by the
     /// angle-weighted pseudo-normal of the closest feature. An error if the mesh is not closed
     /// and consistently oriented.
     pub fn signed_distances(&self, queries: &Points<T>, opts: &ClosestPointOptions<T>) -> Result<Vec<T>> {
         let normals = self.normals()?;
-        let found = self.closest_points(queries, opts)?;
-        Ok(normals.sign(&self.mesh, queries, &found))
+        let queries = self.scaled_queries(queries)?;
+        let found = self.search(&queries, opts)?;
+        let mut signed = normals.sign(self.held(), &queries, &found);
+        self.scale.undo_all(&mut signed);
+        Ok(signed)
     }
 
     /// [`MeshIndex::signed_distances`] from a result of [`MeshIndex::closest_points`] for the
@@ -117,7 +162,14 @@ impl<T: Real> MeshIndex<T> {
                 queries.len()
             )));
         }
-        Ok(self.normals()?.sign(&self.mesh, queries, found))
+        let normals = self.normals()?;
+        if self.scale.is_identity() {
+            return Ok(normals.sign(&self.mesh, queries, found));
+        }
+        // The sign is found in the index's coordinates; the distances it signs are the caller's.
+        let queries = self.scaled_queries(queries)?;
+        let point = self.scale.points(&found.point).into_owned();
+        Ok(normals.sign(self.held(), &queries, &ClosestPoints { point, ..found.clone() }))
     }
 
     /// [`MeshIndex::closest_points`] of queries in GPU memory, results left there (`out` must
@@ -138,6 +190,17 @@ impl<T: Real> MeshIndex<T> {
                 queries.len()
             )));
         }
+        if !self.scale.is_identity() {
+            return Err(Error::Magnitudes {
+                role: Role::Data,
+                detail: "this mesh is scaled by a power of two inside the index (its coordinates are far from 1), \
+                         which queries in GPU memory cannot be: give the queries from host memory"
+                    .into(),
+            });
+        }
+        if let Some(m) = queries.magnitudes {
+            self.scale.check_mesh_queries::<T>(self.mesh_max, m)?;
+        }
         let gpu = self.engine.need_gpu("")?;
         let (lo, hi) = self.bounds;
         let r2 = radius2(opts.max_distance)?;
@@ -151,7 +214,7 @@ impl<T: Real> MeshIndex<T> {
         if let Some(n) = self.normals.get() {
             return Ok(n);
         }
-        let n = PseudoNormals::new(&self.mesh)?;
+        let n = PseudoNormals::new(self.held())?;
         Ok(self.normals.get_or_init(|| n))
     }
 }

@@ -18,9 +18,7 @@ pub(crate) mod triangle;
 pub use cuda::DeviceClosestPoints;
 pub use mesh_index::MeshIndex;
 
-use crate::error::{Result, Role};
 use crate::geometry::points::Points;
-use crate::geometry::radius2;
 use crate::geometry::real::Real;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -51,19 +49,6 @@ pub(crate) fn rounding_slack<T: Real>(lo: [T; 3], hi: [T; 3], (qlo, qhi): ([T; 3
     let scale = (0..3).flat_map(|a| [lo[a], hi[a], qlo[a], qhi[a]]).map(|v| v.to_f64().abs()).fold(0.0, f64::max);
     let ulp = if T::NAME == "f32" { f32::EPSILON as f64 } else { f64::EPSILON };
     T::from_f64(scale * ulp * 64.0)
-}
-
-/// Checks the queries and options of a closest-point query on a mesh whose box is `lo..hi`;
-/// returns the squared search radius and the `rounding_slack` of the pruning.
-pub(crate) fn check_queries<T: Real>(
-    lo: [T; 3],
-    hi: [T; 3],
-    queries: &Points<T>,
-    opts: &ClosestPointOptions<T>,
-) -> Result<(T, T)> {
-    queries.validate(Role::Queries)?;
-    let r2 = radius2(opts.max_distance)?;
-    Ok((r2, rounding_slack(lo, hi, queries.bounds())))
 }
 
 /// The Morton frame that orders closest-point queries (both backends): the mesh's box widened

@@ -15,8 +15,9 @@ pub struct Mesh<T> {
 
 impl<T: Real> Mesh<T> {
     /// Checks there is at least one triangle, every index names a vertex, and every vertex is
-    /// finite. Degenerate (zero-area, repeated-index) triangles are allowed.
-    pub fn validate(&self) -> Result<()> {
+    /// finite (returning the vertices' magnitudes). Degenerate (zero-area, repeated-index)
+    /// triangles are allowed.
+    pub fn validate(&self) -> Result<crate::geometry::magnitude::Magnitudes> {
         if self.triangles.is_empty() {
             return Err(Error::InvalidArgument("the mesh has no triangles".into()));
         }

@@ -1,6 +1,7 @@
 //! What every capability is built from: the coordinate types (`Real`), point sets, vectors of
 //! any dimension, triangle meshes, 3-vector arithmetic and Morton codes.
 
+pub mod magnitude;
 pub mod mesh;
 pub mod morton;
 pub mod points;

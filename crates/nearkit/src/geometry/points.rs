@@ -3,6 +3,7 @@
 use rayon::prelude::*;
 
 use crate::error::{Error, Result, Role};
+use crate::geometry::magnitude::Magnitudes;
 use crate::geometry::real::Real;
 
 /// A set of 3-D points stored as three coordinate columns.
@@ -79,8 +80,9 @@ impl<T: Real> Points<T> {
         Points { x: c(&self.x), y: c(&self.y), z: c(&self.z) }
     }
 
-    /// Checks the set is non-empty, not too large, and every coordinate is finite.
-    pub fn validate(&self, role: Role) -> Result<()> {
+    /// Checks the set is non-empty, not too large, and every coordinate is finite; returns
+    /// the coordinates' magnitudes (found in the same pass).
+    pub fn validate(&self, role: Role) -> Result<Magnitudes> {
         if self.x.len() != self.y.len() || self.x.len() != self.z.len() {
             return Err(Error::RaggedColumns { x: self.x.len(), y: self.y.len(), z: self.z.len() });
         }
@@ -90,17 +92,18 @@ impl<T: Real> Points<T> {
         if self.len() > MAX_POINTS {
             return Err(Error::TooLarge { role, len: self.len(), max: MAX_POINTS });
         }
+        let mut all = Magnitudes::NONE;
         for (axis, col) in [('x', &self.x), ('y', &self.y), ('z', &self.z)] {
-            // A parallel, branch-free scan first (this runs on every query); the exact row
-            // is looked for only when something is wrong.
-            if col.par_chunks(1 << 16).all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite())) {
-                continue;
-            }
-            if let Some(index) = col.iter().position(|v| !v.is_finite()) {
-                return Err(Error::NonFinite { role, index, axis, value: col[index].to_f64() });
+            match Magnitudes::of_column(col) {
+                Some(m) => all = all.union(m),
+                None => {
+                    // The exact row is looked for only when something is wrong.
+                    let index = col.iter().position(|v| !v.is_finite()).unwrap_or(0);
+                    return Err(Error::NonFinite { role, index, axis, value: col[index].to_f64() });
+                }
             }
         }
-        Ok(())
+        Ok(all)
     }
 
     /// Axis-aligned bounds `(lo, hi)`, computed in parallel; empty sets give `(+inf, -inf)`.

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result, Role};
+use crate::geometry::magnitude::Magnitudes;
 use crate::geometry::mesh::Mesh;
 use crate::geometry::points::{Points, MAX_POINTS};
 use crate::geometry::real::Real;
@@ -82,7 +83,7 @@ impl<T: Real> Vectors<T> {
 
     /// Checks the shape, that the set is non-empty and not too large, and that every
     /// coordinate is finite.
-    pub fn validate(&self, role: Role) -> Result<()> {
+    pub fn validate(&self, role: Role) -> Result<Magnitudes> {
         self.check_shape()?;
         if self.is_empty() {
             return Err(Error::EmptySet { role });
@@ -90,16 +91,18 @@ impl<T: Real> Vectors<T> {
         if self.len() > MAX_POINTS {
             return Err(Error::TooLarge { role, len: self.len(), max: MAX_POINTS });
         }
+        let mut all = Magnitudes::NONE;
         for (a, col) in self.cols.iter().enumerate() {
-            if col.par_chunks(1 << 16).all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite())) {
-                continue;
-            }
-            if let Some(index) = col.iter().position(|v| !v.is_finite()) {
-                let axis = char::from_digit(a as u32, 10).unwrap_or('?');
-                return Err(Error::NonFinite { role, index, axis, value: col[index].to_f64() });
+            match Magnitudes::of_column(col) {
+                Some(m) => all = all.union(m),
+                None => {
+                    let index = col.iter().position(|v| !v.is_finite()).unwrap_or(0);
+                    let axis = char::from_digit(a as u32, 10).unwrap_or('?');
+                    return Err(Error::NonFinite { role, index, axis, value: col[index].to_f64() });
+                }
             }
         }
-        Ok(())
+        Ok(all)
     }
 
     /// Per-dimension bounds `(lo, hi)` in f64.

@@ -8,8 +8,7 @@ pub(crate) mod grid;
 pub(crate) mod grid_cuda;
 pub(crate) mod vectors;
 
-use crate::error::{Error, Result, Role};
-use crate::geometry::points::Points;
+use crate::error::{Error, Result};
 use crate::geometry::radius2;
 use crate::geometry::real::Real;
 
@@ -52,13 +51,6 @@ pub struct Knn<T> {
     pub ids: Vec<u32>,
     /// Their distances.
     pub distances: Vec<T>,
-}
-
-/// Checks the queries of a kNN query over `n_data` indexed points; returns (effective k,
-/// squared radius).
-pub(crate) fn check_knn<T: Real>(n_data: usize, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<(usize, T)> {
-    queries.validate(Role::Queries)?;
-    knn_limits(n_data, queries.len(), opts)
 }
 
 /// Effective k and squared radius of a kNN query over `n_data` points (also for data already

@@ -1,6 +1,8 @@
 //! What the CPU code of every capability shares: rows written in parallel, large result
 //! vectors in huge pages, and prefetch hints.
 
+use crate::error::{Error, Result};
+
 /// A result array that parallel queries write row by row (each query its own row).
 #[derive(Clone, Copy)]
 pub(crate) struct RowPtr<V>(pub *mut V);
@@ -47,6 +49,20 @@ impl<V> RowPtr<V> {
     {
         std::ptr::copy_nonoverlapping(src.as_ptr(), self.0.add(start), src.len())
     }
+}
+
+/// An error, rather than an abort, when a result of `rows` × `per_row` values of `V` cannot
+/// be allocated: the system is asked for the room (and it is given back at once).
+pub(crate) fn check_room<V>(rows: usize, per_row: usize, what: &str) -> Result<()> {
+    let bytes = (rows as u128) * (per_row as u128) * (std::mem::size_of::<V>() as u128);
+    let fits = usize::try_from(bytes).ok().is_some_and(|b| Vec::<u8>::new().try_reserve_exact(b).is_ok());
+    if fits {
+        return Ok(());
+    }
+    Err(Error::OutOfMemory(format!(
+        "{what} take {bytes} bytes ({rows} rows of {per_row}), more than this machine can give: ask for a smaller \
+         k or fewer queries"
+    )))
 }
 
 /// An empty vector with room for `n` values, in huge pages where the system grants them on

@@ -357,5 +357,10 @@ fn sort_chunk<T: Real>(
     let (mut sx, mut sy, mut sz) =
         (gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?);
     gather_points::<T>(gpu, cfg, x, y, z, &ids, len32, &mut sx, &mut sy, &mut sz)?;
-    Ok(SortedChunk { points: DevicePoints { x: sx, y: sy, z: sz, len, bounds: None }, ids, offset: 0, last: false })
+    Ok(SortedChunk {
+        points: DevicePoints { x: sx, y: sy, z: sz, len, bounds: None, magnitudes: None },
+        ids,
+        offset: 0,
+        last: false,
+    })
 }

@@ -1,5 +1,6 @@
 //! `nearkit bench closest-point`: closest points of many queries around a mesh.
 
+use crate::out;
 use std::time::Instant;
 
 use nearkit::{
@@ -8,7 +9,7 @@ use nearkit::{
 };
 
 use super::{time, time_on, BenchClosestPointArgs};
-use crate::common::{ms, thousands, CliError, CliResult};
+use crate::common::{check_memory, ms, thousands, CliError, CliResult};
 
 pub fn run<T: Real>(args: &BenchClosestPointArgs) -> CliResult {
     if args.runs == 0 || args.queries_log2.is_some_and(|l| l > 30) {
@@ -23,10 +24,13 @@ pub fn run<T: Real>(args: &BenchClosestPointArgs) -> CliResult {
         None => mesh,
     };
     let n = args.queries_log2.map_or(1_000_000, |l| 1usize << l);
+    // Queries, and a result (triangle, distance, point, barycentrics) for each.
+    let size = std::mem::size_of::<T>() as u64;
+    check_memory(&format!("2^{} queries", n.ilog2()), n, 3 * size + 4 + 7 * size)?;
     let q = crate::cmd::closest_point::queries_around(&mesh, n, 17);
     let engine = args.dev.open()?;
     let opts = ClosestPointOptions::<T>::default();
-    println!(
+    out!(
         "nearkit bench closest-point — {}, {} triangles, {} queries in 1.5× the box, median of {} runs",
         engine.describe(),
         mesh.triangles.len(),
@@ -45,8 +49,8 @@ pub fn run<T: Real>(args: &BenchClosestPointArgs) -> CliResult {
         resident = Some(time_on(&engine, args.runs, || index.closest_points_device(&dq, &opts, &mut out))?);
         check_against_cpu(&mesh, &q, &opts, &got)?;
     }
-    println!("{:>12} {:>12}", "resident", "end to end");
-    println!("{:>12} {:>12}", resident.map(ms).unwrap_or_else(|| "-".into()), ms(e2e));
+    out!("{:>12} {:>12}", "resident", "end to end");
+    out!("{:>12} {:>12}", resident.map(ms).unwrap_or_else(|| "-".into()), ms(e2e));
     for e in [Aabb6::MinMax, Aabb6::MinExtent] {
         box_approximation(&engine, &mesh, &q, &got, e)?;
     }
@@ -68,11 +72,7 @@ fn check_against_cpu<T: Real>(
         && bits(&cpu.distance) == bits(&got.distance[..m])
         && bits(&cpu.point.x) == bits(&got.point.x[..m])
         && bits(&cpu.bary[0]) == bits(&got.bary[0][..m]);
-    println!(
-        "GPU answer {} the CPU's on the first {} queries",
-        if same { "equals" } else { "DIFFERS FROM" },
-        thousands(m)
-    );
+    out!("GPU answer {} the CPU's on the first {} queries", if same { "equals" } else { "DIFFERS FROM" }, thousands(m));
     if !same {
         return Err(CliError("the GPU answer differs from the CPU's".into()));
     }
@@ -111,7 +111,7 @@ fn box_approximation<T: Real>(
             excess_max = excess_max.max(x);
         }
     }
-    println!(
+    out!(
         "6-D {e:?} boxes (exact 6-D search, {} end to end): a farther triangle for {:.1}% of queries, \
          distance excess mean {:.1}%, worst {:.0}%",
         ms(t6),

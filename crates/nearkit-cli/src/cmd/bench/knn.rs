@@ -1,6 +1,7 @@
 //! `nearkit bench knn`: exact kNN over a range of query counts (3-D points, or a mesh's
 //! triangles as 6-D box vectors), and the shifted-sort approximation with its recall.
 
+use crate::out;
 use nearkit::generate::{generate, Distribution};
 use nearkit::{
     closest_point_triangle, shifted_sort_knn, shifted_sort_knn_device, Aabb6, DeviceKnn, Engine, Knn, KnnOptions, Mesh,
@@ -8,7 +9,7 @@ use nearkit::{
 };
 
 use super::{time, time_on, BenchKnnArgs};
-use crate::common::{ms, CliError, CliResult};
+use crate::common::{check_memory, ms, CliError, CliResult};
 
 /// The shifted-sort paper's 3-D times in ms for 2^12 ... 2^23 queries (approximate kNN,
 /// k = 8, RTX 2080 Ti).
@@ -54,6 +55,10 @@ pub fn run<T: Real>(args: &BenchKnnArgs) -> CliResult {
         return Err(CliError("need --runs >= 1, -k >= 1 and --min-log2 <= --max-log2 <= 30".into()));
     }
     let approx = args.approx.as_deref().map(parse_approx).transpose()?.unwrap_or_default();
+    // The largest query set, and its exact and approximate neighbours.
+    let size = std::mem::size_of::<T>() as u64;
+    let per_query = 6 * size + 2 * args.k.min(1 << 20) as u64 * (4 + size);
+    check_memory(&format!("2^{} queries with k = {}", args.max_log2, args.k), 1 << args.max_log2, per_query)?;
     let mesh = match (&args.data, args.aabb6.is_some() || args.cut_to.is_some()) {
         (Some(p), true) => {
             let m = nearkit_io::read_mesh::<T>(p)?;
@@ -77,10 +82,17 @@ pub fn run<T: Real>(args: &BenchKnnArgs) -> CliResult {
     let device = engine.describe();
     let (lo, hi) = data.bounds();
     let opts = KnnOptions::<T>::k(args.k);
-    println!("nearkit bench knn — {device}, {} data points, k = {}, median of {} runs", data.len(), args.k, args.runs);
-    println!(
+    out!("nearkit bench knn — {device}, {} data points, k = {}, median of {} runs", data.len(), args.k, args.runs);
+    out!(
         "{:>10} {:>14} {:>12} {:>12} {:>9} {:>9} {:>9} {:>12}",
-        "queries", "method", "resident", "end to end", "recall", "eps max", "eps mean", "paper 3-D"
+        "queries",
+        "method",
+        "resident",
+        "end to end",
+        "recall",
+        "eps max",
+        "eps mean",
+        "paper 3-D"
     );
     for log2 in args.min_log2..=args.max_log2 {
         let n = 1usize << log2;
@@ -100,7 +112,7 @@ pub fn run<T: Real>(args: &BenchKnnArgs) -> CliResult {
             .get((log2 as usize).wrapping_sub(12))
             .map(|m| format!("{m:.0} ms"))
             .unwrap_or_else(|| "-".into());
-        println!(
+        out!(
             "{:>10} {:>14} {:>12} {:>12} {:>9} {:>9} {:>9} {:>12}",
             format!("2^{log2}"),
             "exact",
@@ -152,7 +164,7 @@ fn approx_rows<T: Real>(
             resident = Some(time_on(engine, args.runs, run)?);
         }
         let (recall, worst, mean) = approx_quality(exact, &got);
-        println!(
+        out!(
             "{:>10} {:>14} {:>12} {:>12} {:>9.4} {:>9.3} {:>9.4} {:>12}",
             format!("2^{log2}"),
             format!("shifted {shifts}x{window}"),
@@ -173,7 +185,7 @@ fn run_knn_aabb6<T: Real>(args: &BenchKnnArgs, mesh: &Mesh<T>, e: Aabb6, approx:
     let data = e.triangles(mesh);
     let (lo, hi) = mesh.vertices.bounds();
     let opts = KnnOptions::<T>::k(args.k);
-    println!(
+    out!(
         "nearkit bench knn 6-D ({e:?}) — {}, {} triangles ({} vertices), k = {}, median of {} runs",
         engine.describe(),
         data.len(),
@@ -181,9 +193,15 @@ fn run_knn_aabb6<T: Real>(args: &BenchKnnArgs, mesh: &Mesh<T>, e: Aabb6, approx:
         args.k,
         args.runs
     );
-    println!(
+    out!(
         "{:>10} {:>14} {:>12} {:>12} {:>9} {:>9} {:>9}",
-        "queries", "method", "resident", "end to end", "recall", "eps max", "eps mean"
+        "queries",
+        "method",
+        "resident",
+        "end to end",
+        "recall",
+        "eps max",
+        "eps mean"
     );
     let mut quality_done = false;
     for log2 in args.min_log2..=args.max_log2 {
@@ -201,7 +219,7 @@ fn run_knn_aabb6<T: Real>(args: &BenchKnnArgs, mesh: &Mesh<T>, e: Aabb6, approx:
             let mut out = DeviceKnn::new(&engine, n, exact.k)?;
             resident = Some(time_on(&engine, args.runs, || index.knn_device(&dq, &opts, &mut out).map(drop))?);
         }
-        println!(
+        out!(
             "{:>10} {:>14} {:>12} {:>12} {:>9} {:>9} {:>9}",
             format!("2^{log2}"),
             "exact 6-D",
@@ -213,7 +231,7 @@ fn run_knn_aabb6<T: Real>(args: &BenchKnnArgs, mesh: &Mesh<T>, e: Aabb6, approx:
         );
         approx_rows(&engine, &data, &q, &exact, approx, args, log2)?;
         if !quality_done {
-            triangle_quality(mesh, &p, &exact);
+            triangle_quality(mesh, &p, &exact)?;
             quality_done = true;
         }
     }
@@ -222,7 +240,7 @@ fn run_knn_aabb6<T: Real>(args: &BenchKnnArgs, mesh: &Mesh<T>, e: Aabb6, approx:
 
 /// How often the exact 6-D nearest is not the truly closest triangle (brute force in f64 over
 /// all triangles, on up to 2,000 queries), and the relative excess distance when it is not.
-fn triangle_quality<T: Real>(mesh: &Mesh<T>, p: &Points<T>, knn6: &Knn<T>) {
+fn triangle_quality<T: Real>(mesh: &Mesh<T>, p: &Points<T>, knn6: &Knn<T>) -> CliResult {
     use rayon::prelude::*;
     let f = |v: [T; 3]| v.map(|x| x.to_f64());
     let n = p.len().min(2000);
@@ -243,10 +261,11 @@ fn triangle_quality<T: Real>(mesh: &Mesh<T>, p: &Points<T>, knn6: &Knn<T>) {
     let wrong = rows.iter().filter(|r| r.0).count();
     let worst = rows.iter().map(|r| r.1).fold(0.0, f64::max);
     let mean = rows.iter().map(|r| r.1).sum::<f64>() / n as f64;
-    println!(
+    out!(
         "  6-D nearest vs the truly closest triangle (f64 brute force, {n} queries): wrong {:.1}%, distance excess mean {:.1}%, worst {:.0}%",
         100.0 * wrong as f64 / n as f64,
         100.0 * mean,
         100.0 * worst
     );
+    Ok(())
 }

@@ -163,7 +163,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 /// The median time of `runs` calls of `f`.
 fn time(runs: usize, mut f: impl FnMut() -> nearkit::Result<()>) -> CliResult<Duration> {
-    let mut v = Vec::with_capacity(runs);
+    let mut v = Vec::new();
     for _ in 0..runs {
         let s = Instant::now();
         f()?;

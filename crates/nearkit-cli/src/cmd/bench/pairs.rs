@@ -1,12 +1,13 @@
 //! `nearkit bench pairs`: the k closest pairs of two armies, uniform and clustered.
 
+use crate::{note, out};
 use std::time::{Duration, Instant};
 
 use nearkit::generate::{generate, Distribution, ARMY_RANGE};
 use nearkit::{Engine, PairsOptions, PointIndex, Points, Real};
 
 use super::{time, time_on, BenchPairsArgs};
-use crate::common::{ms, thousands, CliError, CliResult};
+use crate::common::{check_memory, ms, thousands, CliError, CliResult};
 
 /// The time of the fastest known GPU code for the default workload before this project: the
 /// grid ("ver 2", heuristic) of the problem's source, on an RTX 2080 Ti.
@@ -21,18 +22,23 @@ struct Row {
 }
 
 pub fn run<T: Real>(args: &BenchPairsArgs) -> CliResult {
+    // Each army is generated, kept as input and copied into its index.
+    let size = 3 * 3 * std::mem::size_of::<T>() as u64;
+    check_memory(&format!("--a-count {}", args.a_count), args.a_count, size)?;
+    check_memory(&format!("--b-count {}", args.b_count), args.b_count, size)?;
+    check_memory("--a-count + --b-count", args.a_count.saturating_add(args.b_count), size)?;
     let workloads: Vec<Distribution> =
         args.workloads.split(',').map(|s| s.trim().parse::<Distribution>()).collect::<Result<_, _>>()?;
     let t0 = Instant::now();
     let engine = args.dev.open()?;
     let startup = t0.elapsed();
     let device = engine.describe();
-    eprintln!("device: {device}; start-up {} (not counted below)", ms(startup));
+    note!("device: {device}; start-up {} (not counted below)", ms(startup));
     let mut rows = Vec::new();
     for dist in workloads {
         rows.extend(workload::<T>(args, &engine, dist)?);
     }
-    print_table::<T>(args, &device, &rows);
+    print_table::<T>(args, &device, &rows)?;
     Ok(())
 }
 
@@ -41,7 +47,7 @@ pub fn run<T: Real>(args: &BenchPairsArgs) -> CliResult {
 fn workload<T: Real>(args: &BenchPairsArgs, engine: &Engine, dist: Distribution) -> CliResult<Vec<Row>> {
     let opts = PairsOptions::<T> { k: args.k, mode: args.mode, max_distance: None };
     let name = format!("{dist} {}x{}", short(args.a_count), short(args.b_count));
-    eprintln!("generating {name} ...");
+    note!("generating {name} ...");
     let a = generate::<T>(dist, args.a_count, ARMY_RANGE, 2026);
     let b = generate::<T>(dist, args.b_count, ARMY_RANGE, 2027);
     let query = || PointIndex::new(&b, engine)?.closest_pairs(&a, &opts);
@@ -51,7 +57,7 @@ fn workload<T: Real>(args: &BenchPairsArgs, engine: &Engine, dist: Distribution)
     if let Some((used, reserved)) = engine.memory_high_water(false)? {
         // One end-to-end query from host arrays: its peak of live GPU allocations.
         let input = 3 * (a.len() + b.len()) * std::mem::size_of::<T>();
-        eprintln!(
+        note!(
             "  GPU memory, one end-to-end query: peak live {:.1} MiB ({:.2}x the {:.1} MiB input), pool reserved {:.1} MiB",
             used as f64 / 1048576.0,
             used as f64 / input as f64,
@@ -90,21 +96,26 @@ fn workload<T: Real>(args: &BenchPairsArgs, engine: &Engine, dist: Distribution)
     }
     if !args.dev.quiet {
         let p = &reference[0];
-        eprintln!("  closest pair: a {} b {} distance {}", p.a, p.b, p.distance);
+        note!("  closest pair: a {} b {} distance {}", p.a, p.b, p.distance);
     }
     Ok(rows)
 }
 
-fn print_table<T: Real>(args: &BenchPairsArgs, device: &str, rows: &[Row]) {
-    println!();
-    println!("nearkit bench pairs — {device}, k = {}, median of {} runs, {}", args.k, args.runs, T::NAME);
-    println!(
+fn print_table<T: Real>(args: &BenchPairsArgs, device: &str, rows: &[Row]) -> CliResult {
+    out!();
+    out!("nearkit bench pairs — {device}, k = {}, median of {} runs, {}", args.k, args.runs, T::NAME);
+    out!(
         "{:<28} {:<22} {:>12} {:>12} {:>10} {:>11}",
-        "workload", "query", "resident", "end to end", "vs 172 ms", "same as cpu"
+        "workload",
+        "query",
+        "resident",
+        "end to end",
+        "vs 172 ms",
+        "same as cpu"
     );
     for r in rows {
         let best = r.resident.unwrap_or(r.end_to_end).as_secs_f64() * 1e3;
-        println!(
+        out!(
             "{:<28} {:<22} {:>12} {:>12} {:>9.0}x {:>11}",
             r.workload,
             r.what,
@@ -114,14 +125,15 @@ fn print_table<T: Real>(args: &BenchPairsArgs, device: &str, rows: &[Row]) {
             r.check
         );
     }
-    println!(
+    out!(
         "172 ms: the problem's reference GPU grid (ver 2, heuristic, RTX 2080 Ti); 'vs 172 ms' = 172 ms / our best time"
     );
     let tops: Vec<&Row> = rows.iter().filter(|r| r.what.starts_with("top")).collect();
     if tops.len() >= 2 {
         let t = |r: &Row| r.resident.unwrap_or(r.end_to_end).as_secs_f64();
-        println!("{} / {} time: {:.2}x", tops[1].workload, tops[0].workload, t(tops[1]) / t(tops[0]));
+        out!("{} / {} time: {:.2}x", tops[1].workload, tops[0].workload, t(tops[1]) / t(tops[0]));
     }
+    Ok(())
 }
 
 /// "yes" when the CPU gives the same pairs, an error naming the first difference when not,

@@ -193,6 +193,8 @@ pub struct DeviceVectors<T> {
     pub(crate) embedded: Option<(Aabb6, [T; 3], [T; 3])>,
     /// Each axis's (mins, maxes), for the shifted sort's frame (`VectorIndex::upload` sets it).
     pub(crate) bounds: Option<(Vec<f64>, Vec<f64>)>,
+    /// The coordinates' magnitudes (`VectorIndex::upload` sets them).
+    pub(crate) magnitudes: Option<crate::geometry::magnitude::Magnitudes>,
 }
 
 impl<T: Real> DeviceVectors<T> {
@@ -218,7 +220,7 @@ impl<T: Real> DeviceVectors<T> {
             (e, lo, hi)
         });
         let cols = gpu.stream().clone_htod(&flat).map_err(cuda_err)?;
-        Ok(Self { cols, dim: v.dim(), len: v.len(), embedded, bounds: None })
+        Ok(Self { cols, dim: v.dim(), len: v.len(), embedded, bounds: None, magnitudes: None })
     }
 }
 

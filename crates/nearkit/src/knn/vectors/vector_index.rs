@@ -8,6 +8,7 @@ use super::shifted_sort::{ShiftFrame, ShiftedSortOptions};
 use super::tree::VectorTree;
 use crate::device::Engine;
 use crate::error::{Error, Result, Role};
+use crate::geometry::magnitude::Scale;
 use crate::geometry::real::Real;
 use crate::geometry::vectors::Vectors;
 use crate::knn::cuda::DeviceKnn;
@@ -29,6 +30,8 @@ pub struct VectorIndex<T: Real> {
     len: usize,
     dim: usize,
     index: Index<T>,
+    /// What the tree's coordinates are multiplied by (see `geometry::magnitude`).
+    scale: Scale,
 }
 
 enum Index<T> {
@@ -39,7 +42,8 @@ enum Index<T> {
 impl<T: Real> VectorIndex<T> {
     /// Indexes `data` (built on the host, then uploaded on a CUDA engine).
     pub fn new(data: &Vectors<T>, engine: &Engine) -> Result<Self> {
-        data.validate(Role::Data)?;
+        let scale = Scale::for_points::<T>(data.validate(Role::Data)?, Role::Data)?;
+        let data = &*scale.vectors(data);
         let tree = VectorTree::build(data);
         let index = match engine.gpu() {
             None => Index::Cpu(tree),
@@ -48,7 +52,7 @@ impl<T: Real> VectorIndex<T> {
                 Index::Cuda(Box::new(DeviceVectorTree::upload(gpu, &tree, data)?))
             }
         };
-        Ok(Self { engine: engine.clone(), len: data.len(), dim: data.dim(), index })
+        Ok(Self { engine: engine.clone(), len: data.len(), dim: data.dim(), index, scale })
     }
 
     /// The number of indexed vectors.
@@ -68,16 +72,21 @@ impl<T: Real> VectorIndex<T> {
 
     /// Each query's `k` nearest indexed vectors, ascending by (distance, id), row-major.
     pub fn knn(&self, queries: &Vectors<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
-        check_queries(self.dim, queries)?;
+        self.scale.check_point_queries::<T>(check_queries(self.dim, queries)?, Role::Queries)?;
+        let queries = &*self.scale.vectors(queries);
+        let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..opts.clone() };
         let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
-        match &self.index {
-            Index::Cpu(tree) => Ok(cpu::knn(tree, queries, opts, k, r2)),
+        crate::runtime::cpu::check_room::<(u32, T)>(queries.len(), k, "the neighbour lists")?;
+        let mut found = match &self.index {
+            Index::Cpu(tree) => cpu::knn(tree, queries, opts, k, r2),
             Index::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                vcuda::knn(gpu, tree, queries, opts, k, r2)
+                vcuda::knn(gpu, tree, queries, opts, k, r2)?
             }
-        }
+        };
+        self.scale.undo_all(&mut found.distances);
+        Ok(found)
     }
 
     /// [`VectorIndex::knn`] of queries in GPU memory, results left there. Returns the
@@ -98,6 +107,10 @@ impl<T: Real> VectorIndex<T> {
                 queries.dim()
             )));
         }
+        self.scale.require_identity(Role::Queries, "queries")?;
+        if let Some(m) = queries.magnitudes {
+            self.scale.check_point_queries::<T>(m, Role::Queries)?;
+        }
         let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
         out.check(queries.len(), k)?;
         let gpu = self.engine.need_gpu("")?;
@@ -109,9 +122,9 @@ impl<T: Real> VectorIndex<T> {
 
     /// Copies vectors into GPU memory (for the `*_device` queries).
     pub fn upload(engine: &Engine, v: &Vectors<T>) -> Result<DeviceVectors<T>> {
-        v.validate(Role::Queries)?;
+        let magnitudes = Some(v.validate(Role::Queries)?);
         let bounds = Some(v.bounds());
-        Ok(DeviceVectors { bounds, ..DeviceVectors::upload(engine.need_gpu("upload")?, v)? })
+        Ok(DeviceVectors { bounds, magnitudes, ..DeviceVectors::upload(engine.need_gpu("upload")?, v)? })
     }
 }
 
@@ -125,13 +138,19 @@ pub fn shifted_sort_knn<T: Real>(
     opts: &ShiftedSortOptions,
     engine: &Engine,
 ) -> Result<Knn<T>> {
-    match engine.gpu() {
-        None => cpu::approx_knn(data, queries, opts),
+    let scale = Scale::for_points::<T>(data.validate(Role::Data)?, Role::Data)?;
+    scale.check_point_queries::<T>(check_queries(data.dim(), queries)?, Role::Queries)?;
+    let (data, queries) = (&*scale.vectors(data), &*scale.vectors(queries));
+    crate::runtime::cpu::check_room::<(u32, T)>(queries.len(), opts.check(data.len())?, "the neighbour lists")?;
+    let mut found = match engine.gpu() {
+        None => cpu::approx_knn(data, queries, opts)?,
         Some(gpu) => {
             let _busy = gpu.lock();
-            vcuda::approx_knn(gpu, data, queries, opts)
+            vcuda::approx_knn(gpu, data, queries, opts)?
         }
-    }
+    };
+    scale.undo_all(&mut found.distances);
+    Ok(found)
 }
 
 /// [`shifted_sort_knn`] of data and queries in GPU memory (both from
@@ -150,6 +169,13 @@ pub fn shifted_sort_knn_device<T: Real>(
             data.dim(),
             queries.dim()
         )));
+    }
+    if let Some(m) = data.magnitudes {
+        let scale = Scale::for_points::<T>(m, Role::Data)?;
+        scale.require_identity(Role::Data, "data")?;
+    }
+    if let Some(m) = queries.magnitudes {
+        Scale::default().check_point_queries::<T>(m, Role::Queries)?;
     }
     let k = opts.check(data.len())?;
     out.check(queries.len(), k)?;

@@ -17,6 +17,8 @@ pub struct DevicePoints<T> {
     pub(crate) len: usize,
     /// The points' box, `(lo, hi)`, where it was asked for at the upload (`Engine::upload`).
     pub(crate) bounds: Option<([T; 3], [T; 3])>,
+    /// The coordinates' magnitudes, where known (`Engine::upload` finds them).
+    pub(crate) magnitudes: Option<crate::geometry::magnitude::Magnitudes>,
 }
 
 impl<T: Real> DevicePoints<T> {
@@ -33,6 +35,7 @@ impl<T: Real> DevicePoints<T> {
             z: st.clone_htod(&p.z[s..e]).map_err(cuda_err)?,
             len: e - s,
             bounds: None,
+            magnitudes: None,
         })
     }
 
