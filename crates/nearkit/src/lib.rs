@@ -70,7 +70,7 @@ pub fn closest_pairs<T: Real>(
     device: Device,
 ) -> Result<Vec<Pair<T>>> {
     a.validate(Role::A)?;
-    geometry::magnitude::Scale::for_points::<T>(b.validate(Role::B)?, Role::B)?;
+    geometry::scale::Scale::for_points::<T>(b.validate(Role::B)?, Role::B)?;
     PointIndex::build(b, device)?.closest_pairs(a, &PairsOptions { k, mode, max_distance: None })
 }
 
@@ -78,7 +78,7 @@ pub fn closest_pairs<T: Real>(
 /// [`PointIndex::nearest`].
 pub fn nearest<T: Real>(a: &Points<T>, b: &Points<T>, device: Device) -> Result<Nearest<T>> {
     a.validate(Role::A)?;
-    geometry::magnitude::Scale::for_points::<T>(b.validate(Role::B)?, Role::B)?;
+    geometry::scale::Scale::for_points::<T>(b.validate(Role::B)?, Role::B)?;
     PointIndex::build(b, device)?.nearest(a, None)
 }
 

@@ -3,10 +3,10 @@
 
 use crate::device::{Device, Engine};
 use crate::error::{Error, Result, Role};
-use crate::geometry::magnitude::Scale;
 use crate::geometry::points::Points;
 use crate::geometry::radius2;
 use crate::geometry::real::Real;
+use crate::geometry::scale::Scale;
 use crate::knn::cuda::DeviceKnn;
 use crate::knn::{knn_limits, Knn, KnnOptions};
 use crate::pairs::{Nearest, Pair, PairsOptions};

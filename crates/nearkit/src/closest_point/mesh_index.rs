@@ -9,11 +9,11 @@ use super::signed_distance::PseudoNormals;
 use super::{rounding_slack, ClosestPointOptions, ClosestPoints};
 use crate::device::{Device, Engine};
 use crate::error::{Error, Result, Role};
-use crate::geometry::magnitude::Scale;
 use crate::geometry::mesh::Mesh;
 use crate::geometry::points::Points;
 use crate::geometry::radius2;
 use crate::geometry::real::Real;
+use crate::geometry::scale::Scale;
 use crate::runtime::cuda::DevicePoints;
 
 /// A triangle mesh indexed for exact closest-point queries: per query the nearest triangle

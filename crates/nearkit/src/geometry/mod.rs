@@ -6,6 +6,7 @@ pub mod mesh;
 pub mod morton;
 pub mod points;
 pub mod real;
+pub mod scale;
 pub mod vec3;
 pub mod vectors;
 

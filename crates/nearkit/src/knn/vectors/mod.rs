@@ -13,8 +13,9 @@ pub use shifted_sort::ShiftedSortOptions;
 pub use vector_index::{shifted_sort_knn, shifted_sort_knn_device, VectorIndex};
 
 use crate::error::{Error, Result, Role};
-use crate::geometry::magnitude::{Magnitudes, Scale};
+use crate::geometry::magnitude::Magnitudes;
 use crate::geometry::real::Real;
+use crate::geometry::scale::Scale;
 use crate::geometry::vectors::Vectors;
 
 /// Checks that data and queries are valid vectors of one dimension.
