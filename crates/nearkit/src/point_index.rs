@@ -138,7 +138,7 @@ impl<T: Real> PointIndex<T> {
     /// Each query's `k` nearest indexed points, ascending by (distance, id), row-major.
     pub fn knn(&self, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
         let queries = &*self.scaled_queries(queries, Role::Queries)?;
-        let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..opts.clone() };
+        let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
         let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
         check_room::<(u32, T)>(queries.len(), k, "the neighbour lists")?;
         let mut found = match &self.tree {

@@ -125,7 +125,7 @@ impl Scale {
     /// Queries of a point index built with this scale: an error if a coordinate is too large.
     pub fn check_point_queries<T: Real>(self, m: Magnitudes, role: Role) -> Result<()> {
         let hi = window::<T>().points.1;
-        if m.max == 0.0 || exponent(m.max) + self.exp <= hi - 1 {
+        if m.max == 0.0 || exponent(m.max) + self.exp < hi {
             return Ok(());
         }
         Err(Error::Magnitudes {

@@ -74,7 +74,7 @@ impl<T: Real> VectorIndex<T> {
     pub fn knn(&self, queries: &Vectors<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
         self.scale.check_point_queries::<T>(check_queries(self.dim, queries)?, Role::Queries)?;
         let queries = &*self.scale.vectors(queries);
-        let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..opts.clone() };
+        let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
         let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
         crate::runtime::cpu::check_room::<(u32, T)>(queries.len(), k, "the neighbour lists")?;
         let mut found = match &self.index {
