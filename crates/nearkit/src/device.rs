@@ -167,6 +167,18 @@ impl Engine {
         Ok(DevicePoints { bounds, magnitudes, ..DevicePoints::upload(self.need_gpu("upload")?, points)? })
     }
 
+    /// Measures the bus now for `bytes` (see [`BusFloor`](crate::BusFloor)); `None` on the CPU.
+    /// Benchmarks print end-to-end times beside it.
+    pub fn bus_floor(&self, bytes: usize) -> Result<Option<crate::BusFloor>> {
+        match &self.gpu {
+            None => Ok(None),
+            Some(g) => {
+                let _busy = g.lock();
+                crate::runtime::cuda::transfer::measure_bus(g, bytes).map(Some)
+            }
+        }
+    }
+
     /// Waits for the GPU's queued work (nothing to wait for on the CPU).
     pub fn synchronize(&self) -> Result<()> {
         self.gpu.as_ref().map_or(Ok(()), |g| g.synchronize())

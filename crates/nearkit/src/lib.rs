@@ -58,6 +58,7 @@ pub use knn::vectors::{shifted_sort_knn, shifted_sort_knn_device, DeviceVectors,
 pub use knn::{GridOptions, Knn, KnnOptions};
 pub use pairs::{Nearest, Pair, PairMode, PairsOptions};
 pub use point_index::PointIndex;
+pub use runtime::cuda::transfer::BusFloor;
 pub use runtime::cuda::DevicePoints;
 
 /// The k closest A–B pairs (see [`PairMode`]), ascending by distance; ties by smaller A id,

@@ -14,6 +14,7 @@ use crate::geometry::points::Points;
 use crate::geometry::real::Real;
 use crate::runtime::cuda::launch::{c_definitions, c_struct, kernels, In, Out};
 use crate::runtime::cuda::radix_sort::sort_pairs;
+use crate::runtime::cuda::transfer::download_vec;
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, DevicePoints, Gpu, COMMON};
 use crate::tree::cuda::TREE_HEADER;
 
@@ -175,11 +176,10 @@ impl<T: Real> DeviceClosestPoints<T> {
     }
 
     pub(crate) fn download(&self, gpu: &Gpu) -> Result<ClosestPoints<T>> {
-        let s = gpu.stream();
-        let get = |v: &CudaSlice<T>| s.clone_dtoh(v).map_err(cuda_err);
+        let get = |v: &CudaSlice<T>| download_vec(gpu, v);
         let [d, x, y, z, u, v, w] = &self.values;
         Ok(ClosestPoints {
-            triangle: s.clone_dtoh(&self.triangle).map_err(cuda_err)?,
+            triangle: download_vec(gpu, &self.triangle)?,
             distance: get(d)?,
             point: Points { x: get(x)?, y: get(y)?, z: get(z)? },
             bary: [get(u)?, get(v)?, get(w)?],

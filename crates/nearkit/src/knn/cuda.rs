@@ -9,9 +9,11 @@ use crate::device::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
+use crate::runtime::cpu::big_vec;
 use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::{DevicePoints, PointSource};
-use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
+use crate::runtime::cuda::transfer::{download, download_vec};
+use crate::runtime::cuda::{threads, CudaSource, Gpu, COMMON};
 use crate::tree::cuda::{
     for_each_chunk_ordered, for_each_chunk_sorted_by, DeviceTree, SortedChunk, TreeArgs, TREE_HEADER, TREE_SEARCH,
 };
@@ -95,13 +97,11 @@ impl<T: Real> DeviceKnn<T> {
     /// `knn_device` returned) to the host.
     pub fn to_host(&self, engine: &Engine, len: usize, k: usize) -> Result<Knn<T>> {
         self.check(len, k)?;
-        let s = engine.need_gpu("")?.stream();
+        let gpu = engine.need_gpu("")?;
         let n = len * k;
-        Ok(Knn {
-            k,
-            ids: s.clone_dtoh(&self.ids.slice(0..n)).map_err(cuda_err)?,
-            distances: s.clone_dtoh(&self.distances.slice(0..n)).map_err(cuda_err)?,
-        })
+        let (ids, distances) =
+            (download_vec(gpu, &self.ids.slice(0..n))?, download_vec(gpu, &self.distances.slice(0..n))?);
+        Ok(Knn { k, ids, distances })
     }
 
     /// An error unless it has room for `len` queries' `k` nearest.
@@ -136,7 +136,8 @@ pub(crate) fn knn<T: Real>(
 ) -> Result<Knn<T>> {
     let n = queries.len();
     let grid = DeviceGrid::build(gpu, tree, n, k + usize::from(opts.exclude_self), r2, &opts.grid)?;
-    let mut out = Knn { k, ids: Vec::with_capacity(n * k), distances: Vec::with_capacity(n * k) };
+    // Rows go straight to their place in the result: uninitialised until downloaded.
+    let mut out = Knn { k, ids: big_vec(n * k), distances: big_vec(n * k) };
     let chunk = chunk.min((MAX_CHUNK_ENTRIES / k).max(1));
     for_each_sorted_chunk(gpu, &PointSource::Host(queries), tree, grid.as_ref(), chunk, |offset, c| {
         let len = c.len();
@@ -154,10 +155,16 @@ pub(crate) fn knn<T: Real>(
             &mut ids.as_view_mut(),
             &mut dist.as_view_mut(),
         )?;
-        out.ids.extend_from_slice(&gpu.stream().clone_dtoh(&ids.slice(0..len * k)).map_err(cuda_err)?);
-        out.distances.extend_from_slice(&gpu.stream().clone_dtoh(&dist.slice(0..len * k)).map_err(cuda_err)?);
+        let rows = offset * k..(offset + len) * k;
+        download(gpu, &ids.slice(0..len * k), &mut out.ids.spare_capacity_mut()[rows.clone()])?;
+        download(gpu, &dist.slice(0..len * k), &mut out.distances.spare_capacity_mut()[rows])?;
         Ok(())
     })?;
+    // SAFETY: the chunks' downloads wrote every row.
+    unsafe {
+        out.ids.set_len(n * k);
+        out.distances.set_len(n * k);
+    }
     Ok(out)
 }
 

@@ -5,14 +5,17 @@
 //! between chunks, so their buffer never exceeds one chunk plus k.
 
 use cudarc::driver::CudaSlice;
+use rayon::prelude::*;
 
 use super::{to_pairs, Candidate, Nearest, Pair, PairMode, BOUND_WINDOW};
 use crate::error::Result;
 use crate::geometry::points::Points;
 use crate::geometry::real::{from_ordered_bits, Real};
+use crate::runtime::cpu::big_vec;
 use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::PointSource;
 use crate::runtime::cuda::radix_sort::{bits_for, gather_u32_as_u64, gather_u64, iota_u32, sort_pairs};
+use crate::runtime::cuda::transfer::download;
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 use crate::runtime::profile::Phases;
 use crate::tree::cuda::{for_each_chunk, gather_points, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
@@ -122,7 +125,9 @@ pub(crate) fn nearest<T: Real>(
 ) -> Result<Nearest<T>> {
     let args = tree.args(gpu);
     let r2_dev = gpu.stream().clone_htod(&[r2]).map_err(cuda_err)?;
-    let mut out = Nearest { b: Vec::with_capacity(a.len()), distance: Vec::with_capacity(a.len()) };
+    let n = a.len();
+    let mut out = Nearest { b: big_vec(n), distance: big_vec(n) };
+    let mut done = 0;
     for_each_chunk(gpu, &PointSource::Host(a), tree, chunk, |c| {
         let len = c.points.len;
         let mut ob = gpu.alloc_uninit::<u32>(len)?;
@@ -131,12 +136,20 @@ pub(crate) fn nearest<T: Real>(
         let p = &c.points;
         let cfg = threads(len, BLOCK);
         nearest_all::<T>(gpu, cfg, &p.x, &p.y, &p.z, &c.ids, len32, args, &r2_dev, &mut ob, &mut od)?;
-        let hb = gpu.stream().clone_dtoh(&ob).map_err(cuda_err)?;
-        let hd = gpu.stream().clone_dtoh(&od).map_err(cuda_err)?;
-        out.b.extend_from_slice(&hb[..len]);
-        out.distance.extend(hd[..len].iter().map(|&d| d.sqrt()));
+        // Chunks come in order: each one's rows follow the last one's.
+        download(gpu, &ob.slice(0..len), &mut out.b.spare_capacity_mut()[done..done + len])?;
+        download(gpu, &od.slice(0..len), &mut out.distance.spare_capacity_mut()[done..done + len])?;
+        done += len;
         Ok(())
     })?;
+    assert_eq!(done, n, "the chunks cover A");
+    // SAFETY: the chunks' downloads wrote every row.
+    unsafe {
+        out.b.set_len(n);
+        out.distance.set_len(n);
+    }
+    // Squared distances come down; the roots are taken here, in parallel.
+    out.distance.par_iter_mut().with_min_len(1 << 14).for_each(|d| *d = d.sqrt());
     Ok(out)
 }
 

@@ -1,7 +1,7 @@
 //! `nearkit bench knn`: exact kNN over a range of query counts (3-D points, or a mesh's
 //! triangles as 6-D box vectors), and the shifted-sort approximation with its recall.
 
-use crate::out;
+use crate::{note, out};
 use nearkit::generate::{generate, Distribution};
 use nearkit::{
     closest_point_triangle, shifted_sort_knn, shifted_sort_knn_device, Aabb6, DeviceKnn, Engine, Knn, KnnOptions, Mesh,
@@ -107,6 +107,25 @@ pub fn run<T: Real>(args: &BenchKnnArgs) -> CliResult {
             let mut out = DeviceKnn::new(&engine, n, args.k)?;
             let run = || PointIndex::from_device(&dd, &engine)?.knn_device(&dq, &opts, &mut out).map(drop);
             resident = Some(time_on(&engine, args.runs, run)?);
+        }
+        if engine.is_cuda() {
+            let size = std::mem::size_of::<T>();
+            let (up, down) = (n * 3 * size, n * args.k.min(data.len()) * (4 + size));
+            if let (Some(u), Some(d)) = (engine.bus_floor(up)?, engine.bus_floor(down)?) {
+                let floor = u.pinned_up + d.pinned_down;
+                note!(
+                    "  2^{log2}: transfer floor {} ({} MB up, {} MB down, pinned); a plain download into fresh \
+                     memory {}; plain upload {}; nearkit's staged copies {} up, {} down; end to end = {:.1}× the floor",
+                    ms(floor),
+                    up >> 20,
+                    down >> 20,
+                    ms(d.fresh_down),
+                    ms(u.plain_up),
+                    ms(u.staged_up),
+                    ms(d.staged_down),
+                    e2e.as_secs_f64() / floor.as_secs_f64()
+                );
+            }
         }
         let paper = PAPER_3D_MS
             .get((log2 as usize).wrapping_sub(12))

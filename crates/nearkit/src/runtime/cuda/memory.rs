@@ -28,11 +28,18 @@ impl<T: Real> DevicePoints<T> {
 
     /// Points `s..e` of `p`.
     pub(crate) fn upload_range(gpu: &Gpu, p: &Points<T>, s: usize, e: usize) -> Result<Self> {
-        let st = gpu.stream();
+        let up = |c: &[T]| -> Result<CudaSlice<T>> {
+            if c.is_empty() {
+                return gpu.stream().clone_htod(c).map_err(cuda_err);
+            }
+            let mut d = gpu.alloc_uninit::<T>(c.len())?;
+            super::transfer::upload(gpu, c, &mut d)?;
+            Ok(d)
+        };
         Ok(DevicePoints {
-            x: st.clone_htod(&p.x[s..e]).map_err(cuda_err)?,
-            y: st.clone_htod(&p.y[s..e]).map_err(cuda_err)?,
-            z: st.clone_htod(&p.z[s..e]).map_err(cuda_err)?,
+            x: up(&p.x[s..e])?,
+            y: up(&p.y[s..e])?,
+            z: up(&p.z[s..e])?,
             len: e - s,
             bounds: None,
             magnitudes: None,

@@ -9,6 +9,7 @@ pub(crate) mod compile;
 pub(crate) mod launch;
 pub(crate) mod memory;
 pub(crate) mod radix_sort;
+pub(crate) mod transfer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -40,6 +41,24 @@ pub(crate) struct Gpu {
     functions: Mutex<HashMap<(&'static str, String), CudaFunction>>,
     /// One query at a time per device: they share the stream.
     busy: Mutex<()>,
+    /// Pinned buffers for copies to and from pageable host memory, made on first use.
+    staging: Mutex<Option<transfer::Staging>>,
+}
+
+/// The GPU's staging buffers, held for one transfer.
+pub(crate) struct StagingGuard<'a>(std::sync::MutexGuard<'a, Option<transfer::Staging>>);
+
+impl std::ops::Deref for StagingGuard<'_> {
+    type Target = transfer::Staging;
+    fn deref(&self) -> &transfer::Staging {
+        self.0.as_ref().expect("made by Gpu::staging")
+    }
+}
+
+impl std::ops::DerefMut for StagingGuard<'_> {
+    fn deref_mut(&mut self) -> &mut transfer::Staging {
+        self.0.as_mut().expect("made by Gpu::staging")
+    }
 }
 
 pub(crate) fn cuda_err(e: DriverError) -> Error {
@@ -122,11 +141,21 @@ impl Gpu {
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             busy: Mutex::new(()),
+            staging: Mutex::new(None),
         })
     }
 
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// The staging buffers of `transfer`, made on first use.
+    pub(crate) fn staging(&self) -> Result<StagingGuard<'_>> {
+        let mut g = self.staging.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            *g = Some(transfer::Staging::new(self)?);
+        }
+        Ok(StagingGuard(g))
     }
 
     /// Holds the GPU for one query: queries share the stream, so they run one at a time.

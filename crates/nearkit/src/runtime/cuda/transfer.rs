@@ -1,0 +1,261 @@
+//! Copies between device memory and the caller's host memory at the speed of the bus.
+//!
+//! A copy from or to pageable memory (a `Vec`) runs at a fraction of the bus's rate: the
+//! driver stages it through small pinned buffers of its own, one at a time. Here the GPU keeps
+//! two large pinned staging buffers and the copy alternates between them: while the GPU fills
+//! (or empties) one, the host's threads copy the other out (or in), in parallel. Results go
+//! straight into their final, uninitialised place: no intermediate vector, no zero-filling.
+
+use std::mem::MaybeUninit;
+
+use cudarc::driver::{sys, CudaEvent, DevicePtr, DevicePtrMut, DeviceRepr, PinnedHostSlice};
+use rayon::prelude::*;
+
+use super::{cuda_err, Gpu};
+use crate::error::Result;
+
+/// Bytes per staging buffer. Large enough that a piece's fixed costs (a launch, an event)
+/// vanish, small enough that the first piece's wait is short.
+const STAGE_BYTES: usize = 16 << 20;
+
+/// Downloads smaller than this go straight through the driver.
+const DIRECT_BYTES: usize = 1 << 20;
+
+/// Uploads smaller than this go straight through the driver.
+const DIRECT_UP_BYTES: usize = 1 << 20;
+
+/// The host copies of a piece are split into parts of this many bytes, one per task.
+const PART_BYTES: usize = 256 << 10;
+
+/// Two pinned host buffers, and the event that marks each one's last transfer.
+pub(crate) struct Staging {
+    bufs: [PinnedHostSlice<u8>; 2],
+    done: [Option<CudaEvent>; 2],
+    /// The buffer the next piece takes: consecutive transfers (the columns of a point set)
+    /// alternate too, so that each one's host copy overlaps the last one's transfer.
+    next: usize,
+}
+
+impl Staging {
+    pub(crate) fn new(gpu: &Gpu) -> Result<Self> {
+        // Not write-combined: the host reads what downloads leave here.
+        // SAFETY: every byte is written (by a transfer or a host copy) before it is read.
+        let alloc = || unsafe { gpu.stream().context().alloc_pinned_with_flags::<u8>(STAGE_BYTES, 0) };
+        Ok(Staging { bufs: [alloc().map_err(cuda_err)?, alloc().map_err(cuda_err)?], done: [None, None], next: 0 })
+    }
+
+    /// The buffer for the next piece.
+    fn take(&mut self) -> usize {
+        self.next ^= 1;
+        self.next ^ 1
+    }
+
+    /// Waits for buffer `b`'s last transfer.
+    fn wait(&mut self, b: usize) -> Result<()> {
+        if let Some(e) = self.done[b].take() {
+            e.synchronize().map_err(cuda_err)?;
+        }
+        Ok(())
+    }
+
+    /// Buffer `b` as `len` values of T (it holds at least that many bytes).
+    fn ptr<T>(&mut self, b: usize) -> Result<*mut T> {
+        // The buffers' own events are never recorded (we pass raw pointers), so this does not wait.
+        Ok(self.bufs[b].as_mut_ptr().map_err(cuda_err)? as *mut T)
+    }
+}
+
+/// A raw pointer that may cross to rayon's threads (each task touches its own part).
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+// SAFETY: tasks write disjoint ranges; the buffer outlives them (`par_*` joins before return).
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so that closures capture the whole `SendPtr`).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+/// `len` values from `src` to `dst`, by parts in parallel.
+fn copy_parallel<T: Copy>(src: SendPtr<T>, dst: SendPtr<T>, len: usize) {
+    let part = (PART_BYTES / std::mem::size_of::<T>().max(1)).max(1);
+    (0..len.div_ceil(part)).into_par_iter().for_each(|p| {
+        let (s, e) = (p * part, ((p + 1) * part).min(len));
+        // SAFETY: both ranges lie inside their buffers and parts do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.get().add(s), dst.get().add(s), e - s) };
+    });
+}
+
+/// Copies the device values `src` into `dst` (which may be uninitialised; all of it is written).
+pub(crate) fn download<T, S>(gpu: &Gpu, src: &S, dst: &mut [MaybeUninit<T>]) -> Result<()>
+where
+    T: DeviceRepr + Copy + Send + Sync,
+    S: DevicePtr<T>,
+{
+    assert_eq!(src.len(), dst.len(), "a download fills its destination exactly");
+    let stream = gpu.stream();
+    let (base, _sync) = src.device_ptr(stream);
+    let size = std::mem::size_of::<T>();
+    let n = dst.len();
+    if n * size <= DIRECT_BYTES {
+        // SAFETY: `dst` holds n values; the copy completes before the stream sync below.
+        unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr() as *mut _, base, n * size, stream.cu_stream()) }
+            .result()
+            .map_err(cuda_err)?;
+        return stream.synchronize().map_err(cuda_err);
+    }
+    let mut staging = gpu.staging()?;
+    let piece = STAGE_BYTES / size;
+    let pieces = n.div_ceil(piece);
+    let range = |j: usize| (j * piece, ((j + 1) * piece).min(n));
+    let dst_ptr = SendPtr(dst.as_mut_ptr() as *mut T);
+    let enqueue = |staging: &mut Staging, j: usize| -> Result<usize> {
+        let (b, (s, e)) = (staging.take(), range(j));
+        staging.wait(b)?;
+        let to = staging.ptr::<u8>(b)?;
+        // SAFETY: the buffer holds STAGE_BYTES >= (e - s) values; its previous transfer is done.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(to as *mut _, base + (s * size) as u64, (e - s) * size, stream.cu_stream())
+        }
+        .result()
+        .map_err(cuda_err)?;
+        staging.done[b] = Some(stream.record_event(None).map_err(cuda_err)?);
+        Ok(b)
+    };
+    let mut b = enqueue(&mut *staging, 0)?;
+    for j in 0..pieces {
+        let next = if j + 1 < pieces { Some(enqueue(&mut *staging, j + 1)?) } else { None };
+        let (s, e) = range(j);
+        staging.wait(b)?;
+        let from = SendPtr(staging.ptr::<T>(b)?);
+        // SAFETY: piece j lies at s..e of `dst`.
+        copy_parallel(from, SendPtr(unsafe { dst_ptr.0.add(s) }), e - s);
+        b = next.unwrap_or(b);
+    }
+    Ok(())
+}
+
+/// Copies `src` into the device values `dst` (of the same length).
+pub(crate) fn upload<T, D>(gpu: &Gpu, src: &[T], dst: &mut D) -> Result<()>
+where
+    T: DeviceRepr + Copy + Send + Sync,
+    D: DevicePtrMut<T>,
+{
+    assert_eq!(src.len(), dst.len(), "an upload fills its destination exactly");
+    if std::mem::size_of_val(src) <= DIRECT_UP_BYTES {
+        let stream = gpu.stream().clone();
+        let (base, _sync) = dst.device_ptr_mut(&stream);
+        // SAFETY: pageable source: the driver has copied it out when the call returns.
+        unsafe { sys::cuMemcpyHtoDAsync_v2(base, src.as_ptr() as *const _, size_of_val(src), stream.cu_stream()) }
+            .result()
+            .map_err(cuda_err)?;
+        return Ok(());
+    }
+    staged_upload(gpu, src, dst)
+}
+
+/// `upload` through the staging buffers, whatever the size.
+fn staged_upload<T, D>(gpu: &Gpu, src: &[T], dst: &mut D) -> Result<()>
+where
+    T: DeviceRepr + Copy + Send + Sync,
+    D: DevicePtrMut<T>,
+{
+    let stream = gpu.stream().clone();
+    let (base, _sync) = dst.device_ptr_mut(&stream);
+    let (size, n) = (std::mem::size_of::<T>(), src.len());
+    let mut staging = gpu.staging()?;
+    let piece = STAGE_BYTES / size;
+    let src_ptr = SendPtr(src.as_ptr() as *mut T);
+    for j in 0..n.div_ceil(piece) {
+        let (b, s, e) = (staging.take(), j * piece, ((j + 1) * piece).min(n));
+        // The host fills this buffer while the GPU uploads the other.
+        staging.wait(b)?;
+        let to = staging.ptr::<T>(b)?;
+        // SAFETY: piece j lies at s..e of `src`.
+        copy_parallel(SendPtr(unsafe { src_ptr.0.add(s) }), SendPtr(to), e - s);
+        // SAFETY: the buffer holds the piece; it is not written again before this event.
+        unsafe {
+            sys::cuMemcpyHtoDAsync_v2(base + (s * size) as u64, to as *const _, (e - s) * size, stream.cu_stream())
+        }
+        .result()
+        .map_err(cuda_err)?;
+        staging.done[b] = Some(stream.record_event(None).map_err(cuda_err)?);
+    }
+    // The staging buffers are reused by the next transfer, which waits for these events.
+    Ok(())
+}
+
+/// A vector of `n` values filled from the device values `src`.
+pub(crate) fn download_vec<T, S>(gpu: &Gpu, src: &S) -> Result<Vec<T>>
+where
+    T: DeviceRepr + Copy + Send + Sync,
+    S: DevicePtr<T>,
+{
+    let mut v = crate::runtime::cpu::big_vec::<T>(src.len());
+    download(gpu, src, &mut v.spare_capacity_mut()[..src.len()])?;
+    // SAFETY: `download` wrote all `src.len()` values.
+    unsafe { v.set_len(src.len()) };
+    Ok(v)
+}
+
+/// What moving `bytes` across the bus costs on this machine, measured now: the floor an
+/// end-to-end query's transfers cannot beat, and a plain download into fresh host memory
+/// (what a result in a new `Vec` costs without staging).
+#[derive(Clone, Copy, Debug)]
+pub struct BusFloor {
+    /// The bytes moved.
+    pub bytes: usize,
+    /// Device to pinned host memory.
+    pub pinned_down: std::time::Duration,
+    /// Pinned host memory to device.
+    pub pinned_up: std::time::Duration,
+    /// Device to a fresh (pageable, never touched) host vector, through the driver.
+    pub fresh_down: std::time::Duration,
+    /// A host vector (touched) to the device, through the driver.
+    pub plain_up: std::time::Duration,
+    /// A host vector (touched) to the device, through nearkit's staging buffers.
+    pub staged_up: std::time::Duration,
+    /// Device to a fresh host vector, as nearkit downloads.
+    pub staged_down: std::time::Duration,
+}
+
+pub(crate) fn measure_bus(gpu: &Gpu, bytes: usize) -> Result<BusFloor> {
+    use std::time::Instant;
+    let bytes = bytes.max(1);
+    let s = gpu.stream();
+    let dev = gpu.alloc::<u8>(bytes)?;
+    // SAFETY: written by the first transfer before anything reads it.
+    let mut pinned = unsafe { s.context().alloc_pinned_with_flags::<u8>(bytes, 0) }.map_err(cuda_err)?;
+    let mut dev2 = gpu.alloc::<u8>(bytes)?;
+    // Warm: page-lock and map once, so that only the copies are timed.
+    s.memcpy_dtoh(&dev, &mut pinned).map_err(cuda_err)?;
+    s.synchronize().map_err(cuda_err)?;
+    let t = Instant::now();
+    s.memcpy_dtoh(&dev, &mut pinned).map_err(cuda_err)?;
+    s.synchronize().map_err(cuda_err)?;
+    let pinned_down = t.elapsed();
+    let t = Instant::now();
+    s.memcpy_htod(&pinned, &mut dev2).map_err(cuda_err)?;
+    s.synchronize().map_err(cuda_err)?;
+    let pinned_up = t.elapsed();
+    let t = Instant::now();
+    let fresh = s.clone_dtoh(&dev).map_err(cuda_err)?;
+    let fresh_down = t.elapsed();
+    let t = Instant::now();
+    s.memcpy_htod(&fresh, &mut dev2).map_err(cuda_err)?;
+    s.synchronize().map_err(cuda_err)?;
+    let plain_up = t.elapsed();
+    let t = Instant::now();
+    staged_upload(gpu, &fresh, &mut dev2)?;
+    s.synchronize().map_err(cuda_err)?;
+    let staged_up = t.elapsed();
+    drop(fresh);
+    let t = Instant::now();
+    let staged = download_vec(gpu, &dev)?;
+    let staged_down = t.elapsed();
+    drop(staged);
+    Ok(BusFloor { bytes, pinned_down, pinned_up, fresh_down, plain_up, staged_up, staged_down })
+}
