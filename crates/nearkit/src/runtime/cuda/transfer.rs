@@ -125,9 +125,9 @@ where
         staging.done[b] = Some(stream.record_event(None).map_err(cuda_err)?);
         Ok(b)
     };
-    let mut b = enqueue(&mut *staging, 0)?;
+    let mut b = enqueue(&mut staging, 0)?;
     for j in 0..pieces {
-        let next = if j + 1 < pieces { Some(enqueue(&mut *staging, j + 1)?) } else { None };
+        let next = if j + 1 < pieces { Some(enqueue(&mut staging, j + 1)?) } else { None };
         let (s, e) = range(j);
         staging.wait(b)?;
         let from = SendPtr(staging.ptr::<T>(b)?);
