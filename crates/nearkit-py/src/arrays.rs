@@ -27,9 +27,10 @@ pub fn err(e: nearkit::Error) -> PyErr {
     }
 }
 
-/// A file error (it names the file, and the line or row) as an `OSError`.
+/// A file error (it names the file, and the line or row) as an `OSError`; the command's
+/// option named in a hint becomes the Python argument.
 pub fn io_err(e: nearkit_io::IoError) -> PyErr {
-    PyOSError::new_err(e.to_string())
+    PyOSError::new_err(e.to_string().replace("--precision f64", "dtype=float64"))
 }
 
 /// An (N, 3) array of float32 or float64, borrowed read-only from numpy.

@@ -162,7 +162,8 @@ impl PyWorld {
     /// The static mesh's triangles as an (F, 3, 3) array of corners.
     fn triangles<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let n = self.world.triangle_count();
-        let flat: Vec<f64> = (0..n).flat_map(|t| self.world.triangle(t).unwrap_or_default().into_iter().flatten()).collect();
+        let flat: Vec<f64> =
+            (0..n).flat_map(|t| self.world.triangle(t).unwrap_or_default().into_iter().flatten()).collect();
         Ok(numpy::PyArray1::from_vec(py, flat).reshape([n, 3, 3])?.into_any())
     }
 
@@ -328,8 +329,9 @@ impl PyCollider {
         check_rows("radii", radii.shape(), n, 3)?;
         check_rows("orientations", orientations.shape(), n, 4)?;
         let (s, e, r, q) = (starts.as_array(), ends.as_array(), radii.as_array(), orientations.as_array());
-        let sweeps: Vec<Sweep> =
-            (0..n).map(|i| Sweep { radii: row(&r, i), orientation: row(&q, i), from: row(&s, i), to: row(&e, i) }).collect();
+        let sweeps: Vec<Sweep> = (0..n)
+            .map(|i| Sweep { radii: row(&r, i), orientation: row(&q, i), from: row(&s, i), to: row(&e, i) })
+            .collect();
         let (collider, world) = (SameThread(&mut self.collider), &world.world);
         let hits = py
             .detach(move || {

@@ -92,7 +92,13 @@ impl<T: Real> Placed<T> {
         Ok(out)
     }
 
-    fn signed(&self, py: Python<'_>, q: ArrayView2<'_, T>, opts: ClosestPointOptions<T>, workers: usize) -> PyResult<Vec<T>> {
+    fn signed(
+        &self,
+        py: Python<'_>,
+        q: ArrayView2<'_, T>,
+        opts: ClosestPointOptions<T>,
+        workers: usize,
+    ) -> PyResult<Vec<T>> {
         let mut out = vec![T::ZERO; q.nrows()];
         let o = &mut out[..];
         self.in_blocks(py, q.nrows(), workers, |index, range| {

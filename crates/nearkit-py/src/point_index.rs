@@ -85,8 +85,11 @@ impl<T: Real> Placed<T> {
             let points = q.map(|q| columns(q, range.clone()));
             let knn = index.knn(points.as_ref().unwrap_or(&self.data), &KnnOptions { k, ..opts })?;
             let rows = range.start * m..range.end * m;
-            d_all[rows.clone()].par_chunks_mut(m.max(1)).zip(ids_all[rows].par_chunks_mut(m.max(1))).enumerate().for_each(
-                |(r, (d_row, id_row))| {
+            d_all[rows.clone()]
+                .par_chunks_mut(m.max(1))
+                .zip(ids_all[rows].par_chunks_mut(m.max(1)))
+                .enumerate()
+                .for_each(|(r, (d_row, id_row))| {
                     for (j, &rank) in ranks.iter().enumerate() {
                         let col = rank - 1;
                         let at = r * knn.k + col;
@@ -95,8 +98,7 @@ impl<T: Real> Placed<T> {
                             _ => (T::INFINITY, missing),
                         };
                     }
-                },
-            );
+                });
             Ok(())
         })?;
         Ok((d, ids))
@@ -116,7 +118,10 @@ impl<T: Real> Placed<T> {
         self.in_blocks(py, nq, false, workers, |index, range| {
             let nn = index.nearest(&columns(q, range.clone()), max_distance)?;
             d_all[range.clone()].copy_from_slice(&nn.distance);
-            ids_all[range].par_iter_mut().zip(&nn.b).for_each(|(o, &b)| *o = if b == NO_ID { missing } else { b as i64 });
+            ids_all[range]
+                .par_iter_mut()
+                .zip(&nn.b)
+                .for_each(|(o, &b)| *o = if b == NO_ID { missing } else { b as i64 });
             Ok(())
         })?;
         Ok((d, ids))
@@ -131,9 +136,7 @@ impl<T: Real> Placed<T> {
     ) -> PyResult<(Vec<i64>, Vec<i64>, Vec<T>)> {
         // One call: the k best are chosen over every A at once.
         let index = self.for_queries(a.nrows()).map_err(err)?;
-        let pairs = py
-            .detach(|| with_workers(workers, || index.closest_pairs(&all_columns(a), &opts)))
-            .map_err(err)?;
+        let pairs = py.detach(|| with_workers(workers, || index.closest_pairs(&all_columns(a), &opts))).map_err(err)?;
         Ok((
             pairs.iter().map(|p| p.a as i64).collect(),
             pairs.iter().map(|p| p.b as i64).collect(),
