@@ -271,6 +271,27 @@ impl PyPointIndex {
         }
     }
 
+    /// Benchmarks only: seconds of each of `repeats` calls of the library's own kNN on `x`
+    /// (columns prepared beforehand, nothing converted), the same call `query` makes. The
+    /// binding's overhead is `query`'s time less this.
+    #[pyo3(signature = (x, k, repeats))]
+    fn _library_knn_seconds(&self, py: Python<'_>, x: &Bound<'_, PyAny>, k: usize, repeats: usize) -> PyResult<Vec<f64>> {
+        let rows = Rows::extract(x, "x", 3)?;
+        with_rows!(self, rows, |p, q| {
+            let points = all_columns(q);
+            let index = p.for_queries(points.len()).map_err(err)?;
+            py.detach(|| {
+                (0..repeats)
+                    .map(|_| {
+                        let start = std::time::Instant::now();
+                        index.knn(&points, &KnnOptions::k(k)).map(|_| start.elapsed().as_secs_f64())
+                    })
+                    .collect::<nearkit::Result<Vec<f64>>>()
+            })
+            .map_err(err)
+        })
+    }
+
     /// Each row of `x`'s nearest indexed point: (distances, ids), each (N,).
     #[pyo3(signature = (x, max_distance, workers))]
     fn nearest<'py>(
