@@ -96,9 +96,17 @@ pub fn device_info(py: Python<'_>, device: &str) -> PyResult<(String, Option<Str
 
 /// Runs `f` on a rayon pool of `workers` threads (0: the global pool, all cores). Pools are
 /// kept, one per size, as starting threads on every call would cost more than small queries.
-pub fn with_workers<R: Send>(workers: usize, f: impl FnOnce() -> R + Send) -> R {
+///
+/// `f` runs on one of the pool's threads: every parallel loop inside it (converting the
+/// input, the query, converting the output) then starts from a worker, where handing work
+/// out is cheap; from the Python thread each would wake the pool and wait for it (tens of
+/// microseconds each, which was most of the binding's overhead on small calls). A call of
+/// fewer than `INLINE_BELOW` rows stays on the calling thread: its loops do not split, and
+/// the hand-over would cost more than the call.
+pub fn with_workers<R: Send>(workers: usize, rows: usize, f: impl FnOnce() -> R + Send) -> R {
+    const INLINE_BELOW: usize = 256;
     if workers == 0 {
-        return f();
+        return if rows < INLINE_BELOW { f() } else { rayon::scope(|_| f()) };
     }
     static POOLS: Mutex<Option<HashMap<usize, Arc<rayon::ThreadPool>>>> = Mutex::new(None);
     let pool = {

@@ -53,7 +53,7 @@ impl<T: Real> Placed<T> {
         let chunk = if index.engine().is_cuda() { n.max(1) } else { CPU_CHUNK };
         for range in blocks(n, chunk) {
             let last = range.end == n;
-            py.detach(|| with_workers(workers, || f(index, range))).map_err(err)?;
+            py.detach(|| with_workers(workers, range.len(), || f(index, range))).map_err(err)?;
             if !last {
                 py.check_signals()?;
             }

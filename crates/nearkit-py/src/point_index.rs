@@ -56,7 +56,7 @@ impl<T: Real> Placed<T> {
         let chunk = if whole || index.engine().is_cuda() { n.max(1) } else { CPU_CHUNK };
         for range in blocks(n, chunk) {
             let last = range.end == n;
-            py.detach(|| with_workers(workers, || f(index, range))).map_err(err)?;
+            py.detach(|| with_workers(workers, range.len(), || f(index, range))).map_err(err)?;
             if !last {
                 py.check_signals()?;
             }
@@ -136,7 +136,9 @@ impl<T: Real> Placed<T> {
     ) -> PyResult<(Vec<i64>, Vec<i64>, Vec<T>)> {
         // One call: the k best are chosen over every A at once.
         let index = self.for_queries(a.nrows()).map_err(err)?;
-        let pairs = py.detach(|| with_workers(workers, || index.closest_pairs(&all_columns(a), &opts))).map_err(err)?;
+        let pairs = py
+            .detach(|| with_workers(workers, a.nrows(), || index.closest_pairs(&all_columns(a), &opts)))
+            .map_err(err)?;
         Ok((
             pairs.iter().map(|p| p.a as i64).collect(),
             pairs.iter().map(|p| p.b as i64).collect(),
@@ -275,7 +277,13 @@ impl PyPointIndex {
     /// (columns prepared beforehand, nothing converted), the same call `query` makes. The
     /// binding's overhead is `query`'s time less this.
     #[pyo3(signature = (x, k, repeats))]
-    fn _library_knn_seconds(&self, py: Python<'_>, x: &Bound<'_, PyAny>, k: usize, repeats: usize) -> PyResult<Vec<f64>> {
+    fn _library_knn_seconds(
+        &self,
+        py: Python<'_>,
+        x: &Bound<'_, PyAny>,
+        k: usize,
+        repeats: usize,
+    ) -> PyResult<Vec<f64>> {
         let rows = Rows::extract(x, "x", 3)?;
         with_rows!(self, rows, |p, q| {
             let points = all_columns(q);

@@ -104,6 +104,9 @@ def test_array_layouts_and_dtypes_give_the_same_answer(rng):
         dv, iv = index.query(view, k=4)
         np.testing.assert_array_equal(iv, i)
         np.testing.assert_array_equal(dv, d)
+    dr, ir = index.query(q[::-1], k=4)  # negative strides
+    np.testing.assert_array_equal(ir, i[::-1])
+    np.testing.assert_array_equal(dr, d[::-1])
     for layout in [np.asfortranarray(data), np.repeat(data, 2, axis=0)[::2]]:
         dv, iv = nearkit.PointIndex(layout, device="cpu").query(q, k=4)
         np.testing.assert_array_equal(iv, i)
@@ -262,3 +265,14 @@ def test_properties(rng):
     np.testing.assert_array_equal(index.data, data)
     assert index.device.startswith("cpu")
     assert "PointIndex(n=10" in repr(index)
+
+
+def test_an_explicit_gpu_that_is_not_there_is_a_runtime_error():
+    if nearkit.cuda_available():
+        pytest.skip("a GPU is usable here")
+    with pytest.raises(RuntimeError, match="CUDA was asked for but is not usable"):
+        nearkit.PointIndex([[0.0, 0, 0]], device="cuda")
+    with pytest.raises(RuntimeError, match="CUDA"):
+        nearkit.device_info("cuda:1")
+    description, note = nearkit.device_info("auto")
+    assert description.startswith("cpu") and "CUDA" in note
