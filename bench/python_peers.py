@@ -28,6 +28,7 @@ import numpy as np
 import nearkit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+DEVICE = "cpu"  # --device: where nearkit runs (the peers are CPU libraries)
 DEFAULT_MESH = os.path.join(HERE, "..", "..", "shared", "data", "bunny00.off")
 
 
@@ -68,15 +69,15 @@ def knn(data32, label, n_queries, runs, rng):
     print(f"\nkNN k=8, {n_queries:,} queries x {len(data32):,} points ({label})")
     results = {}
 
-    index32 = nearkit.PointIndex(data32, device="cpu")
+    index32 = nearkit.PointIndex(data32, device=DEVICE)
     results["nearkit f32 query"] = median_time(lambda: index32.query(q32, k=8), runs)
     results["nearkit f32 index + query"] = median_time(
-        lambda: nearkit.PointIndex(data32, device="cpu").query(q32, k=8), runs
+        lambda: nearkit.PointIndex(data32, device=DEVICE).query(q32, k=8), runs
     )
-    index64 = nearkit.PointIndex(data64, device="cpu")
+    index64 = nearkit.PointIndex(data64, device=DEVICE)
     results["nearkit f64 query"] = median_time(lambda: index64.query(q64, k=8), runs)
     results["nearkit f64 index + query"] = median_time(
-        lambda: nearkit.PointIndex(data64, device="cpu").query(q64, k=8), runs
+        lambda: nearkit.PointIndex(data64, device=DEVICE).query(q64, k=8), runs
     )
     base32, base64 = results["nearkit f32 index + query"], results["nearkit f64 index + query"]
     for k, v in results.items():
@@ -120,11 +121,11 @@ def closest_point(mesh_path, n_queries, runs, rng, trimesh_subset):
     q64 = rng.uniform(c - h, c + h, (n_queries, 3))
     q32 = q64.astype(np.float32)
     print(f"\nclosest point, {n_queries:,} queries x {len(f):,} triangles ({os.path.basename(mesh_path)})")
-    m32 = nearkit.MeshIndex(v32, f, device="cpu")
+    m32 = nearkit.MeshIndex(v32, f, device=DEVICE)
     t32q = median_time(lambda: m32.closest_point(q32), runs)
-    t32 = median_time(lambda: nearkit.MeshIndex(v32, f, device="cpu").closest_point(q32), runs)
-    m64 = nearkit.MeshIndex(v64, f, device="cpu")
-    t64 = median_time(lambda: nearkit.MeshIndex(v64, f, device="cpu").closest_point(q64), runs)
+    t32 = median_time(lambda: nearkit.MeshIndex(v32, f, device=DEVICE).closest_point(q32), runs)
+    m64 = nearkit.MeshIndex(v64, f, device=DEVICE)
+    t64 = median_time(lambda: nearkit.MeshIndex(v64, f, device=DEVICE).closest_point(q64), runs)
     row("nearkit f32 query", t32q)
     row("nearkit f32 index + query", t32)
     row("nearkit f64 index + query", t64)
@@ -193,7 +194,7 @@ def closest_point(mesh_path, n_queries, runs, rng, trimesh_subset):
 
 def overhead(data32, runs, rng):
     q = rng.uniform(data32.min(0), data32.max(0), (1000, 3)).astype(np.float32)
-    index = nearkit.PointIndex(data32, device="cpu")
+    index = nearkit.PointIndex(data32, device=DEVICE)
     reps = max(300, 100 * runs)
     # Pairs of calls, one after the other, so that both see the same machine: the Python
     # call, then the library's own call timed inside Rust.
@@ -221,15 +222,18 @@ def main():
     ap.add_argument("--cp-queries", type=int, default=1_000_000)
     ap.add_argument("--trimesh-subset", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--device", default="cpu", help="nearkit's device: cpu, cuda, auto (end to end from numpy)")
     ap.add_argument("--skip", default="", help="comma-separated sections to skip: knn,cp,overhead")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = a.device
     skip = set(a.skip.split(","))
 
     print(time.strftime("%Y-%m-%d %H:%M"), platform.platform(), f"{os.cpu_count()} cores")
     print("versions:", ", ".join(
         f"{p} {version(p)}" for p in ["nearkit", "numpy", "scipy", "pykdtree", "fcpw", "open3d", "trimesh", "rtree"]
         if version(p)))
-    print("nearkit:", nearkit.device_info("cpu")[0])
+    print("nearkit:", nearkit.device_info(DEVICE)[0])
     rng = np.random.default_rng(2026)
     bunny_v, _ = nearkit.read_mesh(a.mesh, dtype=np.float32)
     uniform = rng.random((19_851, 3)).astype(np.float32)
