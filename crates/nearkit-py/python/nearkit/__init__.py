@@ -1,0 +1,113 @@
+"""nearkit: exact 3-D proximity queries on multi-core CPUs and CUDA GPUs, with bitwise
+identical answers on both.
+
+- :class:`PointIndex`: k nearest neighbours with scipy ``cKDTree``'s conventions, nearest
+  neighbours, kNN graphs; :func:`closest_pairs` between two point sets.
+- :class:`MeshIndex`: closest points on a triangle mesh, signed distances.
+- :class:`World` and :class:`Collider`: ellipsoid bodies against a static mesh and each other.
+- :func:`read_points`, :func:`read_mesh`: the ``nearkit`` command's file readers.
+
+Arrays in, arrays out: float32 is computed in float32 and float64 in float64; integers become
+float64. ``device="auto"`` uses a GPU when one is usable (one CUDA context per process, made on
+first use and kept) and the CPU for calls too small to be worth a GPU round trip.
+
+>>> import numpy as np, nearkit
+>>> rng = np.random.default_rng(1)
+>>> data, queries = rng.random((10_000, 3)), rng.random((100, 3))
+>>> d, i = nearkit.PointIndex(data).query(queries, k=8)
+>>> d.shape, i.shape
+((100, 8), (100, 8))
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Tuple
+
+from . import _native
+from ._collide import (
+    CONTACT_BODY,
+    CONTACT_DTYPE,
+    CONTACT_TRIANGLE,
+    Collider,
+    SweepHits,
+    World,
+    heightfield_mesh,
+)
+from ._io import read_mesh, read_points
+from ._mesh import ClosestPoints, MeshIndex
+from ._points import Pairs, PointIndex, closest_pairs
+
+__all__ = [
+    "AUTO_CPU_BELOW",
+    "CONTACT_BODY",
+    "CONTACT_DTYPE",
+    "CONTACT_TRIANGLE",
+    "ClosestPoints",
+    "Collider",
+    "MeshIndex",
+    "Pairs",
+    "PointIndex",
+    "SweepHits",
+    "World",
+    "closest_pairs",
+    "configure_cuda",
+    "cuda_available",
+    "device_info",
+    "heightfield_mesh",
+    "read_mesh",
+    "read_points",
+]
+
+#: With ``device="auto"`` and a GPU, calls with fewer query points than this run on the CPU.
+AUTO_CPU_BELOW: int = _native.AUTO_CPU_BELOW
+
+
+def configure_cuda(
+    cccl_include: Optional[str] = None,
+    kernel_cache: Optional[str] = None,
+    chunk_points: Optional[int] = None,
+) -> None:
+    """Where the CUDA backend finds CUB's headers (the toolkit's ``include/cccl``, which NVRTC
+    needs to compile the kernels), where it keeps compiled kernels, and how many query points
+    go to the GPU at a time. Call it before the first GPU use in the process (a RuntimeError
+    after). On import, nearkit sets these from the variables the command reads, where set:
+    ``NEARKIT_CCCL_INCLUDE`` (else ``$CUDA_HOME/include/cccl``) and ``NEARKIT_CACHE_DIR``."""
+    _native.configure_cuda(cccl_include, kernel_cache, chunk_points)
+
+
+def device_info(device: str = "auto") -> Tuple[str, Optional[str]]:
+    """``(description, note)`` of a device, opening it if not yet open: what it runs on, e.g.
+    ``"cuda:0 (NVIDIA H100, sm_90)"``, and for ``"auto"`` on the CPU why not a GPU.
+    An explicit ``"cuda"`` that is not usable raises RuntimeError saying why."""
+    return _native.device_info(device)
+
+
+_cuda: Optional[bool] = None
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA GPU is usable here (driver, NVRTC and CUB's headers); tried once."""
+    global _cuda
+    if _cuda is None:
+        try:
+            _native.device_info("cuda")
+            _cuda = True
+        except RuntimeError:
+            _cuda = False
+    return _cuda
+
+
+def _configure_from_environment() -> None:
+    # The command's variables, so that a machine set up for it works here too; the Rust
+    # library itself reads no environment.
+    include = os.environ.get("NEARKIT_CCCL_INCLUDE")
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if include is None and home:
+        include = os.path.join(home, "include", "cccl")
+    cache = os.environ.get("NEARKIT_CACHE_DIR")
+    if include or cache:
+        _native.configure_cuda(include, cache, None)
+
+
+_configure_from_environment()

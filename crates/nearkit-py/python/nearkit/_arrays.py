@@ -1,0 +1,92 @@
+"""Input checks and conversions shared by every class: what the native module takes is
+always a float32 or float64 (N, 3) array in native byte order, with validated options."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+# Integers beyond this are not all exact in float64.
+_EXACT_INT = 2**53
+
+
+def float_array(x: Any, name: str, dtype: Optional[np.dtype] = None) -> np.ndarray:
+    """`x` as a float32 or float64 array: floats keep their precision, integers become
+    float64 (as the command reads integer .npy files), `dtype` (if given) wins."""
+    a = np.asarray(x)
+    kind = a.dtype.kind
+    if a.dtype not in (np.float32, np.float64):
+        if kind in "iu":
+            if a.size and (int(a.max()) > _EXACT_INT or int(a.min()) < -_EXACT_INT):
+                raise ValueError(
+                    f"{name} holds integers beyond 2^53, which float64 cannot hold exactly: "
+                    "convert them to floats yourself if rounding is acceptable"
+                )
+            a = a.astype(np.float64)
+        elif kind == "f":  # float16, longdouble
+            a = a.astype(np.float64)
+        else:
+            raise TypeError(f"{name} must be an array of numbers, got dtype {a.dtype}")
+    if dtype is not None and a.dtype != dtype:
+        a = a.astype(dtype)
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def points(
+    x: Any, name: str, dtype: Optional[np.dtype] = None, one_point: bool = False
+) -> Tuple[np.ndarray, Tuple[int, ...]]:
+    """`x` as (N, 3) float rows and the leading shape to give results. With `one_point`, any
+    shape (..., 3) is accepted, like scipy's queries: (3,) is one point, with leading shape ()."""
+    a = float_array(x, name, dtype)
+    if one_point and a.ndim >= 1 and a.shape[-1] == 3:
+        lead = a.shape[:-1]
+        return a.reshape(-1, 3), lead
+    if a.ndim != 2 or a.shape[1] != 3:
+        want = "(N, 3), or (3,) for one point" if one_point else "(N, 3)"
+        raise ValueError(f"{name} has shape {a.shape}; it must be {want}")
+    return a, a.shape[:1]
+
+
+def workers(w: Optional[int]) -> int:
+    """scipy's `workers`: -1 or None for every core, else a positive thread count (0 here
+    means the global pool)."""
+    if w is None or w == -1:
+        return 0
+    if isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1:
+        return int(w)
+    raise ValueError(f"workers must be -1 (every core) or a positive number of threads, got {w!r}")
+
+
+def radius(r: Optional[float], name: str) -> Optional[float]:
+    """A distance bound: None or inf means none; otherwise a finite number >= 0."""
+    if r is None:
+        return None
+    r = float(r)
+    if r == math.inf:
+        return None
+    if not (r >= 0 and math.isfinite(r)):
+        raise ValueError(f"{name} must be a number >= 0 (or inf for no bound), got {r}")
+    return r
+
+
+def ids(x: Any, name: str) -> np.ndarray:
+    """Body ids (or vertex indices) as uint32, checked."""
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
+    if a.size and (int(a.min()) < 0 or int(a.max()) >= 2**32 - 1):
+        bad = int(a.min()) if int(a.min()) < 0 else int(a.max())
+        raise ValueError(f"{name} holds {bad}; ids and indices are 0-based and below 2^32 - 1")
+    return np.ascontiguousarray(a, dtype=np.uint32)
+
+
+def faces(f: Any) -> np.ndarray:
+    """Triangles as an (F, 3) uint32 array of 0-based vertex indices."""
+    a = ids(f, "faces")
+    if a.ndim != 2 or a.shape[1] != 3:
+        raise ValueError(f"faces has shape {a.shape}; it must be (F, 3): three vertex indices per triangle")
+    return a

@@ -1,0 +1,270 @@
+"""World and Collider: ellipsoid bodies against a static triangle mesh and each other."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from . import _arrays, _native
+
+#: What ``Collider.contacts`` returns: one record per overlap, sorted by (body, kind, other).
+#: ``kind`` is ``CONTACT_TRIANGLE`` (``other`` is a triangle of the mesh) or ``CONTACT_BODY``
+#: (``other`` is a body; each pair once, ``body`` the smaller id). ``normal`` (unit) moves
+#: ``body`` out by ``depth``; ``point`` is in world coordinates.
+CONTACT_DTYPE = np.dtype(
+    {
+        "names": ["body", "kind", "other", "depth", "normal", "point"],
+        "formats": ["=u4", "u1", "=u4", "=f4", ("=f4", (3,)), ("=f8", (3,))],
+        "offsets": [0, 4, 8, 12, 16, 32],
+        "itemsize": _native.CONTACT_RECORD_SIZE,
+    }
+)
+CONTACT_TRIANGLE = 0
+CONTACT_BODY = 1
+
+_IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
+_ALL_LAYERS = 0xFFFFFFFF
+
+
+class SweepHits(NamedTuple):
+    """Per sweep: ``hit`` (bool), ``toi`` (time of impact, 0 to 1 along the sweep; inf for a
+    miss), ``triangle`` (int64; the mesh's triangle count for a miss), ``point`` and
+    ``normal`` ((n, 3); the triangle's unit normal facing the body; NaN for a miss)."""
+
+    hit: np.ndarray
+    toi: np.ndarray
+    triangle: np.ndarray
+    point: np.ndarray
+    normal: np.ndarray
+
+
+def _rows(x: Any, name: str, n: int, cols: int, default: Optional[np.ndarray] = None) -> np.ndarray:
+    """`x` as an (n, cols) float64 C array, broadcast from a row or a scalar."""
+    if x is None:
+        x = default
+    a = _arrays.float_array(x, name, np.float64)
+    if a.ndim == 1 and cols == 3 and a.shape == (n,) and n != 3:
+        a = a[:, None]  # one radius per body
+    try:
+        a = np.broadcast_to(a, (n, cols))
+    except ValueError:
+        raise ValueError(f"{name} has shape {a.shape}; it must be ({n}, {cols}) or broadcast to it") from None
+    return np.ascontiguousarray(a)
+
+
+def _u32(x: Any, name: str, n: int) -> np.ndarray:
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
+    if a.size and (int(a.min()) < 0 or int(a.max()) > 0xFFFFFFFF):
+        raise ValueError(f"{name} must be 32-bit masks (0 to 2^32 - 1)")
+    try:
+        return np.ascontiguousarray(np.broadcast_to(a.astype(np.uint32), (n,)))
+    except ValueError:
+        raise ValueError(f"{name} has shape {a.shape}; it must be ({n},) or a scalar") from None
+
+
+def heightfield_mesh(heights: Any, spacing: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
+    """The terrain of a (rows, cols) grid of heights as a mesh ``(vertices, faces)``: vertex
+    (r, c) at ``(c * spacing, r * spacing, heights[r, c])``, two triangles per grid square,
+    counter-clockwise seen from above (the command's ``--scene heightfield:`` terrain).
+
+    >>> import numpy as np, nearkit
+    >>> v, f = nearkit.heightfield_mesh(np.zeros((3, 4)), spacing=0.5)
+    >>> v.shape, f.shape
+    ((12, 3), (12, 3))
+    """
+    h = _arrays.float_array(heights, "heights", np.float64)
+    if h.ndim != 2:
+        raise ValueError(f"heights has shape {h.shape}; it must be 2-D (rows along y, columns along x)")
+    return _native.heightfield_mesh(np.ascontiguousarray(h), float(spacing))
+
+
+class World:
+    """A static triangle mesh and ellipsoid bodies, for a :class:`Collider` to find the
+    contacts of. Coordinates are float64 (metres by convention); everything is exact.
+
+    Parameters
+    ----------
+    cell_size : float
+        The broad phase's grid cell (about a body's size; 1 m suits human-sized bodies).
+
+    Examples
+    --------
+    >>> import numpy as np, nearkit
+    >>> world = nearkit.World()
+    >>> world.set_heightfield(np.zeros((11, 11)))          # a flat 10 m square at z = 0
+    >>> ids = world.add_bodies([[5, 5, 0.4], [5, 5.9, 0.6]], radii=0.5)
+    >>> c = nearkit.Collider(device="cpu").contacts(world)
+    >>> ground = c[c["kind"] == nearkit.CONTACT_TRIANGLE]   # sphere 0 sinks 0.1 into the ground
+    >>> sorted(set(ground["body"].tolist())), round(float(ground["depth"].max()), 6)
+    ([0], 0.1)
+    >>> pair = c[c["kind"] == nearkit.CONTACT_BODY]         # and overlaps sphere 1
+    >>> pair["body"].tolist(), pair["other"].tolist()
+    ([0], [1])
+    """
+
+    def __init__(self, cell_size: float = 1.0) -> None:
+        self._native = _native.World(float(cell_size))
+
+    def set_mesh(self, vertices: Any, faces: Any) -> None:
+        """Sets the static mesh ((v, 3) corners, (f, 3) 0-based indices); degenerate
+        triangles collide as segments."""
+        v, _ = _arrays.points(vertices, "vertices", np.float64)
+        self._native.set_mesh(np.ascontiguousarray(v), _arrays.faces(faces))
+
+    def set_heightfield(self, heights: Any, spacing: float = 1.0) -> None:
+        """Sets the static mesh to a heightfield terrain (see :func:`heightfield_mesh`)."""
+        v, f = heightfield_mesh(heights, spacing)
+        self.set_mesh(v, f)
+
+    def add_bodies(
+        self,
+        centers: Any,
+        radii: Any,
+        orientations: Any = None,
+        layers: Any = 1,
+        masks: Any = _ALL_LAYERS,
+    ) -> np.ndarray:
+        """Adds n ellipsoids; returns their ids (int64; ids of removed bodies are reused,
+        lowest first). All or none: a bad body raises and none is added.
+
+        Parameters
+        ----------
+        centers : (n, 3)
+        radii : scalar, (n,) or (n, 3)
+            A sphere's radius, or semi-axes along the body's own x, y, z.
+        orientations : (n, 4) or (4,), optional
+            Quaternions (x, y, z, w) turning the body's axes into the world's; identity if
+            None. Need not be of unit length.
+        layers, masks : int or (n,) of uint32
+            Two bodies collide when each one's layer meets the other's mask; a body and the
+            mesh when its mask meets ``mesh_layer``.
+        """
+        c, _ = _arrays.points(centers, "centers", np.float64)
+        n = c.shape[0]
+        return self._native.add_bodies(
+            np.ascontiguousarray(c),
+            _rows(radii, "radii", n, 3),
+            _rows(orientations, "orientations", n, 4, _IDENTITY),
+            _u32(layers, "layers", n),
+            _u32(masks, "masks", n),
+        )
+
+    def add_body(
+        self, center: Any, radii: Any, orientation: Any = None, layer: int = 1, mask: int = _ALL_LAYERS
+    ) -> int:
+        """Adds one body (see :meth:`add_bodies`); returns its id."""
+        c = np.asarray(center, dtype=np.float64).reshape(1, 3)
+        q = None if orientation is None else np.asarray(orientation, dtype=np.float64).reshape(1, 4)
+        r = np.asarray(radii, dtype=np.float64).reshape(1, -1)
+        return int(self.add_bodies(c, r, q, layer, mask)[0])
+
+    def remove_bodies(self, ids: Any) -> None:
+        """Removes bodies; their ids become free for reuse."""
+        self._native.remove_bodies(np.atleast_1d(_arrays.ids(ids, "ids")))
+
+    def set_poses(self, ids: Any, centers: Any, orientations: Any = None) -> None:
+        """The per-tick update: new centers ((n, 3)) and, if given, orientations ((n, 4)) of
+        bodies ``ids``; bodies without new orientations keep theirs."""
+        i = np.atleast_1d(_arrays.ids(ids, "ids"))
+        c = _rows(centers, "centers", len(i), 3)
+        q = None if orientations is None else _rows(orientations, "orientations", len(i), 4)
+        self._native.set_poses(i, c, q)
+
+    def set_layers(self, ids: Any, layers: Any, masks: Any) -> None:
+        """New layers and masks of bodies ``ids``."""
+        i = np.atleast_1d(_arrays.ids(ids, "ids"))
+        self._native.set_layers(i, _u32(layers, "layers", len(i)), _u32(masks, "masks", len(i)))
+
+    def bodies(self) -> dict:
+        """The living bodies as arrays: ``ids``, ``centers``, ``radii``, ``orientations``,
+        ``layers``, ``masks``."""
+        return self._native.bodies()
+
+    def triangles(self) -> np.ndarray:
+        """The static mesh's triangles as (f, 3, 3) corners (empty without a mesh)."""
+        return self._native.triangles()
+
+    @property
+    def body_count(self) -> int:
+        """Bodies alive."""
+        return self._native.body_count
+
+    @property
+    def triangle_count(self) -> int:
+        """Triangles of the static mesh (0 without one)."""
+        return self._native.triangle_count
+
+    @property
+    def cell_size(self) -> float:
+        """The broad phase's grid cell."""
+        return self._native.cell_size
+
+    @property
+    def mesh_layer(self) -> int:
+        """The layer bits of the mesh (default 1): bodies whose mask meets them collide with it."""
+        return self._native.mesh_layer
+
+    @mesh_layer.setter
+    def mesh_layer(self, layer: int) -> None:
+        self._native.mesh_layer = int(layer)
+
+    def __repr__(self) -> str:
+        return f"World(bodies={self.body_count}, triangles={self.triangle_count}, cell_size={self.cell_size})"
+
+
+class Collider:
+    """Finds a :class:`World`'s contacts and sweeps, on the CPU or a GPU: the same contacts,
+    bit for bit. The device may change between ticks (``collider.device = "cpu"``); a CUDA
+    collider uploads only what changed since its last tick. A collider stays on the thread
+    that made it.
+
+    Parameters
+    ----------
+    device : str
+        ``"auto"`` (a GPU if usable), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    """
+
+    def __init__(self, device: str = "auto") -> None:
+        self._native = _native.Collider(device)
+
+    @property
+    def device(self) -> str:
+        """The device asked for; set it to move the collider (the next tick runs there)."""
+        return self._native.device
+
+    @device.setter
+    def device(self, device: str) -> None:
+        self._native.device = device
+
+    def describe(self) -> str:
+        """What the collider runs on."""
+        return self._native.describe()
+
+    def __repr__(self) -> str:
+        return f"Collider({self.describe()!r})"
+
+    def contacts(self, world: World) -> np.ndarray:
+        """One tick: every overlap of a body with the mesh or another body, exact, as a
+        structured array of :data:`CONTACT_DTYPE`, sorted by (body, kind, other)."""
+        return self._native.contacts(world._native).view(CONTACT_DTYPE)
+
+    def sweeps(
+        self, world: World, starts: Any, ends: Any, radii: Any, orientations: Any = None
+    ) -> SweepHits:
+        """Swept queries against the static mesh: ellipsoids of ``radii`` (scalar, (n,) or
+        (n, 3)) and ``orientations`` moving from ``starts`` to ``ends`` ((n, 3)); each one's
+        first hit (ties to the smaller triangle id)."""
+        s, _ = _arrays.points(starts, "starts", np.float64)
+        n = s.shape[0]
+        return SweepHits(
+            *self._native.sweeps(
+                world._native,
+                np.ascontiguousarray(s),
+                _rows(ends, "ends", n, 3),
+                _rows(radii, "radii", n, 3),
+                _rows(orientations, "orientations", n, 4, _IDENTITY),
+            )
+        )

@@ -1,0 +1,351 @@
+//! The collision world: `World` (a static mesh and ellipsoid bodies, added and moved in
+//! bulk from arrays) and `Collider` (its contacts and sweeps on the CPU or a GPU).
+
+use nearkit::collide::{scene, Body, BodyId, Collider, ColliderOptions, Sweep, World};
+use numpy::{PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use rayon::prelude::*;
+
+use crate::arrays::{err, matrix, vector};
+use crate::engines::{engine, parse_device};
+use crate::mesh_index::mesh_of;
+
+/// Bytes of one contact record; the Python side views them as `nearkit.CONTACT_DTYPE`:
+/// body u32 at 0, kind u8 at 4 (0 a triangle, 1 a body), other u32 at 8, depth f32 at 12,
+/// normal 3 × f32 at 16, point 3 × f64 at 32.
+pub const CONTACT_RECORD_SIZE: usize = 56;
+
+/// Row `i` of an (N, C) array as a fixed-size array.
+fn row<const C: usize>(a: &numpy::ndarray::ArrayView2<'_, f64>, i: usize) -> [f64; C] {
+    std::array::from_fn(|j| a[[i, j]])
+}
+
+fn check_rows(what: &str, shape: &[usize], n: usize, cols: usize) -> PyResult<()> {
+    if shape[0] != n || shape[1] != cols {
+        return Err(PyValueError::new_err(format!(
+            "{what} has shape ({}, {}); it must be ({n}, {cols})",
+            shape[0], shape[1]
+        )));
+    }
+    Ok(())
+}
+
+fn ids_of(ids: &PyReadonlyArray1<'_, u32>) -> Vec<BodyId> {
+    ids.as_array().iter().map(|&i| BodyId(i)).collect()
+}
+
+/// The native half of `nearkit.World`.
+#[pyclass(name = "World", module = "nearkit._native")]
+pub struct PyWorld {
+    world: World,
+}
+
+#[pymethods]
+impl PyWorld {
+    #[new]
+    fn new(cell_size: f64) -> PyResult<Self> {
+        Ok(Self { world: World::new(cell_size).map_err(err)? })
+    }
+
+    fn set_mesh(&mut self, vertices: PyReadonlyArray2<'_, f64>, faces: PyReadonlyArray2<'_, u32>) -> PyResult<()> {
+        let mesh = mesh_of(vertices.as_array(), &faces)?;
+        self.world.set_mesh(&mesh).map_err(err)
+    }
+
+    /// Adds N bodies from (N, 3) centers and radii, (N, 4) quaternions (x, y, z, w) and (N,)
+    /// layers and masks; returns their ids. All or none: on a bad body none is added.
+    fn add_bodies<'py>(
+        &mut self,
+        py: Python<'py>,
+        centers: PyReadonlyArray2<'_, f64>,
+        radii: PyReadonlyArray2<'_, f64>,
+        orientations: PyReadonlyArray2<'_, f64>,
+        layers: PyReadonlyArray1<'_, u32>,
+        masks: PyReadonlyArray1<'_, u32>,
+    ) -> PyResult<Bound<'py, numpy::PyArray1<i64>>> {
+        let n = centers.shape()[0];
+        check_rows("centers", centers.shape(), n, 3)?;
+        check_rows("radii", radii.shape(), n, 3)?;
+        check_rows("orientations", orientations.shape(), n, 4)?;
+        if layers.len() != n || masks.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "{n} centers, but {} layers and {} masks",
+                layers.len(),
+                masks.len()
+            )));
+        }
+        let (c, r, q) = (centers.as_array(), radii.as_array(), orientations.as_array());
+        let (l, m) = (layers.as_array(), masks.as_array());
+        let mut ids = Vec::with_capacity(n);
+        for i in 0..n {
+            let body = Body::ellipsoid(row(&c, i), row(&r, i), row(&q, i)).with_layers(l[i], m[i]);
+            match self.world.add_body(body) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    for &id in &ids {
+                        // Just added, so it is there to remove.
+                        let _ = self.world.remove_body(id);
+                    }
+                    return Err(PyValueError::new_err(format!("body {i}: {e}")));
+                }
+            }
+        }
+        Ok(vector(py, ids.into_iter().map(|id| id.0 as i64).collect()))
+    }
+
+    fn remove_bodies(&mut self, ids: PyReadonlyArray1<'_, u32>) -> PyResult<()> {
+        for id in ids_of(&ids) {
+            self.world.remove_body(id).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// New centers, and orientations where given (else each body keeps its own).
+    #[pyo3(signature = (ids, centers, orientations=None))]
+    fn set_poses(
+        &mut self,
+        ids: PyReadonlyArray1<'_, u32>,
+        centers: PyReadonlyArray2<'_, f64>,
+        orientations: Option<PyReadonlyArray2<'_, f64>>,
+    ) -> PyResult<()> {
+        let ids = ids_of(&ids);
+        let n = ids.len();
+        check_rows("centers", centers.shape(), n, 3)?;
+        let c = centers.as_array();
+        let centers: Vec<[f64; 3]> = (0..n).map(|i| row(&c, i)).collect();
+        let orientations: Vec<[f64; 4]> = match &orientations {
+            Some(q) => {
+                check_rows("orientations", q.shape(), n, 4)?;
+                let q = q.as_array();
+                (0..n).map(|i| row(&q, i)).collect()
+            }
+            None => {
+                let now = &self.world.bodies().orientation;
+                // An id with no body gets a placeholder; set_poses then reports it.
+                ids.iter().map(|id| now.get(id.0 as usize).copied().unwrap_or([0.0, 0.0, 0.0, 1.0])).collect()
+            }
+        };
+        self.world.set_poses(&ids, &centers, &orientations).map_err(err)
+    }
+
+    fn set_layers(
+        &mut self,
+        ids: PyReadonlyArray1<'_, u32>,
+        layers: PyReadonlyArray1<'_, u32>,
+        masks: PyReadonlyArray1<'_, u32>,
+    ) -> PyResult<()> {
+        let (l, m) = (layers.as_array(), masks.as_array());
+        for (i, id) in ids_of(&ids).into_iter().enumerate() {
+            self.world.set_layers(id, l[i], m[i]).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// The living bodies as arrays: ids, centers, radii, orientations, layers, masks.
+    fn bodies<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let b = self.world.bodies();
+        let alive: Vec<usize> = (0..b.len()).filter(|&i| b.alive[i]).collect();
+        let n = alive.len();
+        let flat = |v: &Vec<[f64; 3]>| alive.iter().flat_map(|&i| v[i]).collect::<Vec<f64>>();
+        let d = PyDict::new(py);
+        d.set_item("ids", vector(py, alive.iter().map(|&i| i as i64).collect()))?;
+        d.set_item("centers", matrix(py, flat(&b.center), n, 3)?)?;
+        d.set_item("radii", matrix(py, flat(&b.radii), n, 3)?)?;
+        d.set_item("orientations", matrix(py, alive.iter().flat_map(|&i| b.orientation[i]).collect(), n, 4)?)?;
+        d.set_item("layers", vector(py, alive.iter().map(|&i| b.layer[i]).collect()))?;
+        d.set_item("masks", vector(py, alive.iter().map(|&i| b.mask[i]).collect()))?;
+        Ok(d)
+    }
+
+    /// The static mesh's triangles as an (F, 3, 3) array of corners.
+    fn triangles<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let n = self.world.triangle_count();
+        let flat: Vec<f64> =
+            (0..n).flat_map(|t| self.world.triangle(t).unwrap_or_default().into_iter().flatten()).collect();
+        Ok(numpy::PyArray1::from_vec(py, flat).reshape([n, 3, 3])?.into_any())
+    }
+
+    #[getter]
+    fn body_count(&self) -> usize {
+        self.world.body_count()
+    }
+
+    #[getter]
+    fn triangle_count(&self) -> usize {
+        self.world.triangle_count()
+    }
+
+    #[getter]
+    fn cell_size(&self) -> f64 {
+        self.world.cell_size()
+    }
+
+    #[getter]
+    fn mesh_layer(&self) -> u32 {
+        self.world.mesh_layer()
+    }
+
+    #[setter]
+    fn set_mesh_layer(&mut self, layer: u32) {
+        self.world.set_mesh_layer(layer)
+    }
+}
+
+/// A heightfield terrain as a mesh: (vertices (R·C, 3), faces (F, 3)); vertex (r, c) is at
+/// (c · spacing, r · spacing, heights[r, c]).
+#[pyfunction]
+pub fn heightfield_mesh<'py>(
+    py: Python<'py>,
+    heights: PyReadonlyArray2<'_, f64>,
+    spacing: f64,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let (rows, cols) = (heights.shape()[0], heights.shape()[1]);
+    if rows < 2 || cols < 2 {
+        return Err(PyValueError::new_err(format!(
+            "heights has shape ({rows}, {cols}); a heightfield needs at least 2 × 2"
+        )));
+    }
+    if !(spacing.is_finite() && spacing > 0.0) {
+        return Err(PyValueError::new_err(format!("spacing must be a positive number, got {spacing}")));
+    }
+    let h: Vec<f64> = heights.as_array().iter().copied().collect();
+    if let Some(i) = h.iter().position(|v| !v.is_finite()) {
+        return Err(PyValueError::new_err(format!(
+            "heights[{}, {}] is {}: heights must be finite numbers",
+            i / cols,
+            i % cols,
+            h[i]
+        )));
+    }
+    let mesh = scene::heightfield(&h, rows, cols, spacing);
+    let nv = mesh.vertices.len();
+    let mut v = vec![0.0; 3 * nv];
+    let p = &mesh.vertices;
+    crate::arrays::interleave([&p.x, &p.y, &p.z], &mut v);
+    let f: Vec<i64> = mesh.triangles.iter().flat_map(|t| t.map(i64::from)).collect();
+    let nf = mesh.triangles.len();
+    (matrix(py, v, nv, 3)?, matrix(py, f, nf, 3)?).into_pyobject(py)
+}
+
+/// The native half of `nearkit.Collider`. Unsendable: a CUDA collider keeps CUDA graphs,
+/// which cudarc does not let cross threads, so it stays on the thread that made it.
+#[pyclass(unsendable, name = "Collider", module = "nearkit._native")]
+pub struct PyCollider {
+    collider: Collider,
+    device: String,
+}
+
+/// A value that is not `Send`, handed to `Python::detach`, which runs its closure on the
+/// calling thread: the value never leaves the thread that owns it.
+struct SameThread<T>(T);
+// SAFETY: only used for `Python::detach` closures, which run on the current thread.
+unsafe impl<T> Send for SameThread<T> {}
+
+impl<T> SameThread<T> {
+    /// (A method, so that a closure captures the wrapper, not the field inside it.)
+    fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl PyCollider {
+    fn open(py: Python<'_>, device: &str) -> PyResult<Collider> {
+        let engine = engine(py, parse_device(device)?)?;
+        Collider::new(&engine, &ColliderOptions::default()).map_err(err)
+    }
+}
+
+#[pymethods]
+impl PyCollider {
+    #[new]
+    fn new(py: Python<'_>, device: &str) -> PyResult<Self> {
+        Ok(Self { collider: Self::open(py, device)?, device: device.to_owned() })
+    }
+
+    /// The device asked for.
+    #[getter]
+    fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// Moves the collider to another device; the next tick runs there, with the same contacts.
+    #[setter]
+    fn set_device(&mut self, py: Python<'_>, device: &str) -> PyResult<()> {
+        self.collider = Self::open(py, device)?;
+        self.device = device.to_owned();
+        Ok(())
+    }
+
+    /// What the collider runs on.
+    fn describe(&self) -> String {
+        self.collider.describe()
+    }
+
+    fn is_cuda(&self) -> bool {
+        self.collider.is_cuda()
+    }
+
+    /// One tick: every contact, sorted by (body, kind, other), as packed records.
+    fn contacts<'py>(&mut self, py: Python<'py>, world: PyRef<'py, PyWorld>) -> PyResult<Bound<'py, PyAny>> {
+        let (collider, world) = (SameThread(&mut self.collider), &world.world);
+        let bytes = py
+            .detach(move || -> nearkit::Result<Vec<u8>> {
+                let collider = collider.into_inner();
+                let contacts = collider.contacts_packed(world)?;
+                let mut bytes = vec![0u8; contacts.len() * CONTACT_RECORD_SIZE];
+                bytes.par_chunks_mut(CONTACT_RECORD_SIZE).enumerate().for_each(|(i, r)| {
+                    let c = contacts.get(i);
+                    r[0..4].copy_from_slice(&c.body.to_ne_bytes());
+                    r[4] = u8::from(c.kind == nearkit::collide::ContactKind::Body);
+                    r[8..12].copy_from_slice(&c.other.to_ne_bytes());
+                    r[12..16].copy_from_slice(&c.depth.to_ne_bytes());
+                    for a in 0..3 {
+                        r[16 + 4 * a..20 + 4 * a].copy_from_slice(&c.normal[a].to_ne_bytes());
+                        r[32 + 8 * a..40 + 8 * a].copy_from_slice(&c.point[a].to_ne_bytes());
+                    }
+                });
+                Ok(bytes)
+            })
+            .map_err(err)?;
+        Ok(vector(py, bytes).into_any())
+    }
+
+    /// Each sweep's first hit on the static mesh: (hit, toi, triangle, point, normal); a miss
+    /// has toi inf, triangle = the mesh's triangle count, point and normal NaN.
+    fn sweeps<'py>(
+        &mut self,
+        py: Python<'py>,
+        world: PyRef<'py, PyWorld>,
+        starts: PyReadonlyArray2<'_, f64>,
+        ends: PyReadonlyArray2<'_, f64>,
+        radii: PyReadonlyArray2<'_, f64>,
+        orientations: PyReadonlyArray2<'_, f64>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let n = starts.shape()[0];
+        check_rows("starts", starts.shape(), n, 3)?;
+        check_rows("ends", ends.shape(), n, 3)?;
+        check_rows("radii", radii.shape(), n, 3)?;
+        check_rows("orientations", orientations.shape(), n, 4)?;
+        let (s, e, r, q) = (starts.as_array(), ends.as_array(), radii.as_array(), orientations.as_array());
+        let sweeps: Vec<Sweep> = (0..n)
+            .map(|i| Sweep { radii: row(&r, i), orientation: row(&q, i), from: row(&s, i), to: row(&e, i) })
+            .collect();
+        let (collider, world) = (SameThread(&mut self.collider), &world.world);
+        let hits = py
+            .detach(move || {
+                let collider = collider.into_inner();
+                collider.sweeps(world, &sweeps)
+            })
+            .map_err(err)?;
+        let missing = world.triangle_count() as i64;
+        let hit: Vec<bool> = hits.iter().map(Option::is_some).collect();
+        let toi: Vec<f64> = hits.iter().map(|h| h.map_or(f64::INFINITY, |h| h.toi)).collect();
+        let tri: Vec<i64> = hits.iter().map(|h| h.map_or(missing, |h| h.triangle as i64)).collect();
+        let point: Vec<f64> = hits.iter().flat_map(|h| h.map_or([f64::NAN; 3], |h| h.point)).collect();
+        let normal: Vec<f64> = hits.iter().flat_map(|h| h.map_or([f64::NAN; 3], |h| h.normal)).collect();
+        (vector(py, hit), vector(py, toi), vector(py, tri), matrix(py, point, n, 3)?, matrix(py, normal, n, 3)?)
+            .into_pyobject(py)
+    }
+}

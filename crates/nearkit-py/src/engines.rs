@@ -1,0 +1,125 @@
+//! Where queries run: one `Engine` per device per process (a CUDA context costs about 0.4 s
+//! to create, so it is made on first use and kept), the CUDA options engines are made with,
+//! and the thread pools of the `workers` argument.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use nearkit::{CudaOptions, Device, Engine, EngineOptions};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use crate::arrays::err;
+
+/// With `device="auto"` on a GPU, calls with fewer queries than this run on the CPU: a GPU
+/// round trip (uploads, launches, a wait, downloads) costs more than the CPU needs for them.
+pub const AUTO_CPU_BELOW: usize = 10_000;
+
+/// CPU queries run in blocks of this many, so that Ctrl-C is noticed between blocks.
+pub const CPU_CHUNK: usize = 1 << 20;
+
+struct Engines {
+    cuda: CudaOptions,
+    /// By the device asked for (`Auto` is cached as what it resolved to).
+    open: Vec<(Device, Engine)>,
+}
+
+fn engines() -> MutexGuard<'static, Engines> {
+    static ENGINES: OnceLock<Mutex<Engines>> = OnceLock::new();
+    ENGINES
+        .get_or_init(|| Mutex::new(Engines { cuda: CudaOptions::default(), open: Vec::new() }))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+/// A device as the user wrote it: `auto`, `cpu`, `cuda` or `cuda:N`.
+pub fn parse_device(device: &str) -> PyResult<Device> {
+    device.parse::<Device>().map_err(err)
+}
+
+/// The engine of `device`, opened on first use (with the GIL released: a CUDA start can take
+/// seconds) and kept for the life of the process.
+pub fn engine(py: Python<'_>, device: Device) -> PyResult<Engine> {
+    py.detach(|| {
+        let mut e = engines();
+        if let Some((_, engine)) = e.open.iter().find(|(d, _)| *d == device) {
+            return Ok(engine.clone());
+        }
+        let engine = if device == Device::Cpu {
+            Engine::cpu()
+        } else {
+            Engine::with_options(device, &EngineOptions { cuda: e.cuda.clone(), profile: false }).map_err(err)?
+        };
+        e.open.push((device, engine.clone()));
+        Ok(engine)
+    })
+}
+
+/// Sets where the CUDA backend finds CUB's headers and keeps compiled kernels, and how many
+/// query points go to the GPU at a time. Only before the first CUDA use in the process.
+#[pyfunction]
+#[pyo3(signature = (cccl_include=None, kernel_cache=None, chunk_points=None))]
+pub fn configure_cuda(
+    cccl_include: Option<PathBuf>,
+    kernel_cache: Option<PathBuf>,
+    chunk_points: Option<usize>,
+) -> PyResult<()> {
+    let mut e = engines();
+    if e.open.iter().any(|(_, engine)| engine.is_cuda()) {
+        return Err(PyRuntimeError::new_err(
+            "CUDA is already in use in this process: call configure_cuda before the first GPU query",
+        ));
+    }
+    if let Some(p) = cccl_include {
+        e.cuda.cccl_include = p;
+    }
+    if let Some(p) = kernel_cache {
+        e.cuda.kernel_cache = Some(p);
+    }
+    if let Some(n) = chunk_points {
+        e.cuda.chunk_points = n.max(1);
+    }
+    // Engines opened before (the CPU, or an `auto` that fell back) are opened again.
+    e.open.clear();
+    Ok(())
+}
+
+/// `(description, note)` of the engine `device` resolves to: what it runs on, and why `auto`
+/// is not on the GPU (None if it is, or for an explicit device).
+#[pyfunction]
+#[pyo3(signature = (device="auto"))]
+pub fn device_info(py: Python<'_>, device: &str) -> PyResult<(String, Option<String>)> {
+    let engine = engine(py, parse_device(device)?)?;
+    Ok((engine.describe(), engine.note().map(str::to_owned)))
+}
+
+/// Runs `f` on a rayon pool of `workers` threads (0: the global pool, all cores). Pools are
+/// kept, one per size, as starting threads on every call would cost more than small queries.
+///
+/// `f` runs on one of the pool's threads: every parallel loop inside it (converting the
+/// input, the query, converting the output) then starts from a worker, where handing work
+/// out is cheap; from the Python thread each would wake the pool and wait for it (tens of
+/// microseconds each, which was most of the binding's overhead on small calls). A call of
+/// fewer than `INLINE_BELOW` rows stays on the calling thread: its loops do not split, and
+/// the hand-over would cost more than the call.
+pub fn with_workers<R: Send>(workers: usize, rows: usize, f: impl FnOnce() -> R + Send) -> R {
+    const INLINE_BELOW: usize = 256;
+    if workers == 0 {
+        return if rows < INLINE_BELOW { f() } else { rayon::scope(|_| f()) };
+    }
+    static POOLS: Mutex<Option<HashMap<usize, Arc<rayon::ThreadPool>>>> = Mutex::new(None);
+    let pool = {
+        let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+        let pools = pools.get_or_insert_with(HashMap::new);
+        match pools.get(&workers) {
+            Some(p) => p.clone(),
+            None => match rayon::ThreadPoolBuilder::new().num_threads(workers).build() {
+                Ok(p) => pools.entry(workers).or_insert(Arc::new(p)).clone(),
+                // Threads could not be started: run on the global pool rather than fail.
+                Err(_) => return f(),
+            },
+        }
+    };
+    pool.install(f)
+}

@@ -1,0 +1,35 @@
+//! `nearkit._native`: the Rust half of the `nearkit` Python package. The pure-Python package
+//! (`python/nearkit/`) turns user input into what these functions take (float32 or float64
+//! arrays of shape (N, 3), validated options) and gives results scipy's conventions; this side
+//! indexes, queries with the GIL released, and converts between numpy rows and the library's
+//! columns.
+//!
+//! - `engines`: one `Engine` per device per process, the CUDA options, `workers` thread pools.
+//! - `arrays`: numpy (N, 3) rows to `Points` columns and back, in parallel; errors to Python.
+//! - `point_index`, `mesh_index`, `collide`, `io`: the classes and functions.
+
+mod arrays;
+mod collide;
+mod engines;
+mod io;
+mod mesh_index;
+mod point_index;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<point_index::PyPointIndex>()?;
+    m.add_class::<mesh_index::PyMeshIndex>()?;
+    m.add_class::<collide::PyWorld>()?;
+    m.add_class::<collide::PyCollider>()?;
+    m.add_function(wrap_pyfunction!(engines::configure_cuda, m)?)?;
+    m.add_function(wrap_pyfunction!(engines::device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(io::read_points, m)?)?;
+    m.add_function(wrap_pyfunction!(io::read_mesh, m)?)?;
+    m.add_function(wrap_pyfunction!(collide::heightfield_mesh, m)?)?;
+    m.add("AUTO_CPU_BELOW", engines::AUTO_CPU_BELOW)?;
+    m.add("CPU_CHUNK", engines::CPU_CHUNK)?;
+    m.add("CONTACT_RECORD_SIZE", collide::CONTACT_RECORD_SIZE)?;
+    Ok(())
+}

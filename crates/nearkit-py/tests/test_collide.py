@@ -1,0 +1,145 @@
+"""World and Collider: contacts and sweeps in cases whose answer is known."""
+
+import numpy as np
+import pytest
+
+import nearkit
+
+
+def flat_world(size=20):
+    world = nearkit.World(cell_size=1.0)
+    world.set_heightfield(np.zeros((size + 1, size + 1)), spacing=1.0)  # z = 0 over [0, size]²
+    return world
+
+
+def contacts(world, device="cpu"):
+    return nearkit.Collider(device=device).contacts(world)
+
+
+def test_a_sphere_resting_on_the_ground_touches_it():
+    world = flat_world()
+    (body,) = world.add_bodies([[10.3, 10.6, 0.45]], radii=0.5)
+    c = contacts(world)
+    assert len(c) > 0 and (c["kind"] == nearkit.CONTACT_TRIANGLE).all() and (c["body"] == body).all()
+    # Every triangle the sphere reaches is a contact at its own closest point: the one
+    # beneath the center 0.05 deep, straight up; neighbours less deep, at an edge.
+    deepest = c[np.argmax(c["depth"])]
+    np.testing.assert_allclose(deepest["depth"], 0.05, rtol=1e-5)
+    np.testing.assert_allclose(deepest["normal"], [0, 0, 1], atol=1e-6)
+    np.testing.assert_allclose(deepest["point"], [10.3, 10.6, 0], atol=1e-6)
+    np.testing.assert_allclose(c["point"][:, 2], 0.0, atol=1e-6)
+    assert (c["depth"] <= 0.05 + 1e-7).all()
+    # The ground's triangles under the sphere, and only those.
+    tris = world.triangles()[c["other"]]
+    assert ((tris[..., 0].min(1) <= 10.3 + 0.5) & (tris[..., 0].max(1) >= 10.3 - 0.5)).all()
+    world.set_poses([body], [[10.3, 10.6, 0.55]])
+    assert len(contacts(world)) == 0
+
+
+def test_two_overlapping_bodies_make_one_pair():
+    world = flat_world()
+    ids = world.add_bodies([[5, 5, 3], [5.8, 5, 3], [9, 9, 3]], radii=[0.5, 0.5, 0.5])
+    c = contacts(world)
+    assert len(c) == 1
+    assert (int(c["body"][0]), int(c["kind"][0]), int(c["other"][0])) == (ids[0], nearkit.CONTACT_BODY, ids[1])
+    np.testing.assert_allclose(c["depth"][0], 0.2, rtol=1e-5)
+    np.testing.assert_allclose(np.abs(c["normal"][0]), [1, 0, 0], atol=1e-6)
+
+
+def test_layers_and_masks_decide_who_collides():
+    world = flat_world()
+    world.add_bodies([[5, 5, 3], [5.8, 5, 3]], radii=0.5, layers=[1, 2], masks=[1, 1])
+    assert len(contacts(world)) == 0  # body 1's layer 2 misses body 0's mask 1
+    world.set_layers([0], [1], [3])
+    assert len(contacts(world)) == 1
+    world.add_body([15, 15, 0.3], 0.5, mask=2)  # its mask misses the mesh's layer 1
+    assert len(contacts(world)) == 1
+    world.mesh_layer = 2
+    assert (contacts(world)["kind"] == nearkit.CONTACT_TRIANGLE).sum() > 0
+
+
+def test_ellipsoid_orientation_counts():
+    world = flat_world()
+    # Semi-axes 2 along the body's x, 0.5 across; its center 1.5 above the ground.
+    (lying,) = world.add_bodies([[10, 10, 1.5]], radii=[2, 0.5, 0.5])
+    assert len(contacts(world)) == 0
+    s = np.sqrt(0.5)
+    world.set_poses([lying], [[10, 10, 1.5]], [[0, s, 0, s]])  # 90° about y: x points down
+    c = contacts(world)
+    assert len(c) > 0
+    np.testing.assert_allclose(c["depth"], 0.5, rtol=1e-5)
+
+
+def test_bodies_come_and_go():
+    world = flat_world()
+    ids = world.add_bodies(np.array([[1, 1, 5], [3, 3, 5], [6, 6, 5]], dtype=np.int32), radii=0.4)
+    assert ids.tolist() == [0, 1, 2] and world.body_count == 3
+    world.remove_bodies([1])
+    assert world.body_count == 2 and world.add_body([3, 3, 5], 0.4) == 1  # lowest free id
+    b = world.bodies()
+    assert b["ids"].tolist() == [0, 1, 2] and b["centers"].shape == (3, 3)
+    np.testing.assert_array_equal(b["orientations"], [[0, 0, 0, 1]] * 3)
+    with pytest.raises(ValueError, match="no body 7"):
+        world.set_poses([7], [[0, 0, 0]])
+    with pytest.raises(ValueError, match="no body 1"):
+        world.remove_bodies([1, 1])
+
+
+def test_add_bodies_is_all_or_none():
+    world = flat_world()
+    with pytest.raises(ValueError, match="body 1: .*radii"):
+        world.add_bodies([[1, 1, 1], [2, 2, 2]], radii=[0.5, -1.0])
+    assert world.body_count == 0
+    with pytest.raises(ValueError, match="not finite"):
+        world.add_bodies([[1, 1, np.nan]], radii=0.5)
+    with pytest.raises(ValueError, match="quaternion"):
+        world.add_bodies([[1, 1, 1]], radii=0.5, orientations=[0, 0, 0, 0])
+    with pytest.raises(ValueError, match="shape"):
+        world.add_bodies([[1, 1, 1], [2, 2, 2]], radii=[0.5, 0.5, 0.5, 0.5])
+    assert world.body_count == 0
+
+
+def test_sweeps_hit_the_ground():
+    world = flat_world()
+    hits = nearkit.Collider(device="cpu").sweeps(
+        world,
+        starts=[[10, 10, 5.0], [10, 10, 5.0]],
+        ends=[[10, 10, -5.0], [12, 10, 5.0]],
+        radii=0.5,
+    )
+    assert hits.hit.tolist() == [True, False]
+    np.testing.assert_allclose(hits.toi[0], 0.45, atol=1e-9)  # the sphere's bottom meets z = 0
+    np.testing.assert_allclose(hits.normal[0], [0, 0, 1], atol=1e-9)
+    np.testing.assert_allclose(hits.point[0], [10, 10, 0], atol=1e-9)
+    assert np.isinf(hits.toi[1]) and hits.triangle[1] == world.triangle_count and np.isnan(hits.point[1]).all()
+
+
+def test_a_crater_tick_matches_itself_across_devices_and_layouts(rng):
+    h = rng.uniform(-0.3, 0.3, (41, 41))
+    world = nearkit.World()
+    world.set_heightfield(np.asfortranarray(h), spacing=1.0)
+    v, f = nearkit.heightfield_mesh(h, 1.0)
+    assert world.triangle_count == len(f) == 2 * 40 * 40
+    np.testing.assert_array_equal(world.triangles(), v[f])
+    centers = np.column_stack([rng.uniform(1, 39, (500, 2)), rng.uniform(-0.2, 1.0, 500)])
+    q = rng.normal(size=(500, 4))
+    world.add_bodies(centers, radii=rng.uniform(0.2, 0.8, (500, 3)), orientations=q)
+    collider = nearkit.Collider(device="cpu")
+    first = collider.contacts(world)
+    assert len(first) > 100
+    assert (np.diff(first["body"].astype(np.int64)) >= 0).all()
+    pairs = first[first["kind"] == nearkit.CONTACT_BODY]
+    assert (pairs["body"] < pairs["other"]).all()
+    collider.device = "cpu"  # a fresh collider: the same contacts, bit for bit
+    np.testing.assert_array_equal(collider.contacts(world), first)
+
+
+def test_world_options():
+    with pytest.raises(ValueError, match="cell size"):
+        nearkit.World(cell_size=0)
+    with pytest.raises(ValueError, match="2 × 2"):
+        nearkit.World().set_heightfield(np.zeros((1, 5)))
+    with pytest.raises(ValueError, match="finite"):
+        nearkit.World().set_heightfield([[0, 0], [0, np.nan]])
+    w = flat_world(4)
+    assert w.cell_size == 1.0 and w.triangle_count == 32 and "World(bodies=0" in repr(w)

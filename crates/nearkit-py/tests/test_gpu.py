@@ -1,0 +1,84 @@
+"""CPU and GPU give the same bits. Skipped without a usable CUDA GPU (fails instead with
+NEARKIT_REQUIRE_CUDA=1)."""
+
+import numpy as np
+import pytest
+from conftest import brute_knn, make_points, require_gpu
+from test_mesh import uv_sphere
+
+import nearkit
+
+
+@pytest.fixture(autouse=True)
+def gpu():
+    require_gpu()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicates", "surface"])
+def test_point_queries_are_bitwise_equal(rng, dtype, kind):
+    data = make_points(kind, 50_000, rng, dtype)
+    q = make_points(kind, 200_000, rng, dtype)
+    cpu, gpu = nearkit.PointIndex(data, device="cpu"), nearkit.PointIndex(data, device="cuda")
+    assert gpu.device.startswith("cuda")
+    for k in [1, 8, [2, 16]]:
+        for bound in [np.inf, 0.3]:
+            dc, ic = cpu.query(q, k=k, distance_upper_bound=bound)
+            dg, ig = gpu.query(q, k=k, distance_upper_bound=bound)
+            np.testing.assert_array_equal(ig, ic)
+            np.testing.assert_array_equal(dg, dc)
+    for a, b in zip(cpu.nearest(q), gpu.nearest(q)):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(cpu.knn_graph(8), gpu.knn_graph(8)):
+        np.testing.assert_array_equal(a, b)
+    for mode in ["nearest-per-a", "all-pairs"]:
+        for a, b in zip(cpu.closest_pairs(q, k=500, mode=mode), gpu.closest_pairs(q, k=500, mode=mode)):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_auto_runs_small_calls_on_the_cpu_with_the_same_answer(rng):
+    data = rng.random((20_000, 3)).astype(np.float32)
+    auto = nearkit.PointIndex(data, device="auto")
+    assert auto.device.startswith("cuda")
+    small = rng.random((100, 3)).astype(np.float32)  # below AUTO_CPU_BELOW: the CPU twin
+    large = rng.random((nearkit.AUTO_CPU_BELOW * 3, 3)).astype(np.float32)
+    for q in [small, large]:
+        d, i = auto.query(q, k=4)
+        bd, bi = brute_knn(q[:200], data, 4)
+        np.testing.assert_array_equal(i[:200], bi)
+        np.testing.assert_array_equal(d[:200], bd)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_closest_points_are_bitwise_equal(rng, dtype):
+    v, f = uv_sphere(64, 128, 2.0)
+    v = v.astype(dtype)
+    q = rng.uniform(-4, 4, (300_000, 3)).astype(dtype)
+    cpu, gpu = nearkit.MeshIndex(v, f, device="cpu"), nearkit.MeshIndex(v, f, device="cuda")
+    for a, b in zip(cpu.closest_point(q), gpu.closest_point(q)):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(cpu.closest_point(q, max_distance=0.5), gpu.closest_point(q, max_distance=0.5)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(cpu.signed_distance(q), gpu.signed_distance(q))
+
+
+def test_collider_switches_devices_between_ticks(rng):
+    h = rng.uniform(-0.5, 0.5, (101, 101))
+    world = nearkit.World()
+    world.set_heightfield(h)
+    n = 4000
+    centers = np.column_stack([rng.uniform(1, 99, (n, 2)), rng.uniform(-0.3, 1.0, n)])
+    ids = world.add_bodies(centers, radii=rng.uniform(0.2, 0.8, (n, 3)), orientations=rng.normal(size=(n, 4)))
+    collider = nearkit.Collider(device="cuda")
+    reference = nearkit.Collider(device="cpu")
+    for tick in range(6):
+        collider.device = "cuda" if tick % 2 == 0 else "cpu"
+        np.testing.assert_array_equal(collider.contacts(world), reference.contacts(world))
+        centers[:, :2] += rng.normal(0, 0.1, (n, 2))
+        world.set_poses(ids, centers)
+    starts = np.column_stack([rng.uniform(5, 95, (1000, 2)), np.full(1000, 5.0)])
+    ends = starts - [0, 0, 10]
+    g = nearkit.Collider(device="cuda").sweeps(world, starts, ends, radii=0.3)
+    c = reference.sweeps(world, starts, ends, radii=0.3)
+    for a, b in zip(g, c):
+        np.testing.assert_array_equal(a, b)
