@@ -11,7 +11,7 @@ use std::ops::Range;
 use nearkit::{Points, Real};
 use numpy::ndarray::{s, ArrayView2};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use rayon::prelude::*;
 
@@ -23,6 +23,7 @@ const BLOCK: usize = 1 << 14;
 pub fn err(e: nearkit::Error) -> PyErr {
     match e {
         nearkit::Error::CudaUnavailable(_) | nearkit::Error::Cuda(_) => PyRuntimeError::new_err(e.to_string()),
+        nearkit::Error::OutOfMemory(_) => PyMemoryError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),
     }
 }
