@@ -78,12 +78,21 @@ impl<T: Real> Placed<T> {
         let nq = q.map_or(self.data.len(), |q| q.nrows());
         let m = ranks.len();
         let missing = self.data.len() as i64;
-        let (mut d, mut ids) = (vec![T::ZERO; nq * m], vec![0i64; nq * m]);
-        let (d_all, ids_all) = (&mut d[..], &mut ids[..]);
+        // Ranks 1..=k (scipy's `k=8`) of a call made in one block: the library's distances
+        // are the result as they are, and only the ids are converted (to intp), in one pass.
+        let whole_ranks = ranks.iter().enumerate().all(|(j, &r)| r == j + 1);
+        let mut out: Option<(Vec<T>, Vec<i64>)> = None;
         let k = ranks.iter().copied().max().unwrap_or(1);
         self.in_blocks(py, nq, q.is_none(), workers, |index, range| {
             let points = q.map(|q| columns(q, range.clone()));
             let knn = index.knn(points.as_ref().unwrap_or(&self.data), &KnnOptions { k, ..opts })?;
+            if whole_ranks && knn.k == m && range == (0..nq) {
+                let ids = knn.ids.par_iter().with_min_len(1 << 14);
+                let ids = ids.map(|&id| if id == NO_ID { missing } else { id as i64 }).collect();
+                out = Some((knn.distances, ids));
+                return Ok(());
+            }
+            let (d_all, ids_all) = out.get_or_insert_with(|| (vec![T::ZERO; nq * m], vec![0i64; nq * m]));
             let rows = range.start * m..range.end * m;
             d_all[rows.clone()]
                 .par_chunks_mut(m.max(1))
@@ -101,7 +110,7 @@ impl<T: Real> Placed<T> {
                 });
             Ok(())
         })?;
-        Ok((d, ids))
+        Ok(out.unwrap_or_default())
     }
 
     fn nearest(
