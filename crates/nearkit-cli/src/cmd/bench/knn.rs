@@ -115,7 +115,7 @@ pub fn run<T: Real>(args: &BenchKnnArgs) -> CliResult {
                 let floor = u.pinned_up + d.pinned_down;
                 note!(
                     "  2^{log2}: transfer floor {} ({} MB up, {} MB down, pinned); a plain download into fresh \
-                     memory {}; plain upload {}; nearkit's staged copies {} up, {} down; end to end = {:.1}× the floor",
+                     memory {}; plain upload {}; nearkit's staged copies {} up, {} down; registered down {}; end to end = {:.1}× the floor",
                     ms(floor),
                     up >> 20,
                     down >> 20,
@@ -123,6 +123,7 @@ pub fn run<T: Real>(args: &BenchKnnArgs) -> CliResult {
                     ms(u.plain_up),
                     ms(u.staged_up),
                     ms(d.staged_down),
+                    ms(d.registered_down),
                     e2e.as_secs_f64() / floor.as_secs_f64()
                 );
             }

@@ -220,6 +220,9 @@ pub struct BusFloor {
     pub staged_up: std::time::Duration,
     /// Device to a fresh host vector, as nearkit downloads.
     pub staged_down: std::time::Duration,
+    /// Device to a fresh host vector whose pages are first touched in parallel, then
+    /// page-locked for the copy (`cuMemHostRegister`): the alternative to staging.
+    pub registered_down: std::time::Duration,
 }
 
 pub(crate) fn measure_bus(gpu: &Gpu, bytes: usize) -> Result<BusFloor> {
@@ -257,5 +260,41 @@ pub(crate) fn measure_bus(gpu: &Gpu, bytes: usize) -> Result<BusFloor> {
     let staged = download_vec(gpu, &dev)?;
     let staged_down = t.elapsed();
     drop(staged);
-    Ok(BusFloor { bytes, pinned_down, pinned_up, fresh_down, plain_up, staged_up, staged_down })
+    let t = Instant::now();
+    let registered = download_registered(gpu, &dev)?;
+    let registered_down = t.elapsed();
+    drop(registered);
+    Ok(BusFloor { bytes, pinned_down, pinned_up, fresh_down, plain_up, staged_up, staged_down, registered_down })
+}
+
+/// A download into fresh memory by page-locking the destination itself: its pages are
+/// touched in parallel (the kernel zeroes them on the threads that touch), registered, and
+/// the device writes them directly.
+fn download_registered<T, S>(gpu: &Gpu, src: &S) -> Result<Vec<T>>
+where
+    T: DeviceRepr + Copy + Send + Sync,
+    S: DevicePtr<T>,
+{
+    let n = src.len();
+    let mut v = crate::runtime::cpu::big_vec::<T>(n);
+    let bytes = n * std::mem::size_of::<T>();
+    let base = SendPtr(v.as_mut_ptr() as *mut u8);
+    (0..bytes.div_ceil(PART_BYTES)).into_par_iter().for_each(|p| {
+        let (s, e) = (p * PART_BYTES, ((p + 1) * PART_BYTES).min(bytes));
+        // SAFETY: inside the allocation; one write per 4 KiB page faults it in.
+        (s..e).step_by(4096).for_each(|i| unsafe { base.get().add(i).write_volatile(0) });
+    });
+    let stream = gpu.stream();
+    let (dptr, _sync) = src.device_ptr(stream);
+    // SAFETY: the range is our allocation; it is unregistered before the vector is returned.
+    unsafe {
+        sys::cuMemHostRegister_v2(base.get() as *mut _, bytes, 0).result().map_err(cuda_err)?;
+        let copied = sys::cuMemcpyDtoHAsync_v2(base.get() as *mut _, dptr, bytes, stream.cu_stream()).result();
+        let synced = stream.synchronize();
+        sys::cuMemHostUnregister(base.get() as *mut _).result().map_err(cuda_err)?;
+        copied.map_err(cuda_err)?;
+        synced.map_err(cuda_err)?;
+        v.set_len(n);
+    }
+    Ok(v)
 }
