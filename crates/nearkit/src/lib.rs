@@ -55,7 +55,7 @@ pub use geometry::vectors::MAX_DIM as MAX_VECTOR_DIM;
 pub use geometry::{Aabb6, Mesh, Points, Real, Vectors};
 pub use knn::cuda::DeviceKnn;
 pub use knn::vectors::{shifted_sort_knn, shifted_sort_knn_device, DeviceVectors, ShiftedSortOptions, VectorIndex};
-pub use knn::{GridOptions, Knn, KnnOptions};
+pub use knn::{GridOptions, Knn, KnnBuffer, KnnOptions};
 pub use pairs::{Nearest, Pair, PairMode, PairsOptions};
 pub use point_index::PointIndex;
 pub use runtime::cuda::transfer::BusFloor;

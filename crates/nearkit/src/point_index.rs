@@ -8,7 +8,7 @@ use crate::geometry::radius2;
 use crate::geometry::real::Real;
 use crate::geometry::scale::Scale;
 use crate::knn::cuda::DeviceKnn;
-use crate::knn::{knn_limits, Knn, KnnOptions};
+use crate::knn::{knn_limits, Knn, KnnBuffer, KnnOptions};
 use crate::pairs::{Nearest, Pair, PairsOptions};
 use crate::runtime::cpu::check_room;
 use crate::runtime::cuda::memory::PointSource;
@@ -151,6 +151,31 @@ impl<T: Real> PointIndex<T> {
         };
         self.scale.undo_all(&mut found.distances);
         Ok(found)
+    }
+
+    /// [`PointIndex::knn`] into `out`, host memory reused from call to call: on a GPU engine
+    /// it is page-locked when it first grows, and later results are copied into it by the
+    /// device directly (the fastest way to bring many neighbours back to the host).
+    pub fn knn_into(&self, queries: &Points<T>, opts: &KnnOptions<T>, out: &mut KnnBuffer<T>) -> Result<()> {
+        let queries = &*self.scaled_queries(queries, Role::Queries)?;
+        let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
+        let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
+        check_room::<(u32, T)>(queries.len(), k, "the neighbour lists")?;
+        let n = queries.len();
+        match &self.tree {
+            Tree::Cpu(tree) => {
+                out.hold(crate::knn::cpu::knn(tree, queries, opts, k, r2, self.engine.options().profile), n)
+            }
+            Tree::Cuda(tree) => {
+                let gpu = self.engine.need_gpu("")?;
+                let _busy = gpu.lock();
+                let (ids, distances, memory) = out.room(gpu, n, k)?;
+                crate::knn::cuda::knn_to(gpu, tree, queries, opts, k, r2, self.chunk(), ids, distances, memory)?;
+                out.filled(n, k);
+            }
+        }
+        self.scale.undo_all(out.distances_mut());
+        Ok(())
     }
 
     /// The `opts.k` closest pairs (a query `a`, an indexed point `b`) in `opts.mode`,

@@ -346,6 +346,24 @@ fn gpu_closest_points_match_cpu_f64() {
     same_closest_points::<f64>(92);
 }
 
+/// `knn_into` a reused (page-locked) buffer on the GPU gives the CPU's `knn`, as it grows and
+/// shrinks, and after the same buffer held a CPU result.
+#[test]
+fn gpu_knn_into_a_reused_buffer_matches_cpu() {
+    let Some(gpu) = gpu() else { return };
+    let mut out = nearkit::KnnBuffer::<f32>::new();
+    for (name, a, b) in point_sets::<f32>(97, 3000, 5000) {
+        let (on_gpu, on_cpu) = (PointIndex::new(&b, &gpu.0).unwrap(), PointIndex::new(&b, &cpu().0).unwrap());
+        for k in [8, 1, 16] {
+            let want = on_cpu.knn(&a, &KnnOptions::k(k)).unwrap();
+            on_gpu.knn_into(&a, &KnnOptions::k(k), &mut out).unwrap();
+            assert_eq!(out.to_knn(), want, "{name} k={k}");
+            on_cpu.knn_into(&a, &KnnOptions::k(k), &mut out).unwrap();
+            assert_eq!(out.to_knn(), want, "{name} k={k}, CPU into the same buffer");
+        }
+    }
+}
+
 /// Coordinates far from 1, which the index scales by a power of two: the GPU answers as the CPU.
 fn same_far_from_one<T: Real>(seed: u64) {
     let Some(gpu) = gpu() else { return };

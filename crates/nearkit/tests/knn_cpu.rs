@@ -108,3 +108,19 @@ proptest! {
         check_knn("proptest", &p(&data), &p(&queries), &KnnOptions { k, ..Default::default() });
     }
 }
+
+/// `knn_into` a reused buffer gives `knn`'s answer, call after call, growing and shrinking.
+#[test]
+fn knn_into_a_reused_buffer_matches_knn() {
+    use nearkit::{Device, KnnBuffer, PointIndex};
+    let mut out = KnnBuffer::new();
+    for (name, a, b) in point_sets::<f32>(33, 300, 900) {
+        let index = PointIndex::build(&b, Device::Cpu).unwrap();
+        for k in [1, 8] {
+            index.knn_into(&a, &KnnOptions::k(k), &mut out).unwrap();
+            let want = index.knn(&a, &KnnOptions::k(k)).unwrap();
+            assert_eq!(out.to_knn(), want, "{name} k={k}");
+            assert_eq!((out.len(), out.k()), (a.len(), want.k));
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! Exact k-nearest neighbours on the device: through the candidate grid (candidate_grid.cu),
 //! queries in grid-cell order, or by the tree search of knn.cu, queries in Morton order.
 
+use std::mem::MaybeUninit;
+
 use cudarc::driver::{CudaSlice, CudaViewMut};
 
 use super::grid_cuda::{CellQueries, DeviceGrid, GridFrameArgs, GRID_CAND_CHECK, GRID_LEVELS};
@@ -12,7 +14,7 @@ use crate::geometry::real::Real;
 use crate::runtime::cpu::big_vec;
 use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::{DevicePoints, PointSource};
-use crate::runtime::cuda::transfer::{download, download_vec};
+use crate::runtime::cuda::transfer::{download_to, download_vec, HostMemory};
 use crate::runtime::cuda::{threads, CudaSource, Gpu, COMMON};
 use crate::tree::cuda::{
     for_each_chunk_ordered, for_each_chunk_sorted_by, DeviceTree, SortedChunk, TreeArgs, TREE_HEADER, TREE_SEARCH,
@@ -135,9 +137,36 @@ pub(crate) fn knn<T: Real>(
     chunk: usize,
 ) -> Result<Knn<T>> {
     let n = queries.len();
-    let grid = DeviceGrid::build(gpu, tree, n, k + usize::from(opts.exclude_self), r2, &opts.grid)?;
     // Rows go straight to their place in the result: uninitialised until downloaded.
     let mut out = Knn { k, ids: big_vec(n * k), distances: big_vec(n * k) };
+    let (ids, distances) =
+        (&mut out.ids.spare_capacity_mut()[..n * k], &mut out.distances.spare_capacity_mut()[..n * k]);
+    knn_to(gpu, tree, queries, opts, k, r2, chunk, ids, distances, HostMemory::Pageable)?;
+    // SAFETY: `knn_to` wrote every row.
+    unsafe {
+        out.ids.set_len(n * k);
+        out.distances.set_len(n * k);
+    }
+    Ok(out)
+}
+
+/// [`knn`] into `ids` and `distances` (queries × k, uninitialised until written), host memory
+/// of the given kind.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn knn_to<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    queries: &Points<T>,
+    opts: &KnnOptions<T>,
+    k: usize,
+    r2: T,
+    chunk: usize,
+    out_ids: &mut [MaybeUninit<u32>],
+    out_distances: &mut [MaybeUninit<T>],
+    memory: HostMemory,
+) -> Result<()> {
+    let n = queries.len();
+    let grid = DeviceGrid::build(gpu, tree, n, k + usize::from(opts.exclude_self), r2, &opts.grid)?;
     let chunk = chunk.min((MAX_CHUNK_ENTRIES / k).max(1));
     for_each_sorted_chunk(gpu, &PointSource::Host(queries), tree, grid.as_ref(), chunk, |offset, c| {
         let len = c.len();
@@ -156,16 +185,10 @@ pub(crate) fn knn<T: Real>(
             &mut dist.as_view_mut(),
         )?;
         let rows = offset * k..(offset + len) * k;
-        download(gpu, &ids.slice(0..len * k), &mut out.ids.spare_capacity_mut()[rows.clone()])?;
-        download(gpu, &dist.slice(0..len * k), &mut out.distances.spare_capacity_mut()[rows])?;
+        download_to(gpu, &ids.slice(0..len * k), &mut out_ids[rows.clone()], memory)?;
+        download_to(gpu, &dist.slice(0..len * k), &mut out_distances[rows], memory)?;
         Ok(())
-    })?;
-    // SAFETY: the chunks' downloads wrote every row.
-    unsafe {
-        out.ids.set_len(n * k);
-        out.distances.set_len(n * k);
-    }
-    Ok(out)
+    })
 }
 
 /// kNN with everything on the device: the queries already uploaded, the results left there

@@ -2,6 +2,7 @@
 //! candidate grid of `grid` or the tree search), and the same for vectors of any dimension,
 //! exact or by shifted sorting (`vectors`).
 
+pub(crate) mod buffer;
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub(crate) mod grid;
@@ -12,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::geometry::radius2;
 use crate::geometry::real::Real;
 
+pub use buffer::KnnBuffer;
 pub use grid::GridOptions;
 
 /// What a k-nearest-neighbour query asks for.

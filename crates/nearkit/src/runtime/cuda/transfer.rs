@@ -89,8 +89,26 @@ fn copy_parallel<T: Copy>(src: SendPtr<T>, dst: SendPtr<T>, len: usize) {
     });
 }
 
+/// Where a download's destination lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HostMemory {
+    /// Ordinary (pageable) memory: large copies go through the staging buffers.
+    Pageable,
+    /// Page-locked memory: the device writes it directly.
+    Pinned,
+}
+
 /// Copies the device values `src` into `dst` (which may be uninitialised; all of it is written).
 pub(crate) fn download<T, S>(gpu: &Gpu, src: &S, dst: &mut [MaybeUninit<T>]) -> Result<()>
+where
+    T: DeviceRepr + Copy + Send + Sync,
+    S: DevicePtr<T>,
+{
+    download_to(gpu, src, dst, HostMemory::Pageable)
+}
+
+/// [`download`] into memory of the given kind.
+pub(crate) fn download_to<T, S>(gpu: &Gpu, src: &S, dst: &mut [MaybeUninit<T>], memory: HostMemory) -> Result<()>
 where
     T: DeviceRepr + Copy + Send + Sync,
     S: DevicePtr<T>,
@@ -100,7 +118,7 @@ where
     let (base, _sync) = src.device_ptr(stream);
     let size = std::mem::size_of::<T>();
     let n = dst.len();
-    if n * size <= DIRECT_BYTES {
+    if n * size <= DIRECT_BYTES || memory == HostMemory::Pinned {
         // SAFETY: `dst` holds n values; the copy completes before the stream sync below.
         unsafe { sys::cuMemcpyDtoHAsync_v2(dst.as_mut_ptr() as *mut _, base, n * size, stream.cu_stream()) }
             .result()
