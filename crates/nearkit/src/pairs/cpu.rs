@@ -28,10 +28,17 @@ const QUERY_GRAIN: usize = 2048;
 /// Every A's nearest point of `tree` within squared radius `r2`.
 pub(crate) fn nearest<T: Real>(tree: &MortonTree<T>, a: &Points<T>, r2: T) -> Nearest<T> {
     let order = tree.morton_order(a);
+    // Runs of queries in Morton order, each seeded with the previous one's answer.
     let found: Vec<(T, u32)> = order
-        .par_iter()
-        .with_min_len(QUERY_GRAIN)
-        .map(|&i| search::nearest(tree, a.get(i as usize), r2, NO_ID))
+        .par_chunks(QUERY_GRAIN)
+        .flat_map_iter(|run| {
+            let mut hint = search::NO_POSITION;
+            run.iter().map(move |&i| {
+                let (d2, id, pos) = search::nearest_hinted(tree, a.get(i as usize), r2, NO_ID, hint);
+                hint = if pos == search::NO_POSITION { hint } else { pos };
+                (d2, id)
+            })
+        })
         .collect();
     let mut out = Nearest { b: vec![NO_ID; a.len()], distance: vec![T::INFINITY; a.len()] };
     for (&i, &(d2, id)) in order.iter().zip(&found) {
@@ -75,14 +82,18 @@ pub(crate) fn nearest_per_a<T: Real>(tree: &MortonTree<T>, a: &Points<T>, k: usi
         r2
     };
     order
-        .par_iter()
-        .with_min_len(QUERY_GRAIN)
+        .par_chunks(QUERY_GRAIN)
         .fold(
             || TopK::new(k),
-            |mut top, &i| {
-                let (d2, id) = search::nearest(tree, a.get(i as usize), tau, NO_ID);
-                if id != NO_ID {
-                    top.push(Candidate::new(d2, i, id));
+            |mut top, run| {
+                // Each query seeded with the previous one's answer (Morton order).
+                let mut hint = search::NO_POSITION;
+                for &i in run {
+                    let (d2, id, pos) = search::nearest_hinted(tree, a.get(i as usize), tau, NO_ID, hint);
+                    hint = if pos == search::NO_POSITION { hint } else { pos };
+                    if id != NO_ID {
+                        top.push(Candidate::new(d2, i, id));
+                    }
                 }
                 top
             },

@@ -17,28 +17,46 @@ fn before<T: Real>(d: T, id: u32, bd: T, bid: u32) -> bool {
     d < bd || (d == bd && id < bid)
 }
 
+/// No tree position (no hint, or no answer).
+pub const NO_POSITION: usize = usize::MAX;
+
 /// Nearest point to `q` that comes before `(bound_d2, bound_id)`; returns that bound unchanged
 /// when nothing does. Pass `(r2, NO_ID)` to search within squared radius `r2` (inclusive).
+///
+/// The search is seeded with the tree's point at (sorted) position `hint` when there is one:
+/// for queries in Morton order, the previous query's answer. It is a real point, so the
+/// answer is the same, but its distance bounds the search from the start. Returns the
+/// answer's position too (`NO_POSITION` if the bound was not beaten).
 #[inline]
-pub fn nearest<T: Real>(tree: &MortonTree<T>, q: [T; 3], bound_d2: T, bound_id: u32) -> (T, u32) {
-    let (mut bd, mut bid) = (bound_d2, bound_id);
+pub fn nearest_hinted<T: Real>(
+    tree: &MortonTree<T>,
+    q: [T; 3],
+    bound_d2: T,
+    bound_id: u32,
+    hint: usize,
+) -> (T, u32, usize) {
+    let (mut bd, mut bid, mut bpos) = (bound_d2, bound_id, NO_POSITION);
     let leaf = tree.leaf_size as usize;
-    let scan = |s: usize, e: usize, bd: &mut T, bid: &mut u32| {
+    let scan = |s: usize, e: usize, bd: &mut T, bid: &mut u32, bpos: &mut usize| {
         for i in s..e {
             let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
             if before(d, tree.id[i], *bd, *bid) {
                 *bd = d;
                 *bid = tree.id[i];
+                *bpos = i;
             }
         }
     };
     let n = tree.len();
+    if hint < n {
+        scan(hint, hint + 1, &mut bd, &mut bid, &mut bpos);
+    }
     if n <= leaf || n == 1 {
-        scan(0, n, &mut bd, &mut bid);
-        return (bd, bid);
+        scan(0, n, &mut bd, &mut bid, &mut bpos);
+        return (bd, bid, bpos);
     }
     if !before(tree.box_dist2(0, q), tree.min_id[0], bd, bid) {
-        return (bd, bid);
+        return (bd, bid, bpos);
     }
     let mut stack: [(u32, T); STACK] = [(0, T::ZERO); STACK];
     let mut sp = 0usize;
@@ -46,7 +64,7 @@ pub fn nearest<T: Real>(tree: &MortonTree<T>, q: [T; 3], bound_d2: T, bound_id: 
     loop {
         let (s, e) = tree.range(node);
         if e - s <= leaf {
-            scan(s, e, &mut bd, &mut bid);
+            scan(s, e, &mut bd, &mut bid, &mut bpos);
         } else {
             // Point children are tested at once; internal ones are ordered nearest first.
             let mut kids = [(0usize, T::ZERO, 0u32); 2];
@@ -54,7 +72,7 @@ pub fn nearest<T: Real>(tree: &MortonTree<T>, q: [T; 3], bound_d2: T, bound_id: 
             for c in [tree.left[node], tree.right[node]] {
                 if c & CHILD_POINT != 0 {
                     let p = (c & !CHILD_POINT) as usize;
-                    scan(p, p + 1, &mut bd, &mut bid);
+                    scan(p, p + 1, &mut bd, &mut bid, &mut bpos);
                 } else {
                     let c = c as usize;
                     kids[nk] = (c, tree.box_dist2(c, q), tree.min_id[c]);
@@ -76,7 +94,7 @@ pub fn nearest<T: Real>(tree: &MortonTree<T>, q: [T; 3], bound_d2: T, bound_id: 
         }
         loop {
             if sp == 0 {
-                return (bd, bid);
+                return (bd, bid, bpos);
             }
             sp -= 1;
             let (n, d) = stack[sp];
