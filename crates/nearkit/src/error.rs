@@ -63,6 +63,9 @@ pub enum Error {
     /// A max distance that is negative or not finite.
     #[error("max distance must be a finite number >= 0 (got {0})")]
     BadMaxDistance(f64),
+    /// A search radius that is negative or not finite.
+    #[error("radius must be a finite number >= 0 (got {0})")]
+    BadRadius(f64),
     /// Coordinate columns of different lengths.
     #[error("columns x, y, z have different lengths ({x}, {y}, {z})")]
     RaggedColumns {

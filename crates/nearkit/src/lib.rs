@@ -5,6 +5,8 @@
 //!
 //! - [`PointIndex`]: each query's nearest point, its k nearest, and the k closest pairs of a
 //!   query set and the indexed set.
+//!   It also answers radius queries: every point within r of each query
+//!   ([`PointIndex::within`]), and every pair of a set, or of two sets, within r.
 //! - [`MeshIndex`]: each query's closest point on a triangle mesh, and signed distances.
 //! - [`VectorIndex`]: exact kNN of vectors of any dimension up to 8; [`shifted_sort_knn`] is
 //!   the approximate shifted-sort kNN.
@@ -22,7 +24,7 @@
 //! assert_eq!((pairs[0].a, pairs[0].b, pairs[0].distance), (1, 1, 0.5));
 //! ```
 //!
-//! Layout: one folder per capability (`pairs`, `knn`, `closest_point`, `collide`), each with
+//! Layout: one folder per capability (`pairs`, `knn`, `radius`, `closest_point`, `collide`), each with
 //! its CPU code and its CUDA launcher beside the `.cu` file it launches; `tree` is the point
 //! index pairs and kNN share; `geometry` the types every capability uses; `runtime` what the
 //! backends share (CUDA context, NVRTC, device memory, CPU row writers).
@@ -39,6 +41,7 @@ mod geometry;
 mod knn;
 mod pairs;
 mod point_index;
+mod radius;
 mod runtime;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
@@ -58,6 +61,8 @@ pub use knn::vectors::{shifted_sort_knn, shifted_sort_knn_device, DeviceVectors,
 pub use knn::{GridOptions, Knn, KnnBuffer, KnnOptions};
 pub use pairs::{Nearest, Pair, PairMode, PairsOptions};
 pub use point_index::PointIndex;
+pub use radius::cuda::DeviceWithin;
+pub use radius::{RadiusOptions, Within};
 pub use runtime::cuda::transfer::BusFloor;
 pub use runtime::cuda::DevicePoints;
 

@@ -10,6 +10,8 @@ use crate::geometry::scale::Scale;
 use crate::knn::cuda::DeviceKnn;
 use crate::knn::{knn_limits, Knn, KnnBuffer, KnnOptions};
 use crate::pairs::{Nearest, Pair, PairsOptions};
+use crate::radius::cuda::DeviceWithin;
+use crate::radius::{RadiusOptions, Within};
 use crate::runtime::cpu::check_room;
 use crate::runtime::cuda::memory::PointSource;
 use crate::runtime::cuda::DevicePoints;
@@ -192,6 +194,111 @@ impl<T: Real> PointIndex<T> {
             p.distance = self.scale.undo(p.distance);
         }
         Ok(pairs)
+    }
+
+    /// Every indexed point within distance `r` of each query (inclusive, exact): row `q` of
+    /// the result is query `q`'s, ascending by (distance, id) unless `opts` asks for unsorted
+    /// rows.
+    ///
+    /// ```
+    /// use nearkit::{Device, PointIndex, Points, RadiusOptions};
+    /// let data = Points::from_rows(&[[0.0f32, 0.0, 0.0], [1.0, 0.0, 0.0], [3.0, 0.0, 0.0]]);
+    /// let index = PointIndex::build(&data, Device::Cpu).unwrap();
+    /// let rows = index.within(&Points::from_rows(&[[0.9f32, 0.0, 0.0]]), 1.0, &RadiusOptions::default()).unwrap();
+    /// assert_eq!(rows.row(0).0, [1, 0]); // 0.1 away, then 0.9 away; 3 is 2.1 away
+    /// ```
+    pub fn within(&self, queries: &Points<T>, r: T, opts: &RadiusOptions) -> Result<Within<T>> {
+        let queries = &*self.scaled_queries(queries, Role::Queries)?;
+        let r2 = crate::radius::radius2(self.scale, r)?;
+        let mut rows = match &self.tree {
+            Tree::Cpu(tree) => {
+                let order = tree.morton_order(queries);
+                let query = |i: usize| (queries.get(order[i] as usize), order[i]);
+                crate::radius::cpu::within(tree, queries.len(), query, r2, false, opts)?
+            }
+            Tree::Cuda(tree) => {
+                let gpu = self.engine.need_gpu("")?;
+                let _busy = gpu.lock();
+                crate::radius::cuda::within(gpu, tree, queries, r2, opts, self.chunk())?
+            }
+        };
+        self.scale.undo_all(&mut rows.distances);
+        Ok(rows)
+    }
+
+    /// How many indexed points lie within distance `r` of each query (the row lengths of
+    /// [`PointIndex::within`], without the rows).
+    pub fn count_within(&self, queries: &Points<T>, r: T) -> Result<Vec<u32>> {
+        let queries = &*self.scaled_queries(queries, Role::Queries)?;
+        let r2 = crate::radius::radius2(self.scale, r)?;
+        match &self.tree {
+            Tree::Cpu(tree) => Ok(crate::radius::cpu::count_within(tree, queries, r2)),
+            Tree::Cuda(tree) => {
+                let gpu = self.engine.need_gpu("")?;
+                let _busy = gpu.lock();
+                crate::radius::cuda::count_within(gpu, tree, queries, r2, self.chunk())
+            }
+        }
+    }
+
+    /// Every pair of indexed points within distance `r` of each other, each pair once: row
+    /// `i` lists the points `j > i` within `r` of point `i` ([`Within::pairs`] gives them as
+    /// `(i, j, distance)`, ascending by `i`).
+    pub fn pairs_within(&self, r: T, opts: &RadiusOptions) -> Result<Within<T>> {
+        let r2 = crate::radius::radius2(self.scale, r)?;
+        let mut rows = match &self.tree {
+            Tree::Cpu(tree) => {
+                let query = |i: usize| ([tree.x[i], tree.y[i], tree.z[i]], tree.id[i]);
+                crate::radius::cpu::within(tree, self.len, query, r2, true, opts)?
+            }
+            Tree::Cuda(tree) => {
+                let gpu = self.engine.need_gpu("")?;
+                let _busy = gpu.lock();
+                crate::radius::cuda::tree_rows(gpu, tree, tree, r2, true, opts)?
+            }
+        };
+        self.scale.undo_all(&mut rows.distances);
+        Ok(rows)
+    }
+
+    /// Every pair of an indexed point and a point of `other` within distance `r`: row `i`
+    /// lists the points of `other` within `r` of indexed point `i`.
+    pub fn pairs_within_other(&self, other: &Points<T>, r: T, opts: &RadiusOptions) -> Result<Within<T>> {
+        let other = &*self.scaled_queries(other, Role::B)?;
+        let r2 = crate::radius::radius2(self.scale, r)?;
+        let mut rows = match &self.tree {
+            Tree::Cpu(tree) => {
+                let other_tree = MortonTree::build(other, DEFAULT_LEAF_SIZE);
+                let query = |i: usize| ([tree.x[i], tree.y[i], tree.z[i]], tree.id[i]);
+                crate::radius::cpu::within(&other_tree, self.len, query, r2, false, opts)?
+            }
+            Tree::Cuda(tree) => {
+                let gpu = self.engine.need_gpu("")?;
+                let _busy = gpu.lock();
+                let other_tree = DeviceTree::build_from(gpu, BuildInput::Owned(DevicePoints::upload(gpu, other)?))?;
+                crate::radius::cuda::tree_rows(gpu, &other_tree, tree, r2, false, opts)?
+            }
+        };
+        self.scale.undo_all(&mut rows.distances);
+        Ok(rows)
+    }
+
+    /// [`PointIndex::pairs_within`] with the rows left in GPU memory (which must hold them;
+    /// an index on a GPU engine, whose points need no scaling).
+    pub fn pairs_within_device(&self, r: T, opts: &RadiusOptions) -> Result<DeviceWithin<T>> {
+        let Tree::Cuda(tree) = &self.tree else { return Err(not_on_gpu()) };
+        if !self.scale.is_identity() {
+            return Err(Error::Magnitudes {
+                role: Role::Data,
+                detail: "this index scales its coordinates by a power of two (its data are far from 1), so its \
+                         distances in GPU memory would be scaled too: use pairs_within, which brings them back"
+                    .into(),
+            });
+        }
+        let r2 = crate::radius::radius2(self.scale, r)?;
+        let gpu = self.engine.need_gpu("")?;
+        let _busy = gpu.lock();
+        crate::radius::cuda::self_join_resident(gpu, tree, r2, opts)
     }
 
     /// The queries checked, and scaled as the index's points are.

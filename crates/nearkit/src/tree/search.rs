@@ -184,3 +184,81 @@ pub fn window_upper_bound<T: Real>(tree: &MortonTree<T>, q: [T; 3], window: usiz
     }
     best
 }
+
+/// Every point within squared radius `r2` of `q` (inclusive), to `found(position, d2)` in
+/// ascending tree position: a subtree is entered when its box comes within `r2`, left child
+/// first. radius/radius.cu's `within_visit` mirrors it.
+#[inline]
+pub fn within<T: Real>(tree: &MortonTree<T>, q: [T; 3], r2: T, mut found: impl FnMut(usize, T)) {
+    let leaf = tree.leaf_size as usize;
+    let mut scan = |s: usize, e: usize| {
+        for i in s..e {
+            let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+            if d <= r2 {
+                found(i, d);
+            }
+        }
+    };
+    let n = tree.len();
+    if n <= leaf || n == 1 {
+        scan(0, n);
+        return;
+    }
+    if tree.box_dist2(0, q) > r2 {
+        return;
+    }
+    let mut stack = [0u32; STACK];
+    let mut sp = 0usize;
+    let mut node = 0usize;
+    loop {
+        let (s, e) = tree.range(node);
+        if e - s <= leaf {
+            scan(s, e);
+        } else {
+            // Children in order; the right one waits on the stack while the left is walked.
+            let (l, r) = (tree.left[node], tree.right[node]);
+            let mut next = usize::MAX;
+            if l & CHILD_POINT != 0 {
+                let p = (l & !CHILD_POINT) as usize;
+                scan(p, p + 1);
+            } else if tree.box_dist2(l as usize, q) <= r2 {
+                next = l as usize;
+            }
+            if r & CHILD_POINT != 0 {
+                if next == usize::MAX {
+                    let p = (r & !CHILD_POINT) as usize;
+                    scan(p, p + 1);
+                } else {
+                    // Scanned after the left subtree, to keep tree order.
+                    stack[sp] = r;
+                    sp += 1;
+                }
+            } else if tree.box_dist2(r as usize, q) <= r2 {
+                if next == usize::MAX {
+                    next = r as usize;
+                } else {
+                    stack[sp] = r;
+                    sp += 1;
+                }
+            }
+            if next != usize::MAX {
+                node = next;
+                continue;
+            }
+        }
+        loop {
+            if sp == 0 {
+                return;
+            }
+            sp -= 1;
+            let c = stack[sp];
+            if c & CHILD_POINT != 0 {
+                let p = (c & !CHILD_POINT) as usize;
+                scan(p, p + 1);
+            } else {
+                node = c as usize;
+                break;
+            }
+        }
+    }
+}

@@ -235,6 +235,11 @@ impl Gpu {
         Ok((used, reserved))
     }
 
+    /// The device's (free, total) memory in bytes.
+    pub(crate) fn memory_info(&self) -> Result<(usize, usize)> {
+        self.stream.context().mem_get_info().map_err(cuda_err)
+    }
+
     pub fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().map_err(cuda_err)
     }

@@ -1,0 +1,162 @@
+//! Radius queries on the CPU: blocks of queries (in Morton order, so each block walks one part
+//! of the tree) collect their rows in parallel, then every row is copied to its place.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use rayon::prelude::*;
+
+use super::{check_total, too_many, RadiusOptions, Within};
+use crate::error::Result;
+use crate::geometry::real::Real;
+use crate::runtime::cpu::{big_vec, RowPtr};
+use crate::tree::search;
+use crate::tree::MortonTree;
+
+/// Queries per block: enough to amortise a task, few enough to balance clustered data.
+const BLOCK: usize = 256;
+
+/// One block's rows: (row, length) in search order, and their (d², id) entries.
+struct Block<T> {
+    rows: Vec<(u32, u32)>,
+    entries: Vec<(T, u32)>,
+}
+
+/// The rows of `n_rows` queries: `query(i)` gives the i-th query in search order and its row.
+/// With `above`, a row lists only ids greater than the row's own (each pair of a self-join
+/// once).
+pub(crate) fn within<T: Real>(
+    tree: &MortonTree<T>,
+    n_rows: usize,
+    query: impl Fn(usize) -> ([T; 3], u32) + Sync,
+    r2: T,
+    above: bool,
+    opts: &RadiusOptions,
+) -> Result<Within<T>> {
+    let total = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let limit = opts.max_results.unwrap_or(u64::MAX);
+    let blocks: Vec<Block<T>> = (0..n_rows.div_ceil(BLOCK))
+        .into_par_iter()
+        .map(|b| {
+            let mut block = Block { rows: Vec::with_capacity(BLOCK), entries: Vec::new() };
+            if stop.load(Ordering::Relaxed) {
+                return block;
+            }
+            for i in b * BLOCK..((b + 1) * BLOCK).min(n_rows) {
+                let (q, row) = query(i);
+                let start = block.entries.len();
+                search::within(tree, q, r2, |p, d| {
+                    let id = tree.id[p];
+                    if !above || id > row {
+                        block.entries.push((d, id));
+                    }
+                });
+                let row_entries = &mut block.entries[start..];
+                if opts.sorted {
+                    sort_row(row_entries);
+                }
+                block.rows.push((row, row_entries.len() as u32));
+            }
+            if total.fetch_add(block.entries.len() as u64, Ordering::Relaxed) + block.entries.len() as u64 > limit {
+                stop.store(true, Ordering::Relaxed);
+            }
+            block
+        })
+        .collect();
+    let total = total.into_inner();
+    if total > limit {
+        return Err(too_many(total, limit));
+    }
+    check_total::<T>(total, opts)?;
+
+    let mut counts = vec![0u32; n_rows];
+    for block in &blocks {
+        for &(row, len) in &block.rows {
+            counts[row as usize] = len;
+        }
+    }
+    let offsets = offsets_of(&counts);
+    drop(counts);
+    let total = total as usize;
+    let (mut ids, mut distances) = (big_vec::<u32>(total), big_vec::<T>(total));
+    let (ids_at, ds_at) = (RowPtr(ids.as_mut_ptr()), RowPtr(distances.as_mut_ptr()));
+    blocks.par_iter().for_each(|block| {
+        let mut at = 0;
+        for &(row, len) in &block.rows {
+            let start = offsets[row as usize] as usize;
+            for (j, &(d2, id)) in block.entries[at..at + len as usize].iter().enumerate() {
+                // SAFETY: row `row`'s slots start..start + len lie inside both allocations
+                // (offsets sum the lengths) and only this row's block writes them.
+                unsafe {
+                    ids_at.write(start + j, id);
+                    ds_at.write(start + j, d2.sqrt());
+                }
+            }
+            at += len as usize;
+        }
+    });
+    // SAFETY: every row was written whole, and the rows tile 0..total.
+    unsafe {
+        ids.set_len(total);
+        distances.set_len(total);
+    }
+    Ok(Within { offsets, ids, distances })
+}
+
+/// Each of `n` queries' number of points within `r2`, in query order.
+pub(crate) fn count_within<T: Real>(
+    tree: &MortonTree<T>,
+    queries: &crate::geometry::points::Points<T>,
+    r2: T,
+) -> Vec<u32> {
+    let order = tree.morton_order(queries);
+    let mut counts = vec![0u32; queries.len()];
+    let at = RowPtr(counts.as_mut_ptr());
+    order.par_chunks(BLOCK).for_each(|chunk| {
+        for &q in chunk {
+            let mut c = 0u32;
+            search::within(tree, queries.get(q as usize), r2, |_, _| c += 1);
+            // SAFETY: each query appears once in `order`, so one task writes its slot.
+            unsafe { at.write(q as usize, c) };
+        }
+    });
+    counts
+}
+
+/// Sorts a row by (d², id): a total order, so any sort gives the same row.
+pub(crate) fn sort_row<T: Real>(row: &mut [(T, u32)]) {
+    let before = |a: &(T, u32), b: &(T, u32)| a.0 < b.0 || (a.0 == b.0 && a.1 < b.1);
+    if row.len() <= 32 {
+        for i in 1..row.len() {
+            let v = row[i];
+            let mut j = i;
+            while j > 0 && before(&v, &row[j - 1]) {
+                row[j] = row[j - 1];
+                j -= 1;
+            }
+            row[j] = v;
+        }
+    } else {
+        row.sort_unstable_by(|a, b| {
+            if before(a, b) {
+                std::cmp::Ordering::Less
+            } else if before(b, a) {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        });
+    }
+}
+
+/// Exclusive prefix sums of `counts`, with the total at the end.
+pub(crate) fn offsets_of(counts: &[u32]) -> Vec<u64> {
+    let mut offsets = Vec::with_capacity(counts.len() + 1);
+    let mut sum = 0u64;
+    offsets.push(0);
+    for &c in counts {
+        sum += c as u64;
+        offsets.push(sum);
+    }
+    offsets
+}

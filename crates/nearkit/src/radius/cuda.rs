@@ -1,0 +1,429 @@
+//! Launches radius.cu: radius queries on the device, the plan of radius/cpu.rs in three steps.
+//!
+//! A batch of rows is counted (one walk per query), the counts are scanned into offsets, and
+//! the rows are filled by a second walk, then sorted and turned into distances. A batch whose
+//! result would not fit in GPU memory (or in 32-bit offsets) is split in two by rows and
+//! each half counted again, so a result of any size comes out, batch after batch, in row order.
+
+use cudarc::driver::{CudaSlice, CudaView};
+
+use super::{check_total, too_many, RadiusOptions, Within};
+use crate::error::{Error, Result};
+use crate::geometry::points::Points;
+use crate::geometry::real::Real;
+use crate::runtime::cuda::launch::{kernels, In, Out};
+use crate::runtime::cuda::memory::PointSource;
+use crate::runtime::cuda::radix_sort::{exclusive_scan, gather_u32_as_u64, iota_u32, sort_pairs};
+use crate::runtime::cuda::transfer::{download, download_vec};
+use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
+use crate::tree::cuda::{for_each_chunk, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
+
+const BLOCK: u32 = 256;
+/// Rows up to this long are sorted by their own thread.
+const SMALL_ROW: usize = 32;
+/// Rows up to this long are sorted by one block in shared memory; longer ones by the device sort.
+const LONG_ROW: usize = 2048;
+const LONG_ROW_THREADS: u32 = 512;
+
+static RADIUS: CudaSource = CudaSource {
+    file: "radius.cu",
+    text: include_str!("radius.cu"),
+    constants: || vec![("SMALL_ROW", SMALL_ROW.to_string()), ("LONG_ROW", LONG_ROW.to_string())],
+    structs: Vec::new,
+};
+
+kernels! {
+    module KERNELS = "radius", [&COMMON, &TREE_HEADER, &TREE_SEARCH, &RADIUS];
+    /// Each query's number of points within `r2` into `counts[row - row_lo]`, for rows
+    /// `row_lo..row_hi`; their sum into `total`.
+    fn within_count<T>(
+        qx: In<T>,
+        qy: In<T>,
+        qz: In<T>,
+        qrow: In<u32>,
+        nq: u32,
+        t: TreeArgs<T>,
+        r2: T,
+        above: u32,
+        row_lo: u32,
+        row_hi: u32,
+        counts: Out<u32>,
+        total: Out<u64>,
+    );
+    /// Rows `row_lo..row_hi` written at their offsets (in tree order, squared distances);
+    /// short sorted rows sorted, longer ones listed.
+    fn within_fill<T>(
+        qx: In<T>,
+        qy: In<T>,
+        qz: In<T>,
+        qrow: In<u32>,
+        nq: u32,
+        t: TreeArgs<T>,
+        r2: T,
+        above: u32,
+        offsets: In<u32>,
+        row_lo: u32,
+        row_hi: u32,
+        sorted: u32,
+        max_lists: u32,
+        out_ids: Out<u32>,
+        out_d2: Out<T>,
+        lists: Out<u32>,
+    );
+    /// One block per listed long row: sorted by (d2, id).
+    fn sort_long_rows<T>(lists: In<u32>, offsets: In<u32>, ids: Out<u32>, d2: Out<T>);
+    /// Sort keys of a huge row: ordered bits of `d2[perm[i]]`.
+    fn row_d2_keys<T>(d2: In<T>, perm: In<u32>, n: u32, keys: Out<u64>);
+    /// A huge row put in the order `perm`, from a copy of it.
+    fn permute_row<T>(perm: In<u32>, n: u32, ids_in: In<u32>, d2_in: In<T>, ids: Out<u32>, d2: Out<T>);
+    /// Squared distances to distances, in place.
+    fn sqrt_all<T>(d: Out<T>, n: u32);
+}
+
+/// The queries of a radius search on the device, in search order: query `i` is point
+/// `(x[i], y[i], z[i])` and its result is row `rows[i]`.
+struct Queries<'a, T> {
+    x: CudaView<'a, T>,
+    y: CudaView<'a, T>,
+    z: CudaView<'a, T>,
+    rows: CudaView<'a, u32>,
+    len: usize,
+}
+
+/// What the search is: the tree, the squared radius, and whether a row lists only ids above
+/// its own.
+struct Search<'a, T> {
+    gpu: &'a Gpu,
+    tree: &'a DeviceTree<T>,
+    r2: T,
+    above: bool,
+    sorted: bool,
+}
+
+/// A batch of rows `lo..hi`, filled on the device: offsets from 0 (`hi - lo + 1` of them),
+/// ids and distances.
+struct Batch<T> {
+    offsets: CudaSlice<u32>,
+    ids: CudaSlice<u32>,
+    distances: CudaSlice<T>,
+    total: usize,
+}
+
+impl<T: Real> Search<'_, T> {
+    /// Counts rows `lo..hi`: (counts with a zero after them, total).
+    fn count(&self, q: &Queries<'_, T>, lo: usize, hi: usize) -> Result<(CudaSlice<u32>, u64)> {
+        let gpu = self.gpu;
+        let mut counts = gpu.alloc::<u32>(hi - lo + 1)?;
+        let mut total = gpu.alloc::<u64>(1)?;
+        let args = self.tree.args(gpu);
+        within_count::<T>(
+            gpu,
+            threads(q.len, BLOCK),
+            &q.x,
+            &q.y,
+            &q.z,
+            &q.rows,
+            q.len as u32,
+            args,
+            self.r2,
+            u32::from(self.above),
+            lo as u32,
+            hi as u32,
+            &mut counts,
+            &mut total,
+        )?;
+        let total = download_vec(gpu, &total)?[0];
+        Ok((counts, total))
+    }
+
+    /// Rows `lo..hi`, to `sink` batch after batch (in row order); a batch holds at most `cap`
+    /// entries, or one row.
+    fn rows(
+        &self,
+        q: &Queries<'_, T>,
+        lo: usize,
+        hi: usize,
+        cap: u64,
+        sink: &mut impl FnMut(usize, Batch<T>) -> Result<()>,
+    ) -> Result<()> {
+        if lo == hi {
+            return Ok(());
+        }
+        let (counts, total) = self.count(q, lo, hi)?;
+        if total > cap {
+            if hi - lo == 1 {
+                return Err(Error::OutOfMemory(format!(
+                    "one row holds {total} neighbours, more than the GPU's memory can hold at once ({cap}): use a \
+                     smaller radius or the CPU"
+                )));
+            }
+            drop(counts);
+            let mid = lo + (hi - lo) / 2;
+            self.rows(q, lo, mid, cap, sink)?;
+            return self.rows(q, mid, hi, cap, sink);
+        }
+        let batch = self.fill(q, lo, hi, counts, total as usize)?;
+        sink(lo, batch)
+    }
+
+    /// Fills rows `lo..hi` whose counts (and total) are known.
+    fn fill(
+        &self,
+        q: &Queries<'_, T>,
+        lo: usize,
+        hi: usize,
+        mut offsets: CudaSlice<u32>,
+        total: usize,
+    ) -> Result<Batch<T>> {
+        let gpu = self.gpu;
+        let rows = hi - lo;
+        exclusive_scan(gpu, &mut offsets, rows + 1)?;
+        let mut ids = gpu.alloc_uninit::<u32>(total.max(1))?;
+        let mut d = gpu.alloc_uninit::<T>(total.max(1))?;
+        let max_lists = if self.sorted { rows.min(total / (SMALL_ROW + 1) + 1) } else { 0 };
+        let mut lists = gpu.alloc::<u32>(2 + 3 * max_lists)?;
+        within_fill::<T>(
+            gpu,
+            threads(q.len, BLOCK),
+            &q.x,
+            &q.y,
+            &q.z,
+            &q.rows,
+            q.len as u32,
+            self.tree.args(gpu),
+            self.r2,
+            u32::from(self.above),
+            &offsets,
+            lo as u32,
+            hi as u32,
+            u32::from(self.sorted),
+            max_lists as u32,
+            &mut ids,
+            &mut d,
+            &mut lists,
+        )?;
+        if max_lists > 0 {
+            let listed = download_vec(gpu, &lists.slice(0..2))?;
+            let (long, huge) = (listed[0] as usize, listed[1] as usize);
+            if long > 0 {
+                let cfg = cudarc::driver::LaunchConfig {
+                    grid_dim: (long as u32, 1, 1),
+                    block_dim: (LONG_ROW_THREADS, 1, 1),
+                    shared_mem_bytes: 0,
+                };
+                sort_long_rows::<T>(gpu, cfg, &lists, &offsets, &mut ids, &mut d)?;
+            }
+            if huge > 0 {
+                let spans = download_vec(gpu, &lists.slice(2 + max_lists..2 + max_lists + 2 * huge))?;
+                for s in spans.chunks(2) {
+                    self.sort_huge_row(&mut ids, &mut d, s[0] as usize, s[1] as usize)?;
+                }
+            }
+        }
+        if total > 0 {
+            sqrt_all::<T>(gpu, threads(total, BLOCK), &mut d, total as u32)?;
+        }
+        Ok(Batch { offsets, ids, distances: d, total })
+    }
+
+    /// Sorts the row at `start..start + len` by (d2, id) with the device sort: stably by id,
+    /// then stably by d2.
+    fn sort_huge_row(&self, ids: &mut CudaSlice<u32>, d2: &mut CudaSlice<T>, start: usize, len: usize) -> Result<()> {
+        let gpu = self.gpu;
+        let cfg = threads(len, BLOCK);
+        let n = len as u32;
+        let row_ids = ids.slice(start..start + len);
+        let row_d2 = d2.slice(start..start + len);
+        let mut perm = gpu.alloc_uninit::<u32>(len)?;
+        iota_u32(gpu, cfg, &mut perm, n)?;
+        let mut keys = gpu.alloc_uninit::<u64>(len)?;
+        gather_u32_as_u64(gpu, cfg, &row_ids, &perm, n, &mut keys)?;
+        sort_pairs(gpu, &mut keys, &mut perm, len, 32)?;
+        row_d2_keys::<T>(gpu, cfg, &row_d2, &perm, n, &mut keys)?;
+        sort_pairs(gpu, &mut keys, &mut perm, len, (8 * std::mem::size_of::<T>()) as u32)?;
+        drop(keys);
+        let s = gpu.stream();
+        let ids_copy = s.clone_dtod(&row_ids).map_err(cuda_err)?;
+        let d2_copy = s.clone_dtod(&row_d2).map_err(cuda_err)?;
+        permute_row::<T>(
+            gpu,
+            cfg,
+            &perm,
+            n,
+            &ids_copy,
+            &d2_copy,
+            &mut ids.slice_mut(start..start + len),
+            &mut d2.slice_mut(start..start + len),
+        )?;
+        Ok(())
+    }
+}
+
+/// The most entries one batch may hold: what fits in about a third of the GPU's free memory
+/// (a batch's sort needs room beside it), and in 32-bit offsets.
+fn batch_cap<T>(gpu: &Gpu) -> Result<u64> {
+    let (free, _) = gpu.memory_info()?;
+    let per = (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as u64;
+    Ok((free as u64 / 3 / per).clamp(1, u32::MAX as u64))
+}
+
+/// Rows appended to a host result, batch after batch, with the asked-for limit on their total.
+struct HostRows<'a, T> {
+    out: Within<T>,
+    opts: &'a RadiusOptions,
+}
+
+impl<T: Real> HostRows<'_, T> {
+    fn add(&mut self, gpu: &Gpu, batch: Batch<T>) -> Result<()> {
+        let done = self.out.ids.len();
+        let total = done as u64 + batch.total as u64;
+        if let Some(max) = self.opts.max_results {
+            if total > max {
+                return Err(too_many(total, max));
+            }
+        }
+        check_total::<T>(total, self.opts)?;
+        let rows = batch.offsets.len() - 1;
+        let offsets = download_vec(gpu, &batch.offsets)?;
+        self.out.offsets.extend(offsets[1..=rows].iter().map(|&o| done as u64 + o as u64));
+        let n = batch.total;
+        self.out.ids.reserve(n);
+        self.out.distances.reserve(n);
+        if n > 0 {
+            download(gpu, &batch.ids.slice(0..n), &mut self.out.ids.spare_capacity_mut()[..n])?;
+            download(gpu, &batch.distances.slice(0..n), &mut self.out.distances.spare_capacity_mut()[..n])?;
+        }
+        // SAFETY: both downloads wrote n values after the old end.
+        unsafe {
+            self.out.ids.set_len(done + n);
+            self.out.distances.set_len(done + n);
+        }
+        Ok(())
+    }
+}
+
+/// Each query's points of `tree` within squared radius `r2`, the queries in chunks of `chunk`.
+pub(crate) fn within<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    queries: &Points<T>,
+    r2: T,
+    opts: &RadiusOptions,
+    chunk: usize,
+) -> Result<Within<T>> {
+    let search = Search { gpu, tree, r2, above: false, sorted: opts.sorted };
+    let cap = batch_cap::<T>(gpu)?;
+    let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
+    for_each_chunk(gpu, &PointSource::Host(queries), tree, chunk, |c| {
+        let p = &c.points;
+        let q = Queries { x: p.x.as_view(), y: p.y.as_view(), z: p.z.as_view(), rows: c.ids.as_view(), len: p.len };
+        search.rows(&q, 0, p.len, cap, &mut |_, batch| host.add(gpu, batch))
+    })?;
+    Ok(host.out)
+}
+
+/// Each query's number of points within `r2`, in query order.
+pub(crate) fn count_within<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    queries: &Points<T>,
+    r2: T,
+    chunk: usize,
+) -> Result<Vec<u32>> {
+    let search = Search { gpu, tree, r2, above: false, sorted: false };
+    let mut counts = Vec::with_capacity(queries.len());
+    for_each_chunk(gpu, &PointSource::Host(queries), tree, chunk, |c| {
+        let p = &c.points;
+        let q = Queries { x: p.x.as_view(), y: p.y.as_view(), z: p.z.as_view(), rows: c.ids.as_view(), len: p.len };
+        let (dev, _) = search.count(&q, 0, p.len)?;
+        counts.extend(download_vec(gpu, &dev.slice(0..p.len))?);
+        Ok(())
+    })?;
+    Ok(counts)
+}
+
+/// The rows of the points of `rows_of` (one per point, by id) against `tree`: with `above`
+/// (a self-join, `tree` is `rows_of`) each lists only ids above its own.
+pub(crate) fn tree_rows<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    rows_of: &DeviceTree<T>,
+    r2: T,
+    above: bool,
+    opts: &RadiusOptions,
+) -> Result<Within<T>> {
+    let search = Search { gpu, tree, r2, above, sorted: opts.sorted };
+    let q = tree_queries(rows_of);
+    let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
+    search.rows(&q, 0, q.len, batch_cap::<T>(gpu)?, &mut |_, batch| host.add(gpu, batch))?;
+    Ok(host.out)
+}
+
+fn tree_queries<T>(t: &DeviceTree<T>) -> Queries<'_, T> {
+    let n = t.n as usize;
+    Queries { x: t.x.slice(0..n), y: t.y.slice(0..n), z: t.z.slice(0..n), rows: t.id.slice(0..n), len: n }
+}
+
+/// Rows in GPU memory, for [`PointIndex::pairs_within_device`](crate::PointIndex::pairs_within_device):
+/// offsets (rows + 1), ids and distances, as [`Within`] holds them on the host.
+pub struct DeviceWithin<T> {
+    offsets: CudaSlice<u32>,
+    ids: CudaSlice<u32>,
+    distances: CudaSlice<T>,
+    rows: usize,
+    total: usize,
+}
+
+impl<T: Real> DeviceWithin<T> {
+    /// The number of rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// The number of neighbours over all rows.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// The rows, copied to host memory.
+    pub fn to_host(&self, engine: &crate::Engine) -> Result<Within<T>> {
+        let gpu = engine.need_gpu("rows in GPU memory")?;
+        let _busy = gpu.lock();
+        let offsets = download_vec(gpu, &self.offsets.slice(0..=self.rows))?.into_iter().map(u64::from).collect();
+        let (ids, distances) = if self.total == 0 {
+            (Vec::new(), Vec::new())
+        } else {
+            (
+                download_vec(gpu, &self.ids.slice(0..self.total))?,
+                download_vec(gpu, &self.distances.slice(0..self.total))?,
+            )
+        };
+        Ok(Within { offsets, ids, distances })
+    }
+}
+
+/// [`tree_rows`] for a self-join, the result left in GPU memory (which must hold it).
+pub(crate) fn self_join_resident<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    r2: T,
+    opts: &RadiusOptions,
+) -> Result<DeviceWithin<T>> {
+    let search = Search { gpu, tree, r2, above: true, sorted: opts.sorted };
+    let q = tree_queries(tree);
+    let (counts, total) = search.count(&q, 0, q.len)?;
+    if let Some(max) = opts.max_results {
+        if total > max {
+            return Err(too_many(total, max));
+        }
+    }
+    let cap = batch_cap::<T>(gpu)?;
+    if total > cap {
+        return Err(Error::OutOfMemory(format!(
+            "{total} pairs do not fit in GPU memory at once (about {cap} do): bring them to the host \
+             (pairs_within), which fills them batch after batch"
+        )));
+    }
+    let b = search.fill(&q, 0, q.len, counts, total as usize)?;
+    Ok(DeviceWithin { offsets: b.offsets, ids: b.ids, distances: b.distances, rows: q.len, total: b.total })
+}

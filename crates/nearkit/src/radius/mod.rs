@@ -1,0 +1,110 @@
+//! Radius queries: every indexed point within a distance r of each query, a result whose size
+//! is not known in advance.
+//!
+//! Both backends walk the `MortonTree` the same way (`search::within`): every subtree whose box
+//! comes within r is entered, left child first, so a row's points come out in the tree's
+//! (Morton) order; a sorted row is then put in (squared distance, id) order, which is a total
+//! order, so every sort gives the same bits. "Within" is inclusive and exact: a point is in
+//! when its squared distance, computed as everywhere else, is <= r² in the working precision.
+//!
+//! Results are rows in compressed form ([`Within`]): the CPU collects each block of queries'
+//! rows and copies them into place; the GPU counts first, scans the counts into offsets and
+//! fills (in several rounds when the result exceeds its memory).
+
+pub(crate) mod cpu;
+pub(crate) mod cuda;
+
+use crate::error::{Error, Result};
+use crate::geometry::real::Real;
+
+/// What a radius query asks for beyond the radius.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RadiusOptions {
+    /// Sort each row by (distance, id) (the default); unsorted rows list their points in the
+    /// index's Morton order, which is faster and still the same on every device.
+    pub sorted: bool,
+    /// Fail, before the result is allocated, when it would hold more than this many
+    /// neighbours (`None`: as many as memory holds).
+    pub max_results: Option<u64>,
+}
+
+impl Default for RadiusOptions {
+    fn default() -> Self {
+        Self { sorted: true, max_results: None }
+    }
+}
+
+/// Rows of neighbours in compressed form: row `i` lists `ids[offsets[i]..offsets[i + 1]]`
+/// and their `distances` (ascending by (distance, id) unless unsorted rows were asked for).
+///
+/// From [`PointIndex::within`](crate::PointIndex::within) a row is a query's; from
+/// [`PointIndex::pairs_within`](crate::PointIndex::pairs_within) and
+/// [`PointIndex::pairs_within_other`](crate::PointIndex::pairs_within_other) a row is an
+/// indexed point's, and [`Within::pairs`] lists the same as (row, id, distance) pairs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Within<T> {
+    /// Start of each row, and the total at the end (`rows + 1` entries).
+    pub offsets: Vec<u64>,
+    /// Neighbour ids, row after row.
+    pub ids: Vec<u32>,
+    /// Their Euclidean distances (the square root of the squared distance compared).
+    pub distances: Vec<T>,
+}
+
+impl<T: Real> Within<T> {
+    /// The number of rows.
+    pub fn rows(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// The number of neighbours over all rows.
+    pub fn total(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Row `i`: its neighbours' ids and distances.
+    pub fn row(&self, i: usize) -> (&[u32], &[T]) {
+        let (s, e) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
+        (&self.ids[s..e], &self.distances[s..e])
+    }
+
+    /// Each row's length.
+    pub fn counts(&self) -> Vec<u32> {
+        self.offsets.windows(2).map(|w| (w[1] - w[0]) as u32).collect()
+    }
+
+    /// Every (row, id, distance), row after row.
+    pub fn pairs(&self) -> impl Iterator<Item = (u32, u32, T)> + '_ {
+        (0..self.rows()).flat_map(move |r| {
+            let (ids, ds) = self.row(r);
+            ids.iter().zip(ds).map(move |(&id, &d)| (r as u32, id, d))
+        })
+    }
+}
+
+/// The squared radius of `r` (finite and >= 0), scaled as the index's coordinates are
+/// (infinite when scaling overflows it: every point is then within).
+pub(crate) fn radius2<T: Real>(scale: crate::geometry::scale::Scale, r: T) -> Result<T> {
+    if !(r.is_finite() && r >= T::ZERO) {
+        return Err(Error::BadRadius(r.to_f64()));
+    }
+    crate::geometry::radius2(scale.max_distance(Some(r))?)
+}
+
+/// Fails when a result of `total` neighbours is more than asked for, or than memory holds.
+pub(crate) fn check_total<T: Real>(total: u64, opts: &RadiusOptions) -> Result<()> {
+    if let Some(max) = opts.max_results {
+        if total > max {
+            return Err(too_many(total, max));
+        }
+    }
+    let per = (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as u64;
+    crate::runtime::cpu::check_room::<u8>(1, (total.saturating_mul(per)).try_into().unwrap_or(usize::MAX), "the rows")
+}
+
+pub(crate) fn too_many(total: u64, max: u64) -> Error {
+    Error::InvalidArgument(format!(
+        "the result holds at least {total} neighbours, more than max_results = {max}: use a smaller radius, fewer \
+         queries, counts only, or a larger limit"
+    ))
+}

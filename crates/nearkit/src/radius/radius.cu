@@ -1,0 +1,193 @@
+// Radius queries on the device (radius/cuda.rs launches them): one thread per query walks the
+// tree as tree/search.rs `within` does, once to count and once to fill its row; rows are then
+// sorted by (d2, id) in the thread (short), a block (long) or by the device sort (huge).
+
+// search::within, line for line: every point within r2 (inclusive), in ascending tree
+// position, to found(position, d2).
+template <typename T, typename F>
+__device__ __forceinline__ void within_visit(const Tree<T>& t, T qx, T qy, T qz, T r2, F found) {
+    auto scan = [&](u32 s, u32 e) {
+        for (u32 i = s; i < e; i++) {
+            T d = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
+            if (d <= r2) found(i, d);
+        }
+    };
+    if (t.n <= t.leaf_size || t.n == 1) {
+        scan(0, t.n);
+        return;
+    }
+    if (box_dist2(t, 0, qx, qy, qz) > r2) return;
+    u32 stack[NK_TREE_STACK];
+    int sp = 0;
+    u32 node = 0;
+    for (;;) {
+        u32 j = t.other_end[node];
+        u32 s = min(node, j), e = max(node, j) + 1;
+        bool descend = false;
+        if (e - s <= t.leaf_size) {
+            scan(s, e);
+        } else {
+            u32 l = t.left[node], r = t.right[node];
+            u32 next = NO_ID;
+            if (l & CHILD_POINT) scan(l & ~CHILD_POINT, (l & ~CHILD_POINT) + 1);
+            else if (box_dist2(t, l, qx, qy, qz) <= r2) next = l;
+            if (r & CHILD_POINT) {
+                if (next == NO_ID) scan(r & ~CHILD_POINT, (r & ~CHILD_POINT) + 1);
+                else stack[sp++] = r;
+            } else if (box_dist2(t, r, qx, qy, qz) <= r2) {
+                if (next == NO_ID) next = r;
+                else stack[sp++] = r;
+            }
+            if (next != NO_ID) { node = next; descend = true; }
+        }
+        if (descend) continue;
+        for (;;) {
+            if (sp == 0) return;
+            u32 c = stack[--sp];
+            if (c & CHILD_POINT) scan(c & ~CHILD_POINT, (c & ~CHILD_POINT) + 1);
+            else { node = c; break; }
+        }
+    }
+}
+
+// Each query of rows row_lo..row_hi: its count (only ids above its row's, with `above`) into
+// counts[row - row_lo]; the sum of all into *total.
+template <typename T>
+__device__ void within_count_impl(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq, Tree<T> t, T r2,
+                                  u32 above, u32 row_lo, u32 row_hi, u32* counts, u64* total) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    u32 c = 0;
+    u32 row = i < nq ? qrow[i] : row_hi;
+    if (row >= row_lo && row < row_hi) {
+        u32 lo = above ? row : NO_ID;
+        within_visit(t, qx[i], qy[i], qz[i], r2, [&](u32 p, T) {
+            if (lo == NO_ID || t.id[p] > lo) c++;
+        });
+        counts[row - row_lo] = c;
+    }
+    u64 sum = c;
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (threadIdx.x % 32 == 0 && sum) atomicAdd(total, sum);
+}
+NK_INSTANTIATE(within_count, (const R* qx, const R* qy, const R* qz, const u32* qrow, u32 nq, Tree<R> t, R r2, u32 above,
+                              u32 row_lo, u32 row_hi, u32* counts, u64* total),
+               (qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, counts, total))
+
+// Rows row_lo..row_hi: each written at offsets[row - row_lo], in tree order, as (id, d2). A
+// sorted row of up to NK_SMALL_ROW entries is sorted here; a longer one is listed in `lists`
+// for a block (up to NK_LONG_ROW) or the device sort: lists[0], lists[1] count long and huge
+// rows; long rows (as row - row_lo) follow from lists[2], huge ones as (start, length) from
+// lists[2 + max_lists].
+template <typename T>
+__device__ void within_fill_impl(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq, Tree<T> t, T r2,
+                                 u32 above, const u32* offsets, u32 row_lo, u32 row_hi, u32 sorted, u32 max_lists,
+                                 u32* out_ids, T* out_d2, u32* lists) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nq) return;
+    u32 row = qrow[i];
+    if (row < row_lo || row >= row_hi) return;
+    u32 lo = above ? row : NO_ID;
+    u32 at = offsets[row - row_lo];
+    u32* ids = out_ids + at;
+    T* d2 = out_d2 + at;
+    u32 m = 0;
+    within_visit(t, qx[i], qy[i], qz[i], r2, [&](u32 p, T d) {
+        u32 id = t.id[p];
+        if (lo == NO_ID || id > lo) {
+            ids[m] = id;
+            d2[m] = d;
+            m++;
+        }
+    });
+    if (!sorted || m < 2) return;
+    if (m <= NK_SMALL_ROW) {
+        for (u32 a = 1; a < m; a++) {
+            T vd = d2[a];
+            u32 vi = ids[a];
+            u32 b = a;
+            while (b > 0 && before(vd, vi, d2[b - 1], ids[b - 1])) {
+                d2[b] = d2[b - 1];
+                ids[b] = ids[b - 1];
+                b--;
+            }
+            d2[b] = vd;
+            ids[b] = vi;
+        }
+    } else if (m <= NK_LONG_ROW) {
+        u32 slot = atomicAdd(&lists[0], 1u);
+        lists[2 + slot] = row - row_lo;
+    } else {
+        u32 slot = atomicAdd(&lists[1], 1u);
+        lists[2 + max_lists + 2 * slot] = at;
+        lists[2 + max_lists + 2 * slot + 1] = m;
+    }
+}
+NK_INSTANTIATE(within_fill, (const R* qx, const R* qy, const R* qz, const u32* qrow, u32 nq, Tree<R> t, R r2, u32 above,
+                             const u32* offsets, u32 row_lo, u32 row_hi, u32 sorted, u32 max_lists, u32* out_ids,
+                             R* out_d2, u32* lists),
+               (qx, qy, qz, qrow, nq, t, r2, above, offsets, row_lo, row_hi, sorted, max_lists, out_ids, out_d2, lists))
+
+// One block per listed long row: a bitonic sort by (d2, id) in shared memory.
+template <typename T>
+__device__ void sort_long_rows_impl(const u32* lists, const u32* offsets, u32* ids, T* d2) {
+    __shared__ T sd[NK_LONG_ROW];
+    __shared__ u32 si[NK_LONG_ROW];
+    u32 row = lists[2 + blockIdx.x];
+    u32 at = offsets[row], m = offsets[row + 1] - offsets[row];
+    u32 p2 = 64;
+    while (p2 < m) p2 *= 2;
+    for (u32 j = threadIdx.x; j < p2; j += blockDim.x) {
+        sd[j] = j < m ? d2[at + j] : t_inf<T>();
+        si[j] = j < m ? ids[at + j] : NO_ID;
+    }
+    __syncthreads();
+    for (u32 k = 2; k <= p2; k *= 2) {
+        for (u32 j = k / 2; j > 0; j /= 2) {
+            for (u32 i = threadIdx.x; i < p2; i += blockDim.x) {
+                u32 o = i ^ j;
+                if (o > i) {
+                    bool up = (i & k) == 0;
+                    bool swap = up ? before(sd[o], si[o], sd[i], si[i]) : before(sd[i], si[i], sd[o], si[o]);
+                    if (swap) {
+                        T td = sd[i]; sd[i] = sd[o]; sd[o] = td;
+                        u32 ti = si[i]; si[i] = si[o]; si[o] = ti;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    for (u32 j = threadIdx.x; j < m; j += blockDim.x) {
+        d2[at + j] = sd[j];
+        ids[at + j] = si[j];
+    }
+}
+NK_INSTANTIATE(sort_long_rows, (const u32* lists, const u32* offsets, u32* ids, R* d2), (lists, offsets, ids, d2))
+
+// Sort keys of a huge row, for the device sort: ordered bits of d2[perm[i]].
+template <typename T>
+__device__ void row_d2_keys_impl(const T* d2, const u32* perm, u32 n, u64* keys) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) keys[i] = ordered_bits(d2[perm[i]]);
+}
+NK_INSTANTIATE(row_d2_keys, (const R* d2, const u32* perm, u32 n, u64* keys), (d2, perm, n, keys))
+
+// A huge row put in the order `perm`, from a copy of it.
+template <typename T>
+__device__ void permute_row_impl(const u32* perm, u32 n, const u32* ids_in, const T* d2_in, u32* ids, T* d2) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        ids[i] = ids_in[perm[i]];
+        d2[i] = d2_in[perm[i]];
+    }
+}
+NK_INSTANTIATE(permute_row, (const u32* perm, u32 n, const u32* ids_in, const R* d2_in, u32* ids, R* d2),
+               (perm, n, ids_in, d2_in, ids, d2))
+
+// Squared distances to distances, in place.
+template <typename T>
+__device__ void sqrt_all_impl(T* d, u32 n) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) d[i] = sqrt(d[i]);
+}
+NK_INSTANTIATE(sqrt_all, (R * d, u32 n), (d, n))
