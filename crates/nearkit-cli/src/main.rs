@@ -13,9 +13,10 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "nearkit",
     version,
-    about = "Exact proximity queries (closest pairs, kNN, closest point on a mesh) on CPUs and CUDA GPUs",
+    about = "Exact proximity queries (closest pairs, kNN, radius, closest point on a mesh) on CPUs and CUDA GPUs",
     long_about = "Exact proximity queries on multi-core CPUs and CUDA GPUs: closest pairs, k-nearest\n\
 neighbours (3-D points or vectors up to 8-D; a shifted sort as an approximation),\n\
+every point or pair within a radius,\n\
 the closest point on a triangle mesh, and a collision world of ellipsoids.\n\n\
 Results are exact on any input (uniform, clustered, on surfaces, with duplicates) and\n\
 bitwise identical between the CPU and the GPU; ties go to the smaller id.",
@@ -34,6 +35,8 @@ enum Command {
     Nearest(cmd::nearest::NearestArgs),
     /// Each query's k nearest data points.
     Knn(cmd::knn::KnnArgs),
+    /// Every data point within a radius of each query, or every pair within it.
+    Within(cmd::within::WithinArgs),
     /// Each query's nearest point on a triangle mesh.
     ClosestPoint(cmd::closest_point::ClosestPointArgs),
     /// A collision world: ellipsoids against a triangle mesh and each other, tick after tick.
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Pairs(a) => cmd::pairs::run(a),
         Command::Nearest(a) => cmd::nearest::run(a),
         Command::Knn(a) => cmd::knn::run(a),
+        Command::Within(a) => cmd::within::run(a),
         Command::ClosestPoint(a) => cmd::closest_point::run(a),
         Command::Collide(a) => cmd::collide::run(a),
         Command::Gen(g) => cmd::gen::run(g),

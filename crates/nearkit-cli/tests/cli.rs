@@ -577,3 +577,77 @@ fn large_integers_and_extreme_magnitudes() {
     let wide = write(d.path(), "w.csv", b"1e-20,0,0\n1e20,0,0\n");
     fails(&["pairs", "--a", s(&a), "--b", s(&wide), "--out", s(&out)], &["f64"], None);
 }
+
+#[test]
+fn within_writes_rows_pairs_and_counts() {
+    let d = tempfile::tempdir().unwrap();
+    // Integer coordinates: distances 5 are exact, so r = 5 takes them (inclusive).
+    let data = write(d.path(), "d.csv", b"0,0,0\n3,4,0\n5,0,0\n0,0,6\n3,4,0\n");
+    let q = write(d.path(), "q.csv", b"0,0,0\n100,0,0\n");
+    let out = d.path().join("rows.csv");
+    let o =
+        nearkit(&["within", "--data", s(&data), "--queries", s(&q), "-r", "5", "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "query,id,distance\n0,0,0\n0,1,5\n0,2,5\n0,4,5\n");
+    let out = d.path().join("pairs.csv");
+    let o = nearkit(&["within", "--data", s(&data), "--pairs", "-r", "5", "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = "i,j,distance\n0,1,5\n0,2,5\n0,4,5\n1,4,0\n1,2,4.472136\n2,4,4.472136\n";
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), want);
+    let out = d.path().join("counts.csv");
+    let o = nearkit(&[
+        "within",
+        "--data",
+        s(&data),
+        "--queries",
+        s(&q),
+        "-r",
+        "6",
+        "--count-only",
+        "--device",
+        "cpu",
+        "--out",
+        s(&out),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "query,count\n0,5\n1,0\n");
+    let out = d.path().join("rows.npz");
+    let o =
+        nearkit(&["within", "--data", s(&data), "--queries", s(&q), "-r", "5", "--device", "cpu", "--out", s(&out)]);
+    assert!(o.status.success());
+    assert!(std::fs::metadata(&out).unwrap().len() > 200);
+
+    let bad = d.path().join("bad.csv");
+    fails(&["within", "--data", s(&data), "--queries", s(&q), "-r", "-1", "--out", s(&bad)], &["radius"], Some(&bad));
+    fails(&["within", "--data", s(&data), "--queries", s(&q), "-r", "nan", "--out", s(&bad)], &["radius"], Some(&bad));
+    fails(&["within", "--data", s(&data), "-r", "1", "--out", s(&bad)], &["--pairs"], Some(&bad));
+    fails(&["within", "--data", s(&data), "--queries", s(&q), "--out", s(&bad)], &["radius"], Some(&bad));
+    fails(
+        &["within", "--data", s(&data), "--queries", s(&q), "-r", "1e30", "--max-results", "3", "--out", s(&bad)],
+        &["max_results = 3"],
+        Some(&bad),
+    );
+    fails(&["within", "--data", s(&data), "--pairs", "-r", "1", "--out", s(&data)], &["input"], None);
+    assert_eq!(std::fs::read_to_string(&data).unwrap(), "0,0,0\n3,4,0\n5,0,0\n0,0,6\n3,4,0\n");
+}
+
+#[test]
+fn bench_within_runs_small() {
+    let o = nearkit(&[
+        "bench",
+        "within",
+        "--device",
+        "cpu",
+        "--count",
+        "3000",
+        "--neighbours",
+        "5",
+        "--runs",
+        "1",
+        "--workloads",
+        "uniform,clustered",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("pairs within r, unsorted") && out.contains("clustered"), "{out}");
+}

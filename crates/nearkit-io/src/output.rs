@@ -371,3 +371,82 @@ fn write_npy_shape<V: npyz::Serialize + npyz::AutoSerialize, W: Write>(
     out.extend(values)?;
     out.finish()
 }
+
+/// How radius rows are written: each row as a query's, or as an indexed point's pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WithinLayout {
+    /// Row q lists query q's neighbours: `.csv` `query,id,distance`; `.npz` `offsets`
+    /// (N+1 int64), `ids` (int32), `distances`.
+    Rows,
+    /// Row i lists the points paired with point i: `.csv` `i,j,distance`; `.npz` `i`, `j`
+    /// (int32), `distances`, and `offsets` (the rows' starts, N+1 int64).
+    Pairs,
+}
+
+/// Radius rows (see [`WithinLayout`]); distances in the working precision.
+pub fn write_within<T: Real>(path: &Path, rows: &nearkit::Within<T>, layout: WithinLayout) -> Result<()> {
+    let (first, second) = match layout {
+        WithinLayout::Rows => ("query", "id"),
+        WithinLayout::Pairs => ("i", "j"),
+    };
+    match path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() {
+        Some("csv") => write_atomically(path, |w| {
+            writeln!(w, "{first},{second},distance")?;
+            for r in 0..rows.rows() {
+                let (ids, ds) = rows.row(r);
+                for (id, d) in ids.iter().zip(ds) {
+                    writeln!(w, "{r},{id},{d}")?;
+                }
+            }
+            Ok(())
+        }),
+        Some("npz") => write_atomically(path, |w| {
+            let n = rows.total() as u64;
+            let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            let stored = zip::write::SimpleFileOptions::default()
+                .compression_method(zip::CompressionMethod::Stored)
+                .large_file(n > (1 << 26));
+            let zerr = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
+            zip.start_file("offsets.npy", stored).map_err(zerr)?;
+            write_npy_shape(&mut zip, &[rows.offsets.len() as u64], rows.offsets.iter().map(|&o| o as i64))?;
+            if layout == WithinLayout::Pairs {
+                zip.start_file("i.npy", stored).map_err(zerr)?;
+                let row_of = (0..rows.rows())
+                    .flat_map(|r| std::iter::repeat_n(r as i32, (rows.offsets[r + 1] - rows.offsets[r]) as usize));
+                write_npy_shape(&mut zip, &[n], row_of)?;
+            }
+            zip.start_file(if layout == WithinLayout::Pairs { "j.npy" } else { "ids.npy" }, stored).map_err(zerr)?;
+            write_npy_shape(&mut zip, &[n], rows.ids.iter().map(|&i| i as i32))?;
+            zip.start_file("distances.npy", stored).map_err(zerr)?;
+            if T::NAME == "f32" {
+                write_npy_shape(&mut zip, &[n], rows.distances.iter().map(|d| d.to_f64() as f32))?;
+            } else {
+                write_npy_shape(&mut zip, &[n], rows.distances.iter().map(|d| d.to_f64()))?;
+            }
+            w.write_all(&zip.finish().map_err(zerr)?.into_inner())
+        }),
+        _ => Err(IoError::new(path, "unknown extension for radius results: use .csv or .npz")),
+    }
+}
+
+/// Each query's neighbour count: `.csv` `query,count` or `.npz` `counts` (N int64).
+pub fn write_counts(path: &Path, counts: &[u32]) -> Result<()> {
+    match path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() {
+        Some("csv") => write_atomically(path, |w| {
+            writeln!(w, "query,count")?;
+            for (q, c) in counts.iter().enumerate() {
+                writeln!(w, "{q},{c}")?;
+            }
+            Ok(())
+        }),
+        Some("npz") => write_atomically(path, |w| {
+            let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+            let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+            let zerr = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
+            zip.start_file("counts.npy", stored).map_err(zerr)?;
+            write_npy_shape(&mut zip, &[counts.len() as u64], counts.iter().map(|&c| c as i64))?;
+            w.write_all(&zip.finish().map_err(zerr)?.into_inner())
+        }),
+        _ => Err(IoError::new(path, "unknown extension for counts: use .csv or .npz")),
+    }
+}

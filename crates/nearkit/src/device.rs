@@ -62,6 +62,9 @@ pub struct CudaOptions {
     /// Query points per GPU chunk: larger inputs are streamed through in chunks, so they need
     /// not fit in GPU memory at once.
     pub chunk_points: usize,
+    /// Most neighbours a radius query holds in GPU memory at once (`None`: what a third of
+    /// the free memory holds); larger results are counted and filled batch after batch.
+    pub radius_batch: Option<usize>,
 }
 
 impl Default for CudaOptions {
@@ -70,6 +73,7 @@ impl Default for CudaOptions {
             kernel_cache: dirs::cache_dir().map(|d| d.join("nearkit").join("kernels")),
             cccl_include: PathBuf::from("/usr/local/cuda/include/cccl"),
             chunk_points: 1 << 24,
+            radius_batch: None,
         }
     }
 }

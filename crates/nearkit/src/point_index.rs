@@ -219,7 +219,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::radius::cuda::within(gpu, tree, queries, r2, opts, self.chunk())?
+                crate::radius::cuda::within(gpu, tree, queries, r2, opts, self.engine.options())?
             }
         };
         self.scale.undo_all(&mut rows.distances);
@@ -236,7 +236,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::radius::cuda::count_within(gpu, tree, queries, r2, self.chunk())
+                crate::radius::cuda::count_within(gpu, tree, queries, r2, self.engine.options())
             }
         }
     }
@@ -254,7 +254,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::radius::cuda::tree_rows(gpu, tree, tree, r2, true, opts)?
+                crate::radius::cuda::tree_rows(gpu, tree, tree, r2, true, opts, self.engine.options())?
             }
         };
         self.scale.undo_all(&mut rows.distances);
@@ -276,11 +276,25 @@ impl<T: Real> PointIndex<T> {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
                 let other_tree = DeviceTree::build_from(gpu, BuildInput::Owned(DevicePoints::upload(gpu, other)?))?;
-                crate::radius::cuda::tree_rows(gpu, &other_tree, tree, r2, false, opts)?
+                crate::radius::cuda::tree_rows(gpu, &other_tree, tree, r2, false, opts, self.engine.options())?
             }
         };
         self.scale.undo_all(&mut rows.distances);
         Ok(rows)
+    }
+
+    /// [`PointIndex::within`] of queries in GPU memory, the rows left there (which must hold
+    /// them).
+    pub fn within_device(&self, queries: &DevicePoints<T>, r: T, opts: &RadiusOptions) -> Result<DeviceWithin<T>> {
+        let Tree::Cuda(tree) = &self.tree else { return Err(not_on_gpu()) };
+        if queries.is_empty() {
+            return Err(Error::EmptySet { role: Role::Queries });
+        }
+        self.check_device_queries(queries, Role::Queries)?;
+        let r2 = crate::radius::radius2(self.scale, r)?;
+        let gpu = self.engine.need_gpu("")?;
+        let _busy = gpu.lock();
+        crate::radius::cuda::within_resident(gpu, tree, queries, r2, opts, self.engine.options())
     }
 
     /// [`PointIndex::pairs_within`] with the rows left in GPU memory (which must hold them;
@@ -298,7 +312,7 @@ impl<T: Real> PointIndex<T> {
         let r2 = crate::radius::radius2(self.scale, r)?;
         let gpu = self.engine.need_gpu("")?;
         let _busy = gpu.lock();
-        crate::radius::cuda::self_join_resident(gpu, tree, r2, opts)
+        crate::radius::cuda::self_join_resident(gpu, tree, r2, opts, self.engine.options())
     }
 
     /// The queries checked, and scaled as the index's points are.

@@ -625,3 +625,62 @@ fn gpu_exclusive_scan_matches_host() {
         assert_eq!(got, want, "n = {}", values.len());
     }
 }
+
+/// Radius queries: rows, counts and pairs bitwise the CPU's, sorted and unsorted, with rows
+/// of every sorting path (in the thread, a block, the device sort), in small query chunks,
+/// and through the batches a result too big for one pass takes.
+fn same_radius<T: Real>(seed: u64) {
+    use nearkit::{EngineOptions, RadiusOptions};
+    let Some(gpu) = gpu() else { return };
+    let small_chunks = Engine::with_options(
+        Device::Cuda(0),
+        &EngineOptions {
+            cuda: nearkit::CudaOptions { chunk_points: 777, radius_batch: Some(20_000), ..Default::default() },
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut sets = point_sets::<T>(seed, 1000, 3000);
+    // Rows longer than a block sorts (4,096): the device sort's path.
+    let many = nearkit::generate::generate::<T>(nearkit::generate::Distribution::Clustered, 5000, 1000.0, seed);
+    sets.push(("long rows".into(), many.clone(), many));
+    for (name, queries, data) in sets {
+        let c = PointIndex::new(&data, &Engine::cpu()).unwrap();
+        let g = PointIndex::new(&data, &gpu.0).unwrap();
+        let gs = PointIndex::new(&data, &small_chunks).unwrap();
+        let side = if name == "far-from-origin" { 100.0 } else { 1000.0 };
+        // About 1, 15 and 200 neighbours a query on uniform data, none but duplicates, and all.
+        for r in [0.05, 0.12, 0.3, 0.0, 20.0].map(|f| T::from_f64(f * side)) {
+            for sorted in [true, false] {
+                let opts = RadiusOptions { sorted, ..Default::default() };
+                let want = c.within(&queries, r, &opts).unwrap();
+                assert_eq!(want, g.within(&queries, r, &opts).unwrap(), "{name}: within r={r} sorted={sorted}");
+                assert_eq!(want, gs.within(&queries, r, &opts).unwrap(), "{name}: within in chunks r={r}");
+                let dq = gpu.0.upload(&queries).unwrap();
+                let dev = g.within_device(&dq, r, &opts).unwrap();
+                assert_eq!(want, dev.to_host(&gpu.0).unwrap(), "{name}: within_device r={r}");
+                let want = c.pairs_within(r, &opts).unwrap();
+                assert_eq!(want, g.pairs_within(r, &opts).unwrap(), "{name}: pairs_within r={r} sorted={sorted}");
+                assert_eq!(want, gs.pairs_within(r, &opts).unwrap(), "{name}: pairs_within in batches r={r}");
+                let dev = g.pairs_within_device(r, &opts).unwrap();
+                assert_eq!(want, dev.to_host(&gpu.0).unwrap(), "{name}: pairs_within_device r={r}");
+                let want = c.pairs_within_other(&queries, r, &opts).unwrap();
+                assert_eq!(want, g.pairs_within_other(&queries, r, &opts).unwrap(), "{name}: pairs_within_other r={r}");
+            }
+            assert_eq!(c.count_within(&queries, r).unwrap(), g.count_within(&queries, r).unwrap(), "{name}: counts");
+            let limit = RadiusOptions { max_results: Some(10), ..Default::default() };
+            let (ce, ge) = (c.within(&queries, r, &limit).is_err(), g.within(&queries, r, &limit).is_err());
+            assert_eq!(ce, ge, "{name}: the limit");
+        }
+    }
+}
+
+#[test]
+fn gpu_radius_matches_cpu_f32() {
+    same_radius::<f32>(81);
+}
+
+#[test]
+fn gpu_radius_matches_cpu_f64() {
+    same_radius::<f64>(82);
+}

@@ -5,3 +5,4 @@ pub mod gen;
 pub mod knn;
 pub mod nearest;
 pub mod pairs;
+pub mod within;

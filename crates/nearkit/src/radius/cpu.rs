@@ -1,5 +1,11 @@
 //! Radius queries on the CPU: blocks of queries (in Morton order, so each block walks one part
 //! of the tree) collect their rows in parallel, then every row is copied to its place.
+//!
+//! Queries go in groups of `GROUP` consecutive ones (neighbours along the Morton curve): the
+//! group walks the tree once, with its bounding box, and lists the runs of sorted points
+//! (leaves) within r of the box (`search::runs_near`); each query then scans those runs whose
+//! box is within r of it. Runs come in ascending position, so a row is in the same tree
+//! order as one query's own walk (`search::within`) gives.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -14,6 +20,10 @@ use crate::tree::MortonTree;
 
 /// Queries per block: enough to amortise a task, few enough to balance clustered data.
 const BLOCK: usize = 256;
+/// Queries that walk the tree together.
+const GROUP: usize = 16;
+/// Points of the runs a group's queries scan (nodes this small are not descended).
+const RUN: usize = 32;
 
 /// One block's rows: (row, length) in search order, and their (d², id) entries.
 struct Block<T> {
@@ -42,20 +52,28 @@ pub(crate) fn within<T: Real>(
             if stop.load(Ordering::Relaxed) {
                 return block;
             }
-            for i in b * BLOCK..((b + 1) * BLOCK).min(n_rows) {
-                let (q, row) = query(i);
-                let start = block.entries.len();
-                search::within(tree, q, r2, |p, d| {
-                    let id = tree.id[p];
-                    if !above || id > row {
-                        block.entries.push((d, id));
-                    }
-                });
-                let row_entries = &mut block.entries[start..];
-                if opts.sorted {
-                    sort_row(row_entries);
+            let mut runs = Vec::new();
+            let mut group = [([T::ZERO; 3], 0u32); GROUP];
+            for g in (b * BLOCK..((b + 1) * BLOCK).min(n_rows)).step_by(GROUP) {
+                let m = GROUP.min(n_rows - g);
+                for (j, slot) in group[..m].iter_mut().enumerate() {
+                    *slot = query(g + j);
                 }
-                block.rows.push((row, row_entries.len() as u32));
+                search::runs_near(tree, &group[..m], r2, RUN, &mut runs);
+                for &(q, row) in &group[..m] {
+                    let start = block.entries.len();
+                    search::scan_runs(tree, &runs, q, r2, |p, d| {
+                        let id = tree.id[p];
+                        if !above || id > row {
+                            block.entries.push((d, id));
+                        }
+                    });
+                    let row_entries = &mut block.entries[start..];
+                    if opts.sorted {
+                        sort_row(row_entries);
+                    }
+                    block.rows.push((row, row_entries.len() as u32));
+                }
             }
             if total.fetch_add(block.entries.len() as u64, Ordering::Relaxed) + block.entries.len() as u64 > limit {
                 stop.store(true, Ordering::Relaxed);
@@ -112,10 +130,12 @@ pub(crate) fn count_within<T: Real>(
     let order = tree.morton_order(queries);
     let mut counts = vec![0u32; queries.len()];
     let at = RowPtr(counts.as_mut_ptr());
-    order.par_chunks(BLOCK).for_each(|chunk| {
-        for &q in chunk {
+    order.par_chunks(GROUP).for_each_init(Vec::new, |runs, chunk| {
+        let group: Vec<([T; 3], u32)> = chunk.iter().map(|&q| (queries.get(q as usize), q)).collect();
+        search::runs_near(tree, &group, r2, RUN, runs);
+        for &(p, q) in &group {
             let mut c = 0u32;
-            search::within(tree, queries.get(q as usize), r2, |_, _| c += 1);
+            search::scan_runs(tree, runs, p, r2, |_, _| c += 1);
             // SAFETY: each query appears once in `order`, so one task writes its slot.
             unsafe { at.write(q as usize, c) };
         }

@@ -8,27 +8,29 @@
 use cudarc::driver::{CudaSlice, CudaView};
 
 use super::{check_total, too_many, RadiusOptions, Within};
+use crate::device::EngineOptions;
 use crate::error::{Error, Result};
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
 use crate::runtime::cuda::launch::{kernels, In, Out};
-use crate::runtime::cuda::memory::PointSource;
+use crate::runtime::cuda::memory::{DevicePoints, PointSource};
 use crate::runtime::cuda::radix_sort::{exclusive_scan, gather_u32_as_u64, iota_u32, sort_pairs};
 use crate::runtime::cuda::transfer::{download, download_vec};
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
+use crate::runtime::profile::Phases;
 use crate::tree::cuda::{for_each_chunk, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
 
 const BLOCK: u32 = 256;
-/// Rows up to this long are sorted by their own thread.
-const SMALL_ROW: usize = 32;
+/// Rows up to this long are sorted by one warp.
+const SHORT_ROW: usize = 32;
 /// Rows up to this long are sorted by one block in shared memory; longer ones by the device sort.
-const LONG_ROW: usize = 2048;
+const LONG_ROW: usize = 4096;
 const LONG_ROW_THREADS: u32 = 512;
 
 static RADIUS: CudaSource = CudaSource {
     file: "radius.cu",
     text: include_str!("radius.cu"),
-    constants: || vec![("SMALL_ROW", SMALL_ROW.to_string()), ("LONG_ROW", LONG_ROW.to_string())],
+    constants: || vec![("LONG_ROW", LONG_ROW.to_string())],
     structs: Vec::new,
 };
 
@@ -51,7 +53,7 @@ kernels! {
         total: Out<u64>,
     );
     /// Rows `row_lo..row_hi` written at their offsets (in tree order, squared distances);
-    /// short sorted rows sorted, longer ones listed.
+    /// sorted rows longer than a warp sorts are listed.
     fn within_fill<T>(
         qx: In<T>,
         qy: In<T>,
@@ -70,6 +72,8 @@ kernels! {
         out_d2: Out<T>,
         lists: Out<u32>,
     );
+    /// One warp per row of up to 32: sorted by (d2, id).
+    fn sort_short_rows<T>(offsets: In<u32>, rows: u32, ids: Out<u32>, d2: Out<T>);
     /// One block per listed long row: sorted by (d2, id).
     fn sort_long_rows<T>(lists: In<u32>, offsets: In<u32>, ids: Out<u32>, d2: Out<T>);
     /// Sort keys of a huge row: ordered bits of `d2[perm[i]]`.
@@ -98,6 +102,8 @@ struct Search<'a, T> {
     r2: T,
     above: bool,
     sorted: bool,
+    /// Print phase times (the GPU waits between phases).
+    profile: bool,
 }
 
 /// A batch of rows `lo..hi`, filled on the device: offsets from 0 (`hi - lo + 1` of them),
@@ -113,6 +119,8 @@ impl<T: Real> Search<'_, T> {
     /// Counts rows `lo..hi`: (counts with a zero after them, total).
     fn count(&self, q: &Queries<'_, T>, lo: usize, hi: usize) -> Result<(CudaSlice<u32>, u64)> {
         let gpu = self.gpu;
+        let mut prof = Phases::new("cuda radius count", self.profile);
+        prof.restart(|| gpu.synchronize())?;
         let mut counts = gpu.alloc::<u32>(hi - lo + 1)?;
         let mut total = gpu.alloc::<u64>(1)?;
         let args = self.tree.args(gpu);
@@ -133,6 +141,8 @@ impl<T: Real> Search<'_, T> {
             &mut total,
         )?;
         let total = download_vec(gpu, &total)?[0];
+        prof.mark("count");
+        prof.report();
         Ok((counts, total))
     }
 
@@ -176,11 +186,13 @@ impl<T: Real> Search<'_, T> {
         total: usize,
     ) -> Result<Batch<T>> {
         let gpu = self.gpu;
+        let mut prof = Phases::new("cuda radius fill", self.profile);
         let rows = hi - lo;
         exclusive_scan(gpu, &mut offsets, rows + 1)?;
+        prof.mark_after("scan", || gpu.synchronize())?;
         let mut ids = gpu.alloc_uninit::<u32>(total.max(1))?;
         let mut d = gpu.alloc_uninit::<T>(total.max(1))?;
-        let max_lists = if self.sorted { rows.min(total / (SMALL_ROW + 1) + 1) } else { 0 };
+        let max_lists = if self.sorted { rows.min(total / (SHORT_ROW + 1) + 1) } else { 0 };
         let mut lists = gpu.alloc::<u32>(2 + 3 * max_lists)?;
         within_fill::<T>(
             gpu,
@@ -202,6 +214,10 @@ impl<T: Real> Search<'_, T> {
             &mut d,
             &mut lists,
         )?;
+        prof.mark_after("fill", || gpu.synchronize())?;
+        if self.sorted && total > 0 {
+            sort_short_rows::<T>(gpu, threads(rows * 32, BLOCK), &offsets, rows as u32, &mut ids, &mut d)?;
+        }
         if max_lists > 0 {
             let listed = download_vec(gpu, &lists.slice(0..2))?;
             let (long, huge) = (listed[0] as usize, listed[1] as usize);
@@ -220,9 +236,12 @@ impl<T: Real> Search<'_, T> {
                 }
             }
         }
+        prof.mark_after("sort", || gpu.synchronize())?;
         if total > 0 {
             sqrt_all::<T>(gpu, threads(total, BLOCK), &mut d, total as u32)?;
         }
+        prof.mark_after("sqrt", || gpu.synchronize())?;
+        prof.report();
         Ok(Batch { offsets, ids, distances: d, total })
     }
 
@@ -259,12 +278,17 @@ impl<T: Real> Search<'_, T> {
     }
 }
 
-/// The most entries one batch may hold: what fits in about a third of the GPU's free memory
-/// (a batch's sort needs room beside it), and in 32-bit offsets.
-fn batch_cap<T>(gpu: &Gpu) -> Result<u64> {
-    let (free, _) = gpu.memory_info()?;
-    let per = (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as u64;
-    Ok((free as u64 / 3 / per).clamp(1, u32::MAX as u64))
+/// The most entries one batch may hold: `asked`, or what fits in about a third of the GPU's
+/// free memory (a batch's sort needs room beside it); and what 32-bit offsets can hold.
+fn batch_cap<T>(gpu: &Gpu, asked: Option<usize>) -> Result<u64> {
+    let cap = match asked {
+        Some(n) => n as u64,
+        None => {
+            let (free, _) = gpu.memory_info()?;
+            free as u64 / 3 / (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as u64
+        }
+    };
+    Ok(cap.clamp(1, u32::MAX as u64))
 }
 
 /// Rows appended to a host result, batch after batch, with the asked-for limit on their total.
@@ -309,12 +333,13 @@ pub(crate) fn within<T: Real>(
     queries: &Points<T>,
     r2: T,
     opts: &RadiusOptions,
-    chunk: usize,
+    options: &EngineOptions,
 ) -> Result<Within<T>> {
-    let search = Search { gpu, tree, r2, above: false, sorted: opts.sorted };
-    let cap = batch_cap::<T>(gpu)?;
+    let (cuda, cuda_profile) = (&options.cuda, options.profile);
+    let search = Search { gpu, tree, r2, above: false, sorted: opts.sorted, profile: cuda_profile };
+    let cap = batch_cap::<T>(gpu, cuda.radius_batch)?;
     let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
-    for_each_chunk(gpu, &PointSource::Host(queries), tree, chunk, |c| {
+    for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
         let q = Queries { x: p.x.as_view(), y: p.y.as_view(), z: p.z.as_view(), rows: c.ids.as_view(), len: p.len };
         search.rows(&q, 0, p.len, cap, &mut |_, batch| host.add(gpu, batch))
@@ -328,11 +353,12 @@ pub(crate) fn count_within<T: Real>(
     tree: &DeviceTree<T>,
     queries: &Points<T>,
     r2: T,
-    chunk: usize,
+    options: &EngineOptions,
 ) -> Result<Vec<u32>> {
-    let search = Search { gpu, tree, r2, above: false, sorted: false };
+    let (cuda, cuda_profile) = (&options.cuda, options.profile);
+    let search = Search { gpu, tree, r2, above: false, sorted: false, profile: cuda_profile };
     let mut counts = Vec::with_capacity(queries.len());
-    for_each_chunk(gpu, &PointSource::Host(queries), tree, chunk, |c| {
+    for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
         let q = Queries { x: p.x.as_view(), y: p.y.as_view(), z: p.z.as_view(), rows: c.ids.as_view(), len: p.len };
         let (dev, _) = search.count(&q, 0, p.len)?;
@@ -351,11 +377,13 @@ pub(crate) fn tree_rows<T: Real>(
     r2: T,
     above: bool,
     opts: &RadiusOptions,
+    options: &EngineOptions,
 ) -> Result<Within<T>> {
-    let search = Search { gpu, tree, r2, above, sorted: opts.sorted };
+    let (cuda, cuda_profile) = (&options.cuda, options.profile);
+    let search = Search { gpu, tree, r2, above, sorted: opts.sorted, profile: cuda_profile };
     let q = tree_queries(rows_of);
     let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
-    search.rows(&q, 0, q.len, batch_cap::<T>(gpu)?, &mut |_, batch| host.add(gpu, batch))?;
+    search.rows(&q, 0, q.len, batch_cap::<T>(gpu, cuda.radius_batch)?, &mut |_, batch| host.add(gpu, batch))?;
     Ok(host.out)
 }
 
@@ -364,7 +392,8 @@ fn tree_queries<T>(t: &DeviceTree<T>) -> Queries<'_, T> {
     Queries { x: t.x.slice(0..n), y: t.y.slice(0..n), z: t.z.slice(0..n), rows: t.id.slice(0..n), len: n }
 }
 
-/// Rows in GPU memory, for [`PointIndex::pairs_within_device`](crate::PointIndex::pairs_within_device):
+/// Rows in GPU memory, from [`PointIndex::within_device`](crate::PointIndex::within_device) or
+/// [`PointIndex::pairs_within_device`](crate::PointIndex::pairs_within_device):
 /// offsets (rows + 1), ids and distances, as [`Within`] holds them on the host.
 pub struct DeviceWithin<T> {
     offsets: CudaSlice<u32>,
@@ -408,22 +437,54 @@ pub(crate) fn self_join_resident<T: Real>(
     tree: &DeviceTree<T>,
     r2: T,
     opts: &RadiusOptions,
+    options: &EngineOptions,
 ) -> Result<DeviceWithin<T>> {
-    let search = Search { gpu, tree, r2, above: true, sorted: opts.sorted };
-    let q = tree_queries(tree);
-    let (counts, total) = search.count(&q, 0, q.len)?;
+    let (cuda, cuda_profile) = (&options.cuda, options.profile);
+    let search = Search { gpu, tree, r2, above: true, sorted: opts.sorted, profile: cuda_profile };
+    resident(&search, &tree_queries(tree), opts, cuda)
+}
+
+/// [`within`] of queries in GPU memory, the result left there (which must hold it).
+pub(crate) fn within_resident<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    queries: &DevicePoints<T>,
+    r2: T,
+    opts: &RadiusOptions,
+    options: &EngineOptions,
+) -> Result<DeviceWithin<T>> {
+    let (cuda, cuda_profile) = (&options.cuda, options.profile);
+    let search = Search { gpu, tree, r2, above: false, sorted: opts.sorted, profile: cuda_profile };
+    let mut out = None;
+    // One chunk of all the queries: its rows are the queries' own.
+    for_each_chunk(gpu, &PointSource::Device(queries), tree, queries.len(), |c| {
+        let p = &c.points;
+        let q = Queries { x: p.x.as_view(), y: p.y.as_view(), z: p.z.as_view(), rows: c.ids.as_view(), len: p.len };
+        out = Some(resident(&search, &q, opts, cuda)?);
+        Ok(())
+    })?;
+    out.ok_or(Error::EmptySet { role: crate::error::Role::Queries })
+}
+
+fn resident<T: Real>(
+    search: &Search<'_, T>,
+    q: &Queries<'_, T>,
+    opts: &RadiusOptions,
+    cuda: &crate::device::CudaOptions,
+) -> Result<DeviceWithin<T>> {
+    let (counts, total) = search.count(q, 0, q.len)?;
     if let Some(max) = opts.max_results {
         if total > max {
             return Err(too_many(total, max));
         }
     }
-    let cap = batch_cap::<T>(gpu)?;
+    let cap = batch_cap::<T>(search.gpu, cuda.radius_batch)?;
     if total > cap {
         return Err(Error::OutOfMemory(format!(
-            "{total} pairs do not fit in GPU memory at once (about {cap} do): bring them to the host \
-             (pairs_within), which fills them batch after batch"
+            "{total} neighbours do not fit in GPU memory at once (about {cap} do): bring them to host memory \
+             (within, pairs_within), which fills them batch after batch"
         )));
     }
-    let b = search.fill(&q, 0, q.len, counts, total as usize)?;
+    let b = search.fill(q, 0, q.len, counts, total as usize)?;
     Ok(DeviceWithin { offsets: b.offsets, ids: b.ids, distances: b.distances, rows: q.len, total: b.total })
 }

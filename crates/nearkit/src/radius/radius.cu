@@ -1,9 +1,13 @@
-// Radius queries on the device (radius/cuda.rs launches them): one thread per query walks the
-// tree as tree/search.rs `within` does, once to count and once to fill its row; rows are then
-// sorted by (d2, id) in the thread (short), a block (long) or by the device sort (huge).
+// Radius queries on the device (radius/cuda.rs launches them). One thread per query (queries
+// in Morton order) walks the tree, once to count and once to fill its row, which comes out in
+// ascending tree position as the CPU's group walk gives it (radius/cpu.rs); rows are then
+// sorted by (d2, id) by a warp (short), a block (long) or the device sort (huge). (A warp
+// walking once for its 32 queries' box, as the CPU groups do, was 5x slower here: one long
+// chain of dependent loads per warp instead of 32 short ones.)
 
-// search::within, line for line: every point within r2 (inclusive), in ascending tree
-// position, to found(position, d2).
+// Every point within r2 (inclusive) to found(position, d2), in ascending tree position: the
+// points, and the order, of the CPU's group walk (tree/search.rs runs_near, scan_runs). Boxes
+// are tested as box_dist2, a sound lower bound in floating point, so no point within is missed.
 template <typename T, typename F>
 __device__ __forceinline__ void within_visit(const Tree<T>& t, T qx, T qy, T qz, T r2, F found) {
     auto scan = [&](u32 s, u32 e) {
@@ -50,21 +54,32 @@ __device__ __forceinline__ void within_visit(const Tree<T>& t, T qx, T qy, T qz,
     }
 }
 
-// Each query of rows row_lo..row_hi: its count (only ids above its row's, with `above`) into
-// counts[row - row_lo]; the sum of all into *total.
+// One thread's query: each point within r2 (only ids above its row's, with `above`) to
+// found(id, d2), in ascending position. A thread whose query is not in rows row_lo..row_hi
+// finds nothing. Returns whether the thread has a query.
+template <typename T, typename F>
+__device__ __forceinline__ bool thread_within(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq,
+                                              const Tree<T>& t, T r2, u32 above, u32 row_lo, u32 row_hi, u32& row,
+                                              F found) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    row = i < nq ? qrow[i] : row_hi;
+    if (row < row_lo || row >= row_hi) return false;
+    u32 lo = above ? row : NO_ID;
+    within_visit(t, qx[i], qy[i], qz[i], r2, [&](u32 p, T d) {
+        u32 id = t.id[p];
+        if (lo == NO_ID || id > lo) found(id, d);
+    });
+    return true;
+}
+
+// Each query of rows row_lo..row_hi: its count into counts[row - row_lo]; the sum of all into
+// *total.
 template <typename T>
 __device__ void within_count_impl(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq, Tree<T> t, T r2,
                                   u32 above, u32 row_lo, u32 row_hi, u32* counts, u64* total) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 c = 0;
-    u32 row = i < nq ? qrow[i] : row_hi;
-    if (row >= row_lo && row < row_hi) {
-        u32 lo = above ? row : NO_ID;
-        within_visit(t, qx[i], qy[i], qz[i], r2, [&](u32 p, T) {
-            if (lo == NO_ID || t.id[p] > lo) c++;
-        });
-        counts[row - row_lo] = c;
-    }
+    u32 c = 0, row;
+    bool mine = thread_within(qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, row, [&](u32, T) { c++; });
+    if (mine) counts[row - row_lo] = c;
     u64 sum = c;
     for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if (threadIdx.x % 32 == 0 && sum) atomicAdd(total, sum);
@@ -73,47 +88,27 @@ NK_INSTANTIATE(within_count, (const R* qx, const R* qy, const R* qz, const u32* 
                               u32 row_lo, u32 row_hi, u32* counts, u64* total),
                (qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, counts, total))
 
-// Rows row_lo..row_hi: each written at offsets[row - row_lo], in tree order, as (id, d2). A
-// sorted row of up to NK_SMALL_ROW entries is sorted here; a longer one is listed in `lists`
-// for a block (up to NK_LONG_ROW) or the device sort: lists[0], lists[1] count long and huge
-// rows; long rows (as row - row_lo) follow from lists[2], huge ones as (start, length) from
-// lists[2 + max_lists].
+// Rows row_lo..row_hi: each written at offsets[row - row_lo], in tree order, as (id, d2). With
+// `sorted`, rows longer than a warp sorts are listed in `lists` for a block (up to
+// NK_LONG_ROW) or the device sort: lists[0], lists[1] count long and huge rows; long rows (as
+// row - row_lo) follow from lists[2], huge ones as (start, length) from lists[2 + max_lists].
 template <typename T>
 __device__ void within_fill_impl(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq, Tree<T> t, T r2,
                                  u32 above, const u32* offsets, u32 row_lo, u32 row_hi, u32 sorted, u32 max_lists,
                                  u32* out_ids, T* out_d2, u32* lists) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nq) return;
-    u32 row = qrow[i];
-    if (row < row_lo || row >= row_hi) return;
-    u32 lo = above ? row : NO_ID;
-    u32 at = offsets[row - row_lo];
+    u32 at = 0;
+    if (i < nq && qrow[i] >= row_lo && qrow[i] < row_hi) at = offsets[qrow[i] - row_lo];
     u32* ids = out_ids + at;
     T* d2 = out_d2 + at;
-    u32 m = 0;
-    within_visit(t, qx[i], qy[i], qz[i], r2, [&](u32 p, T d) {
-        u32 id = t.id[p];
-        if (lo == NO_ID || id > lo) {
-            ids[m] = id;
-            d2[m] = d;
-            m++;
-        }
+    u32 m = 0, row;
+    bool mine = thread_within(qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, row, [&](u32 id, T d) {
+        ids[m] = id;
+        d2[m] = d;
+        m++;
     });
-    if (!sorted || m < 2) return;
-    if (m <= NK_SMALL_ROW) {
-        for (u32 a = 1; a < m; a++) {
-            T vd = d2[a];
-            u32 vi = ids[a];
-            u32 b = a;
-            while (b > 0 && before(vd, vi, d2[b - 1], ids[b - 1])) {
-                d2[b] = d2[b - 1];
-                ids[b] = ids[b - 1];
-                b--;
-            }
-            d2[b] = vd;
-            ids[b] = vi;
-        }
-    } else if (m <= NK_LONG_ROW) {
+    if (!mine || !sorted || m <= 32) return;
+    if (m <= NK_LONG_ROW) {
         u32 slot = atomicAdd(&lists[0], 1u);
         lists[2 + slot] = row - row_lo;
     } else {
@@ -126,6 +121,31 @@ NK_INSTANTIATE(within_fill, (const R* qx, const R* qy, const R* qz, const u32* q
                              const u32* offsets, u32 row_lo, u32 row_hi, u32 sorted, u32 max_lists, u32* out_ids,
                              R* out_d2, u32* lists),
                (qx, qy, qz, qrow, nq, t, r2, above, offsets, row_lo, row_hi, sorted, max_lists, out_ids, out_d2, lists))
+
+// One warp per row of up to 32: a bitonic sort by (d2, id) across the lanes.
+template <typename T>
+__device__ void sort_short_rows_impl(const u32* offsets, u32 rows, u32* ids, T* d2) {
+    u32 r = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
+    if (r >= rows) return;
+    u32 at = offsets[r], m = offsets[r + 1] - at;
+    if (m < 2 || m > 32) return;
+    T d = lane < m ? d2[at + lane] : t_inf<T>();
+    u32 id = lane < m ? ids[at + lane] : NO_ID;
+    for (u32 k = 2; k <= 32; k *= 2) {
+        for (u32 j = k / 2; j > 0; j /= 2) {
+            T od = __shfl_xor_sync(0xffffffffu, d, j);
+            u32 oi = __shfl_xor_sync(0xffffffffu, id, j);
+            bool keep_min = ((lane & j) == 0) == ((lane & k) == 0);
+            bool take = keep_min ? before(od, oi, d, id) : before(d, id, od, oi);
+            if (take) { d = od; id = oi; }
+        }
+    }
+    if (lane < m) {
+        d2[at + lane] = d;
+        ids[at + lane] = id;
+    }
+}
+NK_INSTANTIATE(sort_short_rows, (const u32* offsets, u32 rows, u32* ids, R* d2), (offsets, rows, ids, d2))
 
 // One block per listed long row: a bitonic sort by (d2, id) in shared memory.
 template <typename T>

@@ -185,79 +185,103 @@ pub fn window_upper_bound<T: Real>(tree: &MortonTree<T>, q: [T; 3], window: usiz
     best
 }
 
-/// Every point within squared radius `r2` of `q` (inclusive), to `found(position, d2)` in
-/// ascending tree position: a subtree is entered when its box comes within `r2`, left child
-/// first. radius/radius.cu's `within_visit` mirrors it.
+/// A run of sorted positions `s..e` whose points lie in the box `lo..=hi`.
+#[derive(Clone, Copy, Debug)]
+pub struct Run<T> {
+    pub s: u32,
+    pub e: u32,
+    pub lo: [T; 3],
+    pub hi: [T; 3],
+}
+
+/// Squared distance between two boxes: a lower bound, in floating point, of the squared
+/// distance between any point of one and any point of the other (as `box_dist2`).
+#[inline(always)]
+fn box_box_dist2<T: Real>(alo: [T; 3], ahi: [T; 3], blo: [T; 3], bhi: [T; 3]) -> T {
+    let gap = |d: usize| (alo[d] - bhi[d]).max(blo[d] - ahi[d]).max(T::ZERO);
+    let (gx, gy, gz) = (gap(0), gap(1), gap(2));
+    gx * gx + gy * gy + gz * gz
+}
+
+/// The runs of `tree` (nodes of at most `run` points, and single points) that may hold a
+/// point within squared radius `r2` of any of `group`'s points, in ascending position, into
+/// `out` (cleared first): the tree walked once for the group's bounding box.
+pub fn runs_near<T: Real, R>(tree: &MortonTree<T>, group: &[([T; 3], R)], r2: T, run: usize, out: &mut Vec<Run<T>>) {
+    out.clear();
+    let (mut glo, mut ghi) = ([T::INFINITY; 3], [-T::INFINITY; 3]);
+    for (q, _) in group {
+        for d in 0..3 {
+            glo[d] = glo[d].min(q[d]);
+            ghi[d] = ghi[d].max(q[d]);
+        }
+    }
+    let n = tree.len();
+    let leaf = run.max(tree.leaf_size as usize);
+    let node_box =
+        |i: usize| ([tree.lo[0][i], tree.lo[1][i], tree.lo[2][i]], [tree.hi[0][i], tree.hi[1][i], tree.hi[2][i]]);
+    let point = |p: usize| {
+        let v = [tree.x[p], tree.y[p], tree.z[p]];
+        Run { s: p as u32, e: p as u32 + 1, lo: v, hi: v }
+    };
+    if n <= leaf || n == 1 {
+        let (lo, hi) = if n == 1 { (point(0).lo, point(0).hi) } else { node_box(0) };
+        out.push(Run { s: 0, e: n as u32, lo, hi });
+        return;
+    }
+    let (lo, hi) = node_box(0);
+    if box_box_dist2(glo, ghi, lo, hi) > r2 {
+        return;
+    }
+    // Depth first, left before right (the right child waits on the stack): ascending positions.
+    let mut stack = [0u32; STACK];
+    let mut sp = 1usize;
+    while sp > 0 {
+        sp -= 1;
+        let c = stack[sp];
+        if c & CHILD_POINT != 0 {
+            let p = point((c & !CHILD_POINT) as usize);
+            if box_box_dist2(glo, ghi, p.lo, p.hi) <= r2 {
+                out.push(p);
+            }
+            continue;
+        }
+        let node = c as usize;
+        let (s, e) = tree.range(node);
+        let (lo, hi) = node_box(node);
+        if e - s <= leaf {
+            out.push(Run { s: s as u32, e: e as u32, lo, hi });
+            continue;
+        }
+        for child in [tree.right[node], tree.left[node]] {
+            if child & CHILD_POINT != 0 {
+                stack[sp] = child;
+                sp += 1;
+            } else {
+                let (lo, hi) = node_box(child as usize);
+                if box_box_dist2(glo, ghi, lo, hi) <= r2 {
+                    stack[sp] = child;
+                    sp += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Every point of `runs` within squared radius `r2` of `q` (inclusive), to `found(position,
+/// d2)` in the runs' order (for the runs of `runs_near`: ascending position, which is the
+/// order radius/radius.cu's one-query walk gives too).
 #[inline]
-pub fn within<T: Real>(tree: &MortonTree<T>, q: [T; 3], r2: T, mut found: impl FnMut(usize, T)) {
-    let leaf = tree.leaf_size as usize;
-    let mut scan = |s: usize, e: usize| {
-        for i in s..e {
+pub fn scan_runs<T: Real>(tree: &MortonTree<T>, runs: &[Run<T>], q: [T; 3], r2: T, mut found: impl FnMut(usize, T)) {
+    for run in runs {
+        let gap = |d: usize| (run.lo[d] - q[d]).max(q[d] - run.hi[d]).max(T::ZERO);
+        let (gx, gy, gz) = (gap(0), gap(1), gap(2));
+        if gx * gx + gy * gy + gz * gz > r2 {
+            continue;
+        }
+        for i in run.s as usize..run.e as usize {
             let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
             if d <= r2 {
                 found(i, d);
-            }
-        }
-    };
-    let n = tree.len();
-    if n <= leaf || n == 1 {
-        scan(0, n);
-        return;
-    }
-    if tree.box_dist2(0, q) > r2 {
-        return;
-    }
-    let mut stack = [0u32; STACK];
-    let mut sp = 0usize;
-    let mut node = 0usize;
-    loop {
-        let (s, e) = tree.range(node);
-        if e - s <= leaf {
-            scan(s, e);
-        } else {
-            // Children in order; the right one waits on the stack while the left is walked.
-            let (l, r) = (tree.left[node], tree.right[node]);
-            let mut next = usize::MAX;
-            if l & CHILD_POINT != 0 {
-                let p = (l & !CHILD_POINT) as usize;
-                scan(p, p + 1);
-            } else if tree.box_dist2(l as usize, q) <= r2 {
-                next = l as usize;
-            }
-            if r & CHILD_POINT != 0 {
-                if next == usize::MAX {
-                    let p = (r & !CHILD_POINT) as usize;
-                    scan(p, p + 1);
-                } else {
-                    // Scanned after the left subtree, to keep tree order.
-                    stack[sp] = r;
-                    sp += 1;
-                }
-            } else if tree.box_dist2(r as usize, q) <= r2 {
-                if next == usize::MAX {
-                    next = r as usize;
-                } else {
-                    stack[sp] = r;
-                    sp += 1;
-                }
-            }
-            if next != usize::MAX {
-                node = next;
-                continue;
-            }
-        }
-        loop {
-            if sp == 0 {
-                return;
-            }
-            sp -= 1;
-            let c = stack[sp];
-            if c & CHILD_POINT != 0 {
-                let p = (c & !CHILD_POINT) as usize;
-                scan(p, p + 1);
-            } else {
-                node = c as usize;
-                break;
             }
         }
     }

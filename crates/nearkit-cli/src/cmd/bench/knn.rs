@@ -157,7 +157,7 @@ pub fn run<T: Real>(args: &BenchKnnArgs) -> CliResult {
 }
 
 /// `n` queries uniform in the box (lo, hi).
-fn queries_in_box<T: Real>(n: usize, lo: [T; 3], hi: [T; 3], log2: u32) -> Points<T> {
+pub(super) fn queries_in_box<T: Real>(n: usize, lo: [T; 3], hi: [T; 3], log2: u32) -> Points<T> {
     let unit = generate::<T>(Distribution::Uniform, n, 1.0, 100 + log2 as u64);
     let mut q = Points::with_capacity(n);
     for i in 0..n {

@@ -1,10 +1,11 @@
 //! `nearkit bench`: the project's workloads timed on one device, resident (data in GPU
 //! memory) and end to end, each GPU answer checked against the CPU's. One module a workload:
-//! `pairs`, `knn` (3-D, 6-D triangle boxes and the shifted sort), `closest_point`.
+//! `pairs`, `knn` (3-D, 6-D triangle boxes and the shifted sort), `closest_point`, `within`.
 
 mod closest_point;
 mod knn;
 mod pairs;
+mod within;
 
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,47 @@ the CPU's, bit for bit, on the first 2^16 queries. Last, the 6-D box approximati
 triangle as a box vector) answers the same queries: how often its triangle is farther than the
 exact one, and by how much.")]
     ClosestPoint(BenchClosestPointArgs),
+    /// Radius queries: every pair of 1,000,000 points within r (uniform and clustered, r set
+    /// for 30 neighbours a point on average), and with --mesh every vertex within 1% of the
+    /// mesh's diagonal of 2^20 queries.
+    #[command(after_help = "\
+Examples:
+  nearkit bench within --device cuda --mesh ../shared/data/bunny00.off
+  nearkit bench within --device cpu --count 100000 --neighbours 10 --workloads uniform
+
+Points are generated in the unit cube; r is found by bisection so that a point has
+--neighbours others within it on average. Each self-join is timed with rows sorted by
+(distance, id) and unsorted. On CUDA, 'resident' has the points and the rows in GPU memory
+(the index is built inside the timing), 'end to end' starts from host arrays and ends with
+the rows in host memory, beside the transfer floor of the same bytes measured in the run;
+each GPU result is checked against the CPU's, bit for bit.")]
+    Within(BenchWithinArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchWithinArgs {
+    /// Points of each self-join.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub count: usize,
+    /// Mean neighbours a point (r is chosen for it).
+    #[arg(long, default_value_t = 30.0)]
+    pub neighbours: f64,
+    /// Comma-separated distributions of the self-joins (see `nearkit gen points --help`).
+    #[arg(long, default_value = "uniform,clustered")]
+    pub workloads: String,
+    /// A mesh whose vertices are searched from uniform queries in its box (.ply, .off, .obj, .stl).
+    #[arg(long)]
+    pub mesh: Option<std::path::PathBuf>,
+    /// 2^N queries for --mesh.
+    #[arg(long, default_value_t = 20)]
+    pub queries_log2: u32,
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Skip the comparison with the CPU backend.
+    #[arg(long)]
+    pub no_check: bool,
+    #[command(flatten)]
+    pub dev: DeviceArgs,
 }
 
 #[derive(Args, Debug)]
@@ -144,6 +186,12 @@ pub fn run(cmd: &BenchCommand) -> CliResult {
             return match args.dev.precision {
                 Precision::F32 => closest_point::run::<f32>(args),
                 Precision::F64 => closest_point::run::<f64>(args),
+            }
+        }
+        BenchCommand::Within(args) => {
+            return match args.dev.precision {
+                Precision::F32 => within::run::<f32>(args),
+                Precision::F64 => within::run::<f64>(args),
             }
         }
     };
