@@ -14,16 +14,17 @@ use rayon::prelude::*;
 use super::{check_total, too_many, RadiusOptions, Within};
 use crate::error::Result;
 use crate::geometry::real::Real;
-use crate::runtime::cpu::{big_vec, RowPtr};
+use crate::runtime::cpu::{big_vec, prefetch, RowPtr};
 use crate::tree::search;
 use crate::tree::MortonTree;
 
 /// Queries per block: enough to amortise a task, few enough to balance clustered data.
 const BLOCK: usize = 256;
 /// Queries that walk the tree together.
-const GROUP: usize = 16;
+const GROUP: usize = 32;
 /// Points of the runs a group's queries scan (nodes this small are not descended).
-const RUN: usize = 32;
+const RUN: usize = 64;
+const _: () = assert!(RUN <= search::RUN_MAX && crate::tree::DEFAULT_LEAF_SIZE as usize <= search::RUN_MAX);
 
 /// One block's rows: (row, length) in search order, and their (d², id) entries.
 struct Block<T> {
@@ -45,36 +46,20 @@ pub(crate) fn within<T: Real>(
     let total = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let limit = opts.max_results.unwrap_or(u64::MAX);
+    let avx2 = avx2();
     let blocks: Vec<Block<T>> = (0..n_rows.div_ceil(BLOCK))
         .into_par_iter()
         .map(|b| {
-            let mut block = Block { rows: Vec::with_capacity(BLOCK), entries: Vec::new() };
             if stop.load(Ordering::Relaxed) {
-                return block;
+                return Block { rows: Vec::new(), entries: Vec::new() };
             }
-            let mut runs = Vec::new();
-            let mut group = [([T::ZERO; 3], 0u32); GROUP];
-            for g in (b * BLOCK..((b + 1) * BLOCK).min(n_rows)).step_by(GROUP) {
-                let m = GROUP.min(n_rows - g);
-                for (j, slot) in group[..m].iter_mut().enumerate() {
-                    *slot = query(g + j);
-                }
-                search::runs_near(tree, &group[..m], r2, RUN, &mut runs);
-                for &(q, row) in &group[..m] {
-                    let start = block.entries.len();
-                    search::scan_runs(tree, &runs, q, r2, |p, d| {
-                        let id = tree.id[p];
-                        if !above || id > row {
-                            block.entries.push((d, id));
-                        }
-                    });
-                    let row_entries = &mut block.entries[start..];
-                    if opts.sorted {
-                        sort_row(row_entries);
-                    }
-                    block.rows.push((row, row_entries.len() as u32));
-                }
-            }
+            let range = b * BLOCK..((b + 1) * BLOCK).min(n_rows);
+            let block = if avx2 {
+                // SAFETY: the CPU has AVX2 (checked at run time).
+                unsafe { block_rows_avx2(tree, range, &query, r2, above, opts.sorted) }
+            } else {
+                block_rows(tree, range, &query, r2, above, opts.sorted)
+            };
             if total.fetch_add(block.entries.len() as u64, Ordering::Relaxed) + block.entries.len() as u64 > limit {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -98,9 +83,19 @@ pub(crate) fn within<T: Real>(
     let total = total as usize;
     let (mut ids, mut distances) = (big_vec::<u32>(total), big_vec::<T>(total));
     let (ids_at, ds_at) = (RowPtr(ids.as_mut_ptr()), RowPtr(distances.as_mut_ptr()));
+    // Rows land in random places (a row is a query's, blocks go in Morton order): each row
+    // prefetches the place of the row `AHEAD` of it, so that those misses overlap the copies.
+    const AHEAD: usize = 8;
     blocks.par_iter().for_each(|block| {
         let mut at = 0;
-        for &(row, len) in &block.rows {
+        for (r, &(row, len)) in block.rows.iter().enumerate() {
+            if let Some(&(ahead, ahead_len)) = block.rows.get(r + AHEAD) {
+                if ahead_len > 0 {
+                    let a = offsets[ahead as usize] as usize;
+                    prefetch(ids_at.0.wrapping_add(a), ahead_len as usize);
+                    prefetch(ds_at.0.wrapping_add(a), ahead_len as usize);
+                }
+            }
             let start = offsets[row as usize] as usize;
             for (j, &(d2, id)) in block.entries[at..at + len as usize].iter().enumerate() {
                 // SAFETY: row `row`'s slots start..start + len lie inside both allocations
@@ -121,6 +116,73 @@ pub(crate) fn within<T: Real>(
     Ok(Within { offsets, ids, distances })
 }
 
+/// The rows of the queries `range` (in search order), group after group.
+#[inline(always)]
+fn block_rows<T: Real>(
+    tree: &MortonTree<T>,
+    range: std::ops::Range<usize>,
+    query: &(impl Fn(usize) -> ([T; 3], u32) + Sync),
+    r2: T,
+    above: bool,
+    sorted: bool,
+) -> Block<T> {
+    let mut block = Block { rows: Vec::with_capacity(range.len()), entries: Vec::new() };
+    let mut runs = Vec::new();
+    let mut group = [([T::ZERO; 3], 0u32); GROUP];
+    for g in range.clone().step_by(GROUP) {
+        let m = GROUP.min(range.end - g);
+        for (j, slot) in group[..m].iter_mut().enumerate() {
+            *slot = query(g + j);
+        }
+        search::runs_near(tree, &group[..m], r2, RUN, &mut runs);
+        for &(q, row) in &group[..m] {
+            let start = block.entries.len();
+            let first_id = if above { row as u64 + 1 } else { 0 };
+            search::scan_runs(tree, &runs, q, r2, first_id, &mut block.entries);
+            let row_entries = &mut block.entries[start..];
+            if sorted {
+                sort_row(row_entries);
+            }
+            block.rows.push((row, row_entries.len() as u32));
+        }
+    }
+    block
+}
+
+/// [`block_rows`] compiled for AVX2: the distance loop of `scan_runs` runs eight f32 (four
+/// f64) lanes at a time, each lane the scalar code's operations, so the bits are the same.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn block_rows_avx2<T: Real>(
+    tree: &MortonTree<T>,
+    range: std::ops::Range<usize>,
+    query: &(impl Fn(usize) -> ([T; 3], u32) + Sync),
+    r2: T,
+    above: bool,
+    sorted: bool,
+) -> Block<T> {
+    block_rows(tree, range, query, r2, above, sorted)
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn block_rows_avx2<T: Real>(
+    tree: &MortonTree<T>,
+    range: std::ops::Range<usize>,
+    query: &(impl Fn(usize) -> ([T; 3], u32) + Sync),
+    r2: T,
+    above: bool,
+    sorted: bool,
+) -> Block<T> {
+    block_rows(tree, range, query, r2, above, sorted)
+}
+
+fn avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx2");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// Each of `n` queries' number of points within `r2`, in query order.
 pub(crate) fn count_within<T: Real>(
     tree: &MortonTree<T>,
@@ -134,8 +196,7 @@ pub(crate) fn count_within<T: Real>(
         let group: Vec<([T; 3], u32)> = chunk.iter().map(|&q| (queries.get(q as usize), q)).collect();
         search::runs_near(tree, &group, r2, RUN, runs);
         for &(p, q) in &group {
-            let mut c = 0u32;
-            search::scan_runs(tree, runs, p, r2, |_, _| c += 1);
+            let c = search::count_runs(tree, runs, p, r2) as u32;
             // SAFETY: each query appears once in `order`, so one task writes its slot.
             unsafe { at.write(q as usize, c) };
         }

@@ -12,6 +12,7 @@ use crate::device::EngineOptions;
 use crate::error::{Error, Result};
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
+use crate::runtime::cpu::big_vec;
 use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::{DevicePoints, PointSource};
 use crate::runtime::cuda::radix_sort::{exclusive_scan, gather_u32_as_u64, iota_u32, sort_pairs};
@@ -311,6 +312,11 @@ impl<T: Real> HostRows<'_, T> {
         let offsets = download_vec(gpu, &batch.offsets)?;
         self.out.offsets.extend(offsets[1..=rows].iter().map(|&o| done as u64 + o as u64));
         let n = batch.total;
+        if self.out.ids.capacity() == 0 {
+            // The first (usually the only) batch: fresh memory in huge pages, as page faults
+            // on a fresh result cost more than its download.
+            (self.out.ids, self.out.distances) = (big_vec(n), big_vec(n));
+        }
         self.out.ids.reserve(n);
         self.out.distances.reserve(n);
         if n > 0 {

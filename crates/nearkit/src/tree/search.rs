@@ -267,22 +267,69 @@ pub fn runs_near<T: Real, R>(tree: &MortonTree<T>, group: &[([T; 3], R)], r2: T,
     }
 }
 
-/// Every point of `runs` within squared radius `r2` of `q` (inclusive), to `found(position,
-/// d2)` in the runs' order (for the runs of `runs_near`: ascending position, which is the
-/// order radius/radius.cu's one-query walk gives too).
-#[inline]
-pub fn scan_runs<T: Real>(tree: &MortonTree<T>, runs: &[Run<T>], q: [T; 3], r2: T, mut found: impl FnMut(usize, T)) {
+/// The most points of a run `runs_near` gives when asked for runs of at most `RUN_MAX`.
+pub const RUN_MAX: usize = 64;
+
+/// Every point of `runs` within squared radius `r2` of `q` (inclusive) whose id is at least
+/// `first_id`, appended to `out` as (d2, id) in the runs' order (for the runs of `runs_near`:
+/// ascending position, which is the order radius/radius.cu's one-query walk gives too); returns
+/// how many. Runs hold at most `RUN_MAX` points. A run's squared distances are computed in a
+/// loop the compiler vectorises (the same IEEE operations in each lane), then kept without
+/// branches: each is written, and the end advances only past those within.
+#[inline(always)]
+pub fn scan_runs<T: Real>(
+    tree: &MortonTree<T>,
+    runs: &[Run<T>],
+    q: [T; 3],
+    r2: T,
+    first_id: u64,
+    out: &mut Vec<(T, u32)>,
+) -> usize {
+    let mut d2 = [T::ZERO; RUN_MAX];
+    let start = out.len();
     for run in runs {
         let gap = |d: usize| (run.lo[d] - q[d]).max(q[d] - run.hi[d]).max(T::ZERO);
         let (gx, gy, gz) = (gap(0), gap(1), gap(2));
         if gx * gx + gy * gy + gz * gz > r2 {
             continue;
         }
-        for i in run.s as usize..run.e as usize {
-            let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
-            if d <= r2 {
-                found(i, d);
-            }
+        let (s, e) = (run.s as usize, run.e as usize);
+        let (xs, ys, zs, ids) = (&tree.x[s..e], &tree.y[s..e], &tree.z[s..e], &tree.id[s..e]);
+        let dist = &mut d2[..e - s];
+        for (((d, &x), &y), &z) in dist.iter_mut().zip(xs).zip(ys).zip(zs) {
+            *d = dist2(q[0], q[1], q[2], x, y, z);
         }
+        out.reserve(e - s);
+        let (at, mut len) = (out.as_mut_ptr(), out.len());
+        for (&d, &id) in dist.iter().zip(ids) {
+            // SAFETY: `len` < the capacity reserved for this run's e - s entries.
+            unsafe { at.add(len).write((d, id)) };
+            len += usize::from(d <= r2 && id as u64 >= first_id);
+        }
+        // SAFETY: entries up to `len` were written above.
+        unsafe { out.set_len(len) };
     }
+    out.len() - start
+}
+
+/// How many points of `runs` lie within squared radius `r2` of `q` (as [`scan_runs`] finds them).
+#[inline(always)]
+pub fn count_runs<T: Real>(tree: &MortonTree<T>, runs: &[Run<T>], q: [T; 3], r2: T) -> usize {
+    let mut count = 0;
+    for run in runs {
+        let gap = |d: usize| (run.lo[d] - q[d]).max(q[d] - run.hi[d]).max(T::ZERO);
+        let (gx, gy, gz) = (gap(0), gap(1), gap(2));
+        if gx * gx + gy * gy + gz * gz > r2 {
+            continue;
+        }
+        let (s, e) = (run.s as usize, run.e as usize);
+        let (xs, ys, zs) = (&tree.x[s..e], &tree.y[s..e], &tree.z[s..e]);
+        count += xs
+            .iter()
+            .zip(ys)
+            .zip(zs)
+            .map(|((&x, &y), &z)| usize::from(dist2(q[0], q[1], q[2], x, y, z) <= r2))
+            .sum::<usize>();
+    }
+    count
 }
