@@ -25,6 +25,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<collide::PyCollider>()?;
     m.add_function(wrap_pyfunction!(engines::configure_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(engines::device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(point_index::row_lists, m)?)?;
     m.add_function(wrap_pyfunction!(io::read_points, m)?)?;
     m.add_function(wrap_pyfunction!(io::read_mesh, m)?)?;
     m.add_function(wrap_pyfunction!(collide::heightfield_mesh, m)?)?;

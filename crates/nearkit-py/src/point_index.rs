@@ -1,14 +1,16 @@
 //! `PointIndex`: the library's `PointIndex` in float32 or float64, with the queries scipy's
-//! `cKDTree` has (`query`, as ranks of the k nearest) and nearkit's own (`nearest`, the kNN
-//! graph, closest pairs). Results come as flat vectors turned into numpy arrays without a copy.
+//! `cKDTree` has (`query`, as ranks of the k nearest; radius queries as compressed rows) and
+//! nearkit's own (`nearest`, the kNN graph, closest pairs). Results come as flat vectors turned
+//! into numpy arrays without a copy.
 
 use std::sync::OnceLock;
 
-use nearkit::{Engine, KnnOptions, PairMode, PairsOptions, PointIndex, Points, Real, NO_ID};
+use nearkit::{Engine, KnnOptions, PairMode, PairsOptions, PointIndex, Points, RadiusOptions, Real, Within, NO_ID};
 use numpy::ndarray::ArrayView2;
-use numpy::{PyArray1, PyArray2};
-use pyo3::exceptions::PyTypeError;
+use numpy::{PyArray1, PyArray2, PyReadonlyArray1};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use rayon::prelude::*;
 
 use crate::arrays::{all_columns, blocks, columns, err, matrix, vector, Rows};
@@ -154,6 +156,212 @@ impl<T: Real> Placed<T> {
             pairs.iter().map(|p| p.distance).collect(),
         ))
     }
+
+    /// Every indexed point within `r` of each row of `q`, as compressed rows in `order`.
+    fn within(
+        &self,
+        py: Python<'_>,
+        q: ArrayView2<'_, T>,
+        r: T,
+        order: Order,
+        max_results: Option<u64>,
+        workers: usize,
+    ) -> PyResult<Csr<T>> {
+        let mut out: Option<Within<T>> = None;
+        self.in_blocks(py, q.nrows(), false, workers, |index, range| {
+            let so_far = out.as_ref().map_or(0, |w| w.total() as u64);
+            // A later block may add only what the earlier ones left of the limit; its error
+            // would name that remainder, so it is restated with the caller's limit.
+            let opts = order.options(max_results.map(|m| m.saturating_sub(so_far)));
+            let mut rows = index.within(&columns(q, range), r, &opts).map_err(|e| match (e, max_results) {
+                (nearkit::Error::InvalidArgument(m), Some(max)) if so_far > 0 && m.contains("max_results") => {
+                    too_many(max)
+                }
+                (e, _) => e,
+            })?;
+            order.apply(&mut rows);
+            match &mut out {
+                None => out = Some(rows),
+                Some(all) => append(all, rows)?,
+            }
+            Ok(())
+        })?;
+        let rows = out.unwrap_or_default();
+        Ok(py.detach(|| with_workers(workers, rows.total(), || Csr::from(rows))))
+    }
+
+    /// How many indexed points lie within `r` of each row of `q`.
+    fn count_within(&self, py: Python<'_>, q: ArrayView2<'_, T>, r: T, workers: usize) -> PyResult<Vec<i64>> {
+        let mut counts = vec![0i64; q.nrows()];
+        let all = &mut counts[..];
+        self.in_blocks(py, q.nrows(), false, workers, |index, range| {
+            let c = index.count_within(&columns(q, range.clone()), r)?;
+            all[range].par_iter_mut().zip(&c).for_each(|(o, &c)| *o = c as i64);
+            Ok(())
+        })?;
+        Ok(counts)
+    }
+
+    /// The pairs within `r` of the indexed points (`other` None: each pair once, row `i`
+    /// listing `j > i`) or of an indexed point and a point of `other` (row `i` listing the
+    /// points of `other`). One call: the library parallelises over the rows itself.
+    fn pairs_within(
+        &self,
+        py: Python<'_>,
+        other: Option<ArrayView2<'_, T>>,
+        r: T,
+        order: Order,
+        max_results: Option<u64>,
+        workers: usize,
+    ) -> PyResult<Csr<T>> {
+        let n = self.data.len();
+        // A GPU is worth it for enough points in all, as for closest pairs of two sets.
+        let index = self.for_queries(n + other.map_or(0, |o| o.nrows())).map_err(err)?;
+        let opts = order.options(max_results);
+        py.detach(|| {
+            with_workers(workers, n, || {
+                let mut rows = match other {
+                    None => index.pairs_within(r, &opts)?,
+                    Some(o) => index.pairs_within_other(&all_columns(o), r, &opts)?,
+                };
+                order.apply(&mut rows);
+                Ok(Csr::from(rows))
+            })
+        })
+        .map_err(err)
+    }
+}
+
+/// The order of a radius query's rows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// By (distance, id): the library's sorted rows.
+    Distance,
+    /// By id, as scipy's `return_sorted`: the library's unsorted rows, sorted here.
+    Id,
+    /// The index's own (Morton) order: the cheapest, and the same on every device.
+    Index,
+}
+
+impl Order {
+    fn parse(s: &str) -> PyResult<Self> {
+        match s {
+            "distance" => Ok(Order::Distance),
+            "id" => Ok(Order::Id),
+            "index" => Ok(Order::Index),
+            _ => Err(PyValueError::new_err(format!("unknown row order '{s}': use distance, id or index"))),
+        }
+    }
+
+    fn options(self, max_results: Option<u64>) -> RadiusOptions {
+        RadiusOptions { sorted: self == Order::Distance, max_results }
+    }
+
+    /// Puts rows that came in the index's order in this order (in parallel over rows).
+    fn apply<T: Real>(self, w: &mut Within<T>) {
+        if self != Order::Id {
+            return;
+        }
+        let mut rows = Vec::with_capacity(w.rows());
+        let (mut ids, mut ds) = (&mut w.ids[..], &mut w.distances[..]);
+        for o in w.offsets.windows(2) {
+            let len = (o[1] - o[0]) as usize;
+            let (row_ids, rest_ids) = std::mem::take(&mut ids).split_at_mut(len);
+            let (row_ds, rest_ds) = std::mem::take(&mut ds).split_at_mut(len);
+            (ids, ds) = (rest_ids, rest_ds);
+            rows.push((row_ids, row_ds));
+        }
+        rows.into_par_iter().with_min_len(64).for_each(|(ids, ds)| {
+            if ids.is_sorted() {
+                return;
+            }
+            if ids.len() <= 32 {
+                // Most rows are short: sorted in place, with no allocation.
+                for k in 1..ids.len() {
+                    let (id, d) = (ids[k], ds[k]);
+                    let mut at = k;
+                    while at > 0 && ids[at - 1] > id {
+                        (ids[at], ds[at]) = (ids[at - 1], ds[at - 1]);
+                        at -= 1;
+                    }
+                    (ids[at], ds[at]) = (id, d);
+                }
+                return;
+            }
+            // Ids in a row are distinct, so an unstable sort of (id, distance) is by id alone.
+            let mut row: Vec<(u32, T)> = ids.iter().copied().zip(ds.iter().copied()).collect();
+            row.sort_unstable_by_key(|e| e.0);
+            for (k, (id, d)) in row.into_iter().enumerate() {
+                (ids[k], ds[k]) = (id, d);
+            }
+        });
+    }
+}
+
+/// What a radius query over several blocks reports when the blocks together pass the limit.
+fn too_many(max: u64) -> nearkit::Error {
+    nearkit::Error::InvalidArgument(format!(
+        "the result holds more than max_results = {max} neighbours: use a smaller radius, fewer queries, counts \
+         only, or a larger limit"
+    ))
+}
+
+/// Appends a later block's rows to `all` (an `OutOfMemory` error, not an abort, when they do
+/// not fit).
+fn append<T: Real>(all: &mut Within<T>, block: Within<T>) -> nearkit::Result<()> {
+    let total = all.total() + block.total();
+    let oom = |_| nearkit::Error::OutOfMemory(format!("the rows of {total} neighbours do not fit in memory"));
+    all.ids.try_reserve(block.total()).map_err(oom)?;
+    all.distances.try_reserve(block.total()).map_err(oom)?;
+    let base = all.total() as u64;
+    all.offsets.pop();
+    all.offsets.extend(block.offsets.iter().map(|&o| o + base));
+    all.ids.extend_from_slice(&block.ids);
+    all.distances.extend_from_slice(&block.distances);
+    Ok(())
+}
+
+/// Radius-query rows as the package returns them: int64 offsets (rows + 1) and ids (numpy's
+/// index type), the distances as they are.
+struct Csr<T> {
+    offsets: Vec<i64>,
+    ids: Vec<i64>,
+    distances: Vec<T>,
+}
+
+impl<T: Real> From<Within<T>> for Csr<T> {
+    fn from(w: Within<T>) -> Self {
+        // u64 to i64 reuses the vector in place; the ids need a wider one.
+        let mut offsets: Vec<i64> = w.offsets.into_iter().map(|o| o as i64).collect();
+        if offsets.is_empty() {
+            offsets.push(0);
+        }
+        let ids = w.ids.par_iter().with_min_len(1 << 14).map(|&id| id as i64).collect();
+        Self { offsets, ids, distances: w.distances }
+    }
+}
+
+/// Each row of compressed rows as a list of Python ints, in a 1-D object array (scipy's
+/// `query_ball_point` result).
+#[pyfunction]
+pub fn row_lists<'py>(
+    py: Python<'py>,
+    offsets: PyReadonlyArray1<'py, i64>,
+    ids: PyReadonlyArray1<'py, i64>,
+) -> PyResult<Bound<'py, PyArray1<Py<PyAny>>>> {
+    let (offsets, ids) = (offsets.as_slice()?, ids.as_slice()?);
+    let bad = || PyValueError::new_err("offsets must rise from 0 to len(ids)");
+    if offsets.first().is_some_and(|&o| o != 0) || offsets.last().is_some_and(|&o| o as usize != ids.len()) {
+        return Err(bad());
+    }
+    let lists = offsets
+        .windows(2)
+        .map(|o| {
+            let row = ids.get(o[0] as usize..o[1] as usize).ok_or_else(bad)?;
+            Ok(PyList::new(py, row)?.into_any().unbind())
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(PyArray1::from_vec(py, lists))
 }
 
 enum Index {
@@ -345,5 +553,69 @@ impl PyPointIndex {
                 (vector(py, ia), vector(py, ib), vector(py, d));
             out.into_pyobject(py)
         })
+    }
+
+    /// Every indexed point within `r` of each row of `x`, as compressed rows in `order`
+    /// (`distance`, `id` or `index`): (offsets, ids, distances).
+    #[pyo3(signature = (x, r, order, max_results, workers))]
+    fn within<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        r: f64,
+        order: &str,
+        max_results: Option<u64>,
+        workers: usize,
+    ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+        let order = Order::parse(order)?;
+        let rows = Rows::extract(x, "x", 3)?;
+        with_rows!(self, rows, |p, q| {
+            let c = p.within(py, q, Real::from_f64(r), order, max_results, workers)?;
+            (vector(py, c.offsets), vector(py, c.ids), vector(py, c.distances)).into_pyobject(py)
+        })
+    }
+
+    /// How many indexed points lie within `r` of each row of `x`.
+    #[pyo3(signature = (x, r, workers))]
+    fn count_within<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        r: f64,
+        workers: usize,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let rows = Rows::extract(x, "x", 3)?;
+        with_rows!(self, rows, |p, q| Ok(vector(py, p.count_within(py, q, Real::from_f64(r), workers)?)))
+    }
+
+    /// The pairs within `r`: of the indexed points (`other` None; row i lists j > i), or of
+    /// an indexed point and a row of `other`. (offsets, ids, distances).
+    #[pyo3(signature = (other, r, order, max_results, workers))]
+    fn pairs_within<'py>(
+        &self,
+        py: Python<'py>,
+        other: Option<&Bound<'py, PyAny>>,
+        r: f64,
+        order: &str,
+        max_results: Option<u64>,
+        workers: usize,
+    ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
+        let order = Order::parse(order)?;
+        macro_rules! pairs {
+            ($p:expr, $other:expr) => {{
+                let c = $p.pairs_within(py, $other, Real::from_f64(r), order, max_results, workers)?;
+                (vector(py, c.offsets), vector(py, c.ids), vector(py, c.distances)).into_pyobject(py)
+            }};
+        }
+        match other {
+            Some(o) => {
+                let rows = Rows::extract(o, "other", 3)?;
+                with_rows!(self, rows, |p, q| pairs!(p, Some(q)))
+            }
+            None => match &self.index {
+                Index::F32(p) => pairs!(p, None),
+                Index::F64(p) => pairs!(p, None),
+            },
+        }
     }
 }

@@ -36,6 +36,39 @@ def test_point_queries_are_bitwise_equal(rng, dtype, kind):
             np.testing.assert_array_equal(a, b)
 
 
+# Radii giving a few to a few hundred neighbours a query; the duplicates' grid puts points at
+# exactly 1 (an inclusive boundary both devices must draw alike), and a smaller set of them
+# keeps that to hundreds (every grid point holds n / 216 points).
+RADIUS = {"uniform": 0.5, "clustered": 0.05, "duplicates": 1.0, "surface": 0.1}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicates", "surface"])
+def test_radius_queries_are_bitwise_equal(rng, dtype, kind):
+    data = make_points(kind, 10_000 if kind == "duplicates" else 50_000, rng, dtype)
+    # Half the queries on data points (fresh clusters would lie far from the data's).
+    q = np.concatenate([make_points(kind, 10_000, rng, dtype), data[rng.integers(0, len(data), 10_000)]])
+    cpu, gpu = nearkit.PointIndex(data, device="cpu"), nearkit.PointIndex(data, device="cuda")
+    r = RADIUS[kind]
+    for sort in [True, False]:  # unsorted rows are in the index's order, the same on both
+        for a, b in zip(cpu.within(q, r, sort=sort), gpu.within(q, r, sort=sort)):
+            np.testing.assert_array_equal(a, b)
+        for a, b in zip(cpu.pairs_within(r, sort=sort), gpu.pairs_within(r, sort=sort)):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(cpu.count_within(q, r), gpu.count_within(q, r))
+    np.testing.assert_array_equal(
+        cpu.query_pairs(r, output_type="ndarray"), gpu.query_pairs(r, output_type="ndarray")
+    )
+    small = q[:2000]
+    for a, b in zip(cpu.query_ball_point(small, r), gpu.query_ball_point(small, r)):
+        assert a == b
+    np.testing.assert_array_equal(
+        cpu.sparse_distance_matrix(q, r, output_type="ndarray"), gpu.sparse_distance_matrix(q, r, output_type="ndarray")
+    )
+    with pytest.raises(ValueError, match="max_results"):
+        gpu.within(q, r, max_results=int(cpu.count_within(q, r).sum()) - 1)
+
+
 def test_auto_runs_small_calls_on_the_cpu_with_the_same_answer(rng):
     data = rng.random((20_000, 3)).astype(np.float32)
     auto = nearkit.PointIndex(data, device="auto")
@@ -47,6 +80,10 @@ def test_auto_runs_small_calls_on_the_cpu_with_the_same_answer(rng):
         bd, bi = brute_knn(q[:200], data, 4)
         np.testing.assert_array_equal(i[:200], bi)
         np.testing.assert_array_equal(d[:200], bd)
+    cpu = nearkit.PointIndex(data, device="cpu")
+    for q in [small, large]:
+        for a, b in zip(auto.within(q, 0.05), cpu.within(q, 0.05)):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

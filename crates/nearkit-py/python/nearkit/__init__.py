@@ -1,8 +1,9 @@
 """nearkit: exact 3-D proximity queries on multi-core CPUs and CUDA GPUs, with bitwise
 identical answers on both.
 
-- :class:`PointIndex`: k nearest neighbours with scipy ``cKDTree``'s conventions, nearest
-  neighbours, kNN graphs; :func:`closest_pairs` between two point sets.
+- :class:`PointIndex`: k nearest neighbours and radius queries with scipy ``cKDTree``'s
+  conventions, nearest neighbours, kNN graphs, radius queries as compressed rows
+  (:class:`Within`); :func:`closest_pairs` between two point sets.
 - :class:`MeshIndex`: closest points on a triangle mesh, signed distances.
 - :class:`World` and :class:`Collider`: ellipsoid bodies against a static mesh and each other.
 - :func:`read_points`, :func:`read_mesh`: the ``nearkit`` command's file readers.
@@ -36,7 +37,7 @@ from ._collide import (
 )
 from ._io import read_mesh, read_points
 from ._mesh import ClosestPoints, MeshIndex
-from ._points import Pairs, PointIndex, closest_pairs
+from ._points import Pairs, PointIndex, Within, closest_pairs
 
 __all__ = [
     "AUTO_CPU_BELOW",
@@ -49,6 +50,7 @@ __all__ = [
     "Pairs",
     "PointIndex",
     "SweepHits",
+    "Within",
     "World",
     "closest_pairs",
     "configure_cuda",

@@ -73,6 +73,32 @@ def radius(r: Optional[float], name: str) -> Optional[float]:
     return r
 
 
+def search_radius(r: Any, name: str, dtype: np.dtype) -> float:
+    """A radius query's radius: one number >= 0. inf, or anything beyond the dtype's range,
+    means every point: it is passed as the dtype's largest number, whose square overflows
+    to inf (the library itself takes finite radii only)."""
+    if np.ndim(r) != 0:
+        raise ValueError(
+            f"{name} must be a single number: a radius per query point is not supported (got shape {np.shape(r)})"
+        )
+    try:
+        v = float(r)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {r!r}") from None
+    if not v >= 0:  # NaN too
+        raise ValueError(f"{name} must be a number >= 0 (inf for every point), got {v}")
+    return min(v, float(np.finfo(dtype).max))
+
+
+def max_results(m: Any) -> Optional[int]:
+    """A limit on a radius query's result: None, or an int >= 0."""
+    if m is None:
+        return None
+    if isinstance(m, (int, np.integer)) and not isinstance(m, bool) and m >= 0:
+        return min(int(m), 2**64 - 1)
+    raise ValueError(f"max_results must be None or an int >= 0, got {m!r}")
+
+
 def ids(x: Any, name: str) -> np.ndarray:
     """Body ids (or vertex indices) as uint32, checked."""
     a = np.asarray(x)

@@ -1,9 +1,10 @@
-"""PointIndex (scipy.spatial.cKDTree's query conventions) and closest_pairs."""
+"""PointIndex (scipy.spatial.cKDTree's query conventions), its radius queries, and
+closest_pairs."""
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
@@ -20,12 +21,36 @@ class Pairs(NamedTuple):
     distance: np.ndarray
 
 
+class Within(NamedTuple):
+    """Rows of neighbours in compressed (CSR) form: row ``k`` lists
+    ``ids[offsets[k]:offsets[k + 1]]`` (int64 rows of the indexed points, or of ``other``)
+    and their Euclidean ``distances`` (the index's dtype). Rows are ascending by (distance,
+    id) unless unsorted rows were asked for. Unpacks as ``offsets, ids, distances = w``;
+    ``scipy.sparse.csr_matrix((w.distances, w.ids, w.offsets), shape=(rows, n))`` holds the
+    same rows as a sparse matrix."""
+
+    offsets: np.ndarray
+    ids: np.ndarray
+    distances: np.ndarray
+
+    def counts(self) -> np.ndarray:
+        """Each row's length (int64)."""
+        return np.diff(self.offsets)
+
+    def row(self, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """Row ``k``: its ids and distances (views)."""
+        s, e = self.offsets[k], self.offsets[k + 1]
+        return self.ids[s:e], self.distances[s:e]
+
+
 class PointIndex:
     """An exact index of 3-D points for nearest-neighbour queries, on the CPU or a GPU.
 
-    A drop-in for ``scipy.spatial.cKDTree`` where the two overlap (``query`` takes the same
-    arguments and returns the same shapes), plus nearkit's own queries: ``nearest``,
-    ``knn_graph`` and ``closest_pairs``. Answers are exact, ties go to the smaller id, and the
+    A drop-in for ``scipy.spatial.cKDTree`` where the two overlap (``query``,
+    ``query_ball_point``, ``query_pairs`` and ``sparse_distance_matrix`` take the same
+    arguments and return the same shapes), plus nearkit's own queries: ``nearest``,
+    ``knn_graph``, ``closest_pairs``, and radius queries as compressed rows (``within``,
+    ``count_within``, ``pairs_within``). Answers are exact, ties go to the smaller id, and the
     CPU and a GPU give the same bits.
 
     Parameters
@@ -136,10 +161,7 @@ class PointIndex:
         >>> d, i                               # none within 1: inf and n
         (array([[inf, inf]]), array([[1000, 1000]]))
         """
-        if eps != 0:
-            raise ValueError(f"nearkit's search is exact: eps must be 0, got {eps}")
-        if p != 2:
-            raise ValueError(f"nearkit measures Euclidean distance: p must be 2, got {p}")
+        _exact_euclidean(eps, p)
         if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
             if k < 1:
                 raise ValueError(f"k must be at least 1 (got {k})")
@@ -164,6 +186,294 @@ class PointIndex:
         if d.ndim == 0:
             return d[()], i[()]
         return d, i
+
+    def query_ball_point(
+        self,
+        x: Any,
+        r: float,
+        p: float = 2.0,
+        eps: float = 0,
+        workers: Optional[int] = None,
+        return_sorted: Optional[bool] = None,
+        return_length: bool = False,
+    ) -> Any:
+        """The indexed points within distance ``r`` of each query point, as
+        ``cKDTree.query_ball_point``.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., 3)
+            Query points; converted to the index's dtype.
+        r : float
+            The radius, inclusive (a point at exactly ``r`` is in), compared as squared
+            distances in the index's precision. ``inf`` means every point. Only one radius for
+            all points: an array of radii (which scipy broadcasts) is a ValueError.
+        p, eps : float
+            Accepted for compatibility: only ``p=2`` and ``eps=0`` are valid.
+        workers : int
+            Threads on the CPU: -1 or None (default) for every core.
+        return_sorted : bool or None
+            True or None (default): each list ascending by index, which is what scipy gives
+            for True, and for None with several points (for a single point scipy leaves the
+            list unsorted; sorted is one of its orders). False: the index's own order (cheaper;
+            deterministic, the same on every device).
+        return_length : bool
+            Return only how many points each ball holds (counted without listing them).
+
+        Returns
+        -------
+        list of int, or ndarray of lists, or int, or ndarray of int64
+            For ``x`` of shape (3,): a list of indices (or, with ``return_length``, their
+            count). For shape (..., 3): an object array of shape ``x.shape[:-1]`` holding such
+            lists (or an int64 array of counts).
+
+        Raises
+        ------
+        ValueError
+            ``r`` negative or NaN (scipy squares a negative ``r`` and returns nothing for NaN).
+
+        Examples
+        --------
+        >>> import nearkit
+        >>> index = nearkit.PointIndex([[0, 0, 0], [1, 0, 0], [3, 0, 0]])
+        >>> index.query_ball_point([0.9, 0, 0], r=1.0)
+        [0, 1]
+        >>> index.query_ball_point([[0.9, 0, 0], [9, 9, 9]], r=1.0)
+        array([list([0, 1]), list([])], dtype=object)
+        >>> index.query_ball_point([[0.9, 0, 0], [9, 9, 9]], r=1.0, return_length=True)
+        array([2, 0])
+        """
+        _exact_euclidean(eps, p)
+        q, lead = _arrays.points(x, "x", self.dtype, one_point=True)
+        radius = _arrays.search_radius(r, "r", self.dtype)
+        w = _arrays.workers(workers)
+        if return_length:
+            counts = self._native.count_within(q, radius, w) if len(q) else np.empty(0, np.int64)
+            counts = counts.reshape(lead)
+            return counts[()] if counts.ndim == 0 else counts
+        if len(q) == 0:
+            return np.empty(lead, dtype=object)
+        order = "id" if return_sorted is None or return_sorted else "index"
+        offsets, ids, _ = self._native.within(q, radius, order, None, w)
+        lists = _native.row_lists(offsets, ids).reshape(lead)
+        return lists[()] if lists.ndim == 0 else lists
+
+    def within(
+        self,
+        x: Any,
+        r: float,
+        *,
+        sort: bool = True,
+        max_results: Optional[int] = None,
+        workers: Optional[int] = None,
+    ) -> Within:
+        """Every indexed point within distance ``r`` of each query point, as compressed rows:
+        nearkit's own radius query, with no Python object per neighbour.
+
+        Parameters
+        ----------
+        x : array_like, shape (n, 3) (or (..., 3): the rows are its points in C order)
+            Query points; converted to the index's dtype.
+        r : float
+            The radius, inclusive and exact: a point is in when its squared distance,
+            computed in the index's precision, is at most ``r * r`` (``r`` rounded to that
+            precision first). ``inf`` means every point.
+        sort : bool
+            Rows ascending by (distance, id) (default); False leaves each row in the index's
+            own order (faster; deterministic, the same on every device).
+        max_results : int, optional
+            Raise ValueError, before the rows are stored, when they would hold more than this
+            many neighbours in all (a guard against a radius that is too large).
+        workers : int
+            Threads on the CPU: -1 or None (default) for every core.
+
+        Returns
+        -------
+        Within
+            ``(offsets, ids, distances)``: row ``k`` (query ``k``) lists
+            ``ids[offsets[k]:offsets[k + 1]]``, int64 rows of ``data``, and their distances in
+            the index's dtype. ``offsets`` has ``n + 1`` entries.
+
+        Raises
+        ------
+        ValueError
+            ``r`` negative or NaN, or more neighbours than ``max_results``.
+
+        Examples
+        --------
+        >>> import numpy as np, nearkit
+        >>> index = nearkit.PointIndex(np.array([[0, 0, 0], [1, 0, 0], [3, 0, 0]], dtype=np.float32))
+        >>> w = index.within([[0.9, 0, 0], [3, 0, 0], [9, 9, 9]], r=1.0)
+        >>> w.offsets
+        array([0, 2, 3, 3])
+        >>> w.ids                          # 1 (0.1 away), then 0 (0.9 away); 2 (itself)
+        array([1, 0, 2])
+        >>> w.distances.dtype
+        dtype('float32')
+        >>> w.counts(), w.row(1)
+        (array([2, 1, 0]), (array([2]), array([0.], dtype=float32)))
+        """
+        q, _ = _arrays.points(x, "x", self.dtype, one_point=True)
+        radius = _arrays.search_radius(r, "r", self.dtype)
+        limit = _arrays.max_results(max_results)
+        w = _arrays.workers(workers)
+        if len(q) == 0:
+            return Within(np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0, self.dtype))
+        return Within(*self._native.within(q, radius, "distance" if sort else "index", limit, w))
+
+    def count_within(self, x: Any, r: float, workers: Optional[int] = None) -> Any:
+        """How many indexed points lie within distance ``r`` of each query point (inclusive,
+        as :meth:`within`), counted without listing them: an int64 array of shape
+        ``x.shape[:-1]`` (a scalar for one point of shape (3,)).
+
+        >>> import nearkit
+        >>> nearkit.PointIndex([[0, 0, 0], [1, 0, 0], [3, 0, 0]]).count_within([[0.9, 0, 0], [9, 9, 9]], 1.0)
+        array([2, 0])
+        """
+        q, lead = _arrays.points(x, "x", self.dtype, one_point=True)
+        radius = _arrays.search_radius(r, "r", self.dtype)
+        w = _arrays.workers(workers)
+        counts = self._native.count_within(q, radius, w) if len(q) else np.empty(0, np.int64)
+        counts = counts.reshape(lead)
+        return counts[()] if counts.ndim == 0 else counts
+
+    def pairs_within(
+        self,
+        r: float,
+        *,
+        sort: bool = True,
+        max_results: Optional[int] = None,
+        workers: Optional[int] = None,
+    ) -> Within:
+        """Every pair of indexed points within distance ``r`` of each other, each pair once,
+        as compressed rows: row ``i`` (one per indexed point) lists the points ``j > i``
+        within ``r`` of point ``i``, ascending by (distance, j) unless ``sort=False``.
+        ``r``, ``max_results`` and ``workers`` are as for :meth:`within`; duplicate points
+        are pairs at distance 0.
+
+        >>> import nearkit
+        >>> w = nearkit.PointIndex([[0, 0, 0], [1, 0, 0], [0.5, 0, 0]]).pairs_within(0.6)
+        >>> w.offsets.tolist(), w.ids.tolist(), w.distances.tolist()
+        ([0, 1, 2, 2], [2, 2], [0.5, 0.5])
+        """
+        radius = _arrays.search_radius(r, "r", self.dtype)
+        limit = _arrays.max_results(max_results)
+        w = _arrays.workers(workers)
+        return Within(*self._native.pairs_within(None, radius, "distance" if sort else "index", limit, w))
+
+    def query_pairs(
+        self,
+        r: float,
+        p: float = 2.0,
+        eps: float = 0,
+        output_type: str = "set",
+        workers: Optional[int] = None,
+    ) -> Union[Set[Tuple[int, int]], np.ndarray]:
+        """Every pair of indexed points within distance ``r`` (inclusive), as
+        ``cKDTree.query_pairs``.
+
+        Parameters
+        ----------
+        r : float
+            The radius, as for :meth:`within` (negative or NaN: ValueError).
+        p, eps : float
+            Accepted for compatibility: only ``p=2`` and ``eps=0`` are valid.
+        output_type : str
+            ``"set"``: a set of ``(i, j)`` tuples of ints with ``i < j``. ``"ndarray"``: an
+            (n_pairs, 2) int64 array, ascending by ``i``, then (as :meth:`pairs_within`'s rows)
+            by distance, then by ``j`` (scipy gives no particular order).
+        workers : int
+            Threads on the CPU: -1 or None (default) for every core (not in scipy).
+
+        Examples
+        --------
+        >>> import nearkit
+        >>> index = nearkit.PointIndex([[0, 0, 0], [1, 0, 0], [0.5, 0, 0], [9, 9, 9]])
+        >>> sorted(index.query_pairs(0.6))
+        [(0, 2), (1, 2)]
+        >>> index.query_pairs(1.0, output_type="ndarray")
+        array([[0, 2],
+               [0, 1],
+               [1, 2]])
+        """
+        _exact_euclidean(eps, p)
+        if output_type not in ("set", "ndarray"):
+            raise ValueError(f"unknown output_type {output_type!r}: use 'set' or 'ndarray'")
+        radius = _arrays.search_radius(r, "r", self.dtype)
+        # A set has no order, so its rows are left in the index's (cheaper).
+        order = "distance" if output_type == "ndarray" else "index"
+        offsets, j, _ = self._native.pairs_within(None, radius, order, None, _arrays.workers(workers))
+        i = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(offsets))
+        if output_type == "ndarray":
+            return np.column_stack([i, j])
+        return set(zip(i.tolist(), j.tolist()))
+
+    def sparse_distance_matrix(
+        self,
+        other: Any,
+        max_distance: float,
+        p: float = 2.0,
+        output_type: str = "dok_matrix",
+        workers: Optional[int] = None,
+    ) -> Any:
+        """The distances of every pair of an indexed point and a point of ``other`` at most
+        ``max_distance`` apart, as ``cKDTree.sparse_distance_matrix``.
+
+        Parameters
+        ----------
+        other : PointIndex or array_like, shape (m, 3)
+            The other points (an index's ``data``), converted to this index's dtype.
+        max_distance : float
+            The radius, inclusive, as for :meth:`within`.
+        p : float
+            Accepted for compatibility: only ``p=2`` is valid.
+        output_type : str
+            ``"dok_matrix"`` (default) or ``"coo_matrix"``: an (n, m) ``scipy.sparse``
+            matrix (scipy must be installed); ``"dict"``: ``{(i, j): distance}``;
+            ``"ndarray"``: a structured array with fields ``i``, ``j`` (int64) and ``v``.
+            Entries come ascending by ``i``, then ``j``. Pairs at distance 0 (duplicates) are
+            stored entries, as in scipy.
+        workers : int
+            Threads on the CPU: -1 or None (default) for every core (not in scipy).
+
+        Returns
+        -------
+        The matrix, dict or array. Distances are in the index's dtype (scipy's are float64;
+        ``"dict"`` gives Python floats).
+
+        Examples
+        --------
+        >>> import nearkit
+        >>> index = nearkit.PointIndex([[0, 0, 0], [1, 0, 0]])
+        >>> index.sparse_distance_matrix([[0.5, 0, 0], [5, 0, 0]], 0.5, output_type="dict")
+        {(0, 0): 0.5, (1, 0): 0.5}
+        """
+        _exact_euclidean(0, p)
+        kinds = ("dok_matrix", "coo_matrix", "dict", "ndarray")
+        if output_type not in kinds:
+            raise ValueError(f"unknown output_type {output_type!r}: use one of {', '.join(kinds)}")
+        if isinstance(other, PointIndex):
+            o = other.data.astype(self.dtype, copy=False)
+        else:
+            o, _ = _arrays.points(other, "other", self.dtype)
+        radius = _arrays.search_radius(max_distance, "max_distance", self.dtype)
+        w = _arrays.workers(workers)
+        if len(o) == 0:
+            offsets, j, v = np.zeros(self.n + 1, np.int64), np.empty(0, np.int64), np.empty(0, self.dtype)
+        else:
+            # Rows by id: scipy's entries come ascending by (i, j).
+            offsets, j, v = self._native.pairs_within(o, radius, "id", None, w)
+        i = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(offsets))
+        if output_type == "dict":
+            return dict(zip(zip(i.tolist(), j.tolist()), v.tolist()))
+        if output_type == "ndarray":
+            out = np.empty(len(j), dtype=np.dtype([("i", np.intp), ("j", np.intp), ("v", self.dtype)], align=True))
+            out["i"], out["j"], out["v"] = i, j, v
+            return out
+        import scipy.sparse  # optional: only these outputs need it
+
+        coo = scipy.sparse.coo_matrix((v, (i, j)), shape=(self.n, len(o)))
+        return coo.todok() if output_type == "dok_matrix" else coo
 
     def nearest(
         self, x: Any, max_distance: Optional[float] = None, workers: Optional[int] = -1
@@ -212,6 +522,14 @@ class PointIndex:
         :func:`nearkit.closest_pairs`); ``a`` is converted to the index's dtype."""
         q, _ = _arrays.points(a, "a", self.dtype)
         return _pairs(self._native, q, k, mode, max_distance, workers)
+
+
+def _exact_euclidean(eps: float, p: float) -> None:
+    """scipy's ``eps`` and ``p``, of which nearkit has only the exact Euclidean values."""
+    if eps != 0:
+        raise ValueError(f"nearkit's search is exact: eps must be 0, got {eps}")
+    if p != 2:
+        raise ValueError(f"nearkit measures Euclidean distance: p must be 2, got {p}")
 
 
 def _pairs(native: Any, a: np.ndarray, k: int, mode: str, max_distance: Any, workers: Any) -> Pairs:
