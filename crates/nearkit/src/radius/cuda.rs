@@ -27,11 +27,13 @@ const SHORT_ROW: usize = 32;
 /// Rows up to this long are sorted by one block in shared memory; longer ones by the device sort.
 const LONG_ROW: usize = 4096;
 const LONG_ROW_THREADS: u32 = 512;
+/// A query's walk scans nodes of up to this many points whole.
+const GPU_RUN: usize = 16;
 
 static RADIUS: CudaSource = CudaSource {
     file: "radius.cu",
     text: include_str!("radius.cu"),
-    constants: || vec![("LONG_ROW", LONG_ROW.to_string())],
+    constants: || vec![("GPU_RUN", GPU_RUN.to_string()), ("LONG_ROW", LONG_ROW.to_string())],
     structs: Vec::new,
 };
 

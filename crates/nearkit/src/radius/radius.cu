@@ -16,7 +16,10 @@ __device__ __forceinline__ void within_visit(const Tree<T>& t, T qx, T qy, T qz,
             if (d <= r2) found(i, d);
         }
     };
-    if (t.n <= t.leaf_size || t.n == 1) {
+    // Nodes of up to NK_GPU_RUN points are scanned whole: a distance costs less here than a
+    // level of the walk (dependent loads).
+    u32 run = max((u32)NK_GPU_RUN, t.leaf_size);
+    if (t.n <= run || t.n == 1) {
         scan(0, t.n);
         return;
     }
@@ -28,7 +31,7 @@ __device__ __forceinline__ void within_visit(const Tree<T>& t, T qx, T qy, T qz,
         u32 j = t.other_end[node];
         u32 s = min(node, j), e = max(node, j) + 1;
         bool descend = false;
-        if (e - s <= t.leaf_size) {
+        if (e - s <= run) {
             scan(s, e);
         } else {
             u32 l = t.left[node], r = t.right[node];
