@@ -380,8 +380,9 @@ class PointIndex:
             Accepted for compatibility: only ``p=2`` and ``eps=0`` are valid.
         output_type : str
             ``"set"``: a set of ``(i, j)`` tuples of ints with ``i < j``. ``"ndarray"``: an
-            (n_pairs, 2) int64 array, ascending by ``i``, then (as :meth:`pairs_within`'s rows)
-            by distance, then by ``j`` (scipy gives no particular order).
+            (n_pairs, 2) int64 array, ascending by ``i``, and for each ``i`` in the index's
+            order, the same on every device (scipy gives no particular order either;
+            :meth:`pairs_within` sorts rows by distance).
         workers : int
             Threads on the CPU: -1 or None (default) for every core (not in scipy).
 
@@ -391,21 +392,21 @@ class PointIndex:
         >>> index = nearkit.PointIndex([[0, 0, 0], [1, 0, 0], [0.5, 0, 0], [9, 9, 9]])
         >>> sorted(index.query_pairs(0.6))
         [(0, 2), (1, 2)]
-        >>> index.query_pairs(1.0, output_type="ndarray")
-        array([[0, 2],
-               [0, 1],
-               [1, 2]])
+        >>> index.query_pairs(1.0, output_type="ndarray")[:, 0]
+        array([0, 0, 1])
         """
         _exact_euclidean(eps, p)
         if output_type not in ("set", "ndarray"):
             raise ValueError(f"unknown output_type {output_type!r}: use 'set' or 'ndarray'")
         radius = _arrays.search_radius(r, "r", self.dtype)
-        # A set has no order, so its rows are left in the index's (cheaper).
-        order = "distance" if output_type == "ndarray" else "index"
-        offsets, j, _ = self._native.pairs_within(None, radius, order, None, _arrays.workers(workers))
+        # Neither output promises an order within a row: rows stay in the index's (cheapest).
+        offsets, j, _ = self._native.pairs_within(None, radius, "index", None, _arrays.workers(workers))
         i = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(offsets))
         if output_type == "ndarray":
-            return np.column_stack([i, j])
+            out = np.empty((len(j), 2), dtype=np.int64)
+            out[:, 0] = i
+            out[:, 1] = j
+            return out
         return set(zip(i.tolist(), j.tolist()))
 
     def sparse_distance_matrix(
