@@ -1,7 +1,8 @@
 //! Launches radius.cu: radius queries on the device, the plan of radius/cpu.rs in three steps.
 //!
-//! A batch of rows is counted (one walk per query), the counts are scanned into offsets, and
-//! the rows are filled by a second walk, then sorted and turned into distances. A batch whose
+//! A batch of rows is counted (one walk per query, which keeps the first `KEEP` points of its
+//! row), the counts are scanned into offsets, and the rows are filled (copied from what the
+//! count kept, or by a second walk when longer), then sorted and turned into distances. A batch whose
 //! result would not fit in GPU memory (or in 32-bit offsets) is split in two by rows and
 //! each half counted again, so a result of any size comes out, batch after batch, in row order.
 
@@ -24,6 +25,8 @@ use crate::tree::cuda::{for_each_chunk, DeviceTree, TreeArgs, TREE_HEADER, TREE_
 const BLOCK: u32 = 256;
 /// Rows up to this long are sorted by one warp.
 const SHORT_ROW: usize = 32;
+/// Points of each query's row its count keeps (rows up to this long are not walked again).
+const KEEP: usize = 64;
 /// Rows up to this long are sorted by one block in shared memory; longer ones by the device sort.
 const LONG_ROW: usize = 4096;
 const LONG_ROW_THREADS: u32 = 512;
@@ -40,7 +43,7 @@ static RADIUS: CudaSource = CudaSource {
 kernels! {
     module KERNELS = "radius", [&COMMON, &TREE_HEADER, &TREE_SEARCH, &RADIUS];
     /// Each query's number of points within `r2` into `counts[row - row_lo]`, for rows
-    /// `row_lo..row_hi`; their sum into `total`.
+    /// `row_lo..row_hi`; their sum into `total`; the first `keep` points of each kept.
     fn within_count<T>(
         qx: In<T>,
         qy: In<T>,
@@ -52,11 +55,17 @@ kernels! {
         above: u32,
         row_lo: u32,
         row_hi: u32,
+        keep: u32,
+        keep_ids: Out<u32>,
+        keep_d2: Out<T>,
         counts: Out<u32>,
+        thread_of: Out<u32>,
+        longer: Out<u32>,
         total: Out<u64>,
     );
-    /// Rows `row_lo..row_hi` written at their offsets (in tree order, squared distances);
-    /// sorted rows longer than a warp sorts are listed.
+    /// The rows of the `longer` threads (longer than a warp places), copied from what the
+    /// count kept or walked again, and written at their offsets (in tree order, squared
+    /// distances); sorted rows longer than a warp sorts are listed.
     fn within_fill<T>(
         qx: In<T>,
         qy: In<T>,
@@ -69,14 +78,30 @@ kernels! {
         offsets: In<u32>,
         row_lo: u32,
         row_hi: u32,
+        longer: In<u32>,
+        nlonger: u32,
+        keep: u32,
+        keep_ids: In<u32>,
+        keep_d2: In<T>,
         sorted: u32,
         max_lists: u32,
         out_ids: Out<u32>,
         out_d2: Out<T>,
         lists: Out<u32>,
     );
-    /// One warp per row of up to 32: sorted by (d2, id).
-    fn sort_short_rows<T>(offsets: In<u32>, rows: u32, ids: Out<u32>, d2: Out<T>);
+    /// One warp per row of up to 32: a kept row put in place, and sorted rows sorted.
+    fn short_rows<T>(
+        offsets: In<u32>,
+        rows: u32,
+        thread_of: In<u32>,
+        nq: u32,
+        keep: u32,
+        keep_ids: In<u32>,
+        keep_d2: In<T>,
+        sorted: u32,
+        ids: Out<u32>,
+        d2: Out<T>,
+    );
     /// One block per listed long row: sorted by (d2, id).
     fn sort_long_rows<T>(lists: In<u32>, offsets: In<u32>, ids: Out<u32>, d2: Out<T>);
     /// Sort keys of a huge row: ordered bits of `d2[perm[i]]`.
@@ -118,13 +143,54 @@ struct Batch<T> {
     total: usize,
 }
 
+/// A count's result: each row's count (and a zero after them), and the thread (query in
+/// search order) of each row.
+struct Counted {
+    counts: CudaSlice<u32>,
+    thread_of: CudaSlice<u32>,
+    /// The threads whose rows are longer than the count kept (their number first).
+    longer: CudaSlice<u32>,
+    nlonger: usize,
+}
+
+/// What a count keeps of each query's row: its first `cap` points, point k of query i at
+/// `k * queries + i`, so that the fill copies rows of up to `cap` instead of walking again.
+struct Kept<T> {
+    ids: CudaSlice<u32>,
+    d2: CudaSlice<T>,
+    cap: u32,
+}
+
+impl<T: Real> Kept<T> {
+    /// Nothing kept: every row is walked twice.
+    fn none(gpu: &Gpu) -> Result<Self> {
+        Ok(Self { ids: gpu.alloc_uninit(1)?, d2: gpu.alloc_uninit(1)?, cap: 0 })
+    }
+
+    /// Up to `KEEP` points of each of `queries`, where that takes at most a quarter of the
+    /// GPU's free memory (else fewer, or none).
+    fn for_queries(gpu: &Gpu, queries: usize) -> Result<Self> {
+        let (free, _) = gpu.memory_info()?;
+        let per = (queries * (std::mem::size_of::<u32>() + std::mem::size_of::<T>())).max(1);
+        let cap = (free / 4 / per).min(KEEP);
+        if cap == 0 {
+            return Self::none(gpu);
+        }
+        Ok(Self { ids: gpu.alloc_uninit(cap * queries)?, d2: gpu.alloc_uninit(cap * queries)?, cap: cap as u32 })
+    }
+}
+
 impl<T: Real> Search<'_, T> {
-    /// Counts rows `lo..hi`: (counts with a zero after them, total).
-    fn count(&self, q: &Queries<'_, T>, lo: usize, hi: usize) -> Result<(CudaSlice<u32>, u64)> {
+    /// Counts rows `lo..hi`: (counts with a zero after them, total), keeping what `kept`
+    /// has room for.
+    fn count(&self, q: &Queries<'_, T>, lo: usize, hi: usize, kept: &mut Kept<T>) -> Result<(Counted, u64)> {
         let gpu = self.gpu;
         let mut prof = Phases::new("cuda radius count", self.profile);
         prof.restart(|| gpu.synchronize())?;
         let mut counts = gpu.alloc::<u32>(hi - lo + 1)?;
+        let mut thread_of = gpu.alloc_uninit::<u32>(hi - lo)?;
+        let mut longer = gpu.alloc_uninit::<u32>(hi - lo + 1)?;
+        gpu.stream().memset_zeros(&mut longer.slice_mut(0..1)).map_err(cuda_err)?;
         let mut total = gpu.alloc::<u64>(1)?;
         let args = self.tree.args(gpu);
         within_count::<T>(
@@ -140,13 +206,19 @@ impl<T: Real> Search<'_, T> {
             u32::from(self.above),
             lo as u32,
             hi as u32,
+            kept.cap,
+            &mut kept.ids,
+            &mut kept.d2,
             &mut counts,
+            &mut thread_of,
+            &mut longer,
             &mut total,
         )?;
         let total = download_vec(gpu, &total)?[0];
+        let nlonger = download_vec(gpu, &longer.slice(0..1))?[0] as usize;
         prof.mark("count");
         prof.report();
-        Ok((counts, total))
+        Ok((Counted { counts, thread_of, longer, nlonger }, total))
     }
 
     /// Rows `lo..hi`, to `sink` batch after batch (in row order); a batch holds at most `cap`
@@ -157,12 +229,13 @@ impl<T: Real> Search<'_, T> {
         lo: usize,
         hi: usize,
         cap: u64,
+        kept: &mut Kept<T>,
         sink: &mut impl FnMut(usize, Batch<T>) -> Result<()>,
     ) -> Result<()> {
         if lo == hi {
             return Ok(());
         }
-        let (counts, total) = self.count(q, lo, hi)?;
+        let (counted, total) = self.count(q, lo, hi, kept)?;
         if total > cap {
             if hi - lo == 1 {
                 return Err(Error::OutOfMemory(format!(
@@ -170,12 +243,12 @@ impl<T: Real> Search<'_, T> {
                      smaller radius or the CPU"
                 )));
             }
-            drop(counts);
+            drop(counted);
             let mid = lo + (hi - lo) / 2;
-            self.rows(q, lo, mid, cap, sink)?;
-            return self.rows(q, mid, hi, cap, sink);
+            self.rows(q, lo, mid, cap, kept, sink)?;
+            return self.rows(q, mid, hi, cap, kept, sink);
         }
-        let batch = self.fill(q, lo, hi, counts, total as usize)?;
+        let batch = self.fill(q, lo, hi, counted, total as usize, kept)?;
         sink(lo, batch)
     }
 
@@ -185,9 +258,11 @@ impl<T: Real> Search<'_, T> {
         q: &Queries<'_, T>,
         lo: usize,
         hi: usize,
-        mut offsets: CudaSlice<u32>,
+        counted: Counted,
         total: usize,
+        kept: &Kept<T>,
     ) -> Result<Batch<T>> {
+        let Counted { counts: mut offsets, thread_of, longer, nlonger } = counted;
         let gpu = self.gpu;
         let mut prof = Phases::new("cuda radius fill", self.profile);
         let rows = hi - lo;
@@ -197,29 +272,49 @@ impl<T: Real> Search<'_, T> {
         let mut d = gpu.alloc_uninit::<T>(total.max(1))?;
         let max_lists = if self.sorted { rows.min(total / (SHORT_ROW + 1) + 1) } else { 0 };
         let mut lists = gpu.alloc::<u32>(2 + 3 * max_lists)?;
-        within_fill::<T>(
-            gpu,
-            threads(q.len, BLOCK),
-            &q.x,
-            &q.y,
-            &q.z,
-            &q.rows,
-            q.len as u32,
-            self.tree.args(gpu),
-            self.r2,
-            u32::from(self.above),
-            &offsets,
-            lo as u32,
-            hi as u32,
-            u32::from(self.sorted),
-            max_lists as u32,
-            &mut ids,
-            &mut d,
-            &mut lists,
-        )?;
+        if nlonger > 0 {
+            within_fill::<T>(
+                gpu,
+                threads(nlonger, BLOCK),
+                &q.x,
+                &q.y,
+                &q.z,
+                &q.rows,
+                q.len as u32,
+                self.tree.args(gpu),
+                self.r2,
+                u32::from(self.above),
+                &offsets,
+                lo as u32,
+                hi as u32,
+                &longer,
+                nlonger as u32,
+                kept.cap,
+                &kept.ids,
+                &kept.d2,
+                u32::from(self.sorted),
+                max_lists as u32,
+                &mut ids,
+                &mut d,
+                &mut lists,
+            )?;
+        }
         prof.mark_after("fill", || gpu.synchronize())?;
-        if self.sorted && total > 0 {
-            sort_short_rows::<T>(gpu, threads(rows * 32, BLOCK), &offsets, rows as u32, &mut ids, &mut d)?;
+        if total > 0 {
+            short_rows::<T>(
+                gpu,
+                threads(rows * 32, BLOCK),
+                &offsets,
+                rows as u32,
+                &thread_of,
+                q.len as u32,
+                kept.cap,
+                &kept.ids,
+                &kept.d2,
+                u32::from(self.sorted),
+                &mut ids,
+                &mut d,
+            )?;
         }
         if max_lists > 0 {
             let listed = download_vec(gpu, &lists.slice(0..2))?;
@@ -345,12 +440,13 @@ pub(crate) fn within<T: Real>(
 ) -> Result<Within<T>> {
     let (cuda, cuda_profile) = (&options.cuda, options.profile);
     let search = Search { gpu, tree, r2, above: false, sorted: opts.sorted, profile: cuda_profile };
-    let cap = batch_cap::<T>(gpu, cuda.radius_batch)?;
     let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
     for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
         let q = Queries { x: p.x.as_view(), y: p.y.as_view(), z: p.z.as_view(), rows: c.ids.as_view(), len: p.len };
-        search.rows(&q, 0, p.len, cap, &mut |_, batch| host.add(gpu, batch))
+        let mut kept = Kept::for_queries(gpu, p.len)?;
+        let cap = batch_cap::<T>(gpu, cuda.radius_batch)?;
+        search.rows(&q, 0, p.len, cap, &mut kept, &mut |_, batch| host.add(gpu, batch))
     })?;
     Ok(host.out)
 }
@@ -369,8 +465,8 @@ pub(crate) fn count_within<T: Real>(
     for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
         let q = Queries { x: p.x.as_view(), y: p.y.as_view(), z: p.z.as_view(), rows: c.ids.as_view(), len: p.len };
-        let (dev, _) = search.count(&q, 0, p.len)?;
-        counts.extend(download_vec(gpu, &dev.slice(0..p.len))?);
+        let (dev, _) = search.count(&q, 0, p.len, &mut Kept::none(gpu)?)?;
+        counts.extend(download_vec(gpu, &dev.counts.slice(0..p.len))?);
         Ok(())
     })?;
     Ok(counts)
@@ -391,7 +487,9 @@ pub(crate) fn tree_rows<T: Real>(
     let search = Search { gpu, tree, r2, above, sorted: opts.sorted, profile: cuda_profile };
     let q = tree_queries(rows_of);
     let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
-    search.rows(&q, 0, q.len, batch_cap::<T>(gpu, cuda.radius_batch)?, &mut |_, batch| host.add(gpu, batch))?;
+    let mut kept = Kept::for_queries(gpu, q.len)?;
+    let cap = batch_cap::<T>(gpu, cuda.radius_batch)?;
+    search.rows(&q, 0, q.len, cap, &mut kept, &mut |_, batch| host.add(gpu, batch))?;
     Ok(host.out)
 }
 
@@ -480,7 +578,8 @@ fn resident<T: Real>(
     opts: &RadiusOptions,
     cuda: &crate::device::CudaOptions,
 ) -> Result<DeviceWithin<T>> {
-    let (counts, total) = search.count(q, 0, q.len)?;
+    let mut kept = Kept::for_queries(search.gpu, q.len)?;
+    let (counted, total) = search.count(q, 0, q.len, &mut kept)?;
     if let Some(max) = opts.max_results {
         if total > max {
             return Err(too_many(total, max));
@@ -493,6 +592,6 @@ fn resident<T: Real>(
              (within, pairs_within), which fills them batch after batch"
         )));
     }
-    let b = search.fill(q, 0, q.len, counts, total as usize)?;
+    let b = search.fill(q, 0, q.len, counted, total as usize, &kept)?;
     Ok(DeviceWithin { offsets: b.offsets, ids: b.ids, distances: b.distances, rows: q.len, total: b.total })
 }

@@ -1,7 +1,9 @@
 // Radius queries on the device (radius/cuda.rs launches them). One thread per query (queries
-// in Morton order) walks the tree, once to count and once to fill its row, which comes out in
-// ascending tree position as the CPU's group walk gives it (radius/cpu.rs); rows are then
-// sorted by (d2, id) by a warp (short), a block (long) or the device sort (huge). (A warp
+// in Morton order) walks the tree to count its row, keeping its first points; after a scan of
+// the counts it copies its row into place, or walks again if the row was longer than it kept.
+// A row comes out in ascending tree position, as the CPU's group walk gives it
+// (radius/cpu.rs); rows are then sorted by (d2, id) by a warp (short), a block (long) or the
+// device sort (huge). (A warp
 // walking once for its 32 queries' box, as the CPU groups do, was 5x slower here: one long
 // chain of dependent loads per warp instead of 32 short ones.)
 
@@ -57,14 +59,13 @@ __device__ __forceinline__ void within_visit(const Tree<T>& t, T qx, T qy, T qz,
     }
 }
 
-// One thread's query: each point within r2 (only ids above its row's, with `above`) to
+// Query i's points: each point within r2 (only ids above its row's, with `above`) to
 // found(id, d2), in ascending position. A thread whose query is not in rows row_lo..row_hi
 // finds nothing. Returns whether the thread has a query.
 template <typename T, typename F>
-__device__ __forceinline__ bool thread_within(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq,
+__device__ __forceinline__ bool thread_within(u32 i, const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq,
                                               const Tree<T>& t, T r2, u32 above, u32 row_lo, u32 row_hi, u32& row,
                                               F found) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     row = i < nq ? qrow[i] : row_hi;
     if (row < row_lo || row >= row_hi) return false;
     u32 lo = above ? row : NO_ID;
@@ -76,41 +77,69 @@ __device__ __forceinline__ bool thread_within(const T* qx, const T* qy, const T*
 }
 
 // Each query of rows row_lo..row_hi: its count into counts[row - row_lo]; the sum of all into
-// *total.
+// *total, and the thread of each row into thread_of. Its first `keep` points are kept too,
+// point k of thread i at keep_*[k * nq + i], so that a row of up to `keep` needs no second
+// walk; threads of longer rows are listed in `longer` (their number in longer[0]).
 template <typename T>
 __device__ void within_count_impl(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq, Tree<T> t, T r2,
-                                  u32 above, u32 row_lo, u32 row_hi, u32* counts, u64* total) {
+                                  u32 above, u32 row_lo, u32 row_hi, u32 keep, u32* keep_ids, T* keep_d2, u32* counts,
+                                  u32* thread_of, u32* longer, u64* total) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     u32 c = 0, row;
-    bool mine = thread_within(qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, row, [&](u32, T) { c++; });
-    if (mine) counts[row - row_lo] = c;
+    bool mine = thread_within(i, qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, row, [&](u32 id, T d) {
+        if (c < keep) {
+            keep_ids[(u64)c * nq + i] = id;
+            keep_d2[(u64)c * nq + i] = d;
+        }
+        c++;
+    });
+    if (mine) {
+        counts[row - row_lo] = c;
+        thread_of[row - row_lo] = i;
+        // Rows a warp cannot place from what was kept (short_rows) go to within_fill.
+        if (c > min(keep, 32u)) longer[1 + atomicAdd(&longer[0], 1u)] = i;
+    }
     u64 sum = c;
     for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if (threadIdx.x % 32 == 0 && sum) atomicAdd(total, sum);
 }
 NK_INSTANTIATE(within_count, (const R* qx, const R* qy, const R* qz, const u32* qrow, u32 nq, Tree<R> t, R r2, u32 above,
-                              u32 row_lo, u32 row_hi, u32* counts, u64* total),
-               (qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, counts, total))
+                              u32 row_lo, u32 row_hi, u32 keep, u32* keep_ids, R* keep_d2, u32* counts, u32* thread_of,
+                              u32* longer, u64* total),
+               (qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, keep, keep_ids, keep_d2, counts, thread_of, longer,
+                total))
 
-// Rows row_lo..row_hi: each written at offsets[row - row_lo], in tree order, as (id, d2). With
+// The rows of the threads listed in `longer` (rows longer than a warp places from what the
+// count kept, in short_rows): each copied from what was kept, or walked again when longer,
+// and written at offsets[row - row_lo], in tree order, as (id, d2). With
 // `sorted`, rows longer than a warp sorts are listed in `lists` for a block (up to
 // NK_LONG_ROW) or the device sort: lists[0], lists[1] count long and huge rows; long rows (as
 // row - row_lo) follow from lists[2], huge ones as (start, length) from lists[2 + max_lists].
 template <typename T>
 __device__ void within_fill_impl(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq, Tree<T> t, T r2,
-                                 u32 above, const u32* offsets, u32 row_lo, u32 row_hi, u32 sorted, u32 max_lists,
-                                 u32* out_ids, T* out_d2, u32* lists) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 at = 0;
-    if (i < nq && qrow[i] >= row_lo && qrow[i] < row_hi) at = offsets[qrow[i] - row_lo];
+                                 u32 above, const u32* offsets, u32 row_lo, u32 row_hi, const u32* longer,
+                                 u32 nlonger, u32 keep, const u32* keep_ids, const T* keep_d2, u32 sorted,
+                                 u32 max_lists, u32* out_ids, T* out_d2, u32* lists) {
+    u32 li = blockIdx.x * blockDim.x + threadIdx.x;
+    if (li >= nlonger) return;
+    u32 i = longer[1 + li];
+    u32 row = qrow[i];
+    u32 at = offsets[row - row_lo];
+    u32 len = offsets[row - row_lo + 1] - at;
     u32* ids = out_ids + at;
     T* d2 = out_d2 + at;
-    u32 m = 0, row;
-    bool mine = thread_within(qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, row, [&](u32 id, T d) {
+    u32 m = 0;
+    if (len <= keep) {
+        for (; m < len; m++) {
+            ids[m] = keep_ids[(u64)m * nq + i];
+            d2[m] = keep_d2[(u64)m * nq + i];
+        }
+    } else thread_within(i, qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, row, [&](u32 id, T d) {
         ids[m] = id;
         d2[m] = d;
         m++;
     });
-    if (!mine || !sorted || m <= 32) return;
+    if (!sorted || m <= 32) return;
     if (m <= NK_LONG_ROW) {
         u32 slot = atomicAdd(&lists[0], 1u);
         lists[2 + slot] = row - row_lo;
@@ -121,26 +150,44 @@ __device__ void within_fill_impl(const T* qx, const T* qy, const T* qz, const u3
     }
 }
 NK_INSTANTIATE(within_fill, (const R* qx, const R* qy, const R* qz, const u32* qrow, u32 nq, Tree<R> t, R r2, u32 above,
-                             const u32* offsets, u32 row_lo, u32 row_hi, u32 sorted, u32 max_lists, u32* out_ids,
-                             R* out_d2, u32* lists),
-               (qx, qy, qz, qrow, nq, t, r2, above, offsets, row_lo, row_hi, sorted, max_lists, out_ids, out_d2, lists))
+                             const u32* offsets, u32 row_lo, u32 row_hi, const u32* longer, u32 nlonger, u32 keep,
+                             const u32* keep_ids, const R* keep_d2, u32 sorted, u32 max_lists, u32* out_ids, R* out_d2,
+                             u32* lists),
+               (qx, qy, qz, qrow, nq, t, r2, above, offsets, row_lo, row_hi, longer, nlonger, keep, keep_ids, keep_d2,
+                sorted, max_lists, out_ids, out_d2, lists))
 
-// One warp per row of up to 32: a bitonic sort by (d2, id) across the lanes.
+// One warp per row of up to 32 points: a row the count kept (up to `keep`) is read from there
+// and written into place; a longer one of up to 32 is read from its place, when sorted. A
+// sorted row is put in (d2, id) order by a bitonic sort across the lanes first.
 template <typename T>
-__device__ void sort_short_rows_impl(const u32* offsets, u32 rows, u32* ids, T* d2) {
+__device__ void short_rows_impl(const u32* offsets, u32 rows, const u32* thread_of, u32 nq, u32 keep,
+                                const u32* keep_ids, const T* keep_d2, u32 sorted, u32* ids, T* d2) {
     u32 r = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
     if (r >= rows) return;
     u32 at = offsets[r], m = offsets[r + 1] - at;
-    if (m < 2 || m > 32) return;
-    T d = lane < m ? d2[at + lane] : t_inf<T>();
-    u32 id = lane < m ? ids[at + lane] : NO_ID;
-    for (u32 k = 2; k <= 32; k *= 2) {
-        for (u32 j = k / 2; j > 0; j /= 2) {
-            T od = __shfl_xor_sync(0xffffffffu, d, j);
-            u32 oi = __shfl_xor_sync(0xffffffffu, id, j);
-            bool keep_min = ((lane & j) == 0) == ((lane & k) == 0);
-            bool take = keep_min ? before(od, oi, d, id) : before(d, id, od, oi);
-            if (take) { d = od; id = oi; }
+    bool kept = m <= keep;
+    if (m == 0 || m > 32 || (!kept && (!sorted || m < 2))) return;
+    T d = t_inf<T>();
+    u32 id = NO_ID;
+    if (lane < m) {
+        if (kept) {
+            u64 k = (u64)lane * nq + thread_of[r];
+            d = keep_d2[k];
+            id = keep_ids[k];
+        } else {
+            d = d2[at + lane];
+            id = ids[at + lane];
+        }
+    }
+    if (sorted) {
+        for (u32 k = 2; k <= 32; k *= 2) {
+            for (u32 j = k / 2; j > 0; j /= 2) {
+                T od = __shfl_xor_sync(0xffffffffu, d, j);
+                u32 oi = __shfl_xor_sync(0xffffffffu, id, j);
+                bool keep_min = ((lane & j) == 0) == ((lane & k) == 0);
+                bool take = keep_min ? before(od, oi, d, id) : before(d, id, od, oi);
+                if (take) { d = od; id = oi; }
+            }
         }
     }
     if (lane < m) {
@@ -148,7 +195,9 @@ __device__ void sort_short_rows_impl(const u32* offsets, u32 rows, u32* ids, T* 
         ids[at + lane] = id;
     }
 }
-NK_INSTANTIATE(sort_short_rows, (const u32* offsets, u32 rows, u32* ids, R* d2), (offsets, rows, ids, d2))
+NK_INSTANTIATE(short_rows, (const u32* offsets, u32 rows, const u32* thread_of, u32 nq, u32 keep, const u32* keep_ids,
+                            const R* keep_d2, u32 sorted, u32* ids, R* d2),
+               (offsets, rows, thread_of, nq, keep, keep_ids, keep_d2, sorted, ids, d2))
 
 // One block per listed long row: a bitonic sort by (d2, id) in shared memory.
 template <typename T>
