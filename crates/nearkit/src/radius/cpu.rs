@@ -68,7 +68,7 @@ pub(crate) fn within<T: Real>(
         .collect();
     let total = total.into_inner();
     if total > limit {
-        return Err(too_many(total, limit));
+        return Err(too_many::<T>(total, limit));
     }
     check_total::<T>(total, opts)?;
 

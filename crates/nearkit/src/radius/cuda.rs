@@ -401,7 +401,7 @@ impl<T: Real> HostRows<'_, T> {
         let total = done as u64 + batch.total as u64;
         if let Some(max) = self.opts.max_results {
             if total > max {
-                return Err(too_many(total, max));
+                return Err(too_many::<T>(total, max));
             }
         }
         check_total::<T>(total, self.opts)?;
@@ -582,7 +582,7 @@ fn resident<T: Real>(
     let (counted, total) = search.count(q, 0, q.len, &mut kept)?;
     if let Some(max) = opts.max_results {
         if total > max {
-            return Err(too_many(total, max));
+            return Err(too_many::<T>(total, max));
         }
     }
     let cap = batch_cap::<T>(search.gpu, cuda.radius_batch)?;

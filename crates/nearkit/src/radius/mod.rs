@@ -95,16 +95,22 @@ pub(crate) fn radius2<T: Real>(scale: crate::geometry::scale::Scale, r: T) -> Re
 pub(crate) fn check_total<T: Real>(total: u64, opts: &RadiusOptions) -> Result<()> {
     if let Some(max) = opts.max_results {
         if total > max {
-            return Err(too_many(total, max));
+            return Err(too_many::<T>(total, max));
         }
     }
     let per = (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as u64;
     crate::runtime::cpu::check_room::<u8>(1, (total.saturating_mul(per)).try_into().unwrap_or(usize::MAX), "the rows")
 }
 
-pub(crate) fn too_many(total: u64, max: u64) -> Error {
+pub(crate) fn too_many<T>(total: u64, max: u64) -> Error {
+    let bytes = total as f64 * (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as f64;
+    let size = if bytes >= (1u64 << 30) as f64 {
+        format!("{:.1} GiB", bytes / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes / (1u64 << 20) as f64)
+    };
     Error::InvalidArgument(format!(
-        "the result holds at least {total} neighbours, more than max_results = {max}: use a smaller radius, fewer \
-         queries, counts only, or a larger limit"
+        "the result holds at least {total} neighbours (at least {size} as ids and distances), more than \
+         max_results = {max}: use a smaller radius, fewer queries, counts only, or a larger limit"
     ))
 }
