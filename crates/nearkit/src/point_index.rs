@@ -226,6 +226,36 @@ impl<T: Real> PointIndex<T> {
         Ok(rows)
     }
 
+    /// [`PointIndex::within`] delivered in batches of `batch` queries, in order: `f(first,
+    /// rows)` gets the rows of queries `first..first + rows.rows()` (offsets from 0), so a
+    /// result larger than memory can be written out as it comes. `opts.max_results` bounds
+    /// each batch.
+    pub fn within_each(
+        &self,
+        queries: &Points<T>,
+        r: T,
+        opts: &RadiusOptions,
+        batch: usize,
+        mut f: impl FnMut(usize, Within<T>) -> Result<()>,
+    ) -> Result<()> {
+        self.scaled_queries(queries, Role::Queries)?;
+        crate::radius::radius2(self.scale, r)?;
+        let batch = batch.max(1);
+        let mut first = 0;
+        while first < queries.len() {
+            let end = (first + batch).min(queries.len());
+            let part = if first == 0 && end == queries.len() {
+                std::borrow::Cow::Borrowed(queries)
+            } else {
+                let cut = |c: &Vec<T>| c[first..end].to_vec();
+                std::borrow::Cow::Owned(Points { x: cut(&queries.x), y: cut(&queries.y), z: cut(&queries.z) })
+            };
+            f(first, self.within(&part, r, opts)?)?;
+            first = end;
+        }
+        Ok(())
+    }
+
     /// How many indexed points lie within distance `r` of each query (the row lengths of
     /// [`PointIndex::within`], without the rows).
     pub fn count_within(&self, queries: &Points<T>, r: T) -> Result<Vec<u32>> {

@@ -192,3 +192,30 @@ fn far_from_one_coordinates_are_scaled_and_exact() {
         assert!((d as f64 / exact - 1.0).abs() < 1e-5, "pair ({i}, {j}): {d} vs {exact}");
     }
 }
+
+#[test]
+fn within_each_delivers_the_same_rows_in_batches() {
+    let data = nearkit::generate::generate::<f32>(nearkit::generate::Distribution::Clustered, 3000, 1000.0, 5);
+    let queries = nearkit::generate::generate::<f32>(nearkit::generate::Distribution::Uniform, 1001, 1000.0, 6);
+    let index = PointIndex::build(&data, Device::Cpu).unwrap();
+    let whole = index.within(&queries, 60.0, &RadiusOptions::default()).unwrap();
+    for batch in [1, 7, 1000, 5000] {
+        let mut joined = Within { offsets: vec![0], ..Within::default() };
+        let mut next = 0;
+        index
+            .within_each(&queries, 60.0, &RadiusOptions::default(), batch, |first, rows| {
+                assert_eq!(first, next, "batches in order");
+                next = first + rows.rows();
+                let base = *joined.offsets.last().unwrap();
+                joined.offsets.extend(rows.offsets[1..].iter().map(|o| base + o));
+                joined.ids.extend(&rows.ids);
+                joined.distances.extend(&rows.distances);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(next, queries.len());
+        assert_eq!(joined, whole, "batch {batch}");
+    }
+    let e = index.within_each(&queries, -1.0, &RadiusOptions::default(), 10, |_, _| Ok(())).unwrap_err();
+    assert!(matches!(e, Error::BadRadius(_)));
+}

@@ -13,6 +13,9 @@ use crate::common::{check_out, load, ms, parse_columns, thousands, CliError, Cli
 use crate::progress::Spinner;
 use crate::{note, out};
 
+/// Queries per batch when rows stream to a .csv file.
+const STREAM_QUERIES: usize = 1 << 20;
+
 #[derive(Args, Debug)]
 #[command(after_help = "\
 Examples:
@@ -25,8 +28,10 @@ Exact and inclusive: a point is within r when its distance is <= r (squared dist
 compared in the working precision, as every nearkit query does), the same on the CPU and a GPU.
 Rows are sorted by (distance, id) unless --unsorted. Output: .csv (query,id,distance; with
 --pairs i,j,distance and i < j) or .npz (offsets: N+1 int64, ids or i and j: int32,
-distances). --count-only writes query,count (.npz: counts). A result larger than the memory
-free now is refused before it is computed in full (--max-results sets the limit).")]
+distances). --count-only writes query,count (.npz: counts). Rows of --queries to a .csv are
+written a million queries at a time, so their size is not bounded by memory; otherwise a
+result larger than the memory free now is refused before it is computed in full
+(--max-results sets the limit, per million queries when streaming).")]
 pub struct WithinArgs {
     /// Data points searched (.csv, .npy, .ply, .off, .obj, .stl, .xyz).
     #[arg(long)]
@@ -113,6 +118,51 @@ fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
     let spinner = Spinner::start("searching", quiet);
     let start = Instant::now();
     let index = PointIndex::new(&data, &engine)?;
+    let csv = args.out.as_ref().is_some_and(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")));
+    if let (Some(q), Some(path), true, false) = (&queries, &args.out, csv, args.count_only) {
+        // Rows of a million queries at a time straight to the file: a result of any size.
+        let mut total = 0usize;
+        // A failed query is reported as itself, not as a failed write.
+        let mut failed = None;
+        let written = nearkit_io::write_atomically(path, |w| {
+            writeln!(w, "query,id,distance")?;
+            let mut io_error = None;
+            let run = index.within_each(q, r, &opts, STREAM_QUERIES, |first, rows| {
+                total += rows.total();
+                for (row, id, d) in rows.pairs() {
+                    if let Err(e) = writeln!(w, "{},{id},{d}", first + row as usize) {
+                        io_error = Some(e);
+                        return Err(nearkit::Error::InvalidArgument("write failed".into()));
+                    }
+                }
+                Ok(())
+            });
+            match (run, io_error) {
+                (_, Some(e)) => Err(e),
+                (Err(e), None) => {
+                    failed = Some(e);
+                    Err(std::io::Error::other("the query failed"))
+                }
+                (Ok(()), None) => Ok(()),
+            }
+        });
+        if let Some(e) = failed {
+            return Err(CliError(e.to_string()));
+        }
+        written?;
+        spinner.finish();
+        if !quiet {
+            note!(
+                "{} neighbours within {radius} of {} queries among {} points in {} on {}",
+                thousands(total),
+                thousands(q.len()),
+                thousands(data.len()),
+                ms(start.elapsed()),
+                engine.describe()
+            );
+        }
+        return Ok(());
+    }
     let result = match &queries {
         Some(q) if args.count_only => Err(index.count_within(q, r)),
         Some(q) => Ok(index.within(q, r, &opts)),
