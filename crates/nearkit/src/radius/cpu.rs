@@ -5,7 +5,7 @@
 //! group walks the tree once, with its bounding box, and lists the runs of sorted points
 //! (leaves) within r of the box (`search::runs_near`); each query then scans those runs whose
 //! box is within r of it. Runs come in ascending position, so a row is in the same tree
-//! order as one query's own walk (`search::within`) gives.
+//! order as the GPU's one-query walk (radius.cu) gives.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

@@ -1,15 +1,18 @@
 //! Radius queries: every indexed point within a distance r of each query, a result whose size
 //! is not known in advance.
 //!
-//! Both backends walk the `MortonTree` the same way (`search::within`): every subtree whose box
-//! comes within r is entered, left child first, so a row's points come out in the tree's
-//! (Morton) order; a sorted row is then put in (squared distance, id) order, which is a total
-//! order, so every sort gives the same bits. "Within" is inclusive and exact: a point is in
+//! Both backends find a row's points in the `MortonTree`'s (Morton) order: the CPU's groups of
+//! queries walk the tree once for their box and scan the runs of points near it
+//! (`search::runs_near`, `scan_runs`), the GPU's threads walk it one query each, left child
+//! first; either way a point is within when its squared distance is, and positions ascend. A
+//! sorted row is then put in (squared distance, id) order, which is a total order, so every
+//! sort gives the same bits. "Within" is inclusive and exact: a point is in
 //! when its squared distance, computed as everywhere else, is <= r² in the working precision.
 //!
 //! Results are rows in compressed form ([`Within`]): the CPU collects each block of queries'
-//! rows and copies them into place; the GPU counts first, scans the counts into offsets and
-//! fills (in several rounds when the result exceeds its memory).
+//! rows and copies them into place; the GPU counts first (keeping each row's first points),
+//! scans the counts into offsets and fills (in several rounds when the result exceeds its
+//! memory).
 
 pub(crate) mod cpu;
 pub(crate) mod cuda;
