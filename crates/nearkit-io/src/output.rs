@@ -405,7 +405,7 @@ pub fn write_within<T: Real>(path: &Path, rows: &nearkit::Within<T>, layout: Wit
             let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
             let stored = zip::write::SimpleFileOptions::default()
                 .compression_method(zip::CompressionMethod::Stored)
-                .large_file(n > (1 << 26));
+                .large_file(n.max(rows.offsets.len() as u64) > (1 << 26));
             let zerr = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
             zip.start_file("offsets.npy", stored).map_err(zerr)?;
             write_npy_shape(&mut zip, &[rows.offsets.len() as u64], rows.offsets.iter().map(|&o| o as i64))?;

@@ -295,6 +295,9 @@ impl<T: Real> PointIndex<T> {
     /// lists the points of `other` within `r` of indexed point `i`.
     pub fn pairs_within_other(&self, other: &Points<T>, r: T, opts: &RadiusOptions) -> Result<Within<T>> {
         let other = &*self.scaled_queries(other, Role::B)?;
+        if other.len() > MAX_TREE_POINTS {
+            return Err(Error::TooLarge { role: Role::B, len: other.len(), max: MAX_TREE_POINTS });
+        }
         let r2 = crate::radius::radius2(self.scale, r)?;
         let mut rows = match &self.tree {
             Tree::Cpu(tree) => {

@@ -78,7 +78,8 @@ fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
         }
     }
     if let Some(out) = &args.out {
-        if !matches!(out.extension().and_then(|e| e.to_str()), Some("csv" | "npz")) {
+        let ext = out.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase());
+        if !matches!(ext.as_deref(), Some("csv" | "npz")) {
             return Err(CliError(format!("{}: unknown extension for radius results: use .csv or .npz", out.display())));
         }
         check_out(out, &[args.data.as_deref(), args.queries.as_deref()])?;

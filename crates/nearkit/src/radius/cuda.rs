@@ -132,6 +132,8 @@ struct Search<'a, T> {
     sorted: bool,
     /// Print phase times (the GPU waits between phases).
     profile: bool,
+    /// The most neighbours a result may hold (checked on each count, before any fill).
+    max_results: Option<u64>,
 }
 
 /// A batch of rows `lo..hi`, filled on the device: offsets from 0 (`hi - lo + 1` of them),
@@ -236,6 +238,11 @@ impl<T: Real> Search<'_, T> {
             return Ok(());
         }
         let (counted, total) = self.count(q, lo, hi, kept)?;
+        if let Some(max) = self.max_results {
+            if total > max {
+                return Err(too_many::<T>(total, max));
+            }
+        }
         if total > cap {
             if hi - lo == 1 {
                 return Err(Error::OutOfMemory(format!(
@@ -386,7 +393,7 @@ fn batch_cap<T>(gpu: &Gpu, asked: Option<usize>) -> Result<u64> {
             free as u64 / 3 / (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as u64
         }
     };
-    Ok(cap.clamp(1, u32::MAX as u64))
+    Ok(cap.clamp(1, u32::MAX as u64 - BLOCK as u64))
 }
 
 /// Rows appended to a host result, batch after batch, with the asked-for limit on their total.
@@ -439,7 +446,15 @@ pub(crate) fn within<T: Real>(
     options: &EngineOptions,
 ) -> Result<Within<T>> {
     let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search = Search { gpu, tree, r2, above: false, sorted: opts.sorted, profile: cuda_profile };
+    let search = Search {
+        gpu,
+        tree,
+        r2,
+        above: false,
+        sorted: opts.sorted,
+        profile: cuda_profile,
+        max_results: opts.max_results,
+    };
     let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
     for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
@@ -460,7 +475,7 @@ pub(crate) fn count_within<T: Real>(
     options: &EngineOptions,
 ) -> Result<Vec<u32>> {
     let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search = Search { gpu, tree, r2, above: false, sorted: false, profile: cuda_profile };
+    let search = Search { gpu, tree, r2, above: false, sorted: false, profile: cuda_profile, max_results: None };
     let mut counts = Vec::with_capacity(queries.len());
     for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
@@ -484,7 +499,8 @@ pub(crate) fn tree_rows<T: Real>(
     options: &EngineOptions,
 ) -> Result<Within<T>> {
     let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search = Search { gpu, tree, r2, above, sorted: opts.sorted, profile: cuda_profile };
+    let search =
+        Search { gpu, tree, r2, above, sorted: opts.sorted, profile: cuda_profile, max_results: opts.max_results };
     let q = tree_queries(rows_of);
     let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
     let mut kept = Kept::for_queries(gpu, q.len)?;
@@ -546,7 +562,15 @@ pub(crate) fn self_join_resident<T: Real>(
     options: &EngineOptions,
 ) -> Result<DeviceWithin<T>> {
     let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search = Search { gpu, tree, r2, above: true, sorted: opts.sorted, profile: cuda_profile };
+    let search = Search {
+        gpu,
+        tree,
+        r2,
+        above: true,
+        sorted: opts.sorted,
+        profile: cuda_profile,
+        max_results: opts.max_results,
+    };
     resident(&search, &tree_queries(tree), opts, cuda)
 }
 
@@ -560,7 +584,15 @@ pub(crate) fn within_resident<T: Real>(
     options: &EngineOptions,
 ) -> Result<DeviceWithin<T>> {
     let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search = Search { gpu, tree, r2, above: false, sorted: opts.sorted, profile: cuda_profile };
+    let search = Search {
+        gpu,
+        tree,
+        r2,
+        above: false,
+        sorted: opts.sorted,
+        profile: cuda_profile,
+        max_results: opts.max_results,
+    };
     let mut out = None;
     // One chunk of all the queries: its rows are the queries' own.
     for_each_chunk(gpu, &PointSource::Device(queries), tree, queries.len(), |c| {

@@ -162,8 +162,11 @@ NK_INSTANTIATE(within_fill, (const R* qx, const R* qy, const R* qz, const u32* q
 template <typename T>
 __device__ void short_rows_impl(const u32* offsets, u32 rows, const u32* thread_of, u32 nq, u32 keep,
                                 const u32* keep_ids, const T* keep_d2, u32 sorted, u32* ids, T* d2) {
-    u32 r = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
-    if (r >= rows) return;
+    // 64-bit: a batch may have more than 2^27 rows (2^32 threads).
+    u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u32 lane = threadIdx.x % 32;
+    if (g / 32 >= rows) return;
+    u32 r = (u32)(g / 32);
     u32 at = offsets[r], m = offsets[r + 1] - at;
     bool kept = m <= keep;
     if (m == 0 || m > 32 || (!kept && (!sorted || m < 2))) return;
@@ -259,7 +262,7 @@ NK_INSTANTIATE(permute_row, (const u32* perm, u32 n, const u32* ids_in, const R*
 // Squared distances to distances, in place.
 template <typename T>
 __device__ void sqrt_all_impl(T* d, u32 n) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) d[i] = sqrt(d[i]);
 }
 NK_INSTANTIATE(sqrt_all, (R * d, u32 n), (d, n))
