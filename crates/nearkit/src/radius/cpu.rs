@@ -46,7 +46,6 @@ pub(crate) fn within<T: Real>(
     let total = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let limit = opts.max_results.unwrap_or(u64::MAX);
-    let avx2 = avx2();
     let blocks: Vec<Block<T>> = (0..n_rows.div_ceil(BLOCK))
         .into_par_iter()
         .map(|b| {
@@ -54,12 +53,7 @@ pub(crate) fn within<T: Real>(
                 return Block { rows: Vec::new(), entries: Vec::new() };
             }
             let range = b * BLOCK..((b + 1) * BLOCK).min(n_rows);
-            let block = if avx2 {
-                // SAFETY: the CPU has AVX2 (checked at run time).
-                unsafe { block_rows_avx2(tree, range, &query, r2, above, opts.sorted) }
-            } else {
-                block_rows(tree, range, &query, r2, above, opts.sorted)
-            };
+            let block = block_rows_fast(tree, range, &query, r2, above, opts.sorted);
             if total.fetch_add(block.entries.len() as u64, Ordering::Relaxed) + block.entries.len() as u64 > limit {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -149,11 +143,10 @@ fn block_rows<T: Real>(
     block
 }
 
-/// [`block_rows`] compiled for AVX2: the distance loop of `scan_runs` runs eight f32 (four
-/// f64) lanes at a time, each lane the scalar code's operations, so the bits are the same.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn block_rows_avx2<T: Real>(
+/// [`block_rows`], compiled for AVX2 where the CPU has it: the distance loop of `scan_runs`
+/// then runs eight f32 (four f64) lanes at a time, each lane the scalar code's operations, so
+/// the bits are the same.
+fn block_rows_fast<T: Real>(
     tree: &MortonTree<T>,
     range: std::ops::Range<usize>,
     query: &(impl Fn(usize) -> ([T; 3], u32) + Sync),
@@ -161,26 +154,23 @@ unsafe fn block_rows_avx2<T: Real>(
     above: bool,
     sorted: bool,
 ) -> Block<T> {
-    block_rows(tree, range, query, r2, above, sorted)
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-unsafe fn block_rows_avx2<T: Real>(
-    tree: &MortonTree<T>,
-    range: std::ops::Range<usize>,
-    query: &(impl Fn(usize) -> ([T; 3], u32) + Sync),
-    r2: T,
-    above: bool,
-    sorted: bool,
-) -> Block<T> {
-    block_rows(tree, range, query, r2, above, sorted)
-}
-
-fn avx2() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("avx2");
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<T: Real>(
+            tree: &MortonTree<T>,
+            range: std::ops::Range<usize>,
+            query: &(impl Fn(usize) -> ([T; 3], u32) + Sync),
+            r2: T,
+            above: bool,
+            sorted: bool,
+        ) -> Block<T> {
+            block_rows(tree, range, query, r2, above, sorted)
+        }
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { avx2(tree, range, query, r2, above, sorted) };
+    }
+    block_rows(tree, range, query, r2, above, sorted)
 }
 
 /// Each of `n` queries' number of points within `r2`, in query order.

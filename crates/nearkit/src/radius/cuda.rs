@@ -182,7 +182,19 @@ impl<T: Real> Kept<T> {
     }
 }
 
-impl<T: Real> Search<'_, T> {
+impl<'a, T: Real> Search<'a, T> {
+    fn new(
+        gpu: &'a Gpu,
+        tree: &'a DeviceTree<T>,
+        r2: T,
+        above: bool,
+        sorted: bool,
+        max_results: Option<u64>,
+        options: &EngineOptions,
+    ) -> Self {
+        Search { gpu, tree, r2, above, sorted, profile: options.profile, max_results }
+    }
+
     /// Counts rows `lo..hi`: (counts with a zero after them, total), keeping what `kept`
     /// has room for.
     fn count(&self, q: &Queries<'_, T>, lo: usize, hi: usize, kept: &mut Kept<T>) -> Result<(Counted, u64)> {
@@ -445,16 +457,8 @@ pub(crate) fn within<T: Real>(
     opts: &RadiusOptions,
     options: &EngineOptions,
 ) -> Result<Within<T>> {
-    let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search = Search {
-        gpu,
-        tree,
-        r2,
-        above: false,
-        sorted: opts.sorted,
-        profile: cuda_profile,
-        max_results: opts.max_results,
-    };
+    let cuda = &options.cuda;
+    let search = Search::new(gpu, tree, r2, false, opts.sorted, opts.max_results, options);
     let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
     for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
@@ -474,8 +478,8 @@ pub(crate) fn count_within<T: Real>(
     r2: T,
     options: &EngineOptions,
 ) -> Result<Vec<u32>> {
-    let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search = Search { gpu, tree, r2, above: false, sorted: false, profile: cuda_profile, max_results: None };
+    let cuda = &options.cuda;
+    let search = Search::new(gpu, tree, r2, false, false, None, options);
     let mut counts = Vec::with_capacity(queries.len());
     for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
@@ -498,9 +502,8 @@ pub(crate) fn tree_rows<T: Real>(
     opts: &RadiusOptions,
     options: &EngineOptions,
 ) -> Result<Within<T>> {
-    let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search =
-        Search { gpu, tree, r2, above, sorted: opts.sorted, profile: cuda_profile, max_results: opts.max_results };
+    let cuda = &options.cuda;
+    let search = Search::new(gpu, tree, r2, above, opts.sorted, opts.max_results, options);
     let q = tree_queries(rows_of);
     let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
     let mut kept = Kept::for_queries(gpu, q.len)?;
@@ -561,16 +564,8 @@ pub(crate) fn self_join_resident<T: Real>(
     opts: &RadiusOptions,
     options: &EngineOptions,
 ) -> Result<DeviceWithin<T>> {
-    let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search = Search {
-        gpu,
-        tree,
-        r2,
-        above: true,
-        sorted: opts.sorted,
-        profile: cuda_profile,
-        max_results: opts.max_results,
-    };
+    let cuda = &options.cuda;
+    let search = Search::new(gpu, tree, r2, true, opts.sorted, opts.max_results, options);
     resident(&search, &tree_queries(tree), opts, cuda)
 }
 
@@ -583,16 +578,8 @@ pub(crate) fn within_resident<T: Real>(
     opts: &RadiusOptions,
     options: &EngineOptions,
 ) -> Result<DeviceWithin<T>> {
-    let (cuda, cuda_profile) = (&options.cuda, options.profile);
-    let search = Search {
-        gpu,
-        tree,
-        r2,
-        above: false,
-        sorted: opts.sorted,
-        profile: cuda_profile,
-        max_results: opts.max_results,
-    };
+    let cuda = &options.cuda;
+    let search = Search::new(gpu, tree, r2, false, opts.sorted, opts.max_results, options);
     let mut out = None;
     // One chunk of all the queries: its rows are the queries' own.
     for_each_chunk(gpu, &PointSource::Device(queries), tree, queries.len(), |c| {

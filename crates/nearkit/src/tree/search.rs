@@ -194,6 +194,16 @@ pub struct Run<T> {
     pub hi: [T; 3],
 }
 
+impl<T: Real> Run<T> {
+    /// Squared distance from `q` to the run's box (as `MortonTree::box_dist2`).
+    #[inline(always)]
+    fn dist2(&self, q: [T; 3]) -> T {
+        let gap = |d: usize| (self.lo[d] - q[d]).max(q[d] - self.hi[d]).max(T::ZERO);
+        let (gx, gy, gz) = (gap(0), gap(1), gap(2));
+        gx * gx + gy * gy + gz * gz
+    }
+}
+
 /// Squared distance between two boxes: a lower bound, in floating point, of the squared
 /// distance between any point of one and any point of the other (as `box_dist2`).
 #[inline(always)]
@@ -288,9 +298,7 @@ pub fn scan_runs<T: Real>(
     let mut d2 = [T::ZERO; RUN_MAX];
     let start = out.len();
     for run in runs {
-        let gap = |d: usize| (run.lo[d] - q[d]).max(q[d] - run.hi[d]).max(T::ZERO);
-        let (gx, gy, gz) = (gap(0), gap(1), gap(2));
-        if gx * gx + gy * gy + gz * gz > r2 {
+        if run.dist2(q) > r2 {
             continue;
         }
         let (s, e) = (run.s as usize, run.e as usize);
@@ -317,9 +325,7 @@ pub fn scan_runs<T: Real>(
 pub fn count_runs<T: Real>(tree: &MortonTree<T>, runs: &[Run<T>], q: [T; 3], r2: T) -> usize {
     let mut count = 0;
     for run in runs {
-        let gap = |d: usize| (run.lo[d] - q[d]).max(q[d] - run.hi[d]).max(T::ZERO);
-        let (gx, gy, gz) = (gap(0), gap(1), gap(2));
-        if gx * gx + gy * gy + gz * gz > r2 {
+        if run.dist2(q) > r2 {
             continue;
         }
         let (s, e) = (run.s as usize, run.e as usize);
