@@ -1,0 +1,949 @@
+"""nearkit on Dask: exact joins over point sets larger than one machine.
+
+Every function takes Dask arrays of shape (n, 3) (or Dask DataFrames with ``x``, ``y``, ``z``
+columns, or anything :func:`numpy.asarray` takes) and returns Dask collections partitioned as
+the queries, computed by nearkit's engine (CPU or GPU) inside each task:
+
+- :func:`knn`, :func:`nearest`: each query's k nearest data points.
+- :func:`closest_pairs`: the k closest pairs of two sets.
+- :func:`within`: every data point within r of each query, as rows.
+- :func:`closest_point`, :func:`signed_distance`: a triangle mesh (replicated to every worker)
+  against partitioned queries.
+- :func:`read_points`: many ``.npy`` or Parquet files as one lazy Dask array.
+
+The answers are single-machine nearkit's, bit for bit (ties to the smaller row).
+
+How it works: space is cut into cells by a k-d split of a sample of the data, and the data are
+moved into their cells (the one shuffle; no task ever holds more than a cell). Each query goes
+to the cell it lies in and is answered there; its k-th distance then bounds where a nearer
+point could be, and a query whose bound reaches into other cells' bounding boxes is re-run
+against just those cells, the candidates merged in single-machine order. Radius queries go
+straight to every cell within r. :func:`plan_cells` shows the partition, and ``return_stats=True`` what the re-runs moved.
+
+Install with ``pip install "nearkit[dask]"`` (the core package does not need Dask). On a
+cluster, each worker runs nearkit with its own device choice; on a host with several GPUs run
+one worker per GPU (``CUDA_VISIBLE_DEVICES`` per worker, or ``dask_cuda.LocalCUDACluster``)
+and pass ``device="cuda"``.
+
+>>> import numpy as np, dask.array as da, nearkit.dask as nkd
+>>> rng = np.random.default_rng(0)
+>>> data = da.from_array(rng.random((20_000, 3)), chunks=5_000)
+>>> queries = da.from_array(rng.random((1_000, 3)), chunks=250)
+>>> d, i = nkd.knn(data, queries, k=4)
+>>> d.shape, i.chunks[0]
+((1000, 4), (250, 250, 250, 250))
+>>> d1, i1 = nearkit.PointIndex(data.compute()).query(queries.compute(), k=4)
+>>> bool((d.compute() == d1).all() and (i.compute() == i1).all())
+True
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import threading
+import uuid
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
+
+import numpy as np
+
+try:
+    import dask
+    import dask.array as da
+except ImportError as e:  # pragma: no cover - the message is the point
+    raise ImportError("nearkit.dask needs Dask: pip install 'nearkit[dask]' (or dask[array] distributed)") from e
+
+from . import _arrays
+from ._mesh import ClosestPoints, MeshIndex
+from ._points import Pairs, PointIndex
+
+__all__ = [
+    "CellPlan",
+    "Within",
+    "closest_pairs",
+    "closest_point",
+    "knn",
+    "nearest",
+    "plan_cells",
+    "read_points",
+    "signed_distance",
+    "within",
+]
+
+# Cells hold at most this many data points unless asked otherwise (about 0.2 GB in float32
+# with its index); fewer, larger cells mean fewer queries near a cell's edge.
+DEFAULT_CELL_POINTS = 16_000_000
+# Points sampled per cell to place the k-d splits; the split only affects speed, never answers.
+SAMPLE_PER_CELL = 4_000
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+
+def _as_points(x: Any, name: str) -> da.Array:
+    """x as a Dask array of (n, 3) rows, whole rows per chunk, dtype float32/float64/int."""
+    if hasattr(x, "to_dask_array") and hasattr(x, "columns"):  # a Dask DataFrame
+        cols = [c for c in ("x", "y", "z") if c in x.columns]
+        if len(cols) != 3:
+            raise ValueError(f"{name} is a DataFrame without x, y and z columns (it has {list(x.columns)})")
+        x = x[cols].to_dask_array(lengths=True)
+    elif not isinstance(x, da.Array):
+        a = np.asarray(x)
+        x = da.from_array(a, chunks=(max(1, min(len(a), 1 << 20)) if a.ndim else 1,) + a.shape[1:])
+    if x.ndim != 2 or x.shape[1] != 3:
+        raise ValueError(f"{name} has shape {x.shape}; it must be (n, 3)")
+    if any(math.isnan(c) for c in x.chunks[0]):
+        x = x.compute_chunk_sizes()
+    if x.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must be an array of numbers, got dtype {x.dtype}")
+    if len(x.chunks[1]) != 1:
+        x = x.rechunk({1: 3})
+    return x
+
+
+def _working_dtype(*arrays: da.Array) -> np.dtype:
+    """The precision single-machine nearkit would compute in: float32 stays, float64 and
+    integers (exact up to 2^53) are float64."""
+    kinds = [np.float32 if a.dtype == np.float32 else np.float64 for a in arrays]
+    return np.dtype(np.result_type(*kinds))
+
+
+def _offsets(chunks: Sequence[int]) -> List[int]:
+    out, s = [], 0
+    for c in chunks:
+        out.append(s)
+        s += int(c)
+    return out
+
+
+def _check_block(block: np.ndarray, name: str, offset: int, dtype: np.dtype) -> np.ndarray:
+    b = _arrays.float_array(block, name, dtype)
+    if b.size and not np.isfinite(b).all():
+        row = int(np.flatnonzero(~np.isfinite(b).all(axis=1))[0])
+        raise ValueError(f"{name} row {offset + row} is not finite ({b[row].tolist()}): every coordinate must be a number")
+    return b
+
+
+# ---------------------------------------------------------------------------------------------
+# Magnitudes: the power of two single-machine nearkit would scale by (geometry/scale.rs), so
+# that every cell computes in the same frame and gives the same bits.
+
+_WINDOW = {np.dtype(np.float32): (-38, 61), np.dtype(np.float64): (-457, 509)}
+
+
+def _exponent(v: float) -> int:
+    return math.frexp(v)[1] - 1
+
+
+def _scale_exponent(dtype: np.dtype, max_abs: float, min_nonzero: float, name: str) -> int:
+    if max_abs == 0:
+        return 0
+    lo, hi = _WINDOW[dtype]
+    min_e, max_e = _exponent(min_nonzero), _exponent(max_abs)
+    s_lo, s_hi = lo - min_e, hi - 1 - max_e
+    if s_lo > s_hi:
+        raise ValueError(
+            f"{name}: nonzero coordinates range in magnitude from {min_nonzero:.3e} to {max_abs:.3e}, a ratio of "
+            f"2^{max_e - min_e}; {dtype.name} compares distances exactly only within a ratio of 2^{hi - 1 - lo}"
+            + (": compute in float64" if dtype == np.float32 else "")
+        )
+    if s_lo > 0:
+        return s_lo
+    if s_hi < 0:
+        return s_hi - (s_hi - s_lo) // 2
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The cell plan: k-d splits from a sample, the data moved into cells.
+
+
+class CellPlan(NamedTuple):
+    """How the data were partitioned: ``counts[c]`` points in cell ``c``, whose bounding box is
+    ``boxes[c]`` ((2, 3): min and max corner; NaN for an empty cell)."""
+
+    counts: np.ndarray
+    boxes: np.ndarray
+
+
+def _chunk_summary(block: np.ndarray, offset: int, name: str, dtype: np.dtype, sample: int, seed: int):
+    """A chunk's checks, magnitudes and sample."""
+    b = _check_block(block, name, offset, dtype)
+    a = np.abs(b)
+    max_abs = float(a.max()) if a.size else 0.0
+    nz = a[a > 0]
+    min_nz = float(nz.min()) if nz.size else math.inf
+    if sample >= len(b):
+        s = b
+    else:
+        s = b[np.random.default_rng([seed, offset]).choice(len(b), sample, replace=False)]
+    return max_abs, min_nz, np.asarray(s, np.float64)
+
+
+def _splits(summaries, depth: int, dtype: np.dtype, name: str):
+    """(axes, values, scale exponent): the k-d splits in heap order, from the samples."""
+    max_abs = max([s[0] for s in summaries], default=0.0)
+    min_nz = min([s[1] for s in summaries], default=math.inf)
+    exp = _scale_exponent(dtype, max_abs, min_nz, name)
+    sample = np.concatenate([s[2] for s in summaries]) if summaries else np.empty((0, 3))
+    sample = np.ldexp(sample, exp) if exp else sample
+    axes = np.zeros(max(1, (1 << depth) - 1), np.int64)
+    values = np.zeros(len(axes), np.float64)
+    nodes = [(0, sample)]
+    for _ in range(depth):
+        nxt = []
+        for node, s in nodes:
+            if len(s):
+                ax = int(np.argmax(s.max(axis=0) - s.min(axis=0)))
+                v = float(np.partition(s[:, ax], len(s) // 2)[len(s) // 2])
+            else:
+                ax, v = 0, 0.0
+            axes[node], values[node] = ax, v
+            left = s[:, ax] < v
+            nxt += [(2 * node + 1, s[left]), (2 * node + 2, s[~left])]
+        nodes = nxt
+    return axes, values, exp
+
+
+def _cell_of(p: np.ndarray, axes: np.ndarray, values: np.ndarray, depth: int) -> np.ndarray:
+    node = np.zeros(len(p), np.int64)
+    rows = np.arange(len(p))
+    for _ in range(depth):
+        right = p[rows, axes[node]] >= values[node]
+        node = 2 * node + 1 + right
+    return node - ((1 << depth) - 1)
+
+
+def _scatter(block, offset, name, dtype, splits, depth: int, cells: int, with_points_ids: bool):
+    """A chunk cut by cell: per cell, its rows (scaled) and their global (or chunk) row ids."""
+    axes, values, exp = splits
+    b = _check_block(block, name, offset, dtype)
+    if exp:
+        b = np.ldexp(b, exp).astype(dtype, copy=False)
+    cell = _cell_of(b, axes, values, depth) if depth else np.zeros(len(b), np.int64)
+    order = np.argsort(cell, kind="stable")
+    bounds = np.searchsorted(cell[order], np.arange(cells + 1))
+    ids = order + offset if with_points_ids else order
+    pts = b[order]
+    return tuple((pts[bounds[c] : bounds[c + 1]], ids[bounds[c] : bounds[c + 1]]) for c in range(cells))
+
+
+def _gather_cell(*pieces):
+    """A cell's points and global ids (ascending: pieces come in chunk order)."""
+    pts = np.concatenate([p for p, _ in pieces]) if pieces else np.empty((0, 3))
+    ids = np.concatenate([i for _, i in pieces]) if pieces else np.empty(0, np.int64)
+    return pts, ids.astype(np.int64, copy=False)
+
+
+def _cell_size(cell) -> int:
+    return len(cell[1])
+
+
+def _cell_box(cell) -> np.ndarray:
+    pts, _ = cell
+    if len(pts) == 0:
+        return np.full((2, 3), np.nan)
+    return np.stack([pts.min(axis=0), pts.max(axis=0)]).astype(np.float64)
+
+
+class _Cells:
+    """The delayed pieces of a plan: per cell its (points, ids), its box, and the splits."""
+
+    def __init__(self, data: da.Array, dtype: np.dtype, name: str, cells: Optional[int], seed: int = 0):
+        n = data.shape[0]
+        if cells is None:
+            cells = max(_default_parallelism(), -(-n // DEFAULT_CELL_POINTS))
+        if not isinstance(cells, (int, np.integer)) or isinstance(cells, bool) or cells < 1:
+            raise ValueError(f"cells must be a positive int, got {cells!r}")
+        self.depth = max(0, int(cells - 1).bit_length())
+        self.count = 1 << self.depth
+        self.n = n
+        self.dtype = dtype
+        blocks = data.to_delayed().ravel()
+        offs = _offsets(data.chunks[0])
+        per = -(-SAMPLE_PER_CELL * self.count // max(n, 1))
+        summaries = [
+            dask.delayed(_chunk_summary, pure=True)(b, o, name, dtype, min(int(c), int(c) * per), seed)
+            for b, o, c in zip(blocks, offs, data.chunks[0])
+        ]
+        self.splits = dask.delayed(_splits, pure=True)(summaries, self.depth, dtype, name)
+        pieces = [
+            dask.delayed(_scatter, pure=True, nout=self.count)(b, o, name, dtype, self.splits, self.depth, self.count, True)
+            for b, o in zip(blocks, offs)
+        ]
+        self.cells = [dask.delayed(_gather_cell, pure=True)(*[p[c] for p in pieces]) for c in range(self.count)]
+        self.boxes = [dask.delayed(_cell_box, pure=True)(cell) for cell in self.cells]
+        self.key = uuid.uuid4().hex
+
+    def scatter_queries(self, queries: da.Array, name: str):
+        """Per query chunk: its rows cut by cell (rows within the chunk)."""
+        blocks = queries.to_delayed().ravel()
+        offs = _offsets(queries.chunks[0])
+        return [
+            dask.delayed(_scatter, pure=True, nout=self.count)(b, o, name, self.dtype, self.splits, self.depth, self.count, False)
+            for b, o in zip(blocks, offs)
+        ]
+
+
+def _default_parallelism() -> int:
+    """Threads of the current distributed client's workers, else 1 (the local schedulers run
+    one nearkit call on every core anyway)."""
+    try:
+        from distributed import get_client
+
+        info = get_client().scheduler_info(n_workers=-1)
+        return max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
+    except (ImportError, ValueError, TypeError):
+        return 1
+
+
+def plan_cells(data: Any, cells: Optional[int] = None) -> CellPlan:
+    """The partition :func:`knn` and the others would use for ``data`` (computed now)."""
+    x = _as_points(data, "data")
+    plan = _Cells(x, _working_dtype(x), "data", cells)
+    sizes = [dask.delayed(_cell_size, pure=True)(cell) for cell in plan.cells]
+    sizes, boxes, splits = dask.compute(sizes, plan.boxes, plan.splits)
+    exp = splits[2]
+    b = np.array(boxes)
+    return CellPlan(np.array(sizes, np.int64), np.ldexp(b, -exp) if exp else b)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-process index cache: a cell's index, built by its first pass, is reused by its re-run
+# pass when Dask runs both in the same process (as it does: both depend on the cell's data).
+
+_CACHE: "collections.OrderedDict[Tuple[str, int], Any]" = collections.OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_MAX = 16
+
+
+def _index(key: str, c: int, pts: np.ndarray, device: str, keep: bool):
+    with _CACHE_LOCK:
+        ix = _CACHE.pop((key, c), None) if not keep else _CACHE.get((key, c))
+    if ix is None:
+        ix = PointIndex(pts, device=device)
+        if keep:
+            with _CACHE_LOCK:
+                _CACHE[(key, c)] = ix
+                while len(_CACHE) > _CACHE_MAX:
+                    _CACHE.popitem(last=False)
+    return ix
+
+
+def _threads(workers: Optional[int]) -> int:
+    """Threads for one nearkit call in a task: as asked, else the Dask worker's own thread
+    count (so that worker processes sharing a machine do not oversubscribe it), else all."""
+    if workers is not None:
+        return workers
+    try:
+        from distributed import get_worker
+
+        return max(1, int(get_worker().state.nthreads))
+    except (ImportError, ValueError, AttributeError):
+        return -1
+
+
+# ---------------------------------------------------------------------------------------------
+# kNN: first pass in the query's own cell, re-runs where the k-th distance reaches.
+
+
+def _d2(q: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Squared distances as nearkit computes them: dx*dx + dy*dy + dz*dz, in that order, in
+    the arrays' precision (q: (m, 3) against p: (m, k, 3))."""
+    d = q[:, None, :] - p
+    with np.errstate(over="ignore", invalid="ignore"):
+        return d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1] + d[..., 2] * d[..., 2]
+
+
+def _box_distance(q: np.ndarray, box: np.ndarray) -> np.ndarray:
+    """Distance (float64, overflow-safe) from each query to a box."""
+    qq = q.astype(np.float64, copy=False)
+    g = np.maximum(np.maximum(box[0] - qq, qq - box[1]), 0.0)
+    return np.hypot(np.hypot(g[:, 0], g[:, 1]), g[:, 2])
+
+
+def _reaches(q: np.ndarray, box: np.ndarray, limit: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Which queries could have a point of the box at a distance <= limit as nearkit rounds
+    it: a generous margin for rounding (extra re-runs cost time, never answers)."""
+    if np.isnan(box).any():
+        return np.zeros(len(q), bool)
+    eps = float(np.finfo(dtype).eps)
+    return _box_distance(q, box) * (1 - 16 * eps) <= limit
+
+
+def _concat_queries(pieces):
+    """(points, source chunk, row in chunk) of the pieces of queries sent to a cell."""
+    pts = [p for p, _ in pieces]
+    src = [np.full(len(r), i, np.int64) for i, (_, r) in enumerate(pieces)]
+    rows = [r for _, r in pieces]
+    if not pts:
+        return np.empty((0, 3)), np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(pts), np.concatenate(src), np.concatenate(rows)
+
+
+def _cell_knn(ix, pts, ids, q, k, bound, n, workers, want_d2):
+    """(d, global ids, d2 or None) of each query's k nearest in one cell; (inf, n) missing."""
+    m = len(q)
+    if m == 0 or len(pts) == 0:
+        d = np.full((m, k), np.inf, pts.dtype if len(pts) else q.dtype)
+        return d, np.full((m, k), n, np.int64), (d.copy() if want_d2 else None)
+    d, li = ix.query(q, k=k, distance_upper_bound=math.inf if bound is None else bound, workers=_threads(workers))
+    d, li = d.reshape(m, k), li.reshape(m, k)
+    missing = li >= len(pts)
+    safe = np.where(missing, 0, li)
+    gid = np.where(missing, n, ids[safe])
+    d2 = None
+    if want_d2:
+        d2 = _d2(q, pts[safe])
+        d2[missing] = np.inf
+    return d, gid, d2
+
+
+def _knn_home(cell, boxes, c, key, k, bound, n, device, workers, want_d2, *qpieces):
+    """The first pass of cell c: its queries against its points, and which queries must be
+    re-run in which other cells. Returns (home result, *per-cell re-run queries)."""
+    pts, ids = cell
+    q, src, rows = _concat_queries(qpieces)
+    q = q.astype(pts.dtype if len(pts) else q.dtype, copy=False)
+    ix = _index(key, c, pts, device, keep=True) if len(pts) and len(q) else None
+    d, gid, _ = _cell_knn(ix, pts, ids, q, k, bound, n, workers, False)
+    limit = d[:, -1].astype(np.float64) if k else np.full(len(q), np.inf)
+    if bound is not None:
+        limit = np.minimum(limit, bound)
+    sends = []
+    rerun = np.zeros(len(q), bool)
+    for c2, box in enumerate(boxes):
+        if c2 == c:
+            sends.append((q[:0], np.empty(0, np.int64)))
+            continue
+        sel = np.flatnonzero(_reaches(q, box, limit, q.dtype))
+        rerun[sel] = True
+        sends.append((q[sel], sel))
+    d2 = None
+    if want_d2 or rerun.any():
+        # Squared distances break ties of equal distance in the merge (and rank closest pairs).
+        need = np.ones(len(q), bool) if want_d2 else rerun
+        d2 = np.full(d.shape, np.inf, d.dtype)
+        sel = np.flatnonzero(need)
+        miss = gid[sel] >= n
+        local = np.searchsorted(ids, np.where(miss, ids[0] if len(ids) else 0, gid[sel]))
+        d2[sel] = _d2(q[sel], pts[local] if len(pts) else np.zeros((len(sel), k, 3), q.dtype))
+        d2[sel] = np.where(miss, np.inf, d2[sel])
+    home = (d, gid, d2, src, rows)
+    return (home,) + tuple(sends)
+
+
+def _knn_rerun(cell, c, key, k, bound, n, device, workers, *pieces):
+    """Re-runs in cell c of queries from other cells: per source cell, (d, ids, d2)."""
+    pts, ids = cell
+    q = np.concatenate([p for p, _ in pieces]) if pieces else np.empty((0, 3))
+    ix = None
+    if len(q) and len(pts):
+        ix = _index(key, c, pts, device, keep=False)
+    else:
+        with _CACHE_LOCK:
+            _CACHE.pop((key, c), None)
+    q = q.astype(pts.dtype if len(pts) else q.dtype, copy=False)
+    d, gid, d2 = _cell_knn(ix, pts, ids, q, k, bound, n, workers, True)
+    out, s = [], 0
+    for p, _ in pieces:
+        out.append((d[s : s + len(p)], gid[s : s + len(p)], d2[s : s + len(p)]))
+        s += len(p)
+    return tuple(out)
+
+
+def _knn_merge(home, sends, *back):
+    """The home result with the re-runs' candidates merged in (ascending (d2, id)), split by
+    the query chunk each query came from."""
+    d, gid, d2, src, rows = home
+    k = d.shape[1] if d.ndim == 2 else 0
+    parts = [(sel, r) for (_, sel), r in zip(sends, back) if len(sel)]
+    if parts:
+        qi = np.concatenate([np.repeat(np.arange(len(d)), k)] + [np.repeat(sel, k) for sel, _ in parts])
+        cd = np.concatenate([d.ravel()] + [r[0].ravel() for _, r in parts])
+        cg = np.concatenate([gid.ravel()] + [r[1].ravel() for _, r in parts])
+        c2 = np.concatenate([d2.ravel()] + [r[2].ravel() for _, r in parts])
+        touched = np.unique(np.concatenate([sel for sel, _ in parts]))
+        keep = np.isin(qi, touched)
+        qi, cd, cg, c2 = qi[keep], cd[keep], cg[keep], c2[keep]
+        order = np.lexsort((cg, c2, qi))
+        qi, cd, cg, c2 = qi[order], cd[order], cg[order], c2[order]
+        start = np.searchsorted(qi, qi, side="left")
+        rank = np.arange(len(qi)) - start
+        top = rank < k
+        d, gid, d2 = d.copy(), gid.copy(), d2.copy()
+        d[qi[top], rank[top]] = cd[top]
+        gid[qi[top], rank[top]] = cg[top]
+        d2[qi[top], rank[top]] = c2[top]
+    return d, gid, d2, src, rows
+
+
+def _split_by_chunk(merged, chunks: int):
+    d, gid, d2, src, rows = merged
+    order = np.argsort(src, kind="stable")
+    bounds = np.searchsorted(src[order], np.arange(chunks + 1))
+    out = []
+    for i in range(chunks):
+        s = order[bounds[i] : bounds[i + 1]]
+        out.append((d[s], gid[s], None if d2 is None else d2[s], rows[s]))
+    return tuple(out)
+
+
+def _assemble(m: int, k: int, dtype, exp: int, want_d2: bool, *pieces):
+    d = np.empty((m, k), dtype)
+    gid = np.empty((m, k), np.int64)
+    d2 = np.empty((m, k), dtype) if want_d2 else None
+    for pd, pg, p2, rows in pieces:
+        d[rows], gid[rows] = pd, pg
+        if want_d2:
+            d2[rows] = p2
+    if exp:
+        d = np.ldexp(d, -exp).astype(dtype, copy=False)
+    return d, gid, d2
+
+
+def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype):
+    n = data.shape[0]
+    plan = _Cells(data, dtype, "data", cells)
+    qpieces = plan.scatter_queries(queries, "queries")
+    P = plan.count
+    homes = []
+    for c in range(P):
+        homes.append(
+            dask.delayed(_knn_home, pure=True, nout=P + 1)(
+                plan.cells[c], plan.boxes, c, plan.key, k, bound, n, device, workers, want_d2, *[qp[c] for qp in qpieces]
+            )
+        )
+    reruns = [
+        dask.delayed(_knn_rerun, pure=True, nout=P)(plan.cells[c], c, plan.key, k, bound, n, device, workers, *[h[1 + c] for h in homes])
+        for c in range(P)
+    ]
+    Q = len(qpieces)
+    splits = []
+    for c in range(P):
+        sends = dask.delayed(tuple, pure=True)([homes[c][1 + c2] for c2 in range(P)])
+        merged = dask.delayed(_knn_merge, pure=True)(homes[c][0], sends, *[reruns[c2][c] for c2 in range(P)])
+        splits.append(dask.delayed(_split_by_chunk, pure=True, nout=Q)(merged, Q))
+    exp = plan.splits[2]
+    outs = [
+        dask.delayed(_assemble, pure=True, nout=3)(int(m), k, dtype, exp, want_d2, *[s[i] for s in splits])
+        for i, m in enumerate(queries.chunks[0])
+    ]
+    stats = dask.delayed(_rerun_stats, pure=True)([h[1:] for h in homes], queries.shape[0], k, np.dtype(dtype).itemsize)
+    return plan, outs, stats
+
+
+def _rerun_stats(sends, nq, k, itemsize):
+    """What the re-runs moved: queries sent to a second (third...) cell, and the bytes of
+    those queries and of the candidates they sent back."""
+    count = sum(len(sel) for per in sends for _, sel in per)
+    return {
+        "queries": nq,
+        "rerun_queries": count,
+        "rerun_bytes": count * (3 * itemsize + k * (2 * itemsize + 8)),
+    }
+
+
+def _stack(outs, m_chunks, k, dtype, which, squeeze):
+    arrays = []
+    for o, m in zip(outs, m_chunks):
+        dt = np.int64 if which == 1 else dtype
+        a = da.from_delayed(o[which], shape=(int(m), k), dtype=dt)
+        arrays.append(a[:, 0] if squeeze else a)
+    if not arrays:
+        return da.empty((0,) if squeeze else (0, k), dtype=np.int64 if which == 1 else dtype)
+    return da.concatenate(arrays, axis=0)
+
+
+def knn(
+    data: Any,
+    queries: Any,
+    k: int = 8,
+    *,
+    distance_upper_bound: float = math.inf,
+    device: str = "auto",
+    workers: Optional[int] = None,
+    cells: Optional[int] = None,
+    return_stats: bool = False,
+) -> Tuple[da.Array, ...]:
+    """Each query's k nearest data points, exact: ``(d, i)``, Dask arrays of shape (m, k)
+    chunked as ``queries``; as ``nearkit.PointIndex(data).query(queries, k)`` with ``k`` an int
+    > 1 (missing neighbours: ``inf`` and ``n``), bit for bit.
+
+    Parameters
+    ----------
+    data, queries : Dask arrays (n, 3) and (m, 3), Dask DataFrames with x, y, z, or arrays
+        Queries are converted to the data's precision (float32 stays float32).
+    k : int
+    distance_upper_bound : float
+        Only neighbours at most this far.
+    device : str
+        Each task's nearkit device (``"auto"``, ``"cpu"``, ``"cuda"``).
+    workers : int, optional
+        Threads per nearkit call; default: the Dask worker's thread count.
+    cells : int, optional
+        Cells to cut space into (rounded up to a power of two); default: the cluster's
+        threads, or more so that no cell holds over 16M points.
+    return_stats : bool
+        Also return a ``dask.delayed`` dict of what the re-runs moved (``queries``,
+        ``rerun_queries``, ``rerun_bytes``); compute it with the arrays:
+        ``dask.compute(d, i, stats)``.
+    """
+    k = _int_at_least(k, 1, "k")
+    x = _as_points(data, "data")
+    q = _as_points(queries, "queries")
+    dtype = _working_dtype(x)
+    bound = _arrays.radius(distance_upper_bound, "distance_upper_bound")
+    _, outs, stats = _knn_graph(x, q, k, bound, device, workers, cells, False, dtype)
+    d = _stack(outs, q.chunks[0], k, dtype, 0, False)
+    i = _stack(outs, q.chunks[0], k, dtype, 1, False)
+    return (d, i, stats) if return_stats else (d, i)
+
+
+def _int_at_least(v: Any, lo: int, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+    return int(v)
+
+
+def nearest(
+    a: Any,
+    b: Any,
+    *,
+    max_distance: Optional[float] = None,
+    device: str = "auto",
+    workers: Optional[int] = None,
+    cells: Optional[int] = None,
+    return_stats: bool = False,
+) -> Tuple[da.Array, ...]:
+    """Each point of ``a``'s nearest point of ``b``: ``(d, i)``, 1-D Dask arrays chunked as
+    ``a`` (``inf`` and ``len(b)`` where none lies within ``max_distance``). Computed in
+    float64 if either set is float64 (as :func:`nearkit.closest_pairs`); equal, bit for bit,
+    to ``nearkit.PointIndex(b).nearest(a)`` in that precision. ``device``, ``workers``,
+    ``cells`` and ``return_stats`` are as for :func:`knn`."""
+    x = _as_points(b, "b")
+    q = _as_points(a, "a")
+    dtype = _working_dtype(x, q)
+    bound = _arrays.radius(max_distance, "max_distance")
+    _, outs, stats = _knn_graph(x, q, 1, bound, device, workers, cells, False, dtype)
+    d = _stack(outs, q.chunks[0], 1, dtype, 0, True)
+    i = _stack(outs, q.chunks[0], 1, dtype, 1, True)
+    return (d, i, stats) if return_stats else (d, i)
+
+
+# ---------------------------------------------------------------------------------------------
+# Closest pairs: each query chunk's best k, reduced in a tree.
+
+
+def _chunk_pairs(out, offset: int, k: int, max_distance):
+    d, gid, d2 = out
+    m, kk = d.shape
+    a = np.repeat(np.arange(offset, offset + m, dtype=np.int64), kk)
+    d, gid, d2 = d.ravel(), gid.ravel(), d2.ravel()
+    ok = np.isfinite(d2)
+    a, d, gid, d2 = a[ok], d[ok], gid[ok], d2[ok]
+    return _top_pairs([(a, gid, d, d2)], k)
+
+
+def _top_pairs(parts, k: int):
+    a = np.concatenate([p[0] for p in parts])
+    b = np.concatenate([p[1] for p in parts])
+    d = np.concatenate([p[2] for p in parts])
+    d2 = np.concatenate([p[3] for p in parts])
+    if len(a) > k:
+        # Everything at or below the k-th squared distance, then exact order (d2, a, b).
+        cut = np.partition(d2, k - 1)[k - 1]
+        sel = d2 <= cut
+        a, b, d, d2 = a[sel], b[sel], d[sel], d2[sel]
+    order = np.lexsort((b, a, d2))[:k]
+    return a[order], b[order], d[order], d2[order]
+
+
+def _reduce_pairs(k, *parts):
+    return _top_pairs(list(parts), k)
+
+
+def closest_pairs(
+    a: Any,
+    b: Any,
+    k: int = 100,
+    mode: str = "nearest-per-a",
+    *,
+    max_distance: Optional[float] = None,
+    device: str = "auto",
+    workers: Optional[int] = None,
+    cells: Optional[int] = None,
+    split_every: int = 8,
+) -> Pairs:
+    """The k closest pairs of ``a`` and ``b``, as :func:`nearkit.closest_pairs`, bit for bit:
+    a :class:`nearkit.Pairs` of Dask arrays (``a``, ``b`` rows and ``distance``), ascending
+    (ties: smaller a, then smaller b). ``mode="nearest-per-a"`` pairs each a with its nearest
+    b; ``"all-pairs"`` takes the k closest pairs overall."""
+    k = _int_at_least(k, 1, "k")
+    if mode not in ("nearest-per-a", "all-pairs"):
+        raise ValueError(f"unknown pair mode {mode!r}: use 'nearest-per-a' or 'all-pairs'")
+    x = _as_points(b, "b")
+    q = _as_points(a, "a")
+    if x.shape[0] == 0 or q.shape[0] == 0:
+        raise ValueError("point set " + ("b" if x.shape[0] == 0 else "a") + " is empty")
+    dtype = _working_dtype(x, q)
+    bound = _arrays.radius(max_distance, "max_distance")
+    per = 1 if mode == "nearest-per-a" else min(k, x.shape[0])
+    _, outs, stats = _knn_graph(x, q, per, bound, device, workers, cells, True, dtype)
+    level = [dask.delayed(_chunk_pairs, pure=True)(o, off, k, bound) for o, off in zip(outs, _offsets(q.chunks[0]))]
+    while len(level) > 1:
+        level = [dask.delayed(_reduce_pairs, pure=True)(k, *level[j : j + split_every]) for j in range(0, len(level), split_every)]
+    top = level[0]
+    count = min(k, q.shape[0] * per) if bound is None else math.nan
+    shape = (count,)
+    return Pairs(
+        da.from_delayed(top[0], shape=shape, dtype=np.int64),
+        da.from_delayed(top[1], shape=shape, dtype=np.int64),
+        da.from_delayed(top[2], shape=shape, dtype=dtype),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Radius queries: every cell within r, rows merged in (d2, id) order.
+
+
+class Within(NamedTuple):
+    """Rows of neighbours as Dask arrays: ``counts`` (int64, chunked as the queries) and the
+    rows' ``ids`` and ``distances`` concatenated in query order, each chunk holding the rows of
+    the matching query chunk (chunk sizes known after computing ``counts``). Rows are ascending
+    by (distance, id), as :meth:`nearkit.PointIndex.within`."""
+
+    counts: da.Array
+    ids: da.Array
+    distances: da.Array
+
+
+def _route_within(qpieces_block, boxes, r, dtype):
+    """A query chunk's pieces (already cut by home cell) sent to every cell within r."""
+    pts = np.concatenate([p for p, _ in qpieces_block])
+    rows = np.concatenate([r_ for _, r_ in qpieces_block])
+    out = []
+    for box in boxes:
+        sel = np.flatnonzero(_reaches(pts, box, np.full(len(pts), r), dtype))
+        out.append((pts[sel], rows[sel]))
+    return tuple(out)
+
+
+def _within_cell(cell, r, n, device, workers, *pieces):
+    """Each piece's rows within r in this cell: (counts, ids, distances, d2)."""
+    pts, ids = cell
+    out = []
+    q = np.concatenate([p for p, _ in pieces]) if pieces else np.empty((0, 3))
+    if len(q) == 0 or len(pts) == 0:
+        return tuple((np.zeros(len(p), np.int64), np.empty(0, np.int64), np.empty(0, pts.dtype), np.empty(0, pts.dtype)) for p, _ in pieces)
+    q = q.astype(pts.dtype, copy=False)
+    ix = PointIndex(pts, device=device)
+    w = ix.within(q, r, sort=True, workers=_threads(workers))
+    counts = np.diff(w.offsets)
+    rowq = np.repeat(np.arange(len(q)), counts)
+    d2 = _d2(q[rowq], pts[w.ids][:, None, :])[:, 0] if len(w.ids) else np.empty(0, pts.dtype)
+    gid = ids[w.ids]
+    s = 0
+    for p, _ in pieces:
+        lo, hi = w.offsets[s], w.offsets[s + len(p)]
+        out.append((counts[s : s + len(p)], gid[lo:hi], w.distances[lo:hi], d2[lo:hi]))
+        s += len(p)
+    return tuple(out)
+
+
+def _within_assemble(m, exp, dtype, routed, *results):
+    """A query chunk's rows from every cell, merged in (d2, id) order."""
+    rows_all, ids_all, d_all, d2_all = [], [], [], []
+    for (_, rows), (counts, gid, d, d2) in zip(routed, results):
+        rows_all.append(np.repeat(rows, counts))
+        ids_all.append(gid)
+        d_all.append(d)
+        d2_all.append(d2)
+    rows = np.concatenate(rows_all) if rows_all else np.empty(0, np.int64)
+    gid = np.concatenate(ids_all) if ids_all else np.empty(0, np.int64)
+    d = np.concatenate(d_all) if d_all else np.empty(0, dtype)
+    d2 = np.concatenate(d2_all) if d2_all else np.empty(0, dtype)
+    order = np.lexsort((gid, d2, rows))
+    counts = np.bincount(rows, minlength=m).astype(np.int64)
+    d = d[order].astype(dtype, copy=False)
+    if exp:
+        d = np.ldexp(d, -exp).astype(dtype, copy=False)
+    return counts, gid[order], d
+
+
+def within(
+    data: Any,
+    queries: Any,
+    r: float,
+    *,
+    device: str = "auto",
+    workers: Optional[int] = None,
+    cells: Optional[int] = None,
+) -> Within:
+    """Every data point within ``r`` (inclusive) of each query, as :class:`Within` rows of
+    Dask arrays; bit for bit ``nearkit.PointIndex(data).within(queries, r)`` (sorted rows)."""
+    x = _as_points(data, "data")
+    q = _as_points(queries, "queries")
+    dtype = _working_dtype(x)
+    radius = _arrays.search_radius(r, "r", dtype)
+    plan = _Cells(x, dtype, "data", cells)
+    P = plan.count
+    qpieces = plan.scatter_queries(q, "queries")
+    exp = plan.splits[2]
+    r_scaled = dask.delayed(lambda e: float(np.ldexp(np.float64(radius), e)) if e else radius, pure=True)(exp)
+    routed = [
+        dask.delayed(_route_within, pure=True, nout=P)([qp[c] for c in range(P)], plan.boxes, r_scaled, dtype)
+        for qp in qpieces
+    ]
+    cell_out = [
+        dask.delayed(_within_cell, pure=True, nout=len(routed))(plan.cells[c], r_scaled, x.shape[0], device, workers, *[rt[c] for rt in routed])
+        for c in range(P)
+    ]
+    outs = []
+    for i, m in enumerate(q.chunks[0]):
+        outs.append(
+            dask.delayed(_within_assemble, pure=True, nout=3)(
+                int(m), exp, dtype, [routed[i][c] for c in range(P)], *[cell_out[c][i] for c in range(P)]
+            )
+        )
+    counts = da.concatenate([da.from_delayed(o[0], shape=(int(m),), dtype=np.int64) for o, m in zip(outs, q.chunks[0])]) if outs else da.zeros(0, np.int64)
+    ids = da.concatenate([da.from_delayed(o[1], shape=(math.nan,), dtype=np.int64) for o in outs]) if outs else da.zeros(0, np.int64)
+    dist = da.concatenate([da.from_delayed(o[2], shape=(math.nan,), dtype=dtype) for o in outs]) if outs else da.zeros(0, dtype)
+    return Within(counts, ids, dist)
+
+
+# ---------------------------------------------------------------------------------------------
+# Meshes: replicated to every worker (one index per process), queries partitioned.
+
+_MESHES: "collections.OrderedDict[str, MeshIndex]" = collections.OrderedDict()
+
+
+def _mesh_index(token: str, vertices, faces, device) -> MeshIndex:
+    with _CACHE_LOCK:
+        ix = _MESHES.get(token)
+    if ix is None:
+        ix = MeshIndex(vertices, faces, device=device)
+        with _CACHE_LOCK:
+            _MESHES[token] = ix
+            while len(_MESHES) > 4:
+                _MESHES.popitem(last=False)
+    return ix
+
+
+def _mesh_block(block, token, vertices, faces, device, workers, max_distance, what):
+    ix = _mesh_index(token, vertices, faces, device)
+    if what == "signed":
+        return ix.signed_distance(block, max_distance=max_distance, workers=_threads(workers))
+    return tuple(ix.closest_point(block, max_distance=max_distance, workers=_threads(workers)))
+
+
+def _mesh_graph(vertices, faces, queries, device, workers, max_distance, what):
+    v, _ = _arrays.points(vertices, "vertices")
+    f = _arrays.faces(faces)
+    token = dask.base.tokenize(v, f, device)
+    vd, fd = dask.delayed(v, name="nearkit-mesh-vertices-" + token), dask.delayed(f, name="nearkit-mesh-faces-" + token)
+    q = _as_points(queries, "queries")
+    blocks = q.to_delayed().ravel()
+    outs = [
+        dask.delayed(_mesh_block, pure=True, nout=4)(b, token, vd, fd, device, workers, max_distance, what) for b in blocks
+    ]
+    return v.dtype, q, outs
+
+
+def closest_point(
+    vertices: Any,
+    faces: Any,
+    queries: Any,
+    *,
+    max_distance: Optional[float] = None,
+    device: str = "auto",
+    workers: Optional[int] = None,
+) -> ClosestPoints:
+    """Each query's closest point on the mesh, as :meth:`nearkit.MeshIndex.closest_point`
+    (bit for bit): a :class:`nearkit.ClosestPoints` of Dask arrays chunked as ``queries``.
+    The mesh goes to each worker once and is indexed once per worker process."""
+    dtype, q, outs = _mesh_graph(vertices, faces, queries, device, workers, max_distance, "closest")
+    parts = [[], [], [], []]
+    for o, m in zip(outs, q.chunks[0]):
+        m = int(m)
+        parts[0].append(da.from_delayed(o[0], shape=(m,), dtype=dtype))
+        parts[1].append(da.from_delayed(o[1], shape=(m, 3), dtype=dtype))
+        parts[2].append(da.from_delayed(o[2], shape=(m,), dtype=np.int64))
+        parts[3].append(da.from_delayed(o[3], shape=(m, 3), dtype=dtype))
+    return ClosestPoints(*[da.concatenate(p) for p in parts])
+
+
+def signed_distance(
+    vertices: Any,
+    faces: Any,
+    queries: Any,
+    *,
+    max_distance: Optional[float] = None,
+    device: str = "auto",
+    workers: Optional[int] = None,
+) -> da.Array:
+    """Each query's signed distance to a closed mesh, as :meth:`nearkit.MeshIndex.signed_distance`:
+    a Dask array chunked as ``queries``."""
+    v, _ = _arrays.points(vertices, "vertices")
+    f = _arrays.faces(faces)
+    token = dask.base.tokenize(v, f, device)
+    vd, fd = dask.delayed(v, name="nearkit-mesh-vertices-" + token), dask.delayed(f, name="nearkit-mesh-faces-" + token)
+    q = _as_points(queries, "queries")
+    arrays = [
+        da.from_delayed(dask.delayed(_mesh_block, pure=True)(b, token, vd, fd, device, workers, max_distance, "signed"), shape=(int(m),), dtype=v.dtype)
+        for b, m in zip(q.to_delayed().ravel(), q.chunks[0])
+    ]
+    return da.concatenate(arrays)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading many files lazily.
+
+
+def _npy_shape(path: str):
+    with open(path, "rb") as fh:
+        version = np.lib.format.read_magic(fh)
+        shape, fortran, dtype = np.lib.format._read_array_header(fh, version)  # noqa: SLF001
+    return shape, dtype
+
+
+def _load_npy(path: str) -> np.ndarray:
+    return np.load(path, mmap_mode="r")[:]
+
+
+def read_points(paths: Any, columns: Sequence[str] = ("x", "y", "z")) -> da.Array:
+    """Many point files as one lazy (n, 3) Dask array, one chunk per file (in the order given,
+    or sorted if a glob pattern): ``.npy`` files of (n, 3) rows, or Parquet files (or a Parquet
+    folder) whose ``columns`` hold x, y and z. Nothing is read until computed."""
+    import glob
+
+    if isinstance(paths, (str, os.PathLike)):
+        p = os.fspath(paths)
+        if os.path.isdir(p) or p.endswith(".parquet") or p.endswith(".pq"):
+            return _read_parquet(p, columns)
+        paths = sorted(glob.glob(p)) if any(ch in p for ch in "*?[") else [p]
+    paths = [os.fspath(p) for p in paths]
+    if not paths:
+        raise FileNotFoundError(f"no files match {paths!r}")
+    if all(p.endswith((".parquet", ".pq")) for p in paths):
+        return _read_parquet(paths, columns)
+    arrays = []
+    for p in paths:
+        if not p.endswith(".npy"):
+            raise ValueError(f"{p}: read_points reads .npy and Parquet files (use nearkit.read_points for one file of another format)")
+        if not os.path.exists(p):
+            raise FileNotFoundError(2, "No such file or directory", p)
+        shape, dtype = _npy_shape(p)
+        if len(shape) != 2 or shape[1] != 3:
+            raise ValueError(f"{p} holds an array of shape {shape}; it must be (n, 3)")
+        arrays.append(da.from_delayed(dask.delayed(_load_npy, pure=True)(p), shape=shape, dtype=dtype))
+    return da.concatenate(arrays, axis=0)
+
+
+def _read_parquet(paths, columns):
+    import dask.dataframe as dd
+
+    df = dd.read_parquet(paths, columns=list(columns))
+    return df[list(columns)].to_dask_array(lengths=True)
