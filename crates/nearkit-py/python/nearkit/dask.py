@@ -389,7 +389,10 @@ def _cell_knn(ix, pts, ids, q, k, bound, n, workers, want_d2):
     if m == 0 or len(pts) == 0:
         d = np.full((m, k), np.inf, pts.dtype if len(pts) else q.dtype)
         return d, np.full((m, k), n, np.int64), (d.copy() if want_d2 else None)
-    d, li = ix.query(q, k=k, distance_upper_bound=math.inf if bound is None else bound, workers=_threads(workers))
+    if k == 1:  # the nearest-neighbour search of closest pairs: the same answer, faster
+        d, li = ix.nearest(q, max_distance=bound, workers=_threads(workers))
+    else:
+        d, li = ix.query(q, k=k, distance_upper_bound=math.inf if bound is None else bound, workers=_threads(workers))
     d, li = d.reshape(m, k), li.reshape(m, k)
     missing = li >= len(pts)
     safe = np.where(missing, 0, li)
@@ -903,10 +906,8 @@ def signed_distance(
 
 
 def _npy_shape(path: str):
-    with open(path, "rb") as fh:
-        version = np.lib.format.read_magic(fh)
-        shape, fortran, dtype = np.lib.format._read_array_header(fh, version)  # noqa: SLF001
-    return shape, dtype
+    m = np.load(path, mmap_mode="r")  # reads the header only
+    return m.shape, m.dtype
 
 
 def _load_npy(path: str) -> np.ndarray:

@@ -346,11 +346,14 @@ pub struct GridOptions {
     pub cells_per_point: f64,
     /// A level of the build with at most this many cells takes its lists from all points.
     pub top_cells: usize,
+    /// Past this many data points per cell (more data than the queries can share cells of),
+    /// a cell's list is longer than a tree search, which is used instead.
+    pub max_points_per_cell: f64,
 }
 
 impl Default for GridOptions {
     fn default() -> Self {
-        Self { queries_per_cell: 64, cells_per_point: 2.0, top_cells: 4096 }
+        Self { queries_per_cell: 64, cells_per_point: 2.0, top_cells: 4096, max_points_per_cell: 16.0 }
     }
 }
 
@@ -422,7 +425,8 @@ pub fn target_cells(n_data: usize, n_queries: usize, opts: &GridOptions) -> usiz
 
 /// Whether the grid pays for itself over one tree search per query.
 pub fn worth_it(n_data: usize, n_queries: usize, k: usize, opts: &GridOptions) -> bool {
-    k <= GRID_MAX_K && n_data >= 64 && target_cells(n_data, n_queries, opts) >= 512
+    let cells = target_cells(n_data, n_queries, opts);
+    k <= GRID_MAX_K && n_data >= 64 && cells >= 512 && n_data as f64 <= cells as f64 * opts.max_points_per_cell
 }
 
 /// Bucket of a point at distance `d` from a centre whose list spans `d_lo..=d_hi`.

@@ -1,0 +1,114 @@
+"""nearkit.dask against a direct nearkit call on the same cores: exact nearest (k = 1) or kNN
+joins of uniform random points, float32 by default.
+
+The direct call builds a PointIndex of the data and queries it with every thread the cluster
+has; the Dask join starts from the same arrays held in the cluster's workers (persisted) and
+leaves its results there (persisted), so both sides count index building and the query, and
+neither counts moving inputs in or results out. Both answers are compared bit for bit.
+
+    .venv/bin/python bench/dask_join.py --data 10000000 --queries 10000000 --k 1 --workers 2
+    .venv/bin/python bench/dask_join.py --scaling 1,2,4 --data 4000000 --queries 4000000
+
+With --scaling, each worker count runs as its own LocalCluster (one thread per worker, cells =
+workers) and the table shows wall time and the sum of task times (the cost): on a machine with
+fewer cores than workers, the wall time says nothing but the cost shows what partitioning adds.
+"""
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=int, default=10_000_000)
+    ap.add_argument("--queries", type=int, default=10_000_000)
+    ap.add_argument("--k", type=int, default=1, help="1: nearest (1-D results); >1: kNN")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (one thread each)")
+    ap.add_argument("--chunk", type=int, default=1_000_000, help="rows per input chunk")
+    ap.add_argument("--cells", type=int, default=None)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--scaling", default=None, help="comma-separated worker counts")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    import dask
+    import dask.array as da
+    from distributed import Client, LocalCluster, wait
+
+    import nearkit
+    import nearkit.dask as nkd
+
+    rng = np.random.default_rng(args.seed)
+    data = rng.random((args.data, 3)).astype(args.dtype)
+    queries = rng.random((args.queries, 3)).astype(args.dtype)
+    print(f"nearkit {nearkit.__version__ if hasattr(nearkit, '__version__') else ''} dask {dask.__version__}; "
+          f"{args.queries:,} queries x {args.data:,} points, k = {args.k}, {args.dtype}, "
+          f"{os.cpu_count()} cores, device {args.device}")
+
+    def direct(threads):
+        best = None
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            index = nearkit.PointIndex(data, device=args.device)
+            if args.k == 1:
+                r = index.nearest(queries, workers=threads)
+            else:
+                r = index.query(queries, k=args.k, workers=threads)
+            t = time.perf_counter() - t
+            best = t if best is None else min(best, t)
+        return best, r
+
+    def on_cluster(workers, cells):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+            X = da.from_array(data, chunks=(args.chunk, 3)).persist()
+            Q = da.from_array(queries, chunks=(args.chunk, 3)).persist()
+            wait([X, Q])
+            best, cost, stats = None, None, None
+            for _ in range(args.repeat):
+                if args.k == 1:
+                    d, i, st = nkd.nearest(Q, X, device=args.device, cells=cells, return_stats=True)
+                else:
+                    d, i, st = nkd.knn(X, Q, k=args.k, device=args.device, cells=cells, return_stats=True)
+                from distributed import get_task_stream
+
+                with get_task_stream() as ts:
+                    t = time.perf_counter()
+                    d, i, st = client.persist([d, i, st])
+                    wait([d, i, st])
+                    t = time.perf_counter() - t
+                c = sum(s["stop"] - s["start"] for task in ts.data for s in task["startstops"] if s["action"] == "compute")
+                if best is None or t < best:
+                    best, cost = t, c
+                stats = st.compute()
+            res = (d.compute(), i.compute())
+            return best, cost, stats, res
+
+    if args.scaling:
+        t1, r1 = direct(1)
+        print(f"direct, 1 thread: {t1:.3f} s")
+        print("| workers | cells | wall (s) | task time (s) | cost / direct 1-thread | rerun queries | exact |")
+        print("|---|---|---|---|---|---|---|")
+        for w in [int(x) for x in args.scaling.split(",")]:
+            t, c, st, res = on_cluster(w, w)
+            ok = all(np.array_equal(a, b) for a, b in zip(res, r1))
+            print(f"| {w} | {w} | {t:.3f} | {c:.3f} | {c / t1:.2f} | {st['rerun_queries']:,} ({100 * st['rerun_queries'] / st['queries']:.2f}%) | {ok} |")
+        return
+
+    td, rd = direct(args.workers)
+    print(f"direct nearkit call, {args.workers} threads: {td:.3f} s (best of {args.repeat})")
+    t, c, st, res = on_cluster(args.workers, args.cells)
+    ok = all(np.array_equal(a, b) for a, b in zip(res, rd))
+    in_bytes = data.nbytes + queries.nbytes
+    print(f"nearkit.dask, LocalCluster of {args.workers} workers x 1 thread: {t:.3f} s (best of {args.repeat}); "
+          f"{t / td:.2f}x the direct call; task time {c:.3f} s; bitwise equal: {ok}")
+    print(f"re-runs: {st['rerun_queries']:,} of {st['queries']:,} queries ({100 * st['rerun_queries'] / st['queries']:.2f}%), "
+          f"{st['rerun_bytes'] / 1e6:.1f} MB moved = {100 * st['rerun_bytes'] / in_bytes:.2f}% of the input ({in_bytes / 1e6:.0f} MB)")
+
+
+if __name__ == "__main__":
+    main()
