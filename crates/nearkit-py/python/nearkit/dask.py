@@ -59,6 +59,8 @@ from ._mesh import ClosestPoints, MeshIndex
 from ._points import Pairs, PointIndex
 
 __all__ = [
+    "BROADCAST_POINTS",
+    "clear_cache",
     "CellPlan",
     "Within",
     "closest_pairs",
@@ -74,6 +76,8 @@ __all__ = [
 # Cells hold at most this many data points unless asked otherwise (about 0.2 GB in float32
 # with its index); fewer, larger cells mean fewer queries near a cell's edge.
 DEFAULT_CELL_POINTS = 16_000_000
+# Up to this many data points, "auto" sends the data to every worker instead of partitioning.
+BROADCAST_POINTS = 16_000_000
 # Points sampled per cell to place the k-d splits; the split only affects speed, never answers.
 SAMPLE_PER_CELL = 4_000
 
@@ -168,17 +172,41 @@ class CellPlan(NamedTuple):
     boxes: np.ndarray
 
 
+def _magnitudes(b: np.ndarray) -> Tuple[float, float]:
+    """(largest |coordinate|, smallest nonzero |coordinate|; inf if none) of finite rows, on
+    the bits: |x| orders as its bits without the sign, and bits - 1 sends 0 to the top."""
+    if b.size == 0:
+        return 0.0, math.inf
+    ui = np.uint32 if b.dtype == np.float32 else np.uint64
+    bits = b.reshape(-1).view(ui) & ui(np.iinfo(ui).max >> 1)
+    hi = bits.max()
+    lo = (bits - ui(1)).min() + ui(1)
+    as_float = lambda v: float(np.array([v], ui).view(b.dtype)[0])  # noqa: E731
+    return as_float(hi), (as_float(lo) if lo != 0 else math.inf)
+
+
+def _box(pts: np.ndarray) -> np.ndarray:
+    """(2, 3) float64: the rows' min and max corner (NaN if none). Reduces 16 rows at a time,
+    which numpy vectorises far better than a reduction over axis 0 of (n, 3)."""
+    if len(pts) == 0:
+        return np.full((2, 3), np.nan)
+    n16 = len(pts) // 16 * 16
+    parts = [pts[n16:]] if n16 < len(pts) else []
+    if n16:
+        wide = pts[:n16].reshape(-1, 48)
+        parts += [wide.min(axis=0).reshape(16, 3), wide.max(axis=0).reshape(16, 3)]
+    allp = np.concatenate(parts)
+    return np.stack([allp.min(axis=0), allp.max(axis=0)]).astype(np.float64)
+
+
 def _chunk_summary(block: np.ndarray, offset: int, name: str, dtype: np.dtype, sample: int, seed: int):
     """A chunk's checks, magnitudes and sample."""
     b = _check_block(block, name, offset, dtype)
-    a = np.abs(b)
-    max_abs = float(a.max()) if a.size else 0.0
-    nz = a[a > 0]
-    min_nz = float(nz.min()) if nz.size else math.inf
+    max_abs, min_nz = _magnitudes(b)
     if sample >= len(b):
         s = b
     else:
-        s = b[np.random.default_rng([seed, offset]).choice(len(b), sample, replace=False)]
+        s = b[np.sort(np.random.default_rng([seed, offset]).choice(len(b), sample, replace=False))]
     return max_abs, min_nz, np.asarray(s, np.float64)
 
 
@@ -208,10 +236,12 @@ def _splits(summaries, depth: int, dtype: np.dtype, name: str):
 
 
 def _cell_of(p: np.ndarray, axes: np.ndarray, values: np.ndarray, depth: int) -> np.ndarray:
-    node = np.zeros(len(p), np.int64)
-    rows = np.arange(len(p))
+    """Each row's cell: down the k-d splits, right where the coordinate is >= the split."""
+    node = np.zeros(len(p), np.intp)
+    flat = np.ascontiguousarray(p).reshape(-1)
+    base = np.arange(0, 3 * len(p), 3)
     for _ in range(depth):
-        right = p[rows, axes[node]] >= values[node]
+        right = flat[base + axes[node]] >= values[node]
         node = 2 * node + 1 + right
     return node - ((1 << depth) - 1)
 
@@ -223,6 +253,8 @@ def _scatter(block, offset, name, dtype, splits, depth: int, cells: int, with_po
     if exp:
         b = np.ldexp(b, exp).astype(dtype, copy=False)
     cell = _cell_of(b, axes, values, depth) if depth else np.zeros(len(b), np.int64)
+    # Small integer keys: numpy's stable sort is then a radix sort.
+    cell = cell.astype(np.uint8 if cells <= 256 else np.uint16 if cells <= 65536 else np.int64)
     order = np.argsort(cell, kind="stable")
     bounds = np.searchsorted(cell[order], np.arange(cells + 1))
     ids = order + offset if with_points_ids else order
@@ -242,10 +274,7 @@ def _cell_size(cell) -> int:
 
 
 def _cell_box(cell) -> np.ndarray:
-    pts, _ = cell
-    if len(pts) == 0:
-        return np.full((2, 3), np.nan)
-    return np.stack([pts.min(axis=0), pts.max(axis=0)]).astype(np.float64)
+    return _box(cell[0])
 
 
 class _Cells:
@@ -263,9 +292,9 @@ class _Cells:
         self.dtype = dtype
         blocks = data.to_delayed().ravel()
         offs = _offsets(data.chunks[0])
-        per = -(-SAMPLE_PER_CELL * self.count // max(n, 1))
+        want = SAMPLE_PER_CELL * self.count
         summaries = [
-            dask.delayed(_chunk_summary, pure=True)(b, o, name, dtype, min(int(c), int(c) * per), seed)
+            dask.delayed(_chunk_summary, pure=True)(b, o, name, dtype, -(-int(c) * want // max(n, 1)), seed)
             for b, o, c in zip(blocks, offs, data.chunks[0])
         ]
         self.splits = dask.delayed(_splits, pure=True)(summaries, self.depth, dtype, name)
@@ -314,22 +343,57 @@ def plan_cells(data: Any, cells: Optional[int] = None) -> CellPlan:
 # Per-process index cache: a cell's index, built by its first pass, is reused by its re-run
 # pass when Dask runs both in the same process (as it does: both depend on the cell's data).
 
-_CACHE: "collections.OrderedDict[Tuple[str, int], Any]" = collections.OrderedDict()
+_CACHE: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
 _CACHE_LOCK = threading.Lock()
-_CACHE_MAX = 16
+_BUILDING: dict = {}
+# Indexes kept per process: at most this many, of at most this many points in all.
+_CACHE_MAX = 8
+_CACHE_MAX_POINTS = 64_000_000
+
+
+def _keep(key, ix) -> None:
+    with _CACHE_LOCK:
+        _CACHE[key] = ix
+        while len(_CACHE) > _CACHE_MAX or (len(_CACHE) > 1 and sum(len(v) for v in _CACHE.values()) > _CACHE_MAX_POINTS):
+            _CACHE.popitem(last=False)
 
 
 def _index(key: str, c: int, pts: np.ndarray, device: str, keep: bool):
+    """A cell's index: the first pass keeps it, the re-run pass takes it back out."""
     with _CACHE_LOCK:
         ix = _CACHE.pop((key, c), None) if not keep else _CACHE.get((key, c))
     if ix is None:
         ix = PointIndex(pts, device=device)
         if keep:
-            with _CACHE_LOCK:
-                _CACHE[(key, c)] = ix
-                while len(_CACHE) > _CACHE_MAX:
-                    _CACHE.popitem(last=False)
+            _keep((key, c), ix)
     return ix
+
+
+def _shared_index(key: str, pts: np.ndarray, device: str):
+    """The broadcast data's index, built once per process however many tasks ask at once."""
+    with _CACHE_LOCK:
+        ix = _CACHE.get(key)
+        if ix is not None:
+            _CACHE.move_to_end(key)
+            return ix
+        lock = _BUILDING.setdefault(key, threading.Lock())
+    with lock:
+        with _CACHE_LOCK:
+            ix = _CACHE.get(key)
+        if ix is None:
+            ix = PointIndex(pts, device=device)
+            _keep(key, ix)
+    with _CACHE_LOCK:
+        _BUILDING.pop(key, None)
+    return ix
+
+
+def clear_cache() -> None:
+    """Drops the indexes this process keeps between tasks (on a cluster:
+    ``client.run(nearkit.dask.clear_cache)``)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _MESHES.clear()
 
 
 def _threads(workers: Optional[int]) -> int:
@@ -507,8 +571,15 @@ def _assemble(m: int, k: int, dtype, exp: int, want_d2: bool, *pieces):
     return d, gid, d2
 
 
-def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype):
+def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, strategy="partition"):
     n = data.shape[0]
+    if _use_broadcast(strategy, n, cells):
+        whole, key = _broadcast_data(data, dtype, device)
+        outs = [
+            dask.delayed(_broadcast_knn, pure=True, nout=3)(whole, key, b, o, k, bound, device, workers, want_d2, dtype)
+            for b, o in zip(queries.to_delayed().ravel(), _offsets(queries.chunks[0]))
+        ]
+        return None, outs, dask.delayed(_broadcast_stats, pure=True)(queries.shape[0], n, np.dtype(dtype).itemsize)
     plan = _Cells(data, dtype, "data", cells)
     qpieces = plan.scatter_queries(queries, "queries")
     P = plan.count
@@ -536,6 +607,54 @@ def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype):
     ]
     stats = dask.delayed(_rerun_stats, pure=True)([h[1:] for h in homes], queries.shape[0], k, np.dtype(dtype).itemsize)
     return plan, outs, stats
+
+
+def _whole(name: str, dtype: np.dtype, offsets: List[int], *blocks) -> np.ndarray:
+    """The data in one array (checked), to be sent to every worker."""
+    parts = [_check_block(b, name, o, dtype) for b, o in zip(blocks, offsets)]
+    return np.concatenate(parts) if parts else np.empty((0, 3), dtype)
+
+
+def _broadcast_knn(data, key, block, offset, k, bound, device, workers, want_d2, dtype):
+    """One query chunk against the whole data's index (built once per process)."""
+    q = _check_block(block, "queries", offset, dtype)
+    n = len(data)
+    ix = _shared_index(key, data, device)  # raises single-machine nearkit's error on no data
+    if len(q) == 0:
+        return np.empty((0, k), dtype), np.empty((0, k), np.int64), (np.empty((0, k), dtype) if want_d2 else None)
+    if k == 1:
+        d, li = ix.nearest(q, max_distance=bound, workers=_threads(workers))
+    else:
+        d, li = ix.query(q, k=k, distance_upper_bound=math.inf if bound is None else bound, workers=_threads(workers))
+    d, li = d.reshape(len(q), k), li.reshape(len(q), k)
+    d2 = None
+    if want_d2:
+        missing = li >= n
+        # In the index's frame (scaled as it scales), where squared distances are exact.
+        exp = _scale_exponent(dtype, *_magnitudes(data), "data")
+        qs, ps = (np.ldexp(q, exp).astype(dtype), np.ldexp(data, exp).astype(dtype)) if exp else (q, data)
+        d2 = _d2(qs, ps[np.where(missing, 0, li)])
+        d2[missing] = np.inf
+    return d, li.astype(np.int64, copy=False), d2
+
+
+def _broadcast_stats(nq, n, itemsize):
+    return {"queries": nq, "rerun_queries": 0, "rerun_bytes": 0, "strategy": "broadcast", "broadcast_bytes": n * 3 * itemsize}
+
+
+def _broadcast_data(data: da.Array, dtype: np.dtype, device: str):
+    blocks = data.to_delayed().ravel()
+    whole = dask.delayed(_whole, pure=True)("data", dtype, _offsets(data.chunks[0]), *blocks)
+    key = "nearkit-broadcast-" + dask.base.tokenize(data.name, str(dtype), device)
+    return whole, key
+
+
+def _use_broadcast(strategy: str, n: int, cells: Optional[int]) -> bool:
+    if strategy not in ("auto", "broadcast", "partition"):
+        raise ValueError(f"unknown strategy {strategy!r}: use 'auto', 'broadcast' or 'partition'")
+    if strategy == "auto":
+        return cells is None and n <= BROADCAST_POINTS
+    return strategy == "broadcast"
 
 
 def _rerun_stats(sends, nq, k, itemsize):
@@ -569,6 +688,7 @@ def knn(
     device: str = "auto",
     workers: Optional[int] = None,
     cells: Optional[int] = None,
+    strategy: str = "auto",
     return_stats: bool = False,
 ) -> Tuple[da.Array, ...]:
     """Each query's k nearest data points, exact: ``(d, i)``, Dask arrays of shape (m, k)
@@ -589,17 +709,23 @@ def knn(
     cells : int, optional
         Cells to cut space into (rounded up to a power of two); default: the cluster's
         threads, or more so that no cell holds over 16M points.
+    strategy : str
+        ``"partition"``: cut space into cells, move the data into them and each query to its
+        cell (any size of data). ``"broadcast"``: send the whole data to every worker, which
+        indexes it once and answers its own query chunks in place (no shuffle; the data must
+        fit in a worker). ``"auto"`` (default): broadcast up to ``BROADCAST_POINTS`` data
+        points unless ``cells`` is given.
     return_stats : bool
-        Also return a ``dask.delayed`` dict of what the re-runs moved (``queries``,
-        ``rerun_queries``, ``rerun_bytes``); compute it with the arrays:
-        ``dask.compute(d, i, stats)``.
+        Also return a ``dask.delayed`` dict of what moved: ``queries``, ``rerun_queries``
+        and ``rerun_bytes`` (partition), ``broadcast_bytes`` (broadcast, per worker);
+        compute it with the arrays: ``dask.compute(d, i, stats)``.
     """
     k = _int_at_least(k, 1, "k")
     x = _as_points(data, "data")
     q = _as_points(queries, "queries")
     dtype = _working_dtype(x)
     bound = _arrays.radius(distance_upper_bound, "distance_upper_bound")
-    _, outs, stats = _knn_graph(x, q, k, bound, device, workers, cells, False, dtype)
+    _, outs, stats = _knn_graph(x, q, k, bound, device, workers, cells, False, dtype, strategy)
     d = _stack(outs, q.chunks[0], k, dtype, 0, False)
     i = _stack(outs, q.chunks[0], k, dtype, 1, False)
     return (d, i, stats) if return_stats else (d, i)
@@ -619,18 +745,19 @@ def nearest(
     device: str = "auto",
     workers: Optional[int] = None,
     cells: Optional[int] = None,
+    strategy: str = "auto",
     return_stats: bool = False,
 ) -> Tuple[da.Array, ...]:
     """Each point of ``a``'s nearest point of ``b``: ``(d, i)``, 1-D Dask arrays chunked as
     ``a`` (``inf`` and ``len(b)`` where none lies within ``max_distance``). Computed in
     float64 if either set is float64 (as :func:`nearkit.closest_pairs`); equal, bit for bit,
     to ``nearkit.PointIndex(b).nearest(a)`` in that precision. ``device``, ``workers``,
-    ``cells`` and ``return_stats`` are as for :func:`knn`."""
+    ``cells``, ``strategy`` and ``return_stats`` are as for :func:`knn`."""
     x = _as_points(b, "b")
     q = _as_points(a, "a")
     dtype = _working_dtype(x, q)
     bound = _arrays.radius(max_distance, "max_distance")
-    _, outs, stats = _knn_graph(x, q, 1, bound, device, workers, cells, False, dtype)
+    _, outs, stats = _knn_graph(x, q, 1, bound, device, workers, cells, False, dtype, strategy)
     d = _stack(outs, q.chunks[0], 1, dtype, 0, True)
     i = _stack(outs, q.chunks[0], 1, dtype, 1, True)
     return (d, i, stats) if return_stats else (d, i)
@@ -678,12 +805,14 @@ def closest_pairs(
     device: str = "auto",
     workers: Optional[int] = None,
     cells: Optional[int] = None,
+    strategy: str = "auto",
     split_every: int = 8,
 ) -> Pairs:
     """The k closest pairs of ``a`` and ``b``, as :func:`nearkit.closest_pairs`, bit for bit:
     a :class:`nearkit.Pairs` of Dask arrays (``a``, ``b`` rows and ``distance``), ascending
     (ties: smaller a, then smaller b). ``mode="nearest-per-a"`` pairs each a with its nearest
-    b; ``"all-pairs"`` takes the k closest pairs overall."""
+    b; ``"all-pairs"`` takes the k closest pairs overall. ``device``, ``workers``, ``cells``
+    and ``strategy`` are as for :func:`knn`."""
     k = _int_at_least(k, 1, "k")
     if mode not in ("nearest-per-a", "all-pairs"):
         raise ValueError(f"unknown pair mode {mode!r}: use 'nearest-per-a' or 'all-pairs'")
@@ -694,7 +823,7 @@ def closest_pairs(
     dtype = _working_dtype(x, q)
     bound = _arrays.radius(max_distance, "max_distance")
     per = 1 if mode == "nearest-per-a" else min(k, x.shape[0])
-    _, outs, stats = _knn_graph(x, q, per, bound, device, workers, cells, True, dtype)
+    _, outs, _ = _knn_graph(x, q, per, bound, device, workers, cells, True, dtype, strategy)
     level = [dask.delayed(_chunk_pairs, pure=True)(o, off, k, bound) for o, off in zip(outs, _offsets(q.chunks[0]))]
     while len(level) > 1:
         level = [dask.delayed(_reduce_pairs, pure=True)(k, *level[j : j + split_every]) for j in range(0, len(level), split_every)]
@@ -784,13 +913,22 @@ def within(
     device: str = "auto",
     workers: Optional[int] = None,
     cells: Optional[int] = None,
+    strategy: str = "auto",
 ) -> Within:
     """Every data point within ``r`` (inclusive) of each query, as :class:`Within` rows of
-    Dask arrays; bit for bit ``nearkit.PointIndex(data).within(queries, r)`` (sorted rows)."""
+    Dask arrays; bit for bit ``nearkit.PointIndex(data).within(queries, r)`` (sorted rows).
+    ``device``, ``workers``, ``cells`` and ``strategy`` are as for :func:`knn`."""
     x = _as_points(data, "data")
     q = _as_points(queries, "queries")
     dtype = _working_dtype(x)
     radius = _arrays.search_radius(r, "r", dtype)
+    if _use_broadcast(strategy, x.shape[0], cells):
+        whole, key = _broadcast_data(x, dtype, device)
+        outs = [
+            dask.delayed(_broadcast_within, pure=True, nout=3)(whole, key, b, o, radius, device, workers, dtype)
+            for b, o in zip(q.to_delayed().ravel(), _offsets(q.chunks[0]))
+        ]
+        return _within_arrays(outs, q, dtype)
     plan = _Cells(x, dtype, "data", cells)
     P = plan.count
     qpieces = plan.scatter_queries(q, "queries")
@@ -811,6 +949,19 @@ def within(
                 int(m), exp, dtype, [routed[i][c] for c in range(P)], *[cell_out[c][i] for c in range(P)]
             )
         )
+    return _within_arrays(outs, q, dtype)
+
+
+def _broadcast_within(data, key, block, offset, r, device, workers, dtype):
+    q = _check_block(block, "queries", offset, dtype)
+    ix = _shared_index(key, data, device)
+    if len(q) == 0:
+        return np.zeros(0, np.int64), np.empty(0, np.int64), np.empty(0, dtype)
+    w = ix.within(q, r, workers=_threads(workers))
+    return np.diff(w.offsets), w.ids, w.distances
+
+
+def _within_arrays(outs, q, dtype) -> Within:
     counts = da.concatenate([da.from_delayed(o[0], shape=(int(m),), dtype=np.int64) for o, m in zip(outs, q.chunks[0])]) if outs else da.zeros(0, np.int64)
     ids = da.concatenate([da.from_delayed(o[1], shape=(math.nan,), dtype=np.int64) for o in outs]) if outs else da.zeros(0, np.int64)
     dist = da.concatenate([da.from_delayed(o[2], shape=(math.nan,), dtype=dtype) for o in outs]) if outs else da.zeros(0, dtype)
