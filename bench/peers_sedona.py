@@ -203,8 +203,9 @@ def main():
     ap.add_argument("--dims", type=int, default=2, choices=[2, 3])
     ap.add_argument("--cores", type=int, default=2, help="local[C] Spark master")
     ap.add_argument("--partitions", type=int, default=None,
-                    help="input partitions of each side (default max(4*C, ceil(M/500k))); the "
-                         "data side's count is the number of spatial partitions Sedona uses")
+                    help="input partitions of each side (default max(4*C, ceil(M/500k))); "
+                         "Sedona asks its quadtree for as many spatial partitions as the data "
+                         "side has (it may make fewer: 4 leaves for 8 at 1M uniform points)")
     ap.add_argument("--driver-memory", default="16g",
                     help="JVM heap of the local-mode driver (= the only executor)")
     ap.add_argument("--sink", default="noop", choices=["noop", "count", "parquet"])

@@ -4,7 +4,7 @@ partitions, cells with no data, extreme magnitudes, DataFrame and file inputs, b
 
 import numpy as np
 import pytest
-from conftest import DISTRIBUTIONS, brute_knn, make_points
+from conftest import DISTRIBUTIONS, brute_knn, gpu_available, make_points
 
 pytest.importorskip("dask")
 pytest.importorskip("distributed")
@@ -170,6 +170,7 @@ def test_mesh_queries(client):
 
 def test_dataframe_and_files(client, tmp_path):
     pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
     dd = pytest.importorskip("dask.dataframe")
     rng = np.random.default_rng(19)
     data = rng.random((3000, 3))
@@ -259,3 +260,18 @@ def test_broadcast_strategy(client, dtype):
     with pytest.raises(ValueError, match="strategy"):
         nkd.knn(X, Q, k=2, strategy="everywhere")
     client.run(nkd.clear_cache)
+
+
+@pytest.mark.skipif(not gpu_available(), reason="no usable CUDA GPU")
+@pytest.mark.parametrize("strategy", ["broadcast", "partition"])
+def test_gpu_workers_match_the_cpu(client, strategy):
+    rng = np.random.default_rng(24)
+    data = make_points("surface", 50_000, rng, np.float32)
+    queries = make_points("uniform", 40_000, rng, np.float32)
+    X, Q = chunked(data, [25_000] * 2), chunked(queries, [10_000] * 4)
+    d, i = dask.compute(*nkd.knn(X, Q, k=8, device="cuda", strategy=strategy))
+    d1, i1 = nearkit.PointIndex(data, device="cpu").query(queries, k=list(range(1, 9)))
+    assert same(d, d1) and same(i, i1)
+    counts, ids, dist = dask.compute(*nkd.within(X, Q, 0.3, device="cuda", strategy=strategy))
+    w1 = nearkit.PointIndex(data, device="cpu").within(queries, 0.3)
+    assert same(counts, w1.counts()) and same(ids, w1.ids) and same(dist, w1.distances)

@@ -422,10 +422,11 @@ def _d2(q: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def _box_distance(q: np.ndarray, box: np.ndarray) -> np.ndarray:
-    """Distance (float64, overflow-safe) from each query to a box."""
-    qq = q.astype(np.float64, copy=False)
-    g = np.maximum(np.maximum(box[0] - qq, qq - box[1]), 0.0)
-    return np.hypot(np.hypot(g[:, 0], g[:, 1]), g[:, 2])
+    """Distance from each query to a box, in the queries' precision, without squares (no
+    overflow); rounding is covered by `_reaches`' margin."""
+    t = q.dtype.type
+    g = [np.maximum(np.maximum(t(box[0, a]) - q[:, a], q[:, a] - t(box[1, a])), t(0)) for a in range(3)]
+    return np.hypot(np.hypot(g[0], g[1]), g[2])
 
 
 def _reaches(q: np.ndarray, box: np.ndarray, limit: np.ndarray, dtype: np.dtype) -> np.ndarray:
@@ -434,7 +435,7 @@ def _reaches(q: np.ndarray, box: np.ndarray, limit: np.ndarray, dtype: np.dtype)
     if np.isnan(box).any():
         return np.zeros(len(q), bool)
     eps = float(np.finfo(dtype).eps)
-    return _box_distance(q, box) * (1 - 16 * eps) <= limit
+    return _box_distance(q, box).astype(np.float64) * (1 - 16 * eps) <= limit
 
 
 def _concat_queries(pieces):
@@ -458,13 +459,13 @@ def _cell_knn(ix, pts, ids, q, k, bound, n, workers, want_d2):
     else:
         d, li = ix.query(q, k=k, distance_upper_bound=math.inf if bound is None else bound, workers=_threads(workers))
     d, li = d.reshape(m, k), li.reshape(m, k)
-    missing = li >= len(pts)
-    safe = np.where(missing, 0, li)
-    gid = np.where(missing, n, ids[safe])
     d2 = None
     if want_d2:
-        d2 = _d2(q, pts[safe])
+        missing = li >= len(pts)
+        d2 = _d2(q, pts[np.where(missing, 0, li)])
         d2[missing] = np.inf
+    # Cell rows to global rows, in place (a missing neighbour, row len(pts), becomes n).
+    gid = np.take(np.append(ids, n), li, out=li, mode="clip")
     return d, gid, d2
 
 
@@ -522,28 +523,29 @@ def _knn_rerun(cell, c, key, k, bound, n, device, workers, *pieces):
 
 
 def _knn_merge(home, sends, *back):
-    """The home result with the re-runs' candidates merged in (ascending (d2, id)), split by
-    the query chunk each query came from."""
+    """The home result with the re-runs' candidates merged in (ascending (d2, id)); only the
+    re-run queries' rows are touched."""
     d, gid, d2, src, rows = home
     k = d.shape[1] if d.ndim == 2 else 0
     parts = [(sel, r) for (_, sel), r in zip(sends, back) if len(sel)]
     if parts:
-        qi = np.concatenate([np.repeat(np.arange(len(d)), k)] + [np.repeat(sel, k) for sel, _ in parts])
-        cd = np.concatenate([d.ravel()] + [r[0].ravel() for _, r in parts])
-        cg = np.concatenate([gid.ravel()] + [r[1].ravel() for _, r in parts])
-        c2 = np.concatenate([d2.ravel()] + [r[2].ravel() for _, r in parts])
         touched = np.unique(np.concatenate([sel for sel, _ in parts]))
-        keep = np.isin(qi, touched)
-        qi, cd, cg, c2 = qi[keep], cd[keep], cg[keep], c2[keep]
+        # Candidates of each touched query: its home row, then each re-run's row.
+        at = [np.repeat(np.arange(len(touched)), k)] + [np.repeat(np.searchsorted(touched, sel), k) for sel, _ in parts]
+        qi = np.concatenate(at)
+        cd = np.concatenate([d[touched].ravel()] + [r[0].ravel() for _, r in parts])
+        cg = np.concatenate([gid[touched].ravel()] + [r[1].ravel() for _, r in parts])
+        c2 = np.concatenate([d2[touched].ravel()] + [r[2].ravel() for _, r in parts])
         order = np.lexsort((cg, c2, qi))
         qi, cd, cg, c2 = qi[order], cd[order], cg[order], c2[order]
-        start = np.searchsorted(qi, qi, side="left")
-        rank = np.arange(len(qi)) - start
+        rank = np.arange(len(qi)) - np.searchsorted(qi, qi, side="left")
         top = rank < k
-        d, gid, d2 = d.copy(), gid.copy(), d2.copy()
-        d[qi[top], rank[top]] = cd[top]
-        gid[qi[top], rank[top]] = cg[top]
-        d2[qi[top], rank[top]] = c2[top]
+        d, gid = d.copy(), gid.copy()
+        d2 = d2.copy()
+        rows_at = touched[qi[top]]
+        d[rows_at, rank[top]] = cd[top]
+        gid[rows_at, rank[top]] = cg[top]
+        d2[rows_at, rank[top]] = c2[top]
     return d, gid, d2, src, rows
 
 
