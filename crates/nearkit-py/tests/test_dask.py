@@ -223,10 +223,12 @@ def test_bad_input(client):
         nkd.closest_pairs(data, data, mode="every")
     bad = data.copy()
     bad[37, 1] = np.nan
-    with pytest.raises(ValueError, match="data row 37 is not finite"):
-        dask.compute(*nkd.knn(chunked(bad, [30, 70]), data, k=2))
-    with pytest.raises(ValueError, match="queries row 5 is not finite"):
-        dask.compute(*nkd.knn(data, bad[32:], k=2))
+    for strategy in ["broadcast", "partition"]:
+        # The global row, in either plan; the same words as single-machine nearkit.
+        with pytest.raises(ValueError, match="point set data, point 37: coordinate y is NaN"):
+            dask.compute(*nkd.knn(chunked(bad, [30, 70]), data, k=2, strategy=strategy))
+        with pytest.raises(ValueError, match="point set queries, point 5: coordinate y is NaN"):
+            dask.compute(*nkd.knn(data, chunked(bad[32:], [3, 65]), k=2, strategy=strategy))
     with pytest.raises(ValueError, match="r must be"):
         nkd.within(data, data, -1.0)
     with pytest.raises(FileNotFoundError):

@@ -123,10 +123,15 @@ def _offsets(chunks: Sequence[int]) -> List[int]:
 
 
 def _check_block(block: np.ndarray, name: str, offset: int, dtype: np.dtype) -> np.ndarray:
+    """The block in the working precision; a ValueError worded as nearkit's own, with the
+    global row, if a coordinate is not finite."""
     b = _arrays.float_array(block, name, dtype)
     if b.size and not np.isfinite(b).all():
-        row = int(np.flatnonzero(~np.isfinite(b).all(axis=1))[0])
-        raise ValueError(f"{name} row {offset + row} is not finite ({b[row].tolist()}): every coordinate must be a number")
+        row, axis = (int(v[0]) for v in np.nonzero(~np.isfinite(b)))
+        what = "NaN" if np.isnan(b[row, axis]) else ("inf" if b[row, axis] > 0 else "-inf")
+        raise ValueError(
+            f"point set {name}, point {offset + row}: coordinate {'xyz'[axis]} is {what} (coordinates must be finite numbers)"
+        )
     return b
 
 
@@ -282,12 +287,8 @@ class _Cells:
 
     def __init__(self, data: da.Array, dtype: np.dtype, name: str, cells: Optional[int], seed: int = 0):
         n = data.shape[0]
-        if cells is None:
-            cells = max(_default_parallelism(), -(-n // DEFAULT_CELL_POINTS))
-        if not isinstance(cells, (int, np.integer)) or isinstance(cells, bool) or cells < 1:
-            raise ValueError(f"cells must be a positive int, got {cells!r}")
-        self.depth = max(0, int(cells - 1).bit_length())
-        self.count = 1 << self.depth
+        self.count = _cell_count(n, cells)
+        self.depth = self.count.bit_length() - 1
         self.n = n
         self.dtype = dtype
         blocks = data.to_delayed().ravel()
@@ -396,11 +397,14 @@ def clear_cache() -> None:
         _MESHES.clear()
 
 
-def _threads(workers: Optional[int]) -> int:
-    """Threads for one nearkit call in a task: as asked, else the Dask worker's own thread
-    count (so that worker processes sharing a machine do not oversubscribe it), else all."""
+def _threads(workers: Optional[int], device: str = "cpu") -> int:
+    """Threads for one nearkit call in a task: as asked; else, on the CPU, the Dask worker's
+    own thread count (so that worker processes sharing a machine do not oversubscribe it);
+    else (a GPU's host-side work, or no worker) every core."""
     if workers is not None:
         return workers
+    if device != "cpu":
+        return -1
     try:
         from distributed import get_worker
 
@@ -448,16 +452,16 @@ def _concat_queries(pieces):
     return np.concatenate(pts), np.concatenate(src), np.concatenate(rows)
 
 
-def _cell_knn(ix, pts, ids, q, k, bound, n, workers, want_d2):
+def _cell_knn(ix, pts, ids, q, k, bound, n, workers, want_d2, device="cpu"):
     """(d, global ids, d2 or None) of each query's k nearest in one cell; (inf, n) missing."""
     m = len(q)
     if m == 0 or len(pts) == 0:
         d = np.full((m, k), np.inf, pts.dtype if len(pts) else q.dtype)
         return d, np.full((m, k), n, np.int64), (d.copy() if want_d2 else None)
     if k == 1:  # the nearest-neighbour search of closest pairs: the same answer, faster
-        d, li = ix.nearest(q, max_distance=bound, workers=_threads(workers))
+        d, li = ix.nearest(q, max_distance=bound, workers=_threads(workers, device))
     else:
-        d, li = ix.query(q, k=k, distance_upper_bound=math.inf if bound is None else bound, workers=_threads(workers))
+        d, li = ix.query(q, k=k, distance_upper_bound=math.inf if bound is None else bound, workers=_threads(workers, device))
     d, li = d.reshape(m, k), li.reshape(m, k)
     d2 = None
     if want_d2:
@@ -476,7 +480,7 @@ def _knn_home(cell, boxes, c, key, k, bound, n, device, workers, want_d2, *qpiec
     q, src, rows = _concat_queries(qpieces)
     q = q.astype(pts.dtype if len(pts) else q.dtype, copy=False)
     ix = _index(key, c, pts, device, keep=True) if len(pts) and len(q) else None
-    d, gid, _ = _cell_knn(ix, pts, ids, q, k, bound, n, workers, False)
+    d, gid, _ = _cell_knn(ix, pts, ids, q, k, bound, n, workers, False, device)
     limit = d[:, -1].astype(np.float64) if k else np.full(len(q), np.inf)
     if bound is not None:
         limit = np.minimum(limit, bound)
@@ -514,7 +518,7 @@ def _knn_rerun(cell, c, key, k, bound, n, device, workers, *pieces):
         with _CACHE_LOCK:
             _CACHE.pop((key, c), None)
     q = q.astype(pts.dtype if len(pts) else q.dtype, copy=False)
-    d, gid, d2 = _cell_knn(ix, pts, ids, q, k, bound, n, workers, True)
+    d, gid, d2 = _cell_knn(ix, pts, ids, q, k, bound, n, workers, True, device)
     out, s = [], 0
     for p, _ in pieces:
         out.append((d[s : s + len(p)], gid[s : s + len(p)], d2[s : s + len(p)]))
@@ -611,23 +615,37 @@ def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, 
     return plan, outs, stats
 
 
-def _whole(name: str, dtype: np.dtype, offsets: List[int], *blocks) -> np.ndarray:
-    """The data in one array (checked), to be sent to every worker."""
-    parts = [_check_block(b, name, o, dtype) for b, o in zip(blocks, offsets)]
+def _whole(dtype: np.dtype, *blocks) -> np.ndarray:
+    """The data in one array, to be sent to every worker. Not checked here: its rows are the
+    global rows, so the index's own error names the right one."""
+    parts = [_arrays.float_array(b, "data", dtype) for b in blocks]
+    if len(parts) == 1:
+        return parts[0]
     return np.concatenate(parts) if parts else np.empty((0, 3), dtype)
+
+
+def _checked(call, block, name, offset, dtype):
+    """call(), or on a ValueError the check that names the global row, if that is the cause."""
+    try:
+        return call()
+    except ValueError:
+        _check_block(block, name, offset, dtype)
+        raise
 
 
 def _broadcast_knn(data, key, block, offset, k, bound, device, workers, want_d2, dtype):
     """One query chunk against the whole data's index (built once per process)."""
-    q = _check_block(block, "queries", offset, dtype)
+    q = _arrays.float_array(block, "queries", dtype)
     n = len(data)
     ix = _shared_index(key, data, device)  # raises single-machine nearkit's error on no data
     if len(q) == 0:
         return np.empty((0, k), dtype), np.empty((0, k), np.int64), (np.empty((0, k), dtype) if want_d2 else None)
+    w = _threads(workers, device)
     if k == 1:
-        d, li = ix.nearest(q, max_distance=bound, workers=_threads(workers))
+        d, li = _checked(lambda: ix.nearest(q, max_distance=bound, workers=w), block, "queries", offset, dtype)
     else:
-        d, li = ix.query(q, k=k, distance_upper_bound=math.inf if bound is None else bound, workers=_threads(workers))
+        r = math.inf if bound is None else bound
+        d, li = _checked(lambda: ix.query(q, k=k, distance_upper_bound=r, workers=w), block, "queries", offset, dtype)
     d, li = d.reshape(len(q), k), li.reshape(len(q), k)
     d2 = None
     if want_d2:
@@ -646,7 +664,7 @@ def _broadcast_stats(nq, n, itemsize):
 
 def _broadcast_data(data: da.Array, dtype: np.dtype, device: str):
     blocks = data.to_delayed().ravel()
-    whole = dask.delayed(_whole, pure=True)("data", dtype, _offsets(data.chunks[0]), *blocks)
+    whole = dask.delayed(_whole, pure=True)(dtype, *blocks)
     key = "nearkit-broadcast-" + dask.base.tokenize(data.name, str(dtype), device)
     return whole, key
 
@@ -656,7 +674,17 @@ def _use_broadcast(strategy: str, n: int, cells: Optional[int]) -> bool:
         raise ValueError(f"unknown strategy {strategy!r}: use 'auto', 'broadcast' or 'partition'")
     if strategy == "auto":
         return cells is None and n <= BROADCAST_POINTS
+    if strategy == "partition" and _cell_count(n, cells) == 1:
+        return True  # one cell holds everything: the broadcast plan, with nothing to cut
     return strategy == "broadcast"
+
+
+def _cell_count(n: int, cells: Optional[int]) -> int:
+    if cells is None:
+        cells = max(_default_parallelism(), -(-n // DEFAULT_CELL_POINTS))
+    if not isinstance(cells, (int, np.integer)) or isinstance(cells, bool) or cells < 1:
+        raise ValueError(f"cells must be a positive int, got {cells!r}")
+    return 1 << max(0, int(cells - 1).bit_length())
 
 
 def _rerun_stats(sends, nq, k, itemsize):
@@ -874,7 +902,7 @@ def _within_cell(cell, r, n, device, workers, *pieces):
         return tuple((np.zeros(len(p), np.int64), np.empty(0, np.int64), np.empty(0, pts.dtype), np.empty(0, pts.dtype)) for p, _ in pieces)
     q = q.astype(pts.dtype, copy=False)
     ix = PointIndex(pts, device=device)
-    w = ix.within(q, r, sort=True, workers=_threads(workers))
+    w = ix.within(q, r, sort=True, workers=_threads(workers, device))
     counts = np.diff(w.offsets)
     rowq = np.repeat(np.arange(len(q)), counts)
     d2 = _d2(q[rowq], pts[w.ids][:, None, :])[:, 0] if len(w.ids) else np.empty(0, pts.dtype)
@@ -955,11 +983,11 @@ def within(
 
 
 def _broadcast_within(data, key, block, offset, r, device, workers, dtype):
-    q = _check_block(block, "queries", offset, dtype)
+    q = _arrays.float_array(block, "queries", dtype)
     ix = _shared_index(key, data, device)
     if len(q) == 0:
         return np.zeros(0, np.int64), np.empty(0, np.int64), np.empty(0, dtype)
-    w = ix.within(q, r, workers=_threads(workers))
+    w = _checked(lambda: ix.within(q, r, workers=_threads(workers, device)), block, "queries", offset, dtype)
     return np.diff(w.offsets), w.ids, w.distances
 
 
@@ -991,8 +1019,8 @@ def _mesh_index(token: str, vertices, faces, device) -> MeshIndex:
 def _mesh_block(block, token, vertices, faces, device, workers, max_distance, what):
     ix = _mesh_index(token, vertices, faces, device)
     if what == "signed":
-        return ix.signed_distance(block, max_distance=max_distance, workers=_threads(workers))
-    return tuple(ix.closest_point(block, max_distance=max_distance, workers=_threads(workers)))
+        return ix.signed_distance(block, max_distance=max_distance, workers=_threads(workers, device))
+    return tuple(ix.closest_point(block, max_distance=max_distance, workers=_threads(workers, device)))
 
 
 def _mesh_graph(vertices, faces, queries, device, workers, max_distance, what):
