@@ -43,7 +43,6 @@ import collections
 import math
 import os
 import threading
-import uuid
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -305,7 +304,6 @@ class _Cells:
         ]
         self.cells = [dask.delayed(_gather_cell, pure=True)(*[p[c] for p in pieces]) for c in range(self.count)]
         self.boxes = [dask.delayed(_cell_box, pure=True)(cell) for cell in self.cells]
-        self.key = uuid.uuid4().hex
 
     def scatter_queries(self, queries: da.Array, name: str):
         """Per query chunk: its rows cut by cell (rows within the chunk)."""
@@ -341,8 +339,8 @@ def plan_cells(data: Any, cells: Optional[int] = None) -> CellPlan:
 
 
 # ---------------------------------------------------------------------------------------------
-# Per-process index cache: a cell's index, built by its first pass, is reused by its re-run
-# pass when Dask runs both in the same process (as it does: both depend on the cell's data).
+# Per-process index cache: the broadcast data's index, built once per worker process and kept
+# for the tasks after it (and for later calls on the same data).
 
 _CACHE: "collections.OrderedDict[Any, Any]" = collections.OrderedDict()
 _CACHE_LOCK = threading.Lock()
@@ -357,17 +355,6 @@ def _keep(key, ix) -> None:
         _CACHE[key] = ix
         while len(_CACHE) > _CACHE_MAX or (len(_CACHE) > 1 and sum(len(v) for v in _CACHE.values()) > _CACHE_MAX_POINTS):
             _CACHE.popitem(last=False)
-
-
-def _index(key: str, c: int, pts: np.ndarray, device: str, keep: bool):
-    """A cell's index: the first pass keeps it, the re-run pass takes it back out."""
-    with _CACHE_LOCK:
-        ix = _CACHE.pop((key, c), None) if not keep else _CACHE.get((key, c))
-    if ix is None:
-        ix = PointIndex(pts, device=device)
-        if keep:
-            _keep((key, c), ix)
-    return ix
 
 
 def _shared_index(key: str, pts: np.ndarray, device: str):
@@ -473,13 +460,13 @@ def _cell_knn(ix, pts, ids, q, k, bound, n, workers, want_d2, device="cpu"):
     return d, gid, d2
 
 
-def _knn_home(cell, boxes, c, key, k, bound, n, device, workers, want_d2, *qpieces):
+def _knn_home(cell, boxes, c, k, bound, n, device, workers, want_d2, *qpieces):
     """The first pass of cell c: its queries against its points, and which queries must be
     re-run in which other cells. Returns (home result, *per-cell re-run queries)."""
     pts, ids = cell
     q, src, rows = _concat_queries(qpieces)
     q = q.astype(pts.dtype if len(pts) else q.dtype, copy=False)
-    ix = _index(key, c, pts, device, keep=True) if len(pts) and len(q) else None
+    ix = PointIndex(pts, device=device) if len(pts) and len(q) else None
     d, gid, _ = _cell_knn(ix, pts, ids, q, k, bound, n, workers, False, device)
     limit = d[:, -1].astype(np.float64) if k else np.full(len(q), np.inf)
     if bound is not None:
@@ -488,11 +475,11 @@ def _knn_home(cell, boxes, c, key, k, bound, n, device, workers, want_d2, *qpiec
     rerun = np.zeros(len(q), bool)
     for c2, box in enumerate(boxes):
         if c2 == c:
-            sends.append((q[:0], np.empty(0, np.int64)))
+            sends.append((q[:0], np.empty(0, np.int64), np.empty(0)))
             continue
         sel = np.flatnonzero(_reaches(q, box, limit, q.dtype))
         rerun[sel] = True
-        sends.append((q[sel], sel))
+        sends.append((q[sel], sel, limit[sel]))
     d2 = None
     if want_d2 or rerun.any():
         # Squared distances break ties of equal distance in the merge (and rank closest pairs).
@@ -507,22 +494,26 @@ def _knn_home(cell, boxes, c, key, k, bound, n, device, workers, want_d2, *qpiec
     return (home,) + tuple(sends)
 
 
-def _knn_rerun(cell, c, key, k, bound, n, device, workers, *pieces):
-    """Re-runs in cell c of queries from other cells: per source cell, (d, ids, d2)."""
+def _knn_rerun(cell, k, bound, n, device, workers, *pieces):
+    """Re-runs in one cell of queries from other cells: per source cell, (d, ids, d2). Each
+    source's queries search only the cell's points inside the box their bounds reach (a slab
+    along the shared boundary, usually), indexed for the purpose: no cell's whole index is
+    kept or rebuilt, and the k nearest of that subset include every point of the cell within
+    a query's bound, which are all the merge can take."""
     pts, ids = cell
-    q = np.concatenate([p for p, _ in pieces]) if pieces else np.empty((0, 3))
-    ix = None
-    if len(q) and len(pts):
-        ix = _index(key, c, pts, device, keep=False)
-    else:
-        with _CACHE_LOCK:
-            _CACHE.pop((key, c), None)
-    q = q.astype(pts.dtype if len(pts) else q.dtype, copy=False)
-    d, gid, d2 = _cell_knn(ix, pts, ids, q, k, bound, n, workers, True, device)
-    out, s = [], 0
-    for p, _ in pieces:
-        out.append((d[s : s + len(p)], gid[s : s + len(p)], d2[s : s + len(p)]))
-        s += len(p)
+    out = []
+    for q, _, limit in pieces:
+        q = q.astype(pts.dtype if len(pts) else q.dtype, copy=False)
+        sub, sub_ids = pts[:0], ids[:0]
+        if len(q) and len(pts):
+            eps = float(np.finfo(pts.dtype).eps)
+            reach = limit * (1 + 16 * eps) + float(np.finfo(pts.dtype).tiny)
+            lo = (q.astype(np.float64) - reach[:, None]).min(axis=0)
+            hi = (q.astype(np.float64) + reach[:, None]).max(axis=0)
+            inside = np.all((pts >= lo) & (pts <= hi), axis=1) if np.isfinite(reach).all() else np.ones(len(pts), bool)
+            sub, sub_ids = pts[inside], ids[inside]
+        ix = PointIndex(sub, device=device) if len(q) and len(sub) else None
+        out.append(_cell_knn(ix, sub, sub_ids, q, k, bound, n, workers, True, device))
     return tuple(out)
 
 
@@ -531,7 +522,7 @@ def _knn_merge(home, sends, *back):
     re-run queries' rows are touched."""
     d, gid, d2, src, rows = home
     k = d.shape[1] if d.ndim == 2 else 0
-    parts = [(sel, r) for (_, sel), r in zip(sends, back) if len(sel)]
+    parts = [(send[1], r) for send, r in zip(sends, back) if len(send[1])]
     if parts:
         touched = np.unique(np.concatenate([sel for sel, _ in parts]))
         # Candidates of each touched query: its home row, then each re-run's row.
@@ -593,11 +584,11 @@ def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, 
     for c in range(P):
         homes.append(
             dask.delayed(_knn_home, pure=True, nout=P + 1)(
-                plan.cells[c], plan.boxes, c, plan.key, k, bound, n, device, workers, want_d2, *[qp[c] for qp in qpieces]
+                plan.cells[c], plan.boxes, c, k, bound, n, device, workers, want_d2, *[qp[c] for qp in qpieces]
             )
         )
     reruns = [
-        dask.delayed(_knn_rerun, pure=True, nout=P)(plan.cells[c], c, plan.key, k, bound, n, device, workers, *[h[1 + c] for h in homes])
+        dask.delayed(_knn_rerun, pure=True, nout=P)(plan.cells[c], k, bound, n, device, workers, *[h[1 + c] for h in homes])
         for c in range(P)
     ]
     Q = len(qpieces)
@@ -690,7 +681,7 @@ def _cell_count(n: int, cells: Optional[int]) -> int:
 def _rerun_stats(sends, nq, k, itemsize):
     """What the re-runs moved: queries sent to a second (third...) cell, and the bytes of
     those queries and of the candidates they sent back."""
-    count = sum(len(sel) for per in sends for _, sel in per)
+    count = sum(len(send[1]) for per in sends for send in per)
     return {
         "queries": nq,
         "rerun_queries": count,
