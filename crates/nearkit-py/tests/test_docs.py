@@ -14,6 +14,14 @@ def test_docstring_examples(module):
     assert failed == 0
 
 
+def test_dask_docstring_examples():
+    pytest.importorskip("dask")
+    import nearkit.dask
+
+    failed, attempted = doctest.testmod(nearkit.dask, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert failed == 0 and attempted > 0
+
+
 def test_help_teaches():
     doc = nearkit.PointIndex.query.__doc__
     for word in ["distance_upper_bound", "workers", "Examples", "inf", "1-based"]:

@@ -25,7 +25,7 @@ cluster, each worker runs nearkit with its own device choice; on a host with sev
 one worker per GPU (``CUDA_VISIBLE_DEVICES`` per worker, or ``dask_cuda.LocalCUDACluster``)
 and pass ``device="cuda"``.
 
->>> import numpy as np, dask.array as da, nearkit.dask as nkd
+>>> import numpy as np, dask.array as da, nearkit, nearkit.dask as nkd
 >>> rng = np.random.default_rng(0)
 >>> data = da.from_array(rng.random((20_000, 3)), chunks=5_000)
 >>> queries = da.from_array(rng.random((1_000, 3)), chunks=250)
