@@ -126,6 +126,13 @@ def test_extreme_magnitudes(client, dtype, exp):
     p = dask.compute(*nkd.closest_pairs(queries, data, k=20, cells=4))
     p1 = nearkit.closest_pairs(queries, data, k=20)
     assert all(same(x, y) for x, y in zip(p, p1))
+    # A bound is scaled with the cells' data.
+    bound = float(np.ldexp(0.3, exp))
+    d, i = dask.compute(*nkd.knn(chunked(data, [250] * 4), queries, k=3, distance_upper_bound=bound, cells=4))
+    d1, i1 = nearkit.PointIndex(data).query(queries, k=[1, 2, 3], distance_upper_bound=bound)
+    assert same(d, d1) and same(i, i1) and np.isinf(d).any() and np.isfinite(d).any()
+    p = dask.compute(*nkd.closest_pairs(queries, data, k=20, max_distance=bound, cells=4))
+    assert all(same(x, y) for x, y in zip(p, nearkit.closest_pairs(queries, data, k=20, max_distance=bound)))
 
 
 @pytest.mark.parametrize("mode", ["nearest-per-a", "all-pairs"])

@@ -460,6 +460,10 @@ def _cell_knn(ix, pts, ids, q, k, bound, n, workers, want_d2, device="cpu"):
     return d, gid, d2
 
 
+def _scaled_bound(bound: float, splits) -> float:
+    return float(np.ldexp(np.float64(bound), splits[2])) if splits[2] else bound
+
+
 def _knn_home(cell, boxes, c, k, bound, n, device, workers, want_d2, *qpieces):
     """The first pass of cell c: its queries against its points, and which queries must be
     re-run in which other cells. Returns (home result, *per-cell re-run queries)."""
@@ -580,6 +584,9 @@ def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, 
     plan = _Cells(data, dtype, "data", cells)
     qpieces = plan.scatter_queries(queries, "queries")
     P = plan.count
+    # Cells hold the data scaled as one machine would scale them (see _splits): so is the bound.
+    if bound is not None:
+        bound = dask.delayed(_scaled_bound, pure=True)(bound, plan.splits)
     homes = []
     for c in range(P):
         homes.append(
