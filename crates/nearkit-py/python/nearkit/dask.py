@@ -1089,8 +1089,8 @@ def _npy_shape(path: str):
     return m.shape, m.dtype
 
 
-def _load_npy(path: str) -> np.ndarray:
-    return np.load(path, mmap_mode="r")[:]
+def _load_npy(path: str, dtype: np.dtype) -> np.ndarray:
+    return np.load(path).astype(dtype, copy=False)
 
 
 def read_points(paths: Any, columns: Sequence[str] = ("x", "y", "z")) -> da.Array:
@@ -1109,7 +1109,7 @@ def read_points(paths: Any, columns: Sequence[str] = ("x", "y", "z")) -> da.Arra
         raise FileNotFoundError(f"no files match {paths!r}")
     if all(p.endswith((".parquet", ".pq")) for p in paths):
         return _read_parquet(paths, columns)
-    arrays = []
+    shapes, dtypes = [], []
     for p in paths:
         if not p.endswith(".npy"):
             raise ValueError(f"{p}: read_points reads .npy and Parquet files (use nearkit.read_points for one file of another format)")
@@ -1118,8 +1118,17 @@ def read_points(paths: Any, columns: Sequence[str] = ("x", "y", "z")) -> da.Arra
         shape, dtype = _npy_shape(p)
         if len(shape) != 2 or shape[1] != 3:
             raise ValueError(f"{p} holds an array of shape {shape}; it must be (n, 3)")
-        arrays.append(da.from_delayed(dask.delayed(_load_npy, pure=True)(p), shape=shape, dtype=dtype))
-    return da.concatenate(arrays, axis=0)
+        shapes.append(shape)
+        dtypes.append(dtype)
+    dtype = np.result_type(*dtypes)
+    # One task per file, under a name that depends only on the files: the same key always
+    # means the same task, however many graphs use it.
+    name = "nearkit-read-points-" + dask.base.tokenize(paths, [os.path.getmtime(p) for p in paths], shapes)
+    dsk = {(name, j, 0): (_load_npy, p, dtype) for j, p in enumerate(paths)}
+    from dask.highlevelgraph import HighLevelGraph
+
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
+    return da.Array(graph, name, chunks=(tuple(sh[0] for sh in shapes), (3,)), dtype=dtype)
 
 
 def _read_parquet(paths, columns):
