@@ -253,7 +253,8 @@ def _cell_of(p: np.ndarray, axes: np.ndarray, values: np.ndarray, depth: int) ->
 def _scatter(block, offset, name, dtype, splits, depth: int, cells: int, with_points_ids: bool):
     """A chunk cut by cell: per cell, its rows (scaled) and their global (or chunk) row ids."""
     axes, values, exp = splits
-    b = _check_block(block, name, offset, dtype)
+    # The data's chunks were checked by their summaries; queries are checked here.
+    b = _arrays.float_array(block, name, dtype) if with_points_ids else _check_block(block, name, offset, dtype)
     if exp:
         b = np.ldexp(b, exp).astype(dtype, copy=False)
     cell = _cell_of(b, axes, values, depth) if depth else np.zeros(len(b), np.int64)
@@ -795,7 +796,7 @@ def nearest(
 # Closest pairs: each query chunk's best k, reduced in a tree.
 
 
-def _chunk_pairs(out, offset: int, k: int, max_distance):
+def _chunk_pairs(out, offset: int, k: int):
     d, gid, d2 = out
     m, kk = d.shape
     a = np.repeat(np.arange(offset, offset + m, dtype=np.int64), kk)
@@ -852,7 +853,7 @@ def closest_pairs(
     bound = _arrays.radius(max_distance, "max_distance")
     per = 1 if mode == "nearest-per-a" else min(k, x.shape[0])
     _, outs, _ = _knn_graph(x, q, per, bound, device, workers, cells, True, dtype, strategy)
-    level = [dask.delayed(_chunk_pairs, pure=True)(o, off, k, bound) for o, off in zip(outs, _offsets(q.chunks[0]))]
+    level = [dask.delayed(_chunk_pairs, pure=True)(o, off, k) for o, off in zip(outs, _offsets(q.chunks[0]))]
     while len(level) > 1:
         level = [dask.delayed(_reduce_pairs, pure=True)(k, *level[j : j + split_every]) for j in range(0, len(level), split_every)]
     top = level[0]
@@ -1029,7 +1030,8 @@ def _mesh_graph(vertices, faces, queries, device, workers, max_distance, what):
     q = _as_points(queries, "queries")
     blocks = q.to_delayed().ravel()
     outs = [
-        dask.delayed(_mesh_block, pure=True, nout=4)(b, token, vd, fd, device, workers, max_distance, what) for b in blocks
+        dask.delayed(_mesh_block, pure=True, nout=4 if what == "closest" else None)(b, token, vd, fd, device, workers, max_distance, what)
+        for b in blocks
     ]
     return v.dtype, q, outs
 
@@ -1068,15 +1070,8 @@ def signed_distance(
 ) -> da.Array:
     """Each query's signed distance to a closed mesh, as :meth:`nearkit.MeshIndex.signed_distance`:
     a Dask array chunked as ``queries``."""
-    v, _ = _arrays.points(vertices, "vertices")
-    f = _arrays.faces(faces)
-    token = dask.base.tokenize(v, f, device)
-    vd, fd = dask.delayed(v, name="nearkit-mesh-vertices-" + token), dask.delayed(f, name="nearkit-mesh-faces-" + token)
-    q = _as_points(queries, "queries")
-    arrays = [
-        da.from_delayed(dask.delayed(_mesh_block, pure=True)(b, token, vd, fd, device, workers, max_distance, "signed"), shape=(int(m),), dtype=v.dtype)
-        for b, m in zip(q.to_delayed().ravel(), q.chunks[0])
-    ]
+    dtype, q, outs = _mesh_graph(vertices, faces, queries, device, workers, max_distance, "signed")
+    arrays = [da.from_delayed(o, shape=(int(m),), dtype=dtype) for o, m in zip(outs, q.chunks[0])]
     return da.concatenate(arrays)
 
 
