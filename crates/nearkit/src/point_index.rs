@@ -126,7 +126,7 @@ impl<T: Real> PointIndex<T> {
         let queries = &*self.scaled_queries(queries, Role::Queries)?;
         let r2 = radius2(self.scale.max_distance(max_distance)?)?;
         let mut found = match &self.tree {
-            Tree::Cpu(tree) => crate::pairs::cpu::nearest(tree, queries, r2),
+            Tree::Cpu(tree) => crate::pairs::cpu::nearest(tree, queries, r2, self.engine.options().profile),
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();

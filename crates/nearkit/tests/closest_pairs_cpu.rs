@@ -85,6 +85,46 @@ fn f32_answers_agree_with_an_f64_reference() {
     }
 }
 
+/// Sets large enough for the block search's every path: blocks whose walk finds too many
+/// runs, groups with too many candidates, queries whose answer lies past the guessed reach
+/// (clusters of A far from every cluster of B), long runs of ties, and a bounded radius.
+fn large_uneven_sets<T: Real>(seed: u64) {
+    use nearkit::generate::{generate, Distribution::*};
+    let sets = [
+        (
+            "clustered vs other clusters",
+            generate::<T>(Clustered, 12_000, 1000.0, seed),
+            generate::<T>(Clustered, 5_000, 1000.0, seed + 1),
+        ),
+        (
+            "duplicates",
+            generate::<T>(Duplicates, 12_000, 1000.0, seed),
+            generate::<T>(Duplicates, 5_000, 1000.0, seed + 1),
+        ),
+        (
+            "uniform vs sphere",
+            generate::<T>(Uniform, 12_000, 1000.0, seed),
+            generate::<T>(Sphere, 5_000, 1000.0, seed + 1),
+        ),
+        (
+            "plane vs uniform ints",
+            generate::<T>(Plane, 12_000, 1000.0, seed),
+            generate::<T>(UniformInt, 5_000, 64.0, seed + 1),
+        ),
+    ];
+    for (name, a, b) in &sets {
+        check_nearest(name, a, b, None);
+        check_nearest(name, a, b, Some(T::from_f64(3.0)));
+        check_nearest_per_a(name, a, b, 100, None);
+    }
+}
+
+#[test]
+fn nearest_on_large_uneven_sets_matches_brute_force() {
+    large_uneven_sets::<f32>(71);
+    large_uneven_sets::<f64>(72);
+}
+
 #[test]
 fn k_larger_than_a_returns_every_a_once() {
     let a = Points::from_rows(&[[0.0f32, 0.0, 0.0], [5.0, 0.0, 0.0], [9.0, 9.0, 9.0]]);

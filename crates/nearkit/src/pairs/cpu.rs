@@ -19,35 +19,108 @@ use super::{to_pairs, Candidate, Nearest, Pair, PairMode, TopK, BOUND_WINDOW};
 use crate::geometry::points::Points;
 use crate::geometry::points::NO_ID;
 use crate::geometry::real::{from_ordered_bits, Real};
+use crate::runtime::cpu::{big_vec, RowPtr};
+use crate::runtime::profile::Phases;
+use crate::tree::nearest_block::{nearest_block, NearestScratch};
 use crate::tree::search;
 use crate::tree::MortonTree;
 
 /// Queries per rayon task: large enough to amortise scheduling, small enough to balance.
 const QUERY_GRAIN: usize = 2048;
+/// Queries (consecutive in Morton order) that walk the tree together.
+const BLOCK: usize = 256;
+/// Points of the runs a block's queries scan (nodes this small are not descended).
+const RUN: usize = 32;
+const _: () = assert!(RUN <= search::RUN_MAX);
 
 /// Every A's nearest point of `tree` within squared radius `r2`.
-pub(crate) fn nearest<T: Real>(tree: &MortonTree<T>, a: &Points<T>, r2: T) -> Nearest<T> {
+pub(crate) fn nearest<T: Real>(tree: &MortonTree<T>, a: &Points<T>, r2: T, profile: bool) -> Nearest<T> {
+    let mut prof = Phases::new("cpu nearest", profile);
     let order = tree.morton_order(a);
-    // Runs of queries in Morton order, each seeded with the previous one's answer.
-    let found: Vec<(T, u32)> = order
-        .par_chunks(QUERY_GRAIN)
-        .flat_map_iter(|run| {
-            let mut hint = search::NO_POSITION;
-            run.iter().map(move |&i| {
-                let (d2, id, pos) = search::nearest_hinted(tree, a.get(i as usize), r2, NO_ID, hint);
-                hint = if pos == search::NO_POSITION { hint } else { pos };
-                (d2, id)
-            })
-        })
-        .collect();
-    let mut out = Nearest { b: vec![NO_ID; a.len()], distance: vec![T::INFINITY; a.len()] };
-    for (&i, &(d2, id)) in order.iter().zip(&found) {
-        if id != NO_ID {
-            out.b[i as usize] = id;
-            out.distance[i as usize] = d2.sqrt();
+    prof.mark("query order");
+    let n = a.len();
+    let (mut b, mut distance) = (big_vec::<u32>(n), big_vec::<T>(n));
+    let (b_at, d_at) = (RowPtr(b.as_mut_ptr()), RowPtr(distance.as_mut_ptr()));
+    order.par_chunks(QUERY_GRAIN).for_each(|run| {
+        nearest_run_fast(tree, a, run, r2, &mut |i, (d2, id)| {
+            let found = id != NO_ID;
+            // SAFETY: each A appears once in `order`, so only this query writes slot i.
+            unsafe {
+                b_at.write(i as usize, if found { id } else { NO_ID });
+                d_at.write(i as usize, if found { d2.sqrt() } else { T::INFINITY });
+            }
+        });
+    });
+    // SAFETY: every A's slot was written above.
+    unsafe {
+        b.set_len(n);
+        distance.set_len(n);
+    }
+    prof.mark("search");
+    prof.report();
+    Nearest { b, distance }
+}
+
+/// The nearest point of `tree` within squared radius `r2` of each A in `run` (consecutive in
+/// Morton order), handed to `found(a, (d2, id))` in that order. Queries go in blocks
+/// (`search::nearest_block`); each block's reach is guessed from the one before.
+#[inline(always)]
+fn nearest_run<T: Real>(
+    tree: &MortonTree<T>,
+    a: &Points<T>,
+    run: &[u32],
+    r2: T,
+    found: &mut impl FnMut(u32, (T, u32)),
+) {
+    let mut scratch = NearestScratch::default();
+    let mut reach2 = T::ZERO;
+    let mut block = [([T::ZERO; 3], 0u32); BLOCK];
+    let mut out = [(T::ZERO, NO_ID); BLOCK];
+    for (g, ids) in run.chunks(BLOCK).enumerate() {
+        for (slot, &i) in block.iter_mut().zip(ids.iter()) {
+            *slot = (a.get(i as usize), i);
+        }
+        let m = ids.len();
+        if g == 0 {
+            // The first query alone gives the first guess of the reach.
+            let (d2, _, _) = search::nearest_hinted(tree, block[0].0, r2, NO_ID, search::NO_POSITION);
+            reach2 = d2 * T::from_f64(4.0);
+        }
+        nearest_block(tree, &block[..m], r2, reach2, RUN, &mut scratch, &mut out[..m]);
+        // The next block reaches as far as this one's farthest answer.
+        reach2 = out[..m].iter().filter(|o| o.1 != NO_ID).fold(T::ZERO, |r, o| if o.0 > r { o.0 } else { r });
+        for (&(_, i), &o) in block[..m].iter().zip(&out[..m]) {
+            found(i, o);
         }
     }
-    out
+}
+
+/// [`nearest_run`], compiled for AVX2 where the CPU has it: the distance loops then run
+/// eight f32 (four f64) lanes at a time, each lane the scalar code's operations, so the bits
+/// are the same.
+fn nearest_run_fast<T: Real>(
+    tree: &MortonTree<T>,
+    a: &Points<T>,
+    run: &[u32],
+    r2: T,
+    found: &mut impl FnMut(u32, (T, u32)),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<T: Real>(
+            tree: &MortonTree<T>,
+            a: &Points<T>,
+            run: &[u32],
+            r2: T,
+            found: &mut impl FnMut(u32, (T, u32)),
+        ) {
+            nearest_run(tree, a, run, r2, found)
+        }
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { avx2(tree, a, run, r2, found) };
+    }
+    nearest_run(tree, a, run, r2, found)
 }
 
 /// The `k` closest pairs of A and the points of `tree` within squared radius `r2`.

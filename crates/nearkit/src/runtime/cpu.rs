@@ -103,3 +103,52 @@ pub(crate) fn prefetch<V>(at: *const V, len: usize) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (at, len);
 }
+
+/// The indices `0..n` ordered by `key` (ties by index): a parallel least-significant-digit
+/// radix sort, three passes of 11 bits over (key, index) packed in a u64. It stands in for a
+/// comparison sort where only an order's locality matters (queries along the Morton curve).
+pub(crate) fn order_by_key(n: usize, key: impl Fn(usize) -> u32 + Sync) -> Vec<u32> {
+    use rayon::prelude::*;
+    const BITS: u32 = 11;
+    const DIGITS: usize = 1 << BITS;
+    let mut a: Vec<u64> = (0..n).into_par_iter().map(|i| (key(i) as u64) << 32 | i as u64).collect();
+    if n <= 1 << 14 {
+        a.sort_unstable();
+        return a.into_iter().map(|v| v as u32).collect();
+    }
+    let mut b = vec![0u64; n];
+    let chunk = n.div_ceil(rayon::current_num_threads() * 4);
+    for pass in 0..3 {
+        let shift = 32 + BITS * pass;
+        let digit = |v: u64| ((v >> shift) as usize) & (DIGITS - 1);
+        let hist: Vec<Vec<u32>> = a
+            .par_chunks(chunk)
+            .map(|c| {
+                let mut h = vec![0u32; DIGITS];
+                c.iter().for_each(|&v| h[digit(v)] += 1);
+                h
+            })
+            .collect();
+        // Chunk c's first slot for digit d: every smaller digit, then digit d in earlier chunks.
+        let mut starts = vec![vec![0usize; DIGITS]; hist.len()];
+        let mut at = 0usize;
+        for d in 0..DIGITS {
+            for (c, h) in hist.iter().enumerate() {
+                starts[c][d] = at;
+                at += h[d] as usize;
+            }
+        }
+        let out = RowPtr(b.as_mut_ptr());
+        a.par_chunks(chunk).zip(starts).for_each(|(c, mut next)| {
+            for &v in c {
+                let d = digit(v);
+                // SAFETY: the starts tile 0..n, each chunk writes only its own slots of each
+                // digit, and every slot once.
+                unsafe { out.write(next[d], v) };
+                next[d] += 1;
+            }
+        });
+        std::mem::swap(&mut a, &mut b);
+    }
+    a.into_par_iter().map(|v| v as u32).collect()
+}

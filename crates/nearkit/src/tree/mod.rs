@@ -17,6 +17,7 @@
 //! case the rest is the index of a sorted point.
 
 pub(crate) mod cuda;
+pub(crate) mod nearest_block;
 pub(crate) mod search;
 
 use rayon::prelude::*;
@@ -45,11 +46,10 @@ impl<T: Real> MortonTree<T> {
 
     /// Indices of `a` sorted by Morton code in the tree's frame (ties by index): queries in
     /// this order walk neighbouring parts of the tree one after another.
+    /// Only the codes' top 32 bits (about 10 per axis) decide: finer order would not make
+    /// the walks more coherent.
     pub fn morton_order(&self, a: &Points<T>) -> Vec<u32> {
-        let mut keyed: Vec<(u64, u32)> =
-            (0..a.len()).into_par_iter().map(|i| (self.frame.code(a.x[i], a.y[i], a.z[i]), i as u32)).collect();
-        keyed.par_sort_unstable();
-        keyed.into_par_iter().map(|(_, i)| i).collect()
+        crate::runtime::cpu::order_by_key(a.len(), |i| (self.frame.code(a.x[i], a.y[i], a.z[i]) >> 31) as u32)
     }
 
     /// First sorted position whose Morton code is >= `code`.

@@ -13,7 +13,7 @@ use crate::geometry::real::{dist2, Real};
 pub const STACK: usize = 128;
 
 #[inline(always)]
-fn before<T: Real>(d: T, id: u32, bd: T, bid: u32) -> bool {
+pub(crate) fn before<T: Real>(d: T, id: u32, bd: T, bid: u32) -> bool {
     d < bd || (d == bd && id < bid)
 }
 
@@ -217,6 +217,19 @@ fn box_box_dist2<T: Real>(alo: [T; 3], ahi: [T; 3], blo: [T; 3], bhi: [T; 3]) ->
 /// point within squared radius `r2` of any of `group`'s points, in ascending position, into
 /// `out` (cleared first): the tree walked once for the group's bounding box.
 pub fn runs_near<T: Real, R>(tree: &MortonTree<T>, group: &[([T; 3], R)], r2: T, run: usize, out: &mut Vec<Run<T>>) {
+    runs_near_capped(tree, group, r2, run, usize::MAX, out);
+}
+
+/// [`runs_near`], giving up (and returning false, `out` then partial) once more than `cap`
+/// runs are found: a group spread too widely is better served one query at a time.
+pub fn runs_near_capped<T: Real, R>(
+    tree: &MortonTree<T>,
+    group: &[([T; 3], R)],
+    r2: T,
+    run: usize,
+    cap: usize,
+    out: &mut Vec<Run<T>>,
+) -> bool {
     out.clear();
     let (mut glo, mut ghi) = ([T::INFINITY; 3], [-T::INFINITY; 3]);
     for (q, _) in group {
@@ -236,11 +249,11 @@ pub fn runs_near<T: Real, R>(tree: &MortonTree<T>, group: &[([T; 3], R)], r2: T,
     if n <= leaf || n == 1 {
         let (lo, hi) = if n == 1 { (point(0).lo, point(0).hi) } else { node_box(0) };
         out.push(Run { s: 0, e: n as u32, lo, hi });
-        return;
+        return true;
     }
     let (lo, hi) = node_box(0);
     if box_box_dist2(glo, ghi, lo, hi) > r2 {
-        return;
+        return true;
     }
     // Depth first, left before right (the right child waits on the stack): ascending positions.
     let mut stack = [0u32; STACK];
@@ -253,28 +266,32 @@ pub fn runs_near<T: Real, R>(tree: &MortonTree<T>, group: &[([T; 3], R)], r2: T,
             if box_box_dist2(glo, ghi, p.lo, p.hi) <= r2 {
                 out.push(p);
             }
-            continue;
-        }
-        let node = c as usize;
-        let (s, e) = tree.range(node);
-        let (lo, hi) = node_box(node);
-        if e - s <= leaf {
-            out.push(Run { s: s as u32, e: e as u32, lo, hi });
-            continue;
-        }
-        for child in [tree.right[node], tree.left[node]] {
-            if child & CHILD_POINT != 0 {
-                stack[sp] = child;
-                sp += 1;
+        } else {
+            let node = c as usize;
+            let (s, e) = tree.range(node);
+            let (lo, hi) = node_box(node);
+            if e - s <= leaf {
+                out.push(Run { s: s as u32, e: e as u32, lo, hi });
             } else {
-                let (lo, hi) = node_box(child as usize);
-                if box_box_dist2(glo, ghi, lo, hi) <= r2 {
-                    stack[sp] = child;
-                    sp += 1;
+                for child in [tree.right[node], tree.left[node]] {
+                    if child & CHILD_POINT != 0 {
+                        stack[sp] = child;
+                        sp += 1;
+                    } else {
+                        let (lo, hi) = node_box(child as usize);
+                        if box_box_dist2(glo, ghi, lo, hi) <= r2 {
+                            stack[sp] = child;
+                            sp += 1;
+                        }
+                    }
                 }
             }
         }
+        if out.len() > cap {
+            return false;
+        }
     }
+    true
 }
 
 /// The most points of a run `runs_near` gives when asked for runs of at most `RUN_MAX`.

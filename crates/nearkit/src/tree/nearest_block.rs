@@ -1,0 +1,318 @@
+//! Nearest neighbours of many queries at once on the CPU: a block of queries consecutive in
+//! Morton order walks the tree once, and small groups of them share one list of candidates.
+//!
+//! A query alone (`search::nearest_hinted`) spends most of its time walking the tree and
+//! testing boxes. Here the block's walk collects the runs (small nodes) within a reach of its
+//! bounding box; each group of `GROUP` queries keeps, of those runs' points, the ones within
+//! the reach of its own box (packed with AVX2 where the CPU has it), and each query then takes
+//! the first candidate in (squared distance, id) order, eight lanes at a time, with no branch.
+//!
+//! Why it is exact: a point within the reach of a query lies within the reach of the query's
+//! group box and of the block box (box distances are lower bounds, in floating point too,
+//! since rounding is monotone), so it is a candidate. A best found within the reach is
+//! therefore the answer. The reach is a guess (the previous block's farthest answer); a query
+//! whose best is farther searches the tree alone, seeded with that best.
+
+use super::search::{before, nearest_hinted, runs_near_capped, Run, NO_POSITION, RUN_MAX};
+use super::MortonTree;
+use crate::geometry::points::NO_ID;
+use crate::geometry::real::{dist2, Real};
+
+/// Queries that share one list of candidates.
+pub const GROUP: usize = 16;
+/// Runs a block may collect before its queries are searched one at a time instead.
+pub const BLOCK_RUN_CAP: usize = 1024;
+/// Candidates a group may gather before its queries are searched one at a time instead.
+pub const GROUP_CANDIDATE_CAP: usize = 512;
+const LANES: usize = 8;
+/// Room for the cap, one more run past it, and a whole lane of packed stores past that.
+const SLOTS: usize = GROUP_CANDIDATE_CAP + RUN_MAX + LANES;
+
+/// What [`nearest_block`] reuses from one block to the next.
+pub struct NearestScratch<T> {
+    runs: Vec<Run<T>>,
+    /// The runs' boxes as columns (lo x, y, z, hi x, y, z), padded to whole lanes.
+    boxes: [Vec<T>; 6],
+    run_d2: Vec<T>,
+    /// A group's candidates as columns (`len` of them), padded to whole lanes with infinite
+    /// points of id `NO_ID`.
+    cand: [Vec<T>; 3],
+    cand_id: Vec<u32>,
+    len: usize,
+}
+
+impl<T: Real> Default for NearestScratch<T> {
+    fn default() -> Self {
+        Self {
+            runs: Vec::new(),
+            boxes: Default::default(),
+            run_d2: Vec::new(),
+            cand: std::array::from_fn(|_| vec![T::INFINITY; SLOTS]),
+            cand_id: vec![NO_ID; SLOTS],
+            len: 0,
+        }
+    }
+}
+
+/// Squared gap between the intervals `alo..=ahi` and `blo..=bhi` (0 when they overlap).
+#[inline(always)]
+fn gap2<T: Real>(alo: T, ahi: T, blo: T, bhi: T) -> T {
+    let g = (alo - bhi).max(blo - ahi).max(T::ZERO);
+    g * g
+}
+
+impl<T: Real> NearestScratch<T> {
+    fn set_boxes(&mut self) {
+        let n = self.runs.len().next_multiple_of(LANES);
+        for (c, col) in self.boxes.iter_mut().enumerate() {
+            col.clear();
+            col.extend(self.runs.iter().map(|r| if c < 3 { r.lo[c] } else { r.hi[c - 3] }));
+            col.resize(n, T::INFINITY);
+        }
+        self.run_d2.resize(n, T::ZERO);
+    }
+
+    /// Every point of the runs within squared distance `reach2` of the box `glo..=ghi`, as
+    /// the candidate columns: the runs are tested eight at a time, then their points. False
+    /// (the columns then partial) past `GROUP_CANDIDATE_CAP` candidates.
+    #[inline(always)]
+    fn gather(&mut self, tree: &MortonTree<T>, glo: [T; 3], ghi: [T; 3], reach2: T) -> bool {
+        let [lx, ly, lz, hx, hy, hz] = &self.boxes;
+        for (j, d) in self.run_d2.iter_mut().enumerate() {
+            *d = gap2(glo[0], ghi[0], lx[j], hx[j])
+                + gap2(glo[1], ghi[1], ly[j], hy[j])
+                + gap2(glo[2], ghi[2], lz[j], hz[j]);
+        }
+        let mut len = 0;
+        for (r, &rd) in self.runs.iter().zip(&self.run_d2) {
+            if rd > reach2 {
+                continue;
+            }
+            len = pack(tree, r.s as usize, r.e as usize, glo, ghi, reach2, &mut self.cand, &mut self.cand_id, len);
+            if len > GROUP_CANDIDATE_CAP {
+                return false;
+            }
+        }
+        self.len = len;
+        for slot in len..len.next_multiple_of(LANES) {
+            for c in &mut self.cand {
+                c[slot] = T::INFINITY;
+            }
+            self.cand_id[slot] = NO_ID;
+        }
+        true
+    }
+
+    /// The candidate that comes first for `q` in (squared distance, id) order, eight lanes
+    /// at a time (each lane keeps its own first, the lanes are then compared).
+    #[inline(always)]
+    fn first(&self, q: [T; 3]) -> (T, u32) {
+        let mut bd = [T::INFINITY; LANES];
+        let mut bid = [NO_ID; LANES];
+        let n = self.len.next_multiple_of(LANES);
+        let [cx, cy, cz] = &self.cand;
+        for (((xs, ys), zs), ids) in cx[..n]
+            .chunks_exact(LANES)
+            .zip(cy[..n].chunks_exact(LANES))
+            .zip(cz[..n].chunks_exact(LANES))
+            .zip(self.cand_id[..n].chunks_exact(LANES))
+        {
+            for l in 0..LANES {
+                let d = dist2(q[0], q[1], q[2], xs[l], ys[l], zs[l]);
+                let better = (d < bd[l]) | ((d == bd[l]) & (ids[l] < bid[l]));
+                bd[l] = if better { d } else { bd[l] };
+                bid[l] = if better { ids[l] } else { bid[l] };
+            }
+        }
+        let (mut d, mut id) = (bd[0], bid[0]);
+        for l in 1..LANES {
+            if before(bd[l], bid[l], d, id) {
+                (d, id) = (bd[l], bid[l]);
+            }
+        }
+        (d, id)
+    }
+}
+
+/// Appends the points of sorted positions `s..e` within squared distance `reach2` of the box
+/// `glo..=ghi` to the columns from slot `len` on; returns the new length. It may write up to
+/// a lane past the new length (the columns have room).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn pack<T: Real>(
+    tree: &MortonTree<T>,
+    s: usize,
+    e: usize,
+    glo: [T; 3],
+    ghi: [T; 3],
+    reach2: T,
+    cand: &mut [Vec<T>; 3],
+    cand_id: &mut [u32],
+    len: usize,
+) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if T::NAME == "f32" && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: T is f32 (its name says so, and Real has no other 32-bit type), so the
+        // casts only rename; the CPU has AVX2 (checked just above).
+        return unsafe {
+            let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f32, v.len());
+            let out = |v: &mut Vec<T>| v.as_mut_ptr() as *mut f32;
+            let box32 = |b: [T; 3]| b.map(|v| v.to_f64() as f32);
+            avx2::pack_f32(
+                [col(&tree.x), col(&tree.y), col(&tree.z)],
+                &tree.id,
+                s..e,
+                box32(glo),
+                box32(ghi),
+                reach2.to_f64() as f32,
+                [out(&mut cand[0]), out(&mut cand[1]), out(&mut cand[2])],
+                cand_id.as_mut_ptr(),
+                len,
+            )
+        };
+    }
+    let mut k = len;
+    for i in s..e {
+        let (x, y, z) = (tree.x[i], tree.y[i], tree.z[i]);
+        cand[0][k] = x;
+        cand[1][k] = y;
+        cand[2][k] = z;
+        cand_id[k] = tree.id[i];
+        let d = gap2(glo[0], ghi[0], x, x) + gap2(glo[1], ghi[1], y, y) + gap2(glo[2], ghi[2], z, z);
+        k += usize::from(d <= reach2);
+    }
+    k
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    /// `LEFT[m]`: the lanes set in mask `m`, in order (then zeros): the permutation that packs
+    /// those lanes to the left.
+    static LEFT: [[u32; 8]; 256] = {
+        let mut t = [[0u32; 8]; 256];
+        let mut m = 0;
+        while m < 256 {
+            let (mut k, mut l) = (0, 0);
+            while l < 8 {
+                if m & (1 << l) != 0 {
+                    t[m][k] = l as u32;
+                    k += 1;
+                }
+                l += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// The f32 `pack`, eight points at a time: the same box distance as the scalar code in
+    /// each lane, a mask of those within reach, and one permute per column to pack them.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `out` and `out_id` must have room for `len + (e - s) + 8`.
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn pack_f32(
+        col: [&[f32]; 3],
+        id: &[u32],
+        range: std::ops::Range<usize>,
+        glo: [f32; 3],
+        ghi: [f32; 3],
+        reach2: f32,
+        out: [*mut f32; 3],
+        out_id: *mut u32,
+        mut len: usize,
+    ) -> usize {
+        let n = id.len();
+        let zero = _mm256_setzero_ps();
+        let r = _mm256_set1_ps(reach2);
+        let lo = glo.map(|v| _mm256_set1_ps(v));
+        let hi = ghi.map(|v| _mm256_set1_ps(v));
+        let mut c = range.start;
+        while c < range.end {
+            if c + 8 > n {
+                // The last points of the tree: one at a time (a load of eight would overrun).
+                for i in c..range.end {
+                    let p = [col[0][i], col[1][i], col[2][i]];
+                    let g = |d: usize| {
+                        let g = (glo[d] - p[d]).max(p[d] - ghi[d]).max(0.0);
+                        g * g
+                    };
+                    for d in 0..3 {
+                        *out[d].add(len) = p[d];
+                    }
+                    *out_id.add(len) = id[i];
+                    len += usize::from(g(0) + g(1) + g(2) <= reach2);
+                }
+                break;
+            }
+            let v = col.map(|x| _mm256_loadu_ps(x.as_ptr().add(c)));
+            let mut d2 = zero;
+            for d in 0..3 {
+                let g = _mm256_max_ps(_mm256_max_ps(_mm256_sub_ps(lo[d], v[d]), _mm256_sub_ps(v[d], hi[d])), zero);
+                d2 = if d == 0 { _mm256_mul_ps(g, g) } else { _mm256_add_ps(d2, _mm256_mul_ps(g, g)) };
+            }
+            let mut m = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(d2, r)) as u32;
+            let valid = range.end - c;
+            if valid < 8 {
+                m &= (1 << valid) - 1;
+            }
+            let p = _mm256_loadu_si256(LEFT[m as usize].as_ptr() as *const __m256i);
+            for d in 0..3 {
+                _mm256_storeu_ps(out[d].add(len), _mm256_permutevar8x32_ps(v[d], p));
+            }
+            let ids = _mm256_loadu_si256(id.as_ptr().add(c) as *const __m256i);
+            _mm256_storeu_si256(out_id.add(len) as *mut __m256i, _mm256_permutevar8x32_epi32(ids, p));
+            len += m.count_ones() as usize;
+            c += 8;
+        }
+        len
+    }
+}
+
+/// Each query of `block`'s nearest point within squared radius `r2` (inclusive), into `out`
+/// as (squared distance, id), or `(r2, NO_ID)` when there is none: the same answers as
+/// [`nearest_hinted`], for queries consecutive in Morton order, with `reach2` the guess of
+/// how far their answers lie (see the module's comment).
+#[inline(always)]
+pub fn nearest_block<T: Real>(
+    tree: &MortonTree<T>,
+    block: &[([T; 3], u32)],
+    r2: T,
+    reach2: T,
+    run: usize,
+    s: &mut NearestScratch<T>,
+    out: &mut [(T, u32)],
+) {
+    let reach2 = if reach2 < r2 { reach2 } else { r2 };
+    let grouped = runs_near_capped(tree, block, reach2, run, BLOCK_RUN_CAP, &mut s.runs);
+    if grouped {
+        s.set_boxes();
+    }
+    for (group, out) in block.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+        let (mut glo, mut ghi) = ([T::INFINITY; 3], [-T::INFINITY; 3]);
+        for (q, _) in group {
+            for d in 0..3 {
+                glo[d] = glo[d].min(q[d]);
+                ghi[d] = ghi[d].max(q[d]);
+            }
+        }
+        let gathered = grouped && s.gather(tree, glo, ghi, reach2);
+        for (&(q, _), o) in group.iter().zip(out.iter_mut()) {
+            let (mut bd, mut bid) = (r2, NO_ID);
+            if gathered {
+                let (d, id) = s.first(q);
+                if before(d, id, bd, bid) {
+                    (bd, bid) = (d, id);
+                }
+            }
+            if !gathered || (reach2 < r2 && bd > reach2) {
+                let (d, id, _) = nearest_hinted(tree, q, bd, bid, NO_POSITION);
+                (bd, bid) = (d, id);
+            }
+            *o = (bd, bid);
+        }
+    }
+}
