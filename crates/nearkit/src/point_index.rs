@@ -187,7 +187,9 @@ impl<T: Real> PointIndex<T> {
         let opts = &PairsOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
         let r2 = check_pairs(opts)?;
         let mut pairs = match &self.tree {
-            Tree::Cpu(tree) => crate::pairs::cpu::closest_pairs(tree, queries, opts.k, opts.mode, r2),
+            Tree::Cpu(tree) => {
+                crate::pairs::cpu::closest_pairs(tree, queries, opts.k, opts.mode, r2, self.engine.options().profile)
+            }
             Tree::Cuda(tree) => self.closest_pairs_on_gpu(tree, &PointSource::Host(queries), opts, r2)?,
         };
         for p in &mut pairs {

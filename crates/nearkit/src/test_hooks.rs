@@ -27,7 +27,7 @@ use crate::tree::cuda::DeviceTree;
 
 /// The CPU searches of the point tree.
 pub mod search {
-    pub use crate::tree::search::{knn, nearest_hinted, window_upper_bound, NO_POSITION};
+    pub use crate::tree::search::{knn, nearest_hinted, NO_POSITION};
 }
 
 /// Every kernel module: its name and the source NVRTC compiles (constants, files, checks).

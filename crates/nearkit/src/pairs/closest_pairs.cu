@@ -62,8 +62,10 @@ __device__ void nearest_search(const Tree<T>& t, T qx, T qy, T qz, T& bd, u32& b
     }
 }
 
-// search::window_upper_bound, counted straight into a histogram of the top 16 bits of each
-// bound (bits are monotone for values >= 0); select_threshold reads the k-th from it.
+// An upper bound of A i's nearest squared distance: the closest of the points within `window`
+// positions of i's place in B's Morton order (a real distance, so the k-th smallest bound over
+// all A bounds their k-th nearest distance), counted straight into a histogram of the top 16
+// bits of each bound (bits are monotone for values >= 0); select_threshold reads the k-th.
 template <typename T>
 __device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, u32 window, u32 per_warp,
                                   u32* hist) {

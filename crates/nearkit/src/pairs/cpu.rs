@@ -1,13 +1,17 @@
 //! Closest A–B pairs and the all-nearest-neighbour join on the CPU.
 //!
-//! Top-k plan (identical on the GPU):
+//! Every nearest search goes through `tree::nearest_block`: A in Morton order, blocks of
+//! queries walking the tree once, groups of them sharing one candidate list.
+//!
+//! Top-k plan:
 //! 1. Build the `MortonTree` over B.
-//! 2. For each A, a cheap upper bound on its nearest distance from its Morton neighbours in B.
-//!    The k-th smallest bound, τ, bounds the k-th smallest true nearest distance.
-//! 3. Exact nearest search for each A within τ: almost every subtree is pruned at once.
-//!    Queries run in Morton order, so consecutive ones walk the same part of the tree
-//!    (cache hits on the CPU, coherent warps on the GPU).
-//! 4. Sort the survivors by (squared distance, a) and keep k.
+//! 2. The exact nearest distances of a sample of A (every 16th block along the Morton curve):
+//!    their k-th smallest, τ, bounds the k-th smallest nearest distance of all A.
+//! 3. Every A's nearest within τ, with blocks that reach τ: most blocks find no run at all.
+//! 4. Keep the k smallest by (squared distance, a).
+//!
+//! The GPU bounds τ differently (each A's Morton neighbours in B, pairs/cuda.rs), since there a
+//! pass over every A costs less than a sample's searches; the answer is the same.
 //!
 //! All-pairs adds one step: only the A's of the nearest-per-a top k can own one of the k
 //! globally closest pairs (any other A already has k better pairs ahead of its best one), so
@@ -15,7 +19,7 @@
 
 use rayon::prelude::*;
 
-use super::{to_pairs, Candidate, Nearest, Pair, PairMode, TopK, BOUND_WINDOW};
+use super::{to_pairs, Candidate, Nearest, Pair, PairMode, TopK};
 use crate::geometry::points::Points;
 use crate::geometry::points::NO_ID;
 use crate::geometry::real::{from_ordered_bits, Real};
@@ -25,6 +29,8 @@ use crate::tree::nearest_block::{nearest_block, NearestScratch};
 use crate::tree::search;
 use crate::tree::MortonTree;
 
+/// The sparsest sample of A that bounds the top-k distance.
+const SAMPLE_STRIDE: usize = 16;
 /// Queries per rayon task: large enough to amortise scheduling, small enough to balance.
 const QUERY_GRAIN: usize = 2048;
 /// Queries (consecutive in Morton order) that walk the tree together.
@@ -32,6 +38,15 @@ const BLOCK: usize = 256;
 /// Points of the runs a block's queries scan (nodes this small are not descended).
 const RUN: usize = 32;
 const _: () = assert!(RUN <= search::RUN_MAX);
+
+/// How far a block's candidates reach.
+#[derive(Clone, Copy, PartialEq)]
+enum Reach {
+    /// As far as the previous block's farthest answer (queries past it search alone).
+    Guess,
+    /// The radius itself: every answer is among the candidates.
+    Radius,
+}
 
 /// Every A's nearest point of `tree` within squared radius `r2`.
 pub(crate) fn nearest<T: Real>(tree: &MortonTree<T>, a: &Points<T>, r2: T, profile: bool) -> Nearest<T> {
@@ -42,7 +57,7 @@ pub(crate) fn nearest<T: Real>(tree: &MortonTree<T>, a: &Points<T>, r2: T, profi
     let (mut b, mut distance) = (big_vec::<u32>(n), big_vec::<T>(n));
     let (b_at, d_at) = (RowPtr(b.as_mut_ptr()), RowPtr(distance.as_mut_ptr()));
     order.par_chunks(QUERY_GRAIN).for_each(|run| {
-        nearest_run_fast(tree, a, run, r2, &mut |i, (d2, id)| {
+        nearest_run_fast(tree, a, run, r2, Reach::Guess, &mut |i, (d2, id)| {
             let found = id != NO_ID;
             // SAFETY: each A appears once in `order`, so only this query writes slot i.
             unsafe {
@@ -63,17 +78,18 @@ pub(crate) fn nearest<T: Real>(tree: &MortonTree<T>, a: &Points<T>, r2: T, profi
 
 /// The nearest point of `tree` within squared radius `r2` of each A in `run` (consecutive in
 /// Morton order), handed to `found(a, (d2, id))` in that order. Queries go in blocks
-/// (`search::nearest_block`); each block's reach is guessed from the one before.
+/// (`nearest_block`), each reaching as `reach` says.
 #[inline(always)]
 fn nearest_run<T: Real>(
     tree: &MortonTree<T>,
     a: &Points<T>,
     run: &[u32],
     r2: T,
+    reach: Reach,
     found: &mut impl FnMut(u32, (T, u32)),
 ) {
     let mut scratch = NearestScratch::default();
-    let mut reach2 = T::ZERO;
+    let mut reach2 = r2;
     let mut block = [([T::ZERO; 3], 0u32); BLOCK];
     let mut out = [(T::ZERO, NO_ID); BLOCK];
     for (g, ids) in run.chunks(BLOCK).enumerate() {
@@ -81,18 +97,24 @@ fn nearest_run<T: Real>(
             *slot = (a.get(i as usize), i);
         }
         let m = ids.len();
-        if g == 0 {
+        if g == 0 && reach == Reach::Guess {
             // The first query alone gives the first guess of the reach.
             let (d2, _, _) = search::nearest_hinted(tree, block[0].0, r2, NO_ID, search::NO_POSITION);
             reach2 = d2 * T::from_f64(4.0);
         }
         nearest_block(tree, &block[..m], r2, reach2, RUN, &mut scratch, &mut out[..m]);
-        // The next block reaches as far as this one's farthest answer.
-        reach2 = out[..m].iter().filter(|o| o.1 != NO_ID).fold(T::ZERO, |r, o| if o.0 > r { o.0 } else { r });
+        if reach == Reach::Guess {
+            reach2 = farthest(&out[..m]);
+        }
         for (&(_, i), &o) in block[..m].iter().zip(&out[..m]) {
             found(i, o);
         }
     }
+}
+
+/// The farthest answer of a block.
+fn farthest<T: Real>(out: &[(T, u32)]) -> T {
+    out.iter().filter(|o| o.1 != NO_ID).fold(T::ZERO, |r, o| if o.0 > r { o.0 } else { r })
 }
 
 /// [`nearest_run`], compiled for AVX2 where the CPU has it: the distance loops then run
@@ -103,6 +125,7 @@ fn nearest_run_fast<T: Real>(
     a: &Points<T>,
     run: &[u32],
     r2: T,
+    reach: Reach,
     found: &mut impl FnMut(u32, (T, u32)),
 ) {
     #[cfg(target_arch = "x86_64")]
@@ -113,14 +136,15 @@ fn nearest_run_fast<T: Real>(
             a: &Points<T>,
             run: &[u32],
             r2: T,
+            reach: Reach,
             found: &mut impl FnMut(u32, (T, u32)),
         ) {
-            nearest_run(tree, a, run, r2, found)
+            nearest_run(tree, a, run, r2, reach, found)
         }
         // SAFETY: the CPU has AVX2 (checked just above).
-        return unsafe { avx2(tree, a, run, r2, found) };
+        return unsafe { avx2(tree, a, run, r2, reach, found) };
     }
-    nearest_run(tree, a, run, r2, found)
+    nearest_run(tree, a, run, r2, reach, found)
 }
 
 /// The `k` closest pairs of A and the points of `tree` within squared radius `r2`.
@@ -130,49 +154,74 @@ pub(crate) fn closest_pairs<T: Real>(
     k: usize,
     mode: PairMode,
     r2: T,
+    profile: bool,
 ) -> Vec<Pair<T>> {
-    let per_a = nearest_per_a(tree, a, k, r2);
+    let mut prof = Phases::new("cpu closest pairs", profile);
+    let per_a = nearest_per_a(tree, a, k, r2, &mut prof);
     let best = match mode {
         PairMode::NearestPerA => per_a,
         PairMode::AllPairs => all_pairs(tree, a, k, r2, &per_a),
     };
+    prof.mark("all pairs");
+    prof.report();
     to_pairs(&best, from_ordered_bits::<T>)
 }
 
 /// The k smallest (nearest distance², a, nearest b) over all A within squared radius `r2`.
-pub(crate) fn nearest_per_a<T: Real>(tree: &MortonTree<T>, a: &Points<T>, k: usize, r2: T) -> Vec<Candidate> {
-    let n = a.len();
+fn nearest_per_a<T: Real>(tree: &MortonTree<T>, a: &Points<T>, k: usize, r2: T, prof: &mut Phases) -> Vec<Candidate> {
     let order = tree.morton_order(a);
-    let tau = if k < n {
-        let mut bounds: Vec<T> = order
-            .par_iter()
-            .with_min_len(QUERY_GRAIN)
-            .map(|&i| search::window_upper_bound(tree, a.get(i as usize), BOUND_WINDOW))
+    prof.mark("query order");
+    // τ: the k-th smallest nearest distance of a sample (every `stride`-th block of A along
+    // the curve: whole blocks search as fast as all A do), which bounds the k-th smallest of
+    // all (a subset's k-th smallest is no smaller). A sparser sample is cheaper but gives a
+    // looser τ, so more A pass it (about k * stride).
+    let stride = (a.len() / (4 * k.max(1))).clamp(1, SAMPLE_STRIDE);
+    let tau = if stride > 1 {
+        let sample: Vec<u32> = order.chunks(BLOCK).step_by(stride).flatten().copied().collect();
+        let mut d2: Vec<T> = sample
+            .par_chunks(QUERY_GRAIN)
+            .flat_map_iter(|run| {
+                let mut found = Vec::with_capacity(run.len());
+                nearest_run_fast(tree, a, run, r2, Reach::Guess, &mut |_, (d2, id)| {
+                    if id != NO_ID {
+                        found.push(d2)
+                    }
+                });
+                found
+            })
             .collect();
-        let (_, kth, _) = bounds.select_nth_unstable_by(k - 1, |x, y| x.partial_cmp(y).unwrap());
-        kth.min(r2)
+        if d2.len() >= k {
+            let (_, kth, _) = d2.select_nth_unstable_by(k - 1, |x, y| x.partial_cmp(y).unwrap());
+            if *kth < r2 {
+                *kth
+            } else {
+                r2
+            }
+        } else {
+            r2
+        }
     } else {
         r2
     };
-    order
+    prof.mark("tau from a sample");
+    // Every A's nearest within τ: the blocks reach τ, so no query searches alone.
+    let best = order
         .par_chunks(QUERY_GRAIN)
         .fold(
             || TopK::new(k),
             |mut top, run| {
-                // Each query seeded with the previous one's answer (Morton order).
-                let mut hint = search::NO_POSITION;
-                for &i in run {
-                    let (d2, id, pos) = search::nearest_hinted(tree, a.get(i as usize), tau, NO_ID, hint);
-                    hint = if pos == search::NO_POSITION { hint } else { pos };
+                nearest_run_fast(tree, a, run, tau, Reach::Radius, &mut |i, (d2, id)| {
                     if id != NO_ID {
                         top.push(Candidate::new(d2, i, id));
                     }
-                }
+                });
                 top
             },
         )
         .reduce(|| TopK::new(k), TopK::merge)
-        .into_sorted()
+        .into_sorted();
+    prof.mark("nearest within tau");
+    best
 }
 
 fn all_pairs<T: Real>(tree: &MortonTree<T>, a: &Points<T>, k: usize, r2: T, per_a: &[Candidate]) -> Vec<Candidate> {

@@ -1,4 +1,7 @@
-//! Launches closest_pairs.cu: the plan of pairs/cpu.rs on the device.
+//! Launches closest_pairs.cu: the plan of pairs/cpu.rs on the device, except for τ (step 2),
+//! which bounds each A's nearest distance by the closest of its `BOUND_WINDOW` Morton
+//! neighbours on each side in B (a binary search in the tree's key table, then a short scan)
+//! and takes the k-th smallest of all A's bounds from a histogram.
 //!
 //! A is processed in chunks (`CudaOptions::chunk_points`) so inputs larger than GPU memory
 //! work; B and its tree stay resident. Candidates are pruned to the best k
@@ -7,7 +10,7 @@
 use cudarc::driver::CudaSlice;
 use rayon::prelude::*;
 
-use super::{to_pairs, Candidate, Nearest, Pair, PairMode, BOUND_WINDOW};
+use super::{to_pairs, Candidate, Nearest, Pair, PairMode};
 use crate::error::Result;
 use crate::geometry::points::Points;
 use crate::geometry::real::{from_ordered_bits, Real};
@@ -19,6 +22,9 @@ use crate::runtime::cuda::transfer::download;
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 use crate::runtime::profile::Phases;
 use crate::tree::cuda::{for_each_chunk, gather_points, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
+
+/// Morton-order neighbours on each side examined for an A's upper bound (step 2 of the plan).
+const BOUND_WINDOW: usize = 4;
 
 const BLOCK: u32 = 256;
 /// Threads, and candidates per thread, of `sort_candidates_small`: candidate counts up to

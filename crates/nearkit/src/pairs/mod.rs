@@ -88,10 +88,6 @@ pub struct Nearest<T> {
     pub distance: Vec<T>,
 }
 
-/// Morton-order neighbours on each side examined for a query's upper bound (step 2 of the
-/// plan), on both backends.
-pub(crate) const BOUND_WINDOW: usize = 4;
-
 /// A candidate pair ordered by (squared distance, a, b): the one total order every result uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Candidate {

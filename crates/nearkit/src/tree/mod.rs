@@ -37,35 +37,11 @@ pub const TABLE_BITS: u32 = 16;
 const TABLE_SHIFT: u32 = 63 - TABLE_BITS;
 
 impl<T: Real> MortonTree<T> {
-    /// Morton code of sorted point `i`: recomputed from its coordinates (exactly as the build
-    /// computed it), so the tree stores no keys.
-    #[inline(always)]
-    pub fn code(&self, i: usize) -> u64 {
-        self.frame.code(self.x[i], self.y[i], self.z[i])
-    }
-
-    /// Indices of `a` sorted by Morton code in the tree's frame (ties by index): queries in
-    /// this order walk neighbouring parts of the tree one after another.
-    /// Only the codes' top 32 bits (about 10 per axis) decide: finer order would not make
-    /// the walks more coherent.
+    /// Indices of `a` in Morton order in the tree's frame: queries in this order walk
+    /// neighbouring parts of the tree one after another. Only the codes' top 32 bits (about
+    /// 10 per axis) decide, ties by index: a finer order would not make the walks more coherent.
     pub fn morton_order(&self, a: &Points<T>) -> Vec<u32> {
         crate::runtime::cpu::order_by_key(a.len(), |i| (self.frame.code(a.x[i], a.y[i], a.z[i]) >> 31) as u32)
-    }
-
-    /// First sorted position whose Morton code is >= `code`.
-    #[inline]
-    pub fn lower_bound(&self, code: u64) -> usize {
-        let b = (code >> TABLE_SHIFT) as usize;
-        let (mut lo, mut hi) = (self.key_table[b] as usize, self.key_table[b + 1] as usize);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.code(mid) < code {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
     }
 }
 
@@ -77,7 +53,8 @@ pub struct MortonTree<T> {
     pub frame: MortonFrame<T>,
     pub leaf_size: u32,
     /// `key_table[b]` = first sorted position whose Morton code's top `TABLE_BITS` bits are
-    /// >= `b` (`2^TABLE_BITS + 1` entries), so finding a code's place needs only a short search.
+    /// at least `b` (`2^TABLE_BITS + 1` entries), so finding a code's place (as the GPU's
+    /// top-k bound does) needs only a short search.
     pub key_table: Vec<u32>,
     /// The points in sorted order, and their original ids.
     pub x: Vec<T>,

@@ -4,8 +4,9 @@
 //! A query alone (`search::nearest_hinted`) spends most of its time walking the tree and
 //! testing boxes. Here the block's walk collects the runs (small nodes) within a reach of its
 //! bounding box; each group of `GROUP` queries keeps, of those runs' points, the ones within
-//! the reach of its own box (packed with AVX2 where the CPU has it), and each query then takes
-//! the first candidate in (squared distance, id) order, eight lanes at a time, with no branch.
+//! the reach of its own box (packed with AVX2 where the CPU has it), and the group's queries,
+//! one per lane, then go through the candidates together, each keeping the first in
+//! (squared distance, id) order, with no branch.
 //!
 //! Why it is exact: a point within the reach of a query lies within the reach of the query's
 //! group box and of the block box (box distances are lower bounds, in floating point too,
@@ -13,7 +14,7 @@
 //! therefore the answer. The reach is a guess (the previous block's farthest answer); a query
 //! whose best is farther searches the tree alone, seeded with that best.
 
-use super::search::{before, nearest_hinted, runs_near_capped, Run, NO_POSITION, RUN_MAX};
+use super::search::{nearest_hinted, runs_near_capped, Run, NO_POSITION, RUN_MAX};
 use super::MortonTree;
 use crate::geometry::points::NO_ID;
 use crate::geometry::real::{dist2, Real};
@@ -103,34 +104,21 @@ impl<T: Real> NearestScratch<T> {
         true
     }
 
-    /// The candidate that comes first for `q` in (squared distance, id) order, eight lanes
-    /// at a time (each lane keeps its own first, the lanes are then compared).
+    /// For each of a group's queries (in lanes: `GROUP` of them, unused lanes anywhere), the
+    /// candidate that comes first in (squared distance, id) order, or `(bd, bid)` as given
+    /// when none comes before that: each candidate is compared with every query at once.
     #[inline(always)]
-    fn first(&self, q: [T; 3]) -> (T, u32) {
-        let mut bd = [T::INFINITY; LANES];
-        let mut bid = [NO_ID; LANES];
-        let n = self.len.next_multiple_of(LANES);
+    fn first_of_group(&self, qs: &[[T; GROUP]; 3], bd: &mut [T; GROUP], bid: &mut [u32; GROUP]) {
         let [cx, cy, cz] = &self.cand;
-        for (((xs, ys), zs), ids) in cx[..n]
-            .chunks_exact(LANES)
-            .zip(cy[..n].chunks_exact(LANES))
-            .zip(cz[..n].chunks_exact(LANES))
-            .zip(self.cand_id[..n].chunks_exact(LANES))
-        {
-            for l in 0..LANES {
-                let d = dist2(q[0], q[1], q[2], xs[l], ys[l], zs[l]);
-                let better = (d < bd[l]) | ((d == bd[l]) & (ids[l] < bid[l]));
+        for j in 0..self.len {
+            let (x, y, z, id) = (cx[j], cy[j], cz[j], self.cand_id[j]);
+            for l in 0..GROUP {
+                let d = dist2(qs[0][l], qs[1][l], qs[2][l], x, y, z);
+                let better = (d < bd[l]) | ((d == bd[l]) & (id < bid[l]));
                 bd[l] = if better { d } else { bd[l] };
-                bid[l] = if better { ids[l] } else { bid[l] };
+                bid[l] = if better { id } else { bid[l] };
             }
         }
-        let (mut d, mut id) = (bd[0], bid[0]);
-        for l in 1..LANES {
-            if before(bd[l], bid[l], d, id) {
-                (d, id) = (bd[l], bid[l]);
-            }
-        }
-        (d, id)
     }
 }
 
@@ -213,6 +201,7 @@ mod avx2 {
     /// # Safety
     /// The CPU must have AVX2; `out` and `out_id` must have room for `len + (e - s) + 8`.
     #[target_feature(enable = "avx2")]
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn pack_f32(
         col: [&[f32]; 3],
@@ -300,14 +289,18 @@ pub fn nearest_block<T: Real>(
             }
         }
         let gathered = grouped && s.gather(tree, glo, ghi, reach2);
-        for (&(q, _), o) in group.iter().zip(out.iter_mut()) {
-            let (mut bd, mut bid) = (r2, NO_ID);
-            if gathered {
-                let (d, id) = s.first(q);
-                if before(d, id, bd, bid) {
-                    (bd, bid) = (d, id);
-                }
+        let mut qs = [[T::ZERO; GROUP]; 3];
+        for (l, (q, _)) in group.iter().enumerate() {
+            for d in 0..3 {
+                qs[d][l] = q[d];
             }
+        }
+        let (mut bd, mut bid) = ([r2; GROUP], [NO_ID; GROUP]);
+        if gathered {
+            s.first_of_group(&qs, &mut bd, &mut bid);
+        }
+        for (l, (&(q, _), o)) in group.iter().zip(out.iter_mut()).enumerate() {
+            let (mut bd, mut bid) = (bd[l], bid[l]);
             if !gathered || (reach2 < r2 && bd > reach2) {
                 let (d, id, _) = nearest_hinted(tree, q, bd, bid, NO_POSITION);
                 (bd, bid) = (d, id);

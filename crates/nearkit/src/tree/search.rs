@@ -168,23 +168,6 @@ pub fn knn<T: Real>(tree: &MortonTree<T>, q: [T; 3], k: usize, r2: T, skip: u32,
     }
 }
 
-/// An upper bound on `q`'s nearest squared distance: the closest of the points within
-/// `window` positions of `q`'s place in Morton order. Cheap (one binary search), and a real
-/// distance, so the k-th smallest bound over many queries bounds their k-th nearest distance.
-#[inline]
-pub fn window_upper_bound<T: Real>(tree: &MortonTree<T>, q: [T; 3], window: usize) -> T {
-    let code = tree.frame.code(q[0], q[1], q[2]);
-    let pos = tree.lower_bound(code);
-    let n = tree.len();
-    let s = pos.saturating_sub(window);
-    let e = (pos + window).min(n).max(s + 1);
-    let mut best = T::INFINITY;
-    for i in s..e {
-        best = best.min(dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]));
-    }
-    best
-}
-
 /// A run of sorted positions `s..e` whose points lie in the box `lo..=hi`.
 #[derive(Clone, Copy, Debug)]
 pub struct Run<T> {
