@@ -159,9 +159,9 @@ impl<T: Real> MortonTree<T> {
         let internal = n.saturating_sub(1);
         let topology: Vec<(u32, u32, u32)> = (0..internal).into_par_iter().map(|i| radix_node(&codes, i)).collect();
         drop(codes);
-        let left = topology.iter().map(|t| t.0).collect();
-        let right = topology.iter().map(|t| t.1).collect();
-        let other_end = topology.iter().map(|t| t.2).collect();
+        let left = topology.par_iter().map(|t| t.0).collect();
+        let right = topology.par_iter().map(|t| t.1).collect();
+        let other_end = topology.par_iter().map(|t| t.2).collect();
         drop(topology);
 
         let mut tree = MortonTree {

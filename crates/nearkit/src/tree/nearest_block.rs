@@ -159,6 +159,25 @@ fn pack<T: Real>(
             )
         };
     }
+    #[cfg(target_arch = "x86_64")]
+    if T::NAME == "f64" && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: as for f32, with T = f64.
+        return unsafe {
+            let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f64, v.len());
+            let out = |v: &mut Vec<T>| v.as_mut_ptr() as *mut f64;
+            avx2::pack_f64(
+                [col(&tree.x), col(&tree.y), col(&tree.z)],
+                &tree.id,
+                s..e,
+                glo.map(|v| v.to_f64()),
+                ghi.map(|v| v.to_f64()),
+                reach2.to_f64(),
+                [out(&mut cand[0]), out(&mut cand[1]), out(&mut cand[2])],
+                cand_id.as_mut_ptr(),
+                len,
+            )
+        };
+    }
     let mut k = len;
     for i in s..e {
         let (x, y, z) = (tree.x[i], tree.y[i], tree.z[i]);
@@ -194,6 +213,93 @@ mod avx2 {
         }
         t
     };
+
+    /// `LEFT4[m]`: for mask `m` of four 64-bit lanes, the 32-bit lanes that pack them to the
+    /// left (two per 64-bit lane), then zeros.
+    static LEFT4: [[u32; 8]; 16] = {
+        let mut t = [[0u32; 8]; 16];
+        let mut m = 0;
+        while m < 16 {
+            let (mut k, mut l) = (0, 0);
+            while l < 4 {
+                if m & (1 << l) != 0 {
+                    t[m][2 * k] = 2 * l as u32;
+                    t[m][2 * k + 1] = 2 * l as u32 + 1;
+                    k += 1;
+                }
+                l += 1;
+            }
+            m += 1;
+        }
+        t
+    };
+
+    /// The f64 `pack`: [`pack_f32`] four points at a time; the ids, four u32 in the low half of
+    /// a register, are packed with `LEFT` (their lanes are the mask's).
+    ///
+    /// # Safety
+    /// As for [`pack_f32`].
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn pack_f64(
+        col: [&[f64]; 3],
+        id: &[u32],
+        range: std::ops::Range<usize>,
+        glo: [f64; 3],
+        ghi: [f64; 3],
+        reach2: f64,
+        out: [*mut f64; 3],
+        out_id: *mut u32,
+        mut len: usize,
+    ) -> usize {
+        let n = id.len();
+        let zero = _mm256_setzero_pd();
+        let r = _mm256_set1_pd(reach2);
+        let lo = glo.map(|v| _mm256_set1_pd(v));
+        let hi = ghi.map(|v| _mm256_set1_pd(v));
+        let mut c = range.start;
+        while c < range.end {
+            if c + 4 > n {
+                for i in c..range.end {
+                    let p = [col[0][i], col[1][i], col[2][i]];
+                    let g = |d: usize| {
+                        let g = (glo[d] - p[d]).max(p[d] - ghi[d]).max(0.0);
+                        g * g
+                    };
+                    for d in 0..3 {
+                        *out[d].add(len) = p[d];
+                    }
+                    *out_id.add(len) = id[i];
+                    len += usize::from(g(0) + g(1) + g(2) <= reach2);
+                }
+                break;
+            }
+            let v = col.map(|x| _mm256_loadu_pd(x.as_ptr().add(c)));
+            let mut d2 = zero;
+            for d in 0..3 {
+                let g = _mm256_max_pd(_mm256_max_pd(_mm256_sub_pd(lo[d], v[d]), _mm256_sub_pd(v[d], hi[d])), zero);
+                d2 = if d == 0 { _mm256_mul_pd(g, g) } else { _mm256_add_pd(d2, _mm256_mul_pd(g, g)) };
+            }
+            let mut m = _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LE_OQ>(d2, r)) as u32;
+            let valid = range.end - c;
+            if valid < 4 {
+                m &= (1 << valid) - 1;
+            }
+            let p = _mm256_loadu_si256(LEFT4[m as usize].as_ptr() as *const __m256i);
+            for d in 0..3 {
+                let packed = _mm256_permutevar8x32_ps(_mm256_castpd_ps(v[d]), p);
+                _mm256_storeu_pd(out[d].add(len), _mm256_castps_pd(packed));
+            }
+            let ids = _mm256_castsi128_si256(_mm_loadu_si128(id.as_ptr().add(c) as *const __m128i));
+            let q = _mm256_loadu_si256(LEFT[m as usize].as_ptr() as *const __m256i);
+            let packed = _mm256_permutevar8x32_epi32(ids, q);
+            _mm_storeu_si128(out_id.add(len) as *mut __m128i, _mm256_castsi256_si128(packed));
+            len += m.count_ones() as usize;
+            c += 4;
+        }
+        len
+    }
 
     /// The f32 `pack`, eight points at a time: the same box distance as the scalar code in
     /// each lane, a mask of those within reach, and one permute per column to pack them.
