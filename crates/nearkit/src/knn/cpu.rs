@@ -1,7 +1,8 @@
-//! Exact k-nearest neighbours on the CPU, queries in a coherent order for cache reuse. Many
-//! queries against the same data go through a `CandidateGrid` (a short scan per query);
-//! few queries, large k, or queries outside the data's box take a bounded best-first search
-//! of the data's `MortonTree`. Both give the same exact answer.
+//! Exact k-nearest neighbours on the CPU, queries in a coherent order for cache reuse. k = 1
+//! is a nearest search (pairs/cpu.rs). Many queries against the same data go through a
+//! `CandidateGrid` (a short scan per query); few queries, large k, or queries outside the
+//! data's box take a bounded best-first search of the data's `MortonTree`. All give the same
+//! exact answer.
 
 use rayon::prelude::*;
 
@@ -25,6 +26,12 @@ pub(crate) fn knn<T: Real>(
     r2: T,
     profile: bool,
 ) -> Knn<T> {
+    if k == 1 && !opts.exclude_self {
+        // One neighbour is a nearest search: blocks of queries (tree::nearest_block) beat the
+        // grid and the single-query walk alike.
+        let found = crate::pairs::cpu::nearest(tree, queries, r2, profile);
+        return Knn { k, ids: found.b, distances: found.distance };
+    }
     let mut prof = Phases::new("cpu knn", profile);
     let grid = CandidateGrid::for_queries(tree, queries.len(), k + usize::from(opts.exclude_self), r2, &opts.grid);
     prof.mark("grid");
