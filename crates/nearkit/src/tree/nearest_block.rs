@@ -25,6 +25,8 @@ pub const GROUP: usize = 16;
 pub const BLOCK_RUN_CAP: usize = 1024;
 /// Candidates a group may gather before its queries are searched one at a time instead.
 pub const GROUP_CANDIDATE_CAP: usize = 512;
+/// Times a group with too many candidates tries again with a quarter of the reach.
+const GATHER_RETRIES: usize = 2;
 const LANES: usize = 8;
 /// Room for the cap, one more run past it, and a whole lane of packed stores past that.
 const SLOTS: usize = GROUP_CANDIDATE_CAP + RUN_MAX + LANES;
@@ -394,7 +396,17 @@ pub fn nearest_block<T: Real>(
                 ghi[d] = ghi[d].max(q[d]);
             }
         }
-        let gathered = grouped && s.gather(tree, glo, ghi, reach2);
+        // Too many candidates: the reach was a poor guess here (the block came after queries
+        // far from the data); a quarter of it (half the distance) usually still holds them.
+        let mut reach_g2 = reach2;
+        let mut gathered = grouped && s.gather(tree, glo, ghi, reach_g2);
+        for _ in 0..GATHER_RETRIES {
+            if gathered || !grouped {
+                break;
+            }
+            reach_g2 = reach_g2 * T::from_f64(0.25);
+            gathered = s.gather(tree, glo, ghi, reach_g2);
+        }
         let mut qs = [[T::ZERO; GROUP]; 3];
         for (l, (q, _)) in group.iter().enumerate() {
             for d in 0..3 {
@@ -407,7 +419,7 @@ pub fn nearest_block<T: Real>(
         }
         for (l, (&(q, _), o)) in group.iter().zip(out.iter_mut()).enumerate() {
             let (mut bd, mut bid) = (bd[l], bid[l]);
-            if !gathered || (reach2 < r2 && bd > reach2) {
+            if !gathered || (reach_g2 < r2 && bd > reach_g2) {
                 let (d, id, _) = nearest_hinted(tree, q, bd, bid, NO_POSITION);
                 (bd, bid) = (d, id);
             }
@@ -415,3 +427,6 @@ pub fn nearest_block<T: Real>(
         }
     }
 }
+
+pub static FB: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+pub static UG: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
