@@ -427,6 +427,3 @@ pub fn nearest_block<T: Real>(
         }
     }
 }
-
-pub static FB: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-pub static UG: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
