@@ -69,6 +69,50 @@ fn all_checks<T: Real>(seed: u64) {
     }
 }
 
+/// Large data and few queries a cell (no candidate grid): the block search of every query
+/// path, with clusters of queries far from the data's clusters, duplicates, surfaces, a radius,
+/// the kNN graph, and k past the block search's largest.
+fn block_search_checks<T: Real>(seed: u64) {
+    use nearkit::generate::{generate, Distribution::*};
+    let sets = [
+        (
+            "clustered vs other clusters",
+            generate::<T>(Clustered, 1_500, 1000.0, seed),
+            generate::<T>(Clustered, 2_500, 1000.0, seed + 1),
+        ),
+        (
+            "duplicates",
+            generate::<T>(Duplicates, 1_500, 1000.0, seed),
+            generate::<T>(Duplicates, 2_500, 1000.0, seed + 1),
+        ),
+        (
+            "uniform vs sphere",
+            generate::<T>(Uniform, 1_500, 1000.0, seed),
+            generate::<T>(Sphere, 2_500, 1000.0, seed + 1),
+        ),
+        (
+            "plane vs uniform ints",
+            generate::<T>(Plane, 1_500, 1000.0, seed),
+            generate::<T>(UniformInt, 2_500, 64.0, seed + 1),
+        ),
+    ];
+    let no_grid = nearkit::GridOptions { queries_per_cell: usize::MAX, ..Default::default() };
+    for (name, queries, data) in &sets {
+        for k in [3, 16, 40] {
+            check_knn(name, data, queries, &KnnOptions { k, grid: no_grid, ..Default::default() });
+        }
+        let r = Some(T::from_f64(4.0));
+        check_knn(name, data, queries, &KnnOptions { k: 8, max_distance: r, grid: no_grid, ..Default::default() });
+        check_knn(name, data, data, &KnnOptions { k: 6, exclude_self: true, grid: no_grid, ..Default::default() });
+    }
+}
+
+#[test]
+fn block_search_matches_brute_force() {
+    block_search_checks::<f32>(31);
+    block_search_checks::<f64>(32);
+}
+
 #[test]
 fn f32_knn_matches_brute_force() {
     all_checks::<f32>(51);

@@ -1,8 +1,9 @@
 //! Exact k-nearest neighbours on the CPU, queries in a coherent order for cache reuse. k = 1
 //! is a nearest search (pairs/cpu.rs). Many queries against the same data go through a
-//! `CandidateGrid` (a short scan per query); few queries, large k, or queries outside the
-//! data's box take a bounded best-first search of the data's `MortonTree`. All give the same
-//! exact answer.
+//! `CandidateGrid` (a short scan per query); where the grid does not pay (large data), queries
+//! about as many as the data points go through the block search (`tree::nearest_block`), and
+//! the rest (few queries, large k) take a bounded best-first search of the data's
+//! `MortonTree`. All give the same exact answer.
 
 use rayon::prelude::*;
 
@@ -13,6 +14,7 @@ use crate::geometry::real::Real;
 use crate::knn::grid::{CandidateGrid, GridCand};
 use crate::runtime::cpu::{big_vec, prefetch, RowPtr};
 use crate::runtime::profile::Phases;
+use crate::tree::nearest_block::{knn_block, NearestScratch, BLOCK_MAX_K};
 use crate::tree::search;
 use crate::tree::MortonTree;
 
@@ -35,6 +37,11 @@ pub(crate) fn knn<T: Real>(
     let mut prof = Phases::new("cpu knn", profile);
     let grid = CandidateGrid::for_queries(tree, queries.len(), k + usize::from(opts.exclude_self), r2, &opts.grid);
     prof.mark("grid");
+    if grid.is_none() && k <= BLOCK_MAX_K && tree.len() <= BLOCK_MAX_DATA_PER_QUERY * queries.len() {
+        let found = knn_blocks(tree, queries, k, r2, opts.exclude_self, &mut prof);
+        prof.report();
+        return found;
+    }
     // Through the grid, queries go cell by cell (each cell's list stays in cache) and read
     // packed records; the tree search wants Morton order.
     let (order, cand) = match &grid {
@@ -93,4 +100,122 @@ pub(crate) fn knn<T: Real>(
     prof.mark("search");
     prof.report();
     Knn { k, ids, distances }
+}
+
+/// The block search lists every candidate near a group of 16 queries, and each goes down
+/// the lists of the queries it is near: past a few data points per query (or a long list),
+/// the single-query search does less (2 cores, 1M queries: k = 8 over 400K points 2.3×
+/// faster in blocks, over 1M 1.7×, over 3M the same; k = 16 over 3M 0.76×).
+const BLOCK_MAX_DATA_PER_QUERY: usize = 2;
+/// Queries per rayon task of the block search.
+const QUERY_GRAIN: usize = 2048;
+/// Queries (consecutive in Morton order) that walk the tree together.
+const BLOCK: usize = 256;
+/// Points of the runs a block's queries scan.
+const RUN: usize = 32;
+
+/// The kNN rows through the block search (`tree::nearest_block::knn_block`), queries in
+/// Morton order, each block reaching as far as the previous one's farthest k-th neighbour.
+fn knn_blocks<T: Real>(
+    tree: &MortonTree<T>,
+    queries: &Points<T>,
+    k: usize,
+    r2: T,
+    skip_self: bool,
+    prof: &mut Phases,
+) -> Knn<T> {
+    let order = tree.morton_order(queries);
+    prof.mark("query order");
+    let n = queries.len();
+    let (mut ids, mut distances) = (big_vec::<u32>(n * k), big_vec::<T>(n * k));
+    let (ids_at, ds_at) = (RowPtr(ids.as_mut_ptr()), RowPtr(distances.as_mut_ptr()));
+    order.par_chunks(QUERY_GRAIN).for_each(|run| {
+        knn_run_fast(tree, queries, run, k, r2, skip_self, &mut |q, row| {
+            for (j, &(d2, id)) in row.iter().enumerate() {
+                let (id, d) = if id == NO_ID { (NO_ID, T::INFINITY) } else { (id, d2.sqrt()) };
+                // SAFETY: slot q * k + j lies inside both allocations and only this query
+                // writes it.
+                unsafe {
+                    ids_at.write(q as usize * k + j, id);
+                    ds_at.write(q as usize * k + j, d);
+                }
+            }
+        });
+    });
+    // SAFETY: `order` holds every query once, and each wrote all k slots of its row.
+    unsafe {
+        ids.set_len(n * k);
+        distances.set_len(n * k);
+    }
+    prof.mark("search");
+    Knn { k, ids, distances }
+}
+
+/// The rows of the queries `run` (consecutive in Morton order), handed to `found(query, row)`.
+#[inline(always)]
+fn knn_run<T: Real>(
+    tree: &MortonTree<T>,
+    queries: &Points<T>,
+    run: &[u32],
+    k: usize,
+    r2: T,
+    skip_self: bool,
+    found: &mut impl FnMut(u32, &[(T, u32)]),
+) {
+    let mut scratch = NearestScratch::default();
+    let mut buf = Vec::new();
+    let mut block = [([T::ZERO; 3], 0u32); BLOCK];
+    let mut out = vec![(T::ZERO, NO_ID); BLOCK * k];
+    let mut reach2 = r2;
+    for (g, ids) in run.chunks(BLOCK).enumerate() {
+        for (slot, &i) in block.iter_mut().zip(ids) {
+            *slot = (queries.get(i as usize), i);
+        }
+        let m = ids.len();
+        if g == 0 {
+            // The first query alone gives the first guess of the reach.
+            let skip = if skip_self { block[0].1 } else { NO_ID };
+            search::knn(tree, block[0].0, k, r2, skip, &mut buf);
+            if let Some(&(d2, _)) = buf.get(k - 1) {
+                reach2 = d2 * T::from_f64(4.0);
+            }
+        }
+        let far =
+            knn_block(tree, &block[..m], k, r2, reach2, RUN, skip_self, &mut scratch, &mut buf, &mut out[..m * k]);
+        reach2 = far;
+        for (&(_, i), row) in block[..m].iter().zip(out.chunks(k)) {
+            found(i, row);
+        }
+    }
+}
+
+/// [`knn_run`], compiled for AVX2 where the CPU has it (the same operations in each lane, so
+/// the same bits).
+fn knn_run_fast<T: Real>(
+    tree: &MortonTree<T>,
+    queries: &Points<T>,
+    run: &[u32],
+    k: usize,
+    r2: T,
+    skip_self: bool,
+    found: &mut impl FnMut(u32, &[(T, u32)]),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<T: Real>(
+            tree: &MortonTree<T>,
+            queries: &Points<T>,
+            run: &[u32],
+            k: usize,
+            r2: T,
+            skip_self: bool,
+            found: &mut impl FnMut(u32, &[(T, u32)]),
+        ) {
+            knn_run(tree, queries, run, k, r2, skip_self, found)
+        }
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { avx2(tree, queries, run, k, r2, skip_self, found) };
+    }
+    knn_run(tree, queries, run, k, r2, skip_self, found)
 }

@@ -1,5 +1,6 @@
-//! Nearest neighbours of many queries at once on the CPU: a block of queries consecutive in
-//! Morton order walks the tree once, and small groups of them share one list of candidates.
+//! Nearest neighbours (and the k nearest, `knn_block`) of many queries at once on the CPU: a
+//! block of queries consecutive in Morton order walks the tree once, and small groups of them
+//! share one list of candidates.
 //!
 //! A query alone (`search::nearest_hinted`) spends most of its time walking the tree and
 //! testing boxes. Here the block's walk collects the runs (small nodes) within a reach of its
@@ -119,6 +120,47 @@ impl<T: Real> NearestScratch<T> {
                 let better = (d < bd[l]) | ((d == bd[l]) & (id < bid[l]));
                 bd[l] = if better { d } else { bd[l] };
                 bid[l] = if better { id } else { bid[l] };
+            }
+        }
+    }
+
+    /// For each of a group's queries (in lanes), its `k` first candidates in (squared
+    /// distance, id) order merged into the sorted lists `bd[rank][lane]`, `bid[rank][lane]`
+    /// (filled with `(r2, NO_ID)` to start), a lane's `skip` id left out. A candidate no lane
+    /// takes costs one comparison with each lane's k-th; one some lane takes goes down every
+    /// lane's list, swapping where it comes first (lanes that do not take it never swap).
+    #[inline(always)]
+    fn knn_of_group(
+        &self,
+        qs: &[[T; GROUP]; 3],
+        skip: &[u32; GROUP],
+        k: usize,
+        bd: &mut [[T; GROUP]],
+        bid: &mut [[u32; GROUP]],
+    ) {
+        let [cx, cy, cz] = &self.cand;
+        for j in 0..self.len {
+            let (x, y, z, id) = (cx[j], cy[j], cz[j], self.cand_id[j]);
+            let mut d = [T::ZERO; GROUP];
+            let mut take = [false; GROUP];
+            for l in 0..GROUP {
+                d[l] = dist2(qs[0][l], qs[1][l], qs[2][l], x, y, z);
+                let (kd, kid) = (bd[k - 1][l], bid[k - 1][l]);
+                take[l] = ((d[l] < kd) | ((d[l] == kd) & (id < kid))) & (id != skip[l]);
+            }
+            if !take.iter().fold(false, |a, &t| a | t) {
+                continue;
+            }
+            let mut cid = [id; GROUP];
+            for (rd, rid) in bd[..k].iter_mut().zip(bid[..k].iter_mut()) {
+                for l in 0..GROUP {
+                    let swap = take[l] & ((d[l] < rd[l]) | ((d[l] == rd[l]) & (cid[l] < rid[l])));
+                    let (od, oid) = (rd[l], rid[l]);
+                    rd[l] = if swap { d[l] } else { od };
+                    rid[l] = if swap { cid[l] } else { oid };
+                    d[l] = if swap { od } else { d[l] };
+                    cid[l] = if swap { oid } else { cid[l] };
+                }
             }
         }
     }
@@ -369,6 +411,38 @@ mod avx2 {
     }
 }
 
+/// A group's queries in lanes, and its candidates gathered within `reach2` of its box (a
+/// poor guess that gives too many is cut to a quarter, twice at most: it came after queries
+/// far from the data). Returns the lanes, whether there are candidates, and their reach.
+#[inline(always)]
+fn group_candidates<T: Real>(
+    tree: &MortonTree<T>,
+    s: &mut NearestScratch<T>,
+    group: &[([T; 3], u32)],
+    grouped: bool,
+    reach2: T,
+) -> ([[T; GROUP]; 3], bool, T) {
+    let (mut glo, mut ghi) = ([T::INFINITY; 3], [-T::INFINITY; 3]);
+    let mut qs = [[T::ZERO; GROUP]; 3];
+    for (l, (q, _)) in group.iter().enumerate() {
+        for d in 0..3 {
+            glo[d] = glo[d].min(q[d]);
+            ghi[d] = ghi[d].max(q[d]);
+            qs[d][l] = q[d];
+        }
+    }
+    let mut reach_g2 = reach2;
+    let mut gathered = grouped && s.gather(tree, glo, ghi, reach_g2);
+    for _ in 0..GATHER_RETRIES {
+        if gathered || !grouped {
+            break;
+        }
+        reach_g2 = reach_g2 * T::from_f64(0.25);
+        gathered = s.gather(tree, glo, ghi, reach_g2);
+    }
+    (qs, gathered, reach_g2)
+}
+
 /// Each query of `block`'s nearest point within squared radius `r2` (inclusive), into `out`
 /// as (squared distance, id), or `(r2, NO_ID)` when there is none: the same answers as
 /// [`nearest_hinted`], for queries consecutive in Morton order, with `reach2` the guess of
@@ -389,30 +463,7 @@ pub fn nearest_block<T: Real>(
         s.set_boxes();
     }
     for (group, out) in block.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-        let (mut glo, mut ghi) = ([T::INFINITY; 3], [-T::INFINITY; 3]);
-        for (q, _) in group {
-            for d in 0..3 {
-                glo[d] = glo[d].min(q[d]);
-                ghi[d] = ghi[d].max(q[d]);
-            }
-        }
-        // Too many candidates: the reach was a poor guess here (the block came after queries
-        // far from the data); a quarter of it (half the distance) usually still holds them.
-        let mut reach_g2 = reach2;
-        let mut gathered = grouped && s.gather(tree, glo, ghi, reach_g2);
-        for _ in 0..GATHER_RETRIES {
-            if gathered || !grouped {
-                break;
-            }
-            reach_g2 = reach_g2 * T::from_f64(0.25);
-            gathered = s.gather(tree, glo, ghi, reach_g2);
-        }
-        let mut qs = [[T::ZERO; GROUP]; 3];
-        for (l, (q, _)) in group.iter().enumerate() {
-            for d in 0..3 {
-                qs[d][l] = q[d];
-            }
-        }
+        let (qs, gathered, reach_g2) = group_candidates(tree, s, group, grouped, reach2);
         let (mut bd, mut bid) = ([r2; GROUP], [NO_ID; GROUP]);
         if gathered {
             s.first_of_group(&qs, &mut bd, &mut bid);
@@ -426,4 +477,69 @@ pub fn nearest_block<T: Real>(
             *o = (bd, bid);
         }
     }
+}
+
+/// Largest k [`knn_block`] serves (each lane's list lives in the group's arrays; a candidate
+/// that goes down a list costs k steps).
+pub const BLOCK_MAX_K: usize = 16;
+
+/// Each query of `block`'s `k` (at most `BLOCK_MAX_K`) nearest points within squared radius
+/// `r2`, ascending by (squared distance, id), into `out` (`k` per query, `(r2, NO_ID)` where
+/// there are fewer), the point whose id is the query's own left out when `skip_self`: the
+/// same rows as [`search::knn`](super::search::knn), through the block search of
+/// [`nearest_block`]. A list whose k-th lies past the reach is searched again alone. Returns
+/// the largest squared k-th distance of a full list (a guess of the next block's reach).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn knn_block<T: Real>(
+    tree: &MortonTree<T>,
+    block: &[([T; 3], u32)],
+    k: usize,
+    r2: T,
+    reach2: T,
+    run: usize,
+    skip_self: bool,
+    s: &mut NearestScratch<T>,
+    buf: &mut Vec<(T, u32)>,
+    out: &mut [(T, u32)],
+) -> T {
+    debug_assert!((1..=BLOCK_MAX_K).contains(&k));
+    let reach2 = if reach2 < r2 { reach2 } else { r2 };
+    let grouped = runs_near_capped(tree, block, reach2, run, BLOCK_RUN_CAP, &mut s.runs);
+    if grouped {
+        s.set_boxes();
+    }
+    let mut far = T::ZERO;
+    for (group, out) in block.chunks(GROUP).zip(out.chunks_mut(GROUP * k)) {
+        let (qs, gathered, reach_g2) = group_candidates(tree, s, group, grouped, reach2);
+        let mut skip = [NO_ID; GROUP];
+        if skip_self {
+            for (l, &(_, id)) in group.iter().enumerate() {
+                skip[l] = id;
+            }
+        }
+        let mut bd = [[r2; GROUP]; BLOCK_MAX_K];
+        let mut bid = [[NO_ID; GROUP]; BLOCK_MAX_K];
+        if gathered {
+            s.knn_of_group(&qs, &skip, k, &mut bd, &mut bid);
+        }
+        for (l, (&(q, _), row)) in group.iter().zip(out.chunks_mut(k)).enumerate() {
+            let (kd, kid) = (bd[k - 1][l], bid[k - 1][l]);
+            if !gathered || (reach_g2 < r2 && (kd > reach_g2 || kid == NO_ID)) {
+                super::search::knn(tree, q, k, r2, skip[l], buf);
+                for (r, slot) in row.iter_mut().enumerate() {
+                    *slot = buf.get(r).copied().unwrap_or((r2, NO_ID));
+                }
+            } else {
+                for (r, slot) in row.iter_mut().enumerate() {
+                    *slot = (bd[r][l], bid[r][l]);
+                }
+            }
+            let (kd, kid) = row[k - 1];
+            if kid != NO_ID && kd > far {
+                far = kd;
+            }
+        }
+    }
+    far
 }
