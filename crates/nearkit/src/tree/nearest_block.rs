@@ -411,6 +411,13 @@ mod avx2 {
     }
 }
 
+/// Whether every run a walk can give (at most `run` or a leaf's points) fits the candidate
+/// slots past the cap, which the packing writes to without bounds checks.
+#[inline(always)]
+fn fits_slots<T: Real>(tree: &MortonTree<T>, run: usize) -> bool {
+    run.max(tree.leaf_size as usize) <= RUN_MAX
+}
+
 /// A group's queries in lanes, and its candidates gathered within `reach2` of its box (a
 /// poor guess that gives too many is cut to a quarter, twice at most: it came after queries
 /// far from the data). Returns the lanes, whether there are candidates, and their reach.
@@ -458,7 +465,7 @@ pub fn nearest_block<T: Real>(
     out: &mut [(T, u32)],
 ) {
     let reach2 = if reach2 < r2 { reach2 } else { r2 };
-    let grouped = runs_near_capped(tree, block, reach2, run, BLOCK_RUN_CAP, &mut s.runs);
+    let grouped = fits_slots(tree, run) && runs_near_capped(tree, block, reach2, run, BLOCK_RUN_CAP, &mut s.runs);
     if grouped {
         s.set_boxes();
     }
@@ -505,7 +512,7 @@ pub fn knn_block<T: Real>(
 ) -> T {
     debug_assert!((1..=BLOCK_MAX_K).contains(&k));
     let reach2 = if reach2 < r2 { reach2 } else { r2 };
-    let grouped = runs_near_capped(tree, block, reach2, run, BLOCK_RUN_CAP, &mut s.runs);
+    let grouped = fits_slots(tree, run) && runs_near_capped(tree, block, reach2, run, BLOCK_RUN_CAP, &mut s.runs);
     if grouped {
         s.set_boxes();
     }
