@@ -8,7 +8,9 @@ ordered by (distance, a). Their answers are checked against nearkit's. Usage:
 
 Peers: scipy cKDTree (all cores), pykdtree (OpenMP, all cores), and cupy-knn (an LBVH on CuPy)
 on the GPU if it is installed; compare its time with nearkit's resident one.
-Missing peers are reported and skipped.
+Missing peers are reported and skipped. Peers get float32 arrays, as nearkit computes (scipy
+converts to float64 inside its call); before session 15 they were given float64. For one
+process on both sides, see bench/peers_cpu.py (CPU) and `cargo bench --bench cpu_peers`.
 """
 import argparse
 import os
@@ -54,7 +56,9 @@ def main():
         for path, n, seed in ((fa, args.a_count, 2026), (fb, args.b_count, 2027)):
             subprocess.run([args.nearkit, "gen", "points", "--count", str(n), "--distribution", dist,
                             "--range", "1048576", "--seed", str(seed), "--out", path], check=True)
-        A, B = np.load(fa).astype(np.float64), np.load(fb).astype(np.float64)
+        # float32, as nearkit computes (its default precision): like for like. scipy's cKDTree
+        # converts to float64 inside its call (it has no float32 path), so its row is f64.
+        A, B = np.load(fa).astype(np.float32), np.load(fb).astype(np.float32)
 
         # nearkit on the same files: the command a user runs (file loading excluded from its time).
         out_csv = os.path.join(tmp, f"nearkit-{dist}.csv")
@@ -84,7 +88,7 @@ def main():
                 d, i = cKDTree(B).query(A, k=1, workers=-1)
                 return top_k(d, i, args.k)
             t, res = median_time(run_scipy, args.runs)
-            rows.append((dist, "scipy cKDTree (all cores)", t * 1e3, check(res), ""))
+            rows.append((dist, "scipy cKDTree (all cores)", t * 1e3, check(res), "computes in float64"))
         except ImportError:
             rows.append((dist, "scipy cKDTree", None, "not installed", ""))
         try:
@@ -93,7 +97,7 @@ def main():
                 d, i = KDTree(B).query(A, k=1)
                 return top_k(d, i, args.k)
             t, res = median_time(run_pykdtree, args.runs)
-            rows.append((dist, "pykdtree (OpenMP)", t * 1e3, check(res), ""))
+            rows.append((dist, "pykdtree (OpenMP)", t * 1e3, check(res), "float32"))
         except ImportError:
             rows.append((dist, "pykdtree", None, "not installed", ""))
         try:
