@@ -119,6 +119,15 @@ fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
     let spinner = Spinner::start("searching", quiet);
     let start = Instant::now();
     let index = PointIndex::new(&data, &engine)?;
+    // A result over the default limit says where the limit came from and how to change it.
+    let limit_note = |e: nearkit::Error| -> CliError {
+        match (&e, args.max_results) {
+            (nearkit::Error::InvalidArgument(m), None) if m.contains("max_results") => CliError(format!(
+                "{e} (the limit is what this machine's free memory holds; --max-results sets it, --count-only counts)"
+            )),
+            _ => CliError(e.to_string()),
+        }
+    };
     let csv = args.out.as_ref().is_some_and(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv")));
     if let (Some(q), Some(path), true, false) = (&queries, &args.out, csv, args.count_only) {
         // Rows of a million queries at a time straight to the file: a result of any size.
@@ -148,7 +157,7 @@ fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
             }
         });
         if let Some(e) = failed {
-            return Err(CliError(e.to_string()));
+            return Err(limit_note(e));
         }
         written?;
         spinner.finish();
@@ -173,14 +182,6 @@ fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
     spinner.finish();
     let device = engine.describe();
     let layout = if queries.is_some() { WithinLayout::Rows } else { WithinLayout::Pairs };
-    let limit_note = |e: nearkit::Error| -> CliError {
-        match (&e, args.max_results) {
-            (nearkit::Error::InvalidArgument(m), None) if m.contains("max_results") => CliError(format!(
-                "{e} (the limit is what this machine's free memory holds; --max-results sets it, --count-only counts)"
-            )),
-            _ => CliError(e.to_string()),
-        }
-    };
     match result {
         Err(counts) => {
             let counts = counts?;
