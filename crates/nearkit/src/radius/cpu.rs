@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
-use super::{check_total, too_many, RadiusOptions, Within};
+use super::{beyond_memory, check_total, memory_limit, too_many, RadiusOptions, Within};
 use crate::error::Result;
 use crate::geometry::real::Real;
 use crate::runtime::cpu::{big_vec, prefetch, RowPtr};
@@ -45,7 +45,9 @@ pub(crate) fn within<T: Real>(
 ) -> Result<Within<T>> {
     let total = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    let limit = opts.max_results.unwrap_or(u64::MAX);
+    // Without a limit, the rows stop where free memory would run out (they are held here
+    // before they are copied into the result).
+    let limit = opts.max_results.unwrap_or_else(memory_limit::<T>);
     let blocks: Vec<Block<T>> = (0..n_rows.div_ceil(BLOCK))
         .into_par_iter()
         .map(|b| {
@@ -62,7 +64,10 @@ pub(crate) fn within<T: Real>(
         .collect();
     let total = total.into_inner();
     if total > limit {
-        return Err(too_many::<T>(total, limit));
+        return Err(match opts.max_results {
+            Some(_) => too_many::<T>(total, limit),
+            None => beyond_memory::<T>(total),
+        });
     }
     check_total::<T>(total, opts)?;
 

@@ -27,7 +27,8 @@ pub struct RadiusOptions {
     /// index's Morton order, which is faster and still the same on every device.
     pub sorted: bool,
     /// Fail, before the result is allocated, when it would hold more than this many
-    /// neighbours (`None`: as many as memory holds).
+    /// neighbours (`None`: as many as the machine's free memory holds, with room for the
+    /// copies a search makes; the error is then [`Error::OutOfMemory`]).
     pub max_results: Option<u64>,
 }
 
@@ -100,20 +101,67 @@ pub(crate) fn check_total<T: Real>(total: u64, opts: &RadiusOptions) -> Result<(
         if total > max {
             return Err(too_many::<T>(total, max));
         }
+    } else if total > memory_limit::<T>() {
+        return Err(beyond_memory::<T>(total));
     }
     let per = (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as u64;
     crate::runtime::cpu::check_room::<u8>(1, (total.saturating_mul(per)).try_into().unwrap_or(usize::MAX), "the rows")
 }
 
-pub(crate) fn too_many<T>(total: u64, max: u64) -> Error {
+/// The most neighbours a result may hold when no `max_results` is given: what the free
+/// memory holds twice over (a search holds its rows, then copies them into the result), so
+/// that a result too large fails with an error rather than the process being killed (on
+/// systems that overcommit memory, an allocation alone does not fail). No limit where the
+/// free memory is not known.
+pub(crate) fn memory_limit<T>() -> u64 {
+    let per = (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as u64;
+    crate::runtime::cpu::available_memory().map_or(u64::MAX, |m| m / (2 * per))
+}
+
+fn size_of_rows<T>(total: u64) -> String {
     let bytes = total as f64 * (std::mem::size_of::<u32>() + std::mem::size_of::<T>()) as f64;
-    let size = if bytes >= (1u64 << 30) as f64 {
+    if bytes >= (1u64 << 30) as f64 {
         format!("{:.1} GiB", bytes / (1u64 << 30) as f64)
     } else {
         format!("{:.1} MiB", bytes / (1u64 << 20) as f64)
-    };
+    }
+}
+
+pub(crate) fn beyond_memory<T>(total: u64) -> Error {
+    Error::OutOfMemory(format!(
+        "the result holds at least {total} neighbours (at least {} as ids and distances), more than this \
+         machine's free memory holds: use a smaller radius, fewer queries, counts only, rows a batch at a time \
+         (within_each), or set max_results",
+        size_of_rows::<T>(total)
+    ))
+}
+
+pub(crate) fn too_many<T>(total: u64, max: u64) -> Error {
+    let size = size_of_rows::<T>(total);
     Error::InvalidArgument(format!(
         "the result holds at least {total} neighbours (at least {size} as ids and distances), more than \
          max_results = {max}: use a smaller radius, fewer queries, counts only, or a larger limit"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_default_limit_is_what_free_memory_holds() {
+        let limit = memory_limit::<f64>();
+        let free = crate::runtime::cpu::available_memory().unwrap();
+        assert!(limit > 0 && limit < free, "{limit} neighbours of 12 bytes, held twice, within {free} bytes");
+        // As many neighbours as there are free bytes need 12 times the free memory.
+        let opts = RadiusOptions::default();
+        assert!(matches!(check_total::<f64>(free, &opts), Err(Error::OutOfMemory(_))));
+        // A limit given is the limit, whatever memory holds.
+        assert!(matches!(
+            check_total::<f64>(11, &RadiusOptions { max_results: Some(10), ..opts }),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(check_total::<f64>(10, &RadiusOptions { max_results: Some(10), ..opts }).is_ok());
+    }
 }

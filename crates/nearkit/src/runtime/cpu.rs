@@ -152,3 +152,12 @@ pub(crate) fn order_by_key(n: usize, key: impl Fn(usize) -> u32 + Sync) -> Vec<u
     }
     a.into_par_iter().map(|v| v as u32).collect()
 }
+
+/// The memory the system could give now (Linux's MemAvailable), if known. It is read from the
+/// operating system, not configured: a guard against results that would not fit.
+pub(crate) fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
