@@ -58,16 +58,14 @@ pub(crate) fn knn<T: Real>(
     // the arrays need no filling first. The rows land in random places: each query prefetches
     // the rows of the query `AHEAD` of it, so that those misses overlap the scans.
     const AHEAD: usize = 16;
-    let (mut ids, mut distances) = (big_vec::<u32>(n * k), big_vec::<T>(n * k));
-    let (ids_at, ds_at) = (RowPtr(ids.as_mut_ptr()), RowPtr(distances.as_mut_ptr()));
+    let mut rows = Rows::new(n, k);
+    let at = rows.writer();
     order.par_chunks(256).for_each_init(
         || (Vec::new(), vec![(T::ZERO, NO_ID); k]),
         |(buf, best), chunk| {
             for (i, &GridCand { p, id: q }) in chunk.iter().enumerate() {
                 if let Some(ahead) = chunk.get(i + AHEAD) {
-                    let a = ahead.id as usize * k;
-                    prefetch(ids_at.0.wrapping_add(a), k);
-                    prefetch(ds_at.0.wrapping_add(a), k);
+                    at.prefetch_row(ahead.id);
                 }
                 let skip = if opts.exclude_self { q } else { NO_ID };
                 let found: &[(T, u32)] = match &grid {
@@ -77,29 +75,16 @@ pub(crate) fn knn<T: Real>(
                         buf
                     }
                 };
-                for j in 0..k {
-                    let (id, d) = match found.get(j) {
-                        Some(&(d2, id)) if id != NO_ID => (id, d2.sqrt()),
-                        _ => (NO_ID, T::INFINITY),
-                    };
-                    // SAFETY: slot q * k + j lies inside both allocations and only this query
-                    // writes it.
-                    unsafe {
-                        ids_at.write(q as usize * k + j, id);
-                        ds_at.write(q as usize * k + j, d);
-                    }
-                }
+                // SAFETY: each query appears once in `order`, so only this task writes its row.
+                unsafe { at.write_row(q, found) };
             }
         },
     );
-    // SAFETY: `order` holds every query once, and each wrote all k slots of its row.
-    unsafe {
-        ids.set_len(n * k);
-        distances.set_len(n * k);
-    }
+    // SAFETY: `order` holds every query once, and each wrote its row.
+    let found = unsafe { rows.finish() };
     prof.mark("search");
     prof.report();
-    Knn { k, ids, distances }
+    found
 }
 
 /// The block search lists every candidate near a group of 16 queries, and each goes down
@@ -127,28 +112,80 @@ fn knn_blocks<T: Real>(
     let order = tree.morton_order(queries);
     prof.mark("query order");
     let n = queries.len();
-    let (mut ids, mut distances) = (big_vec::<u32>(n * k), big_vec::<T>(n * k));
-    let (ids_at, ds_at) = (RowPtr(ids.as_mut_ptr()), RowPtr(distances.as_mut_ptr()));
+    let mut rows = Rows::new(n, k);
+    let at = rows.writer();
     order.par_chunks(QUERY_GRAIN).for_each(|run| {
         knn_run_fast(tree, queries, run, k, r2, skip_self, &mut |q, row| {
-            for (j, &(d2, id)) in row.iter().enumerate() {
-                let (id, d) = if id == NO_ID { (NO_ID, T::INFINITY) } else { (id, d2.sqrt()) };
-                // SAFETY: slot q * k + j lies inside both allocations and only this query
-                // writes it.
-                unsafe {
-                    ids_at.write(q as usize * k + j, id);
-                    ds_at.write(q as usize * k + j, d);
-                }
-            }
+            // SAFETY: each query appears once in `order`, so only this task writes its row.
+            unsafe { at.write_row(q, row) };
         });
     });
-    // SAFETY: `order` holds every query once, and each wrote all k slots of its row.
-    unsafe {
-        ids.set_len(n * k);
-        distances.set_len(n * k);
-    }
+    // SAFETY: `order` holds every query once, and each wrote its row.
+    let found = unsafe { rows.finish() };
     prof.mark("search");
-    Knn { k, ids, distances }
+    found
+}
+
+/// The result's arrays, `k` slots a query, written row by row in parallel and left
+/// uninitialised until then (each row is written whole).
+struct Rows<T> {
+    k: usize,
+    len: usize,
+    ids: Vec<u32>,
+    distances: Vec<T>,
+}
+
+/// Where the parallel searches write their rows.
+#[derive(Clone, Copy)]
+struct RowWriter<T> {
+    k: usize,
+    ids: RowPtr<u32>,
+    distances: RowPtr<T>,
+}
+
+impl<T: Real> Rows<T> {
+    fn new(n: usize, k: usize) -> Self {
+        Self { k, len: n * k, ids: big_vec(n * k), distances: big_vec(n * k) }
+    }
+
+    fn writer(&mut self) -> RowWriter<T> {
+        RowWriter { k: self.k, ids: RowPtr(self.ids.as_mut_ptr()), distances: RowPtr(self.distances.as_mut_ptr()) }
+    }
+
+    /// # Safety
+    /// Every one of the `n` rows must have been written.
+    unsafe fn finish(mut self) -> Knn<T> {
+        self.ids.set_len(self.len);
+        self.distances.set_len(self.len);
+        Knn { k: self.k, ids: self.ids, distances: self.distances }
+    }
+}
+
+impl<T: Real> RowWriter<T> {
+    /// Query `q`'s row: the entries of `found` (squared distance, id) in order as (id,
+    /// distance), then empty slots (`NO_ID`, infinite) up to k.
+    ///
+    /// # Safety
+    /// Row `q` must lie inside the arrays, and no one else may write it meanwhile.
+    #[inline(always)]
+    unsafe fn write_row(&self, q: u32, found: &[(T, u32)]) {
+        for j in 0..self.k {
+            let (id, d) = match found.get(j) {
+                Some(&(d2, id)) if id != NO_ID => (id, d2.sqrt()),
+                _ => (NO_ID, T::INFINITY),
+            };
+            let at = q as usize * self.k + j;
+            self.ids.write(at, id);
+            self.distances.write(at, d);
+        }
+    }
+
+    /// Asks for row `q`'s cache lines ahead of its write.
+    #[inline(always)]
+    fn prefetch_row(&self, q: u32) {
+        prefetch(self.ids.0.wrapping_add(q as usize * self.k), self.k);
+        prefetch(self.distances.0.wrapping_add(q as usize * self.k), self.k);
+    }
 }
 
 /// The rows of the queries `run` (consecutive in Morton order), handed to `found(query, row)`.
