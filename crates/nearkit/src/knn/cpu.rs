@@ -14,7 +14,7 @@ use crate::geometry::real::Real;
 use crate::knn::grid::{CandidateGrid, GridCand};
 use crate::runtime::cpu::{big_vec, prefetch, RowPtr};
 use crate::runtime::profile::Phases;
-use crate::tree::nearest_block::{knn_block, NearestScratch, BLOCK_MAX_K};
+use crate::tree::nearest_block::{knn_block, NearestScratch, BLOCK, BLOCK_MAX_K, QUERY_GRAIN, RUN};
 use crate::tree::search;
 use crate::tree::MortonTree;
 
@@ -92,12 +92,6 @@ pub(crate) fn knn<T: Real>(
 /// the single-query search does less (2 cores, 1M queries: k = 8 over 400K points 2.3×
 /// faster in blocks, over 1M 1.7×, over 3M the same; k = 16 over 3M 0.76×).
 const BLOCK_MAX_DATA_PER_QUERY: usize = 2;
-/// Queries per rayon task of the block search.
-const QUERY_GRAIN: usize = 2048;
-/// Queries (consecutive in Morton order) that walk the tree together.
-const BLOCK: usize = 256;
-/// Points of the runs a block's queries scan.
-const RUN: usize = 32;
 
 /// The kNN rows through the block search (`tree::nearest_block::knn_block`), queries in
 /// Morton order, each block reaching as far as the previous one's farthest k-th neighbour.

@@ -25,19 +25,12 @@ use crate::geometry::points::NO_ID;
 use crate::geometry::real::{from_ordered_bits, Real};
 use crate::runtime::cpu::{big_vec, RowPtr};
 use crate::runtime::profile::Phases;
-use crate::tree::nearest_block::{nearest_block, NearestScratch};
+use crate::tree::nearest_block::{nearest_block, NearestScratch, BLOCK, QUERY_GRAIN, RUN};
 use crate::tree::search;
 use crate::tree::MortonTree;
 
 /// The sparsest sample of A that bounds the top-k distance.
 const SAMPLE_STRIDE: usize = 16;
-/// Queries per rayon task: large enough to amortise scheduling, small enough to balance.
-const QUERY_GRAIN: usize = 2048;
-/// Queries (consecutive in Morton order) that walk the tree together.
-const BLOCK: usize = 256;
-/// Points of the runs a block's queries scan (nodes this small are not descended).
-const RUN: usize = 32;
-const _: () = assert!(RUN <= search::RUN_MAX);
 
 /// How far a block's candidates reach.
 #[derive(Clone, Copy, PartialEq)]

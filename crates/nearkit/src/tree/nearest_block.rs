@@ -20,6 +20,14 @@ use super::MortonTree;
 use crate::geometry::points::NO_ID;
 use crate::geometry::real::{dist2, Real};
 
+/// Queries per rayon task of a block search: large enough to amortise scheduling, small
+/// enough to balance.
+pub const QUERY_GRAIN: usize = 2048;
+/// Queries (consecutive in Morton order) that walk the tree together.
+pub const BLOCK: usize = 256;
+/// Points of the runs a block's walk collects (nodes this small are not descended).
+pub const RUN: usize = 32;
+const _: () = assert!(RUN <= RUN_MAX);
 /// Queries that share one list of candidates.
 pub const GROUP: usize = 16;
 /// Runs a block may collect before its queries are searched one at a time instead.
