@@ -352,6 +352,109 @@ fn world_contacts_equal_all_pairs() {
     }
 }
 
+/// A terrain of 30 m triangles, triangles a kilometre wide (some upright) and triangles of a
+/// centimetre, in a world of 1 m cells: each size on its own level of the mesh's grid.
+fn world_of_every_triangle_size(seed: u64, bodies: usize) -> World {
+    let mut r = rng(seed);
+    let n = 9;
+    let heights: Vec<f64> = (0..n * n).map(|_| r.random_range(-40.0..40.0)).collect();
+    let mut mesh = heightfield(&heights, n, n, 30.0);
+    let add = |mesh: &mut Mesh<f64>, corners: [V3; 3]| {
+        let v = mesh.vertices.len() as u32;
+        for p in corners {
+            mesh.vertices.push(p[0], p[1], p[2]);
+        }
+        mesh.triangles.push([v, v + 1, v + 2]);
+    };
+    add(&mut mesh, [[-500.0, -500.0, 3.0], [700.0, -400.0, -2.0], [100.0, 800.0, 1.0]]);
+    add(&mut mesh, [[100.0, -500.0, -300.0], [100.0, 600.0, -300.0], [100.0, 0.0, 500.0]]);
+    add(&mut mesh, [[-300.0, 120.0, -400.0], [600.0, 120.0, 400.0], [0.0, 121.0, 0.0]]);
+    for _ in 0..300 {
+        let c: V3 = [r.random_range(0.0..240.0), r.random_range(0.0..240.0), r.random_range(-40.0..40.0)];
+        let s = r.random_range(0.002..0.05);
+        add(&mut mesh, [c, [c[0] + s, c[1], c[2]], [c[0], c[1] + s, c[2] + s]]);
+    }
+    let mut scene = Scene::on_surface("sizes", mesh, bodies, (0.2, 0.9), seed);
+    // Crowds, so that bodies touch each other too.
+    for i in 0..bodies / 4 {
+        let mut b = scene.bodies[i];
+        b.center[0] += r.random_range(-0.6..0.6);
+        b.center[2] += r.random_range(-0.6..0.6);
+        scene.bodies.push(b);
+    }
+    scene.world(1.0).unwrap()
+}
+
+/// Triangles of every size against bodies of about a cell: the brute force's contacts and
+/// sweeps, over ticks (the CPU collider's lists grid the mesh their own way).
+#[test]
+fn world_contacts_equal_all_pairs_for_triangles_of_every_size() {
+    let mut world = world_of_every_triangle_size(5, 1600);
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
+    let mut r = rng(6);
+    for tick in 0..4 {
+        let got = cpu.contacts(&world).unwrap();
+        let want = brute_contacts(&world);
+        assert!(want.iter().filter(|c| c.kind == ContactKind::Triangle && c.other >= 128).count() > 100, "{tick}");
+        assert!(want.iter().filter(|c| c.kind == ContactKind::Triangle && c.other >= 131).count() > 10, "{tick}");
+        assert!(want.iter().filter(|c| c.kind == ContactKind::Body).count() > 50, "tick {tick}");
+        assert_eq!(got, want, "tick {tick}");
+        for c in world.poses_mut().0.iter_mut() {
+            for v in c.iter_mut() {
+                *v += r.random_range(-0.3..0.3);
+            }
+        }
+    }
+    let corners: Vec<[V3; 3]> = (0..world.triangle_count()).map(|t| world.triangle(t).unwrap()).collect();
+    let sweeps: Vec<Sweep> = world
+        .bodies()
+        .center
+        .iter()
+        .step_by(4)
+        .map(|&c| Sweep {
+            radii: [0.3, 0.5, 0.4],
+            orientation: [0.1, 0.2, 0.0, 1.0],
+            from: [c[0], c[1], c[2] + 2.0],
+            to: [c[0] + r.random_range(-3.0..3.0), c[1] + r.random_range(-3.0..3.0), c[2] - 3.0],
+        })
+        .collect();
+    let got = cpu.sweeps(&world, &sweeps).unwrap();
+    let mut hits = 0;
+    for (s, g) in sweeps.iter().zip(&got) {
+        let shape = Shape::new(s.radii, s.orientation);
+        let mut best: Option<SweepResult> = None;
+        for (t, c) in corners.iter().enumerate() {
+            if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
+                if best.is_none_or(|b| h.toi < b.toi) {
+                    let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
+                    best = Some(SweepResult { toi: h.toi, triangle: t as u32, point, normal: h.normal });
+                }
+            }
+        }
+        assert_eq!(*g, best);
+        hits += g.is_some() as usize;
+    }
+    assert!(hits > 200, "{hits} hits");
+}
+
+/// The generated elevation model (30 m triangles) at 1 m cells: the mesh's grid holds a few
+/// entries per triangle, where one level of 1 m cells would need billions.
+#[test]
+fn a_dem_of_30_m_triangles_grids_at_1_m_cells() {
+    let scene = Scene::dem(2000, 3);
+    let world = scene.world(1.0).unwrap();
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
+    let got = cpu.contacts(&world).unwrap();
+    assert!(got.len() > 1000, "{} contacts", got.len());
+    // The brute force on a sample of bodies (all 276,000 triangles each).
+    let mut sample = World::new(1.0).unwrap();
+    sample.set_mesh(&scene.mesh).unwrap();
+    for b in scene.bodies.iter().step_by(50) {
+        sample.add_body(*b).unwrap();
+    }
+    assert_eq!(cpu.contacts(&sample).unwrap(), brute_contacts(&sample));
+}
+
 /// The CPU collider's portable code (for CPUs without AVX2) finds the brute force's contacts
 /// too, bit for bit the AVX2 code's.
 #[test]

@@ -560,6 +560,52 @@ fn gpu_collision_world_matches_cpu_on_rare_paths() {
     }
 }
 
+/// The generated elevation model (30 m triangles on coarse levels of the mesh's grid) at
+/// 1 m cells, with bodies crowded onto a few triangles of a centimetre and a kilometre laid
+/// over it: contacts and sweeps bit for bit, over ticks.
+#[test]
+fn gpu_collision_world_matches_cpu_on_triangles_of_every_size() {
+    use nearkit::collide::scene::{dem_terrain, Scene};
+    use nearkit::collide::Sweep;
+    let Some(gpu) = gpu() else { return };
+    let mut cuda = Collider::new(&gpu.0, &ColliderOptions::default()).unwrap();
+    let mut cpu = Collider::cpu();
+    let mut mesh = dem_terrain();
+    let (lo, hi) = mesh.vertices.bounds();
+    let mid = [(lo[0] + hi[0]) / 2.0, (lo[1] + hi[1]) / 2.0, (lo[2] + hi[2]) / 2.0];
+    for k in 0..2000u32 {
+        let v = mesh.vertices.len() as u32;
+        let s = if k % 500 == 0 { 900.0 } else { 0.01 * (1 + k % 5) as f64 };
+        let c = [mid[0] + (k % 50) as f64 * 0.7, mid[1] + (k / 50) as f64 * 0.7, mid[2] + (k % 7) as f64 * 0.3];
+        mesh.vertices.push(c[0], c[1], c[2]);
+        mesh.vertices.push(c[0] + s, c[1], c[2] + s * 0.1);
+        mesh.vertices.push(c[0], c[1] + s, c[2] - s * 0.1);
+        mesh.triangles.push([v, v + 1, v + 2]);
+    }
+    let scene = Scene::on_surface("sizes", mesh, 30_000, (0.2, 0.8), 4);
+    let mut world = scene.world(1.0).unwrap();
+    for tick in 0..3 {
+        let (a, b) = (cpu.contacts(&world).unwrap(), cuda.contacts(&world).unwrap());
+        assert!(a.len() > 20_000, "tick {tick}: {} contacts", a.len());
+        assert!(a == b, "tick {tick}: {} vs {} contacts", a.len(), b.len());
+        scene.advance(&mut world, tick);
+    }
+    let sweeps: Vec<Sweep> = scene
+        .bodies
+        .iter()
+        .step_by(3)
+        .map(|b| Sweep {
+            radii: b.radii,
+            orientation: b.orientation,
+            from: [b.center[0], b.center[1], b.center[2] + 5.0],
+            to: [b.center[0] + 3.0, b.center[1], b.center[2] - 4.0],
+        })
+        .collect();
+    let (a, b) = (cpu.sweeps(&world, &sweeps).unwrap(), cuda.sweeps(&world, &sweeps).unwrap());
+    assert!(a.iter().filter(|h| h.is_some()).count() > 5000);
+    assert_eq!(a, b);
+}
+
 /// A big world (80,000 bodies: many look-back tiles, buffers that grow), and bad centers.
 #[test]
 fn gpu_collision_world_matches_cpu_on_a_big_world() {

@@ -20,6 +20,8 @@ Examples:
   nearkit collide --scene mesh:bunny00.off --bodies 20000
   nearkit collide --scene mesh:terrain.npy         a heightfield: 2-D array of heights, 1 m apart
   nearkit collide --scene stress                   1M bodies on a 1M-triangle terrain
+  nearkit collide --scene dem                      20,000 bodies on a 10 km terrain of 30 m triangles
+  nearkit collide --scene mesh:dem.npy --spacing 30   your own elevation model, 30 m apart
   nearkit collide --switch-every 10                CPU and CUDA take turns; contacts must agree
   nearkit collide --contacts-out c.csv --scene-out last/
 
@@ -29,11 +31,12 @@ per tick, end to end (the GPU's include uploading the poses and downloading the 
 packed: 36 bytes each); the random walk itself is not timed. Contacts come sorted by (body, kind, other), a body pair
 once with the smaller id as `body`; the normal moves `body` out by `depth`.")]
 pub struct CollideArgs {
-    /// crater (19,440 triangles), stress (1M triangles), or mesh:FILE (.ply, .off, .obj,
+    /// crater (19,440 triangles), dem (a generated 344 × 403 elevation model, 30 m apart:
+    /// 276,000 triangles), stress (1M triangles), or mesh:FILE (.ply, .off, .obj,
     /// .stl, or a 2-D .npy heightfield).
     #[arg(long, default_value = "crater")]
     pub scene: String,
-    /// Number of bodies (default: 4,000; 1,000,000 for stress).
+    /// Number of bodies (default: 4,000; 20,000 for dem; 1,000,000 for stress).
     #[arg(long)]
     pub bodies: Option<usize>,
     /// Ticks to run and time.
@@ -110,9 +113,10 @@ fn build_scene(args: &CollideArgs) -> CliResult<Scene> {
     match args.scene.as_str() {
         "crater" => Ok(Scene::crater(count(4000), args.seed)),
         "stress" => Ok(Scene::stress(count(1_000_000), args.seed)),
+        "dem" => Ok(Scene::dem(count(20_000), args.seed)),
         s => {
             let Some(file) = s.strip_prefix("mesh:").map(PathBuf::from) else {
-                return Err(CliError(format!("unknown scene '{s}': use crater, stress or mesh:FILE")));
+                return Err(CliError(format!("unknown scene '{s}': use crater, dem, stress or mesh:FILE")));
             };
             let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
             if file.extension().and_then(|e| e.to_str()) == Some("npy") {
@@ -344,7 +348,11 @@ pub fn run(args: &CollideArgs) -> CliResult {
     }
     check_outputs(args)?;
     // A body's state, its scene data and the colliders' per-body arrays.
-    let bodies = args.bodies.unwrap_or(if args.scene == "stress" { 1_000_000 } else { 4000 });
+    let bodies = args.bodies.unwrap_or(match args.scene.as_str() {
+        "stress" => 1_000_000,
+        "dem" => 20_000,
+        _ => 4000,
+    });
     check_memory(&format!("--bodies {bodies}"), bodies, 256)?;
     let sweep = std::mem::size_of::<Sweep>() + std::mem::size_of::<nearkit::collide::SweepResult>();
     check_memory(&format!("--sweeps {}", args.sweeps), args.sweeps, sweep as u64)?;

@@ -514,16 +514,37 @@ __device__ __forceinline__ void box_f32(const double* lo, const double* hi, floa
     }
 }
 
-// The mesh's triangles in cell `key` (at cx, cy, cz) that a box [lo, hi] with low cell lc
-// meets and whose pair with it this cell owns, offered to sink(t).
+// The first entry of cell `key`'s bucket on mesh level l, and the bucket's length.
+__device__ __forceinline__ void mesh_bucket(const MeshView& mesh, u32 l, u64 key, u32& first, u32& len) {
+    u32 b = mesh.base[l] + bucket_of(key, mesh.mask[l]);
+    first = mesh.start[b];
+    len = mesh.start[b + 1] - first;
+}
+
+// The box [lo, hi]'s cells on mesh level l (lc, and nx × ny × nz of them); false when it
+// lies beyond the key range.
+__device__ __forceinline__ bool level_cells(const MeshView& mesh, u32 l, const double* lo, const double* hi, int* lc,
+                                            u32& nx, u32& ny, u32& cells) {
+    int hc[3];
+    bool ok = true;
+    for (int a = 0; a < 3; a++) ok = ok && cell_of(lo[a], mesh.cell[l], lc[a]) && cell_of(hi[a], mesh.cell[l], hc[a]);
+    if (!ok) return false;
+    nx = (u32)(hc[0] - lc[0] + 1);
+    ny = (u32)(hc[1] - lc[1] + 1);
+    cells = nx * ny * (u32)(hc[2] - lc[2] + 1);
+    return true;
+}
+
+// The mesh's triangles of level l in cell `key` (at cx, cy, cz) that a box [lo, hi] with low
+// cell lc (on that level) meets and whose pair with it this cell owns, offered to sink(t).
 template <typename Sink>
-__device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u64 key, int cx, int cy, int cz, const double* lo,
-                                           const double* hi, const int* lc, Sink sink) {
+__device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u32 l, u64 key, int cx, int cy, int cz,
+                                           const double* lo, const double* hi, const int* lc, Sink sink) {
     float flo[3], fhi[3];
     box_f32(lo, hi, flo, fhi);
-    u32 b = bucket_of(key, mesh.mask);
-    u32 end = mesh.start[b + 1];
-    for (u32 e = mesh.start[b]; e < end; e++) {
+    u32 first, len;
+    mesh_bucket(mesh, l, key, first, len);
+    for (u32 e = first; e < first + len; e++) {
         u32 t;
         if (mesh_entry_pair(mesh.entries + e, key, cx, cy, cz, flo, fhi, lc, t)) sink(t);
     }
@@ -602,9 +623,17 @@ struct WarpBody {
 };
 
 // What a warp of body_contacts keeps in shared memory.
+// A body's cells on one level of the mesh's grid.
+struct LevelBox {
+    int lc[3];
+    u32 nx, ny;
+};
+
 struct WarpShared {
     WarpBody body[BATCH_MAX];
     u32 cells_upto[BATCH_MAX];  // cells of bodies 0..=b
+    LevelBox level[BATCH_MAX];  // the bodies' cells on the mesh level at hand
+    u32 level_upto[BATCH_MAX];  // those cells of bodies 0..=b
     u32 queued[64], queued_body[64];
     PackedContact found[POOL];
     PackedContact sorted[POOL];
@@ -630,23 +659,28 @@ __device__ __forceinline__ void load_warp_body(const BodyView& bv, u32 i, u32 ce
     b.mask = bv.mask[i];
 }
 
-// Slot k of the warp's cells (its bodies' cells one after another): body b, cell (x, y, z),
-// x fastest, then y, then z, as body_cells numbers a body's cells.
-__device__ __forceinline__ void warp_cell(const WarpShared& ws, u32 nb, u32 k, u32& b, int& x, int& y, int& z) {
-    b = 0;
-    while (b + 1 < nb && ws.cells_upto[b] <= k) b++;
-    const WarpBody& w = ws.body[b];
-    u32 kc = k - (b > 0 ? ws.cells_upto[b - 1] : 0);
-    x = w.lc[0] + (int)(kc % w.nx);
-    y = w.lc[1] + (int)(kc / w.nx % w.ny);
-    z = w.lc[2] + (int)(kc / (w.nx * w.ny));
+// Cell k of the box of low cell lc that is nx × ny × … cells wide: x fastest, then y, then
+// z, as body_cells numbers a body's cells.
+__device__ __forceinline__ void cell_at(const int* lc, u32 nx, u32 ny, u32 k, int& x, int& y, int& z) {
+    x = lc[0] + (int)(k % nx);
+    y = lc[1] + (int)(k / nx % ny);
+    z = lc[2] + (int)(k / (nx * ny));
+}
+
+// Slot k of the warp's cells (its bodies' cells one after another; upto[b]: the cells of
+// bodies 0..=b): its body, and the cell's number kc among that body's.
+__device__ __forceinline__ u32 slot_body(const u32* upto, u32 nb, u32 k, u32& kc) {
+    u32 b = 0;
+    while (b + 1 < nb && upto[b] <= k) b++;
+    kc = k - (b > 0 ? upto[b - 1] : 0);
+    return b;
 }
 
 // Every contact of the warp's nb bodies that their cells own (hash_grid::owns_pair), into
-// `hits`: the mesh's triangles, then the higher-numbered bodies (a pair's contact belongs to its
-// lower body). The CPU collider (collide/cpu) tests the same pairs. The lanes take the bodies' cells 32 at a
-// time; the mesh entries of those cells are then shared out evenly, 32 at a time, and the
-// body grid's lists walked a lane per cell.
+// `hits`: the mesh's triangles, level by level of its grid, then the higher-numbered bodies
+// (a pair's contact belongs to its lower body). The CPU collider (collide/cpu) tests the same
+// pairs. The lanes take the bodies' cells 32 at a time; the mesh entries of those cells are
+// then shared out evenly, 32 at a time, and the body grid's lists walked a lane per cell.
 __device__ void warp_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh_layer, WarpShared& ws, u32 nb,
                               Queue& q, HitList& hits) {
     u32 lane = lane_id();
@@ -664,38 +698,55 @@ __device__ void warp_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh
             }
             hits.put(h, h ? make_rec(w.i, t, g) : PackedContact());
         };
-        for (u32 k0 = 0; k0 < cells; k0 += 32) {
-            u32 k = k0 + lane, b;
-            int x, y, z;
-            warp_cell(ws, nb, k, b, x, y, z);
-            u64 key = cell_key(x, y, z);
-            u32 first = 0, len = 0;
-            if (k < cells && (ws.body[b].mask & mesh_layer) != 0) {
-                u32 bucket = bucket_of(key, mesh.mask);
-                first = mesh.start[bucket];
-                len = mesh.start[bucket + 1] - first;
+        for (u32 l = 0; l < mesh.levels; l++) {
+            // A lane per body: its cells on this level (none for a body without cells this
+            // tick, or whose mask misses the mesh).
+            u32 mine = 0;
+            if (lane < nb) {
+                const WarpBody& w = ws.body[lane];
+                LevelBox& lb = ws.level[lane];
+                bool any = ws.cells_upto[lane] > (lane > 0 ? ws.cells_upto[lane - 1] : 0);
+                if (any && (w.mask & mesh_layer) != 0 && !level_cells(mesh, l, w.lo, w.hi, lb.lc, lb.nx, lb.ny, mine))
+                    mine = 0;
             }
-            u32 upto = warp_inclusive_sum(len);  // entries of lanes 0..=lane
-            u32 total = __shfl_sync(FULL_WARP, upto, 31);
-            for (u32 m0 = 0; m0 < total; m0 += 32) {
-                u32 m = m0 + lane;
-                // Entry m lies in lane j's cell: j lanes have all their entries before m.
-                u32 j = 0;
-                for (u32 step = 16; step > 0; step /= 2) {
-                    u32 v = __shfl_sync(FULL_WARP, upto, j + step - 1);
-                    if (v <= m) j += step;
+            u32 upto_b = warp_inclusive_sum(mine);
+            if (lane < nb) ws.level_upto[lane] = upto_b;
+            __syncwarp();
+            u32 lcells = ws.level_upto[nb - 1];
+            for (u32 k0 = 0; k0 < lcells; k0 += 32) {
+                u32 k = k0 + lane, kc;
+                u32 b = slot_body(ws.level_upto, nb, k, kc);
+                const LevelBox& lb = ws.level[b];
+                int x, y, z;
+                cell_at(lb.lc, lb.nx, lb.ny, kc, x, y, z);
+                u64 key = cell_key(x, y, z);
+                u32 first = 0, len = 0;
+                if (k < lcells) mesh_bucket(mesh, l, key, first, len);
+                u32 upto = warp_inclusive_sum(len);  // entries of lanes 0..=lane
+                u32 total = __shfl_sync(FULL_WARP, upto, 31);
+                for (u32 m0 = 0; m0 < total; m0 += 32) {
+                    u32 m = m0 + lane;
+                    // Entry m lies in lane j's cell: j lanes have all their entries before m.
+                    u32 j = 0;
+                    for (u32 step = 16; step > 0; step /= 2) {
+                        u32 v = __shfl_sync(FULL_WARP, upto, j + step - 1);
+                        if (v <= m) j += step;
+                    }
+                    u32 at = __shfl_sync(FULL_WARP, first, j) + m -
+                             (__shfl_sync(FULL_WARP, upto, j) - __shfl_sync(FULL_WARP, len, j));
+                    u64 jkey = __shfl_sync(FULL_WARP, key, j);
+                    u32 jb = __shfl_sync(FULL_WARP, b, j);
+                    int jx = __shfl_sync(FULL_WARP, x, j), jy = __shfl_sync(FULL_WARP, y, j),
+                        jz = __shfl_sync(FULL_WARP, z, j);
+                    const WarpBody& w = ws.body[jb];
+                    u32 t = 0;
+                    bool has = m < total && mesh_entry_pair(mesh.entries + at, jkey, jx, jy, jz, w.flo, w.fhi,
+                                                            ws.level[jb].lc, t);
+                    q.push(has, t, jb, test);
                 }
-                u32 at = __shfl_sync(FULL_WARP, first, j) + m -
-                         (__shfl_sync(FULL_WARP, upto, j) - __shfl_sync(FULL_WARP, len, j));
-                u64 jkey = __shfl_sync(FULL_WARP, key, j);
-                u32 jb = __shfl_sync(FULL_WARP, b, j);
-                int jx = __shfl_sync(FULL_WARP, x, j), jy = __shfl_sync(FULL_WARP, y, j),
-                    jz = __shfl_sync(FULL_WARP, z, j);
-                const WarpBody& w = ws.body[jb];
-                u32 t = 0;
-                bool has = m < total && mesh_entry_pair(mesh.entries + at, jkey, jx, jy, jz, w.flo, w.fhi, w.lc, t);
-                q.push(has, t, jb, test);
             }
+            // The next level overwrites the bodies' level cells.
+            __syncwarp();
         }
         q.flush(test);
     }
@@ -710,11 +761,12 @@ __device__ void warp_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh
         hits.put(h, h ? make_rec(w.i, KIND_BODY | o, g) : PackedContact());
     };
     for (u32 k0 = 0; k0 < cells; k0 += 32) {
-        u32 k = k0 + lane, b;
-        int x, y, z;
-        warp_cell(ws, nb, k, b, x, y, z);
-        u64 key = cell_key(x, y, z);
+        u32 k = k0 + lane, kc;
+        u32 b = slot_body(ws.cells_upto, nb, k, kc);
         const WarpBody& w = ws.body[b];
+        int x, y, z;
+        cell_at(w.lc, w.nx, w.ny, kc, x, y, z);
+        u64 key = cell_key(x, y, z);
         u32 e = k < cells ? bv.grid.head[bucket_of(key, bv.grid.mask)] : 0;
         while (__any_sync(FULL_WARP, e != 0)) {
             bool has = false;
@@ -853,23 +905,27 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
     bool found = false;
     u32 best_t = NO_ID;
     Hit best;
-    for (int z = lc[2]; z <= hc[2]; z++)
-        for (int y = lc[1]; y <= hc[1]; y++)
-            for (int x = lc[0]; x <= hc[0]; x++) {
-                u64 key = cell_key(x, y, z);
-                mesh_pairs(mesh, key, x, y, z, lo, hi, lc, [&](u32 t) {
-                    const double* q = mesh.corners + 9 * (u64)t;
-                    Hit hit;
-                    if (sweep_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), from), vsub(v3(q[3], q[4], q[5]), from),
-                                                 vsub(v3(q[6], q[7], q[8]), from), motion, hit)) {
-                        if (!found || hit.toi < best.toi || (hit.toi == best.toi && t < best_t)) {
-                            found = true;
-                            best = hit;
-                            best_t = t;
-                        }
+    for (u32 l = 0; l < mesh.levels; l++) {
+        int llc[3];
+        u32 nx, ny, cells;
+        if (!level_cells(mesh, l, lo, hi, llc, nx, ny, cells)) cells = 0;  // within the finest level's range: never
+        for (u32 k = 0; k < cells; k++) {
+            int x, y, z;
+            cell_at(llc, nx, ny, k, x, y, z);
+            mesh_pairs(mesh, l, cell_key(x, y, z), x, y, z, lo, hi, llc, [&](u32 t) {
+                const double* q = mesh.corners + 9 * (u64)t;
+                Hit hit;
+                if (sweep_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), from), vsub(v3(q[3], q[4], q[5]), from),
+                                             vsub(v3(q[6], q[7], q[8]), from), motion, hit)) {
+                    if (!found || hit.toi < best.toi || (hit.toi == best.toi && t < best_t)) {
+                        found = true;
+                        best = hit;
+                        best_t = t;
                     }
-                });
-            }
+                }
+            });
+        }
+    }
     out_tri[i] = best_t;
     double* o = out + 7 * (u64)i;
     if (found) {

@@ -15,6 +15,7 @@ use crate::closest_point::cuda::TRIANGLE;
 use crate::collide::contact_ellipsoid_ellipsoid::{SETTLED, STEPS};
 use crate::collide::ellipsoid::BOX_SLACK;
 use crate::collide::hash_grid::{bucket_count, CELL_BITS};
+use crate::collide::level_grid::MAX_LEVELS;
 use crate::collide::world::{PackedContact, Sweep, SweepResult, Versions, World, KIND_BODY};
 use crate::error::{Error, Result};
 use crate::runtime::cuda::launch::{c_definition, c_definitions, c_struct, kernels, Address, CStruct, CType, In, Out};
@@ -34,21 +35,26 @@ static COLLIDE: CudaSource = CudaSource {
             ("KIND_BODY", format!("{KIND_BODY}u")),
             ("BATCH_MAX", BATCH_MAX.to_string()),
             ("CONTACT_WARPS", CONTACT_WARPS.to_string()),
+            ("MAX_LEVELS", MAX_LEVELS.to_string()),
         ]
     },
     structs: c_definitions!(MeshEntry, MeshView, BodyEntry, BodyGridView, BodyView, PackedContact),
 };
 
 c_struct! {
-    /// `struct MeshView` of collide.cu: the static mesh and its grid.
+    /// `struct MeshView` of collide.cu: the static mesh and its grid's levels (`LevelGrid`).
     pub(crate) struct MeshView as "MeshView" {
         /// 9 per triangle.
         corners: u64 = "const double*",
-        /// Grid bucket b holds entries start[b]..start[b + 1].
+        /// Bucket b of level l holds entries start[base[l] + b]..start[base[l] + b + 1].
         start: u64 = "const u32*",
         entries: u64 = "const MeshEntry*",
-        /// The bucket of a cell key: bucket_of(key, mask).
-        mask: u64 = "u64",
+        /// Each level's cell size.
+        cell: [f64; MAX_LEVELS] = "double[NK_MAX_LEVELS]",
+        /// The bucket of a cell key on level l: bucket_of(key, mask[l]).
+        mask: [u64; MAX_LEVELS] = "u64[NK_MAX_LEVELS]",
+        base: [u32; MAX_LEVELS] = "u32[NK_MAX_LEVELS]",
+        levels: u32 = "u32",
         n: u32 = "u32",
     }
 }
@@ -177,45 +183,51 @@ kernels! {
 
 struct DeviceMesh {
     corners: CudaSlice<f64>,
-    /// The static grid's bucket starts (`HashGrid::start`).
+    /// The levels' bucket starts, one level after another (`MeshView::start`).
     start: CudaSlice<u32>,
-    /// The static grid's entries.
+    /// The levels' entries, one level after another.
     entries: CudaSlice<MeshEntry>,
-    mask: u64,
+    cell: [f64; MAX_LEVELS],
+    mask: [u64; MAX_LEVELS],
+    base: [u32; MAX_LEVELS],
+    levels: u32,
     n: u32,
 }
 
 impl DeviceMesh {
     fn upload(gpu: &Gpu, world: &World) -> Result<Self> {
         let s = gpu.stream();
-        let Some(m) = world.mesh() else {
-            return Ok(DeviceMesh {
-                corners: gpu.alloc::<f64>(1)?,
-                start: gpu.alloc::<u32>(2)?,
-                entries: gpu.alloc_uninit::<MeshEntry>(1)?,
-                mask: 0,
-                n: 0,
-            });
+        let mut dm = DeviceMesh {
+            corners: gpu.alloc::<f64>(1)?,
+            start: gpu.alloc::<u32>(2)?,
+            entries: gpu.alloc_uninit::<MeshEntry>(1)?,
+            cell: [1.0; MAX_LEVELS],
+            mask: [0; MAX_LEVELS],
+            base: [0; MAX_LEVELS],
+            levels: 0,
+            n: 0,
         };
+        let Some(m) = world.mesh() else { return Ok(dm) };
         let flat9: Vec<f64> = m.corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();
-        let entries: Vec<MeshEntry> = m
-            .grid
-            .keys
-            .iter()
-            .zip(&m.grid.items)
-            .map(|(&key, &t)| {
+        let (mut start, mut entries) = (Vec::new(), Vec::with_capacity(m.grid.entries()));
+        for (l, level) in m.grid.levels.iter().enumerate() {
+            let g = &level.grid;
+            (dm.cell[l], dm.mask[l], dm.base[l]) = (level.cell, g.mask(), start.len() as u32);
+            let first = entries.len() as u32;
+            start.extend(g.start.iter().map(|&b| first + b));
+            entries.extend(g.keys.iter().zip(&g.items).map(|(&key, &t)| {
                 let t = t as usize;
                 let (lo, hi) = crate::collide::box_f32::box_f32(&m.lo[t], &m.hi[t]);
-                MeshEntry { key, t: t as u32, cell: m.lo_cell[t], lo, hi }
-            })
-            .collect();
-        Ok(DeviceMesh {
-            corners: s.clone_htod(&flat9).map_err(cuda_err)?,
-            start: s.clone_htod(&m.grid.start).map_err(cuda_err)?,
-            entries: s.clone_htod(&entries).map_err(cuda_err)?,
-            mask: m.grid.mask(),
-            n: m.corners.len() as u32,
-        })
+                MeshEntry { key, t: t as u32, cell: m.grid.lo_cell[t], lo, hi }
+            }));
+        }
+        if !entries.is_empty() {
+            dm.start = s.clone_htod(&start).map_err(cuda_err)?;
+            dm.entries = s.clone_htod(&entries).map_err(cuda_err)?;
+        }
+        dm.corners = s.clone_htod(&flat9).map_err(cuda_err)?;
+        (dm.levels, dm.n) = (m.grid.levels.len() as u32, m.corners.len() as u32);
+        Ok(dm)
     }
 
     fn view(&self, gpu: &Gpu) -> MeshView {
@@ -224,7 +236,10 @@ impl DeviceMesh {
             corners: self.corners.device_ptr(s).0,
             start: self.start.device_ptr(s).0,
             entries: self.entries.device_ptr(s).0,
+            cell: self.cell,
             mask: self.mask,
+            base: self.base,
+            levels: self.levels,
             n: self.n,
         }
     }

@@ -55,6 +55,12 @@ pub fn owns_pair(cell: [i32; 3], a: [i32; 3], b: [i32; 3]) -> bool {
     cell[0] == a[0].max(b[0]) && cell[1] == a[1].max(b[1]) && cell[2] == a[2].max(b[2])
 }
 
+/// Whether boxes [alo, ahi] and [blo, bhi] meet (touching counts).
+#[inline(always)]
+pub fn boxes_overlap(alo: &[f64; 3], ahi: &[f64; 3], blo: &[f64; 3], bhi: &[f64; 3]) -> bool {
+    alo[0] <= bhi[0] && blo[0] <= ahi[0] && alo[1] <= bhi[1] && blo[1] <= ahi[1] && alo[2] <= bhi[2] && blo[2] <= ahi[2]
+}
+
 #[inline(always)]
 pub fn cell_key(c: [i32; 3]) -> u64 {
     let f = |v: i32| (v as i64 + CELL_LIMIT) as u64;

@@ -4,7 +4,8 @@
 //! - [`World`] holds the mesh and the bodies (structure of arrays); add, remove, move them.
 //! - A [`Collider`] (CPU or CUDA, switchable between ticks) finds every contact of a world,
 //!   or the first hit of swept bodies; both give the same contacts, bit for bit.
-//! - Broad phase: a hashed uniform grid (`hash_grid`); the CPU collider keeps per-body
+//! - Broad phase: hashed uniform grids, for the bodies (`hash_grid`) and, a level per size of
+//!   triangle, for the mesh (`level_grid`); the CPU collider keeps per-body
 //!   candidate lists from tick to tick on top of it (`cpu::candidate_lists`). Narrow phase,
 //!   exact: `contact_ellipsoid_triangle`, `contact_ellipsoid_ellipsoid`,
 //!   `sweep_ellipsoid_triangle`. Everything is f64, with positions relative to the body, so a
@@ -39,6 +40,7 @@ pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub(crate) mod ellipsoid;
 pub(crate) mod hash_grid;
+pub(crate) mod level_grid;
 pub mod scene;
 pub(crate) mod sweep_ellipsoid_triangle;
 mod world;

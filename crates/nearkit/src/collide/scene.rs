@@ -49,6 +49,27 @@ pub fn crater_terrain(quads_x: usize, quads_y: usize) -> Mesh<f64> {
     heightfield(&heights, rows, cols, 1.0)
 }
 
+/// Height of a generated relief at (x, y) metres: six octaves of waves, from 250 m over
+/// 1.5 km down to 8 m over 47 m, so slopes reach about 45° as in hilly country.
+fn relief_height(x: f64, y: f64) -> f64 {
+    (0..6)
+        .map(|k| {
+            let s = (1u32 << k) as f64;
+            let k = k as f64;
+            250.0 / s * (x * s / 1500.0 + k).sin() * (y * s / 1300.0 + 2.0 * k).cos()
+        })
+        .sum()
+}
+
+/// A generated digital elevation model with the jacksboro DEM's size: 344 × 403 samples
+/// 30 m apart (10.3 × 12.1 km, 276,000 triangles), heights from `relief_height`.
+pub fn dem_terrain() -> Mesh<f64> {
+    let (rows, cols, spacing) = (403, 344, 30.0);
+    let heights: Vec<f64> =
+        (0..rows * cols).map(|i| relief_height((i % cols) as f64 * spacing, (i / cols) as f64 * spacing)).collect();
+    heightfield(&heights, rows, cols, spacing)
+}
+
 /// A uniform number in [0, 1) from (seed, a, b, c): splitmix64, so any body can draw its
 /// own numbers in parallel and get the same ones everywhere.
 fn unit(seed: u64, a: u64, b: u64, c: u64) -> f64 {
@@ -112,6 +133,12 @@ impl Scene {
     /// ellipsoids (the seed had about 4,000) with radii of 0.2–0.8 m.
     pub fn crater(count: usize, seed: u64) -> Self {
         Scene::on_surface("crater", crater_terrain(108, 90), count, (0.2, 0.8), seed)
+    }
+
+    /// `count` ellipsoids (radii 0.2–0.8 m) on a generated DEM of 30 m triangles
+    /// (`dem_terrain`), so triangles are 30 times the default cell.
+    pub fn dem(count: usize, seed: u64) -> Self {
+        Scene::on_surface("dem", dem_terrain(), count, (0.2, 0.8), seed)
     }
 
     /// `count` small bodies (radii 0.1–0.4 m) on a terrain of about a million triangles

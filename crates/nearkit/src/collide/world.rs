@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::contact_ellipsoid_triangle::ContactGeometry;
 use super::ellipsoid::{cross, dot, normalize, sub, Shape, V3};
-use super::hash_grid::{CellRange, HashGrid};
+use super::level_grid::LevelGrid;
 use crate::error::{Error, Result};
 use crate::geometry::mesh::Mesh;
 
@@ -70,7 +70,7 @@ pub(crate) fn layers_meet(layer_a: u32, mask_a: u32, layer_b: u32, mask_b: u32) 
     (layer_a & mask_b) != 0 && (layer_b & mask_a) != 0
 }
 
-/// The static mesh, gridded once.
+/// The static mesh, gridded once (a level per size of triangle).
 #[derive(Debug)]
 pub(crate) struct StaticMesh {
     pub corners: Vec<[V3; 3]>,
@@ -79,8 +79,8 @@ pub(crate) struct StaticMesh {
     pub plane: Vec<[f64; 4]>,
     pub lo: Vec<V3>,
     pub hi: Vec<V3>,
-    pub lo_cell: Vec<[i32; 3]>,
-    pub grid: HashGrid,
+    /// The triangles gridded with the world's cell as the finest level's cells.
+    pub grid: LevelGrid,
 }
 
 impl StaticMesh {
@@ -89,10 +89,7 @@ impl StaticMesh {
         let corners: Vec<[V3; 3]> = (0..mesh.triangles.len()).map(|t| mesh.corners(t)).collect();
         let lo: Vec<V3> = corners.iter().map(|c| std::array::from_fn(|a| c[0][a].min(c[1][a]).min(c[2][a]))).collect();
         let hi: Vec<V3> = corners.iter().map(|c| std::array::from_fn(|a| c[0][a].max(c[1][a]).max(c[2][a]))).collect();
-        let ranges =
-            lo.iter().zip(&hi).map(|(l, h)| CellRange::of_box(*l, *h, cell_size)).collect::<Result<Vec<_>>>()?;
-        let lo_cell = ranges.iter().map(|r| r.lo).collect();
-        let grid = HashGrid::build(&ranges.into_iter().map(Some).collect::<Vec<_>>())?;
+        let grid = LevelGrid::build(&lo, &hi, cell_size)?;
         let plane = corners
             .iter()
             .map(|c| match normalize(cross(sub(c[1], c[0]), sub(c[2], c[0]))) {
@@ -100,7 +97,7 @@ impl StaticMesh {
                 None => [0.0; 4],
             })
             .collect();
-        Ok(StaticMesh { corners, plane, lo, hi, lo_cell, grid })
+        Ok(StaticMesh { corners, plane, lo, hi, grid })
     }
 }
 

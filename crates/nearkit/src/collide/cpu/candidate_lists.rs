@@ -18,7 +18,8 @@ use rayon::prelude::*;
 
 use crate::collide::box_f32::box_f32;
 use crate::collide::ellipsoid::V3;
-use crate::collide::hash_grid::{bucket_of, cell_key, owns_pair, CellRange, HashGrid};
+use crate::collide::hash_grid::{boxes_overlap, bucket_of, cell_key, owns_pair, CellRange};
+use crate::collide::level_grid::LevelGrid;
 use crate::collide::world::{body_error, StaticMesh, World};
 use crate::error::Result;
 
@@ -49,11 +50,6 @@ pub struct TriangleFilter {
     pub hi: [f32; 3],
     /// Unit normal and offset (`StaticMesh::plane`).
     pub plane: [f64; 4],
-}
-
-#[inline(always)]
-pub fn boxes_overlap(alo: &V3, ahi: &V3, blo: &V3, bhi: &V3) -> bool {
-    alo[0] <= bhi[0] && blo[0] <= ahi[0] && alo[1] <= bhi[1] && blo[1] <= ahi[1] && alo[2] <= bhi[2] && blo[2] <= ahi[2]
 }
 
 #[inline(always)]
@@ -101,9 +97,8 @@ pub struct CandidateLists {
     /// The lists' own grid cell: about twice a body's box, so that a fat box enters few
     /// cells (the world's cells suit the exact tests' candidates, not the re-listing).
     cell: f64,
-    /// The mesh's triangles gridded at `cell`, with each one's low cell.
-    mesh_grid: HashGrid,
-    mesh_lo_cell: Vec<[i32; 3]>,
+    /// The mesh's triangles gridded with `cell` as the finest level's cells.
+    mesh_grid: LevelGrid,
     /// Each triangle's box and plane for the narrow phase's first tests.
     pub triangle_filter: Vec<TriangleFilter>,
     /// The bodies whose fat boxes enter each cell.
@@ -132,8 +127,7 @@ impl CandidateLists {
         }
         self.take_out(&movers);
         self.put_in(world, boxes, &movers)?;
-        self.relist(world, &movers);
-        Ok(())
+        self.relist(world, &movers)
     }
 
     /// When the mesh, the shapes, the cell size or the number of bodies changed since the
@@ -161,15 +155,9 @@ impl CandidateLists {
             boxes.iter().flatten().map(|(lo, hi)| (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f64::max)).collect();
         let mean = extents.iter().sum::<f64>() / extents.len().max(1) as f64;
         self.cell = world.cell_size().max(2.0 * mean);
-        (self.mesh_grid, self.mesh_lo_cell) = match world.mesh() {
-            Some(m) => {
-                let ranges = (0..m.lo.len())
-                    .map(|t| CellRange::of_box(m.lo[t], m.hi[t], self.cell))
-                    .collect::<Result<Vec<_>>>()?;
-                let lo_cell = ranges.iter().map(|r| r.lo).collect();
-                (HashGrid::build(&ranges.into_iter().map(Some).collect::<Vec<_>>())?, lo_cell)
-            }
-            None => (HashGrid::default(), Vec::new()),
+        self.mesh_grid = match world.mesh() {
+            Some(m) => LevelGrid::build(&m.lo, &m.hi, self.cell)?,
+            None => LevelGrid::default(),
         };
         self.triangle_filter = match world.mesh() {
             Some(m) => (0..m.lo.len())
@@ -258,19 +246,23 @@ impl CandidateLists {
 
     /// The movers' new lists, and the movers added to their new neighbours' lists. A pair
     /// of fat boxes is found in the cell of its intersection's low corner only.
-    fn relist(&mut self, world: &World, movers: &[u32]) {
+    fn relist(&mut self, world: &World, movers: &[u32]) -> Result<()> {
         let (fat, cells) = (&self.fat, &self.cells);
-        let mesh = world.mesh().map(|m| (&**m, &self.mesh_grid, &self.mesh_lo_cell[..]));
+        let mesh = world.mesh().map(|m| (&**m, &self.mesh_grid));
         let fresh: Vec<(Vec<u32>, Vec<u32>)> = movers
             .par_iter()
             .with_min_len(16)
             .map(|&i| match &fat[i as usize] {
                 Some(f) => {
-                    (mesh.map_or_else(Vec::new, |(m, g, c)| triangles_of(m, g, c, f)), bodies_of(i, f, fat, cells))
+                    let tris = match mesh {
+                        Some((m, g)) => triangles_of(m, g, f).map_err(|e| body_error(i as usize, e))?,
+                        None => Vec::new(),
+                    };
+                    Ok((tris, bodies_of(i, f, fat, cells)))
                 }
-                None => (Vec::new(), Vec::new()),
+                None => Ok((Vec::new(), Vec::new())),
             })
-            .collect();
+            .collect::<Result<_>>()?;
         for (&i, (tris, near)) in movers.iter().zip(fresh) {
             for &j in &near {
                 if !self.moving[j as usize] {
@@ -280,22 +272,16 @@ impl CandidateLists {
             self.triangles[i as usize] = tris;
             self.bodies[i as usize] = near;
         }
+        Ok(())
     }
 }
 
 /// The triangles whose boxes overlap fat box `f`, ascending.
-fn triangles_of(m: &StaticMesh, grid: &HashGrid, lo_cell: &[[i32; 3]], f: &FatBox) -> Vec<u32> {
+fn triangles_of(m: &StaticMesh, grid: &LevelGrid, f: &FatBox) -> Result<Vec<u32>> {
     let mut out = Vec::new();
-    for cell in f.cells.cells() {
-        for t in grid.items_in(cell) {
-            let k = t as usize;
-            if boxes_overlap(&f.lo, &f.hi, &m.lo[k], &m.hi[k]) && owns_pair(cell, f.cells.lo, lo_cell[k]) {
-                out.push(t);
-            }
-        }
-    }
+    grid.overlapping(&f.lo, &f.hi, &m.lo, &m.hi, |t| out.push(t))?;
     out.sort_unstable();
-    out
+    Ok(out)
 }
 
 /// The other bodies whose fat boxes overlap body i's.

@@ -19,14 +19,14 @@ use crate::collide::box_f32::box_f32;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
 use crate::collide::ellipsoid::{body_box, sub, Shape, V3};
-use crate::collide::hash_grid::{owns_pair, CellRange, CELL_LIMIT};
+use crate::collide::hash_grid::{boxes_overlap, CellRange, CELL_LIMIT};
 use crate::collide::sweep_ellipsoid_triangle::sweep_ellipsoid_triangle;
 use crate::collide::world::{
     body_error, check_center, layers_meet, ContactKind, PackedContact, Sweep, SweepResult, World,
 };
 use crate::error::Result;
 use crate::runtime::cpu::{prefetch, RowPtr};
-use candidate_lists::{boxes_overlap, BodyBox, CandidateLists, ShapeBox, TriangleFilter};
+use candidate_lists::{BodyBox, CandidateLists, ShapeBox, TriangleFilter};
 
 /// Whether the CPU has AVX2.
 fn has_avx2() -> bool {
@@ -401,24 +401,19 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
             let (lo1, hi1) = body_box(&shape, s.to);
             let lo: V3 = std::array::from_fn(|a| lo0[a].min(lo1[a]));
             let hi: V3 = std::array::from_fn(|a| hi0[a].max(hi1[a]));
-            let cells = CellRange::of_box(lo, hi, cell_size)?;
+            // The sweep's box must lie within the world's grid (as on the GPU).
+            CellRange::of_box(lo, hi, cell_size)?;
             let motion = sub(s.to, s.from);
             let mut best: Option<SweepResult> = None;
-            for cell in cells.cells() {
-                for t in m.grid.items_in(cell) {
-                    let t = t as usize;
-                    if !boxes_overlap(&lo, &hi, &m.lo[t], &m.hi[t]) || !owns_pair(cell, cells.lo, m.lo_cell[t]) {
-                        continue;
-                    }
-                    let corners = m.corners[t].map(|p| sub(p, s.from));
-                    if let Some(h) = sweep_ellipsoid_triangle(&shape, corners, motion) {
-                        if best.is_none_or(|b| h.toi < b.toi || (h.toi == b.toi && (t as u32) < b.triangle)) {
-                            let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-                            best = Some(SweepResult { toi: h.toi, triangle: t as u32, point, normal: h.normal });
-                        }
+            m.grid.overlapping(&lo, &hi, &m.lo, &m.hi, |t| {
+                let corners = m.corners[t as usize].map(|p| sub(p, s.from));
+                if let Some(h) = sweep_ellipsoid_triangle(&shape, corners, motion) {
+                    if best.is_none_or(|b| h.toi < b.toi || (h.toi == b.toi && t < b.triangle)) {
+                        let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
+                        best = Some(SweepResult { toi: h.toi, triangle: t, point, normal: h.normal });
                     }
                 }
-            }
+            })?;
             Ok(best)
         })
         .collect()
