@@ -573,6 +573,68 @@ fn world_sweeps_equal_all_triangles() {
     assert!(hits > 100, "{hits} hits");
 }
 
+/// Determinism: the contacts and sweeps of a replayed run are the same bits on 1, 2, 3 and 8
+/// threads, with and without AVX2, tick after tick (the collider's lists carry history). The
+/// GPU gives the same bits too (`cuda_equality`).
+#[test]
+fn contacts_are_the_same_bits_on_any_thread_count_and_on_replay() {
+    let scene = Scene::crater(1000, 9);
+    let run = |threads: usize, portable_code: bool| -> Vec<Vec<Contact>> {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            let mut world = scene.world(1.0).unwrap();
+            let opts = ColliderOptions { portable_code, ..ColliderOptions::default() };
+            let mut collider = Collider::new(&Engine::cpu(), &opts).unwrap();
+            let mut ticks = Vec::new();
+            for tick in 0..4 {
+                ticks.push(collider.contacts(&world).unwrap());
+                scene.advance(&mut world, tick);
+            }
+            let sweeps: Vec<Sweep> = scene
+                .bodies
+                .iter()
+                .map(|b| Sweep { radii: b.radii, orientation: b.orientation, from: b.center, to: [0.0, 0.0, -5.0] })
+                .collect();
+            let hits = collider.sweeps(&world, &sweeps).unwrap();
+            // Sweeps as contacts, to compare them alongside.
+            ticks.push(
+                hits.iter()
+                    .enumerate()
+                    .filter_map(|(i, h)| h.map(|h| (i, h)))
+                    .map(|(i, h)| Contact {
+                        body: i as u32,
+                        kind: ContactKind::Triangle,
+                        other: h.triangle,
+                        normal: h.normal.map(|v| v as f32),
+                        depth: h.toi as f32,
+                        point: h.point,
+                    })
+                    .collect(),
+            );
+            ticks
+        })
+    };
+    let first = run(1, false);
+    assert!(first[0].len() > 2000, "{} contacts", first[0].len());
+    assert!(first[4].len() > 500, "{} sweep hits", first[4].len());
+    let bits = |ticks: &Vec<Vec<Contact>>| -> Vec<u64> {
+        ticks
+            .iter()
+            .flatten()
+            .flat_map(|c| {
+                let n = c.normal.map(f32::to_bits);
+                [c.body as u64, c.other as u64, n[0] as u64, n[1] as u64, n[2] as u64, c.depth.to_bits() as u64]
+                    .into_iter()
+                    .chain(c.point.map(f64::to_bits))
+            })
+            .collect()
+    };
+    let want = bits(&first);
+    for (threads, portable) in [(3, true), (2, false), (8, false), (1, false)] {
+        assert!(bits(&run(threads, portable)) == want, "{threads} threads, portable code {portable}");
+    }
+}
+
 #[test]
 fn a_world_100_km_away_keeps_millimetres() {
     let scene = Scene::crater(300, 5);
