@@ -185,9 +185,10 @@ fn check_finite<T: Real>(p: &Points<T>, path: &Path) -> Result<()> {
 }
 
 /// A heightfield terrain from a 2-D `.npy` array of heights (rows along y, columns along x),
-/// `spacing` apart.
-pub fn read_heightfield(path: &Path, spacing: f64) -> Result<Mesh<f64>> {
+/// `spacing` apart, sample (0, 0) at the origin.
+pub fn read_heightfield(path: &Path, spacing: f64) -> Result<nearkit::collide::Heightfield> {
     let (file, size) = input::open(path)?;
     let (heights, rows, cols) = npy_points::read_heights(&mut Source::new(BufReader::new(file), size), path)?;
-    Ok(nearkit::collide::scene::heightfield(&heights, rows, cols, spacing))
+    nearkit::collide::Heightfield::new(heights, rows, cols, spacing, [0.0, 0.0])
+        .map_err(|e| IoError::new(path, e.to_string()))
 }

@@ -3,7 +3,9 @@
 //! pairs on random scenes of several shapes.
 
 use nearkit::collide::scene::{heightfield, Scene};
-use nearkit::collide::{Body, BodyId, Collider, ColliderOptions, Contact, ContactKind, Sweep, SweepResult, World};
+use nearkit::collide::{
+    Body, BodyId, Collider, ColliderOptions, Contact, ContactKind, Heightfield, Sweep, SweepResult, World,
+};
 use nearkit::test_hooks::{
     contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, dot, sub, sweep_ellipsoid_triangle, Shape, V3,
 };
@@ -276,6 +278,13 @@ fn brute_contacts(world: &World) -> Vec<Contact> {
                     out.push(nearkit::test_hooks::contact(i as u32, ContactKind::Triangle, t as u32, c, &g));
                 }
             }
+            if let Some(h) = world.heightfield() {
+                for t in 0..h.triangle_count() as u32 {
+                    if let Some(g) = contact_ellipsoid_triangle(&s, h.triangle(t).map(|p| sub(p, c))) {
+                        out.push(nearkit::test_hooks::contact(i as u32, ContactKind::Heightfield, t, c, &g));
+                    }
+                }
+            }
         }
         for o in i + 1..b.len() {
             let meet = (b.layer[i] & b.mask[o]) != 0 && (b.layer[o] & b.mask[i]) != 0;
@@ -427,7 +436,13 @@ fn world_contacts_equal_all_pairs_for_triangles_of_every_size() {
             if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
                 if best.is_none_or(|b| h.toi < b.toi) {
                     let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-                    best = Some(SweepResult { toi: h.toi, triangle: t as u32, point, normal: h.normal });
+                    best = Some(SweepResult {
+                        toi: h.toi,
+                        kind: ContactKind::Triangle,
+                        triangle: t as u32,
+                        point,
+                        normal: h.normal,
+                    });
                 }
             }
         }
@@ -563,7 +578,13 @@ fn world_sweeps_equal_all_triangles() {
             if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
                 if best.is_none_or(|b| h.toi < b.toi) {
                     let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-                    best = Some(SweepResult { toi: h.toi, triangle: t as u32, point, normal: h.normal });
+                    best = Some(SweepResult {
+                        toi: h.toi,
+                        kind: ContactKind::Triangle,
+                        triangle: t as u32,
+                        point,
+                        normal: h.normal,
+                    });
                 }
             }
         }
@@ -571,6 +592,97 @@ fn world_sweeps_equal_all_triangles() {
         hits += g.is_some() as usize;
     }
     assert!(hits > 100, "{hits} hits");
+}
+
+/// A terrain as a heightfield (with a mesh beside it) has the brute force's contacts and
+/// sweeps, and the same ones, bit for bit, as the terrain given as a mesh.
+#[test]
+fn a_heightfield_has_the_contacts_of_its_mesh() {
+    let mut r = rng(41);
+    let (rows, cols, spacing) = (23, 31, 1.7);
+    let heights: Vec<f64> = (0..rows * cols).map(|_| r.random_range(-1.5..1.5)).collect();
+    let origin = [-3.25, 7.5];
+    let terrain = Heightfield::new(heights, rows, cols, spacing, origin).unwrap();
+    let as_mesh = terrain.to_mesh();
+    let scene = Scene::on_surface("terrain", as_mesh.clone(), 1500, (0.1, 0.9), 42);
+    let mut native = World::new(1.0).unwrap();
+    native.set_heightfield(terrain.clone()).unwrap();
+    // A few triangles of a mesh over the terrain too: the mesh's contacts come first.
+    let ramp = Mesh {
+        vertices: Points::from_rows(&[[0.0, 10.0, -1.0], [40.0, 10.0, 1.0], [0.0, 40.0, 0.5], [40.0, 40.0, 0.0]]),
+        triangles: vec![[0, 1, 2], [1, 3, 2]],
+    };
+    native.set_mesh(&ramp).unwrap();
+    let mut meshed = World::new(1.0).unwrap();
+    meshed.set_mesh(&as_mesh).unwrap();
+    for b in &scene.bodies {
+        native.add_body(*b).unwrap();
+        meshed.add_body(*b).unwrap();
+    }
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
+    let portable = ColliderOptions { portable_code: true, ..ColliderOptions::default() };
+    let mut cpu_portable = Collider::new(&Engine::cpu(), &portable).unwrap();
+    for tick in 0..3 {
+        let got = cpu.contacts(&native).unwrap();
+        let want = brute_contacts(&native);
+        assert!(want.iter().filter(|c| c.kind == ContactKind::Heightfield).count() > 1000, "tick {tick}");
+        assert!(want.iter().filter(|c| c.kind == ContactKind::Triangle).count() > 20, "tick {tick}");
+        assert_eq!(got, want, "tick {tick}");
+        assert_eq!(cpu_portable.contacts(&native).unwrap(), want, "tick {tick}, portable code");
+        let terrain_only: Vec<Contact> = got
+            .iter()
+            .filter(|c| c.kind != ContactKind::Triangle)
+            .map(|c| Contact {
+                kind: if c.kind == ContactKind::Heightfield { ContactKind::Triangle } else { c.kind },
+                ..*c
+            })
+            .collect();
+        assert_eq!(terrain_only, cpu.contacts(&meshed).unwrap(), "tick {tick}: the mesh of the terrain");
+        scene.advance(&mut native, tick);
+        scene.advance(&mut meshed, tick);
+    }
+    let sweeps: Vec<Sweep> = (0..600)
+        .map(|_| {
+            let from: V3 = [r.random_range(-5.0..50.0), r.random_range(5.0..50.0), r.random_range(1.0..4.0)];
+            let to: V3 = [from[0] + r.random_range(-5.0..5.0), from[1] + r.random_range(-5.0..5.0), -3.0];
+            Sweep { radii: [0.3, 0.5, 0.4], orientation: [0.1, 0.2, 0.0, 1.0], from, to }
+        })
+        .collect();
+    let got = cpu.sweeps(&native, &sweeps).unwrap();
+    let mut kinds = [0; 2];
+    for (s, g) in sweeps.iter().zip(&got) {
+        let shape = Shape::new(s.radii, s.orientation);
+        let mut best: Option<SweepResult> = None;
+        let candidates = (0..2u32)
+            .map(|t| (ContactKind::Triangle, t, native.triangle(t as usize).unwrap()))
+            .chain((0..terrain.triangle_count() as u32).map(|t| (ContactKind::Heightfield, t, terrain.triangle(t))));
+        for (kind, t, c) in candidates {
+            if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
+                if best.is_none_or(|b| h.toi < b.toi) {
+                    let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
+                    best = Some(SweepResult { toi: h.toi, kind, triangle: t, point, normal: h.normal });
+                }
+            }
+        }
+        assert_eq!(*g, best);
+        if let Some(b) = best {
+            kinds[(b.kind == ContactKind::Heightfield) as usize] += 1;
+        }
+    }
+    assert!(kinds[0] > 20 && kinds[1] > 200, "{kinds:?}");
+}
+
+#[test]
+fn a_bad_heightfield_is_refused_clearly() {
+    let e = |r: nearkit::Result<Heightfield>| r.unwrap_err().to_string();
+    assert!(e(Heightfield::new(vec![0.0; 3], 1, 3, 1.0, [0.0; 2])).contains("at least 2 × 2"));
+    assert!(e(Heightfield::new(vec![0.0; 5], 2, 3, 1.0, [0.0; 2])).contains("needs 6 heights, got 5"));
+    assert!(e(Heightfield::new(vec![0.0, 1.0, f64::NAN, 0.0], 2, 2, 1.0, [0.0; 2])).contains("row 1, column 0"));
+    assert!(e(Heightfield::new(vec![0.0; 4], 2, 2, 0.0, [0.0; 2])).contains("spacing"));
+    assert!(e(Heightfield::new(vec![0.0; 4], 2, 2, 1.0, [f64::INFINITY, 0.0])).contains("origin"));
+    let mut world = World::new(1.0).unwrap();
+    let far = Heightfield::new(vec![0.0; 4], 2, 2, 1.0, [1e7, 0.0]).unwrap();
+    assert!(world.set_heightfield(far).unwrap_err().to_string().contains("larger cells"));
 }
 
 /// Determinism: the contacts and sweeps of a replayed run are the same bits on 1, 2, 3 and 8

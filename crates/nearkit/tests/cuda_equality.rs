@@ -606,6 +606,60 @@ fn gpu_collision_world_matches_cpu_on_triangles_of_every_size() {
     assert_eq!(a, b);
 }
 
+/// The generated elevation model kept as a heightfield (with an origin off zero), a mesh of
+/// ramps over it, bodies whose masks miss the terrain: contacts and sweeps bit for bit.
+#[test]
+fn gpu_collision_world_matches_cpu_on_a_heightfield() {
+    use nearkit::collide::scene::{dem_heightfield, Scene};
+    use nearkit::collide::{Heightfield, Sweep};
+    use nearkit::{Mesh, Points};
+    let Some(gpu) = gpu() else { return };
+    let mut cuda = Collider::new(&gpu.0, &ColliderOptions::default()).unwrap();
+    let mut cpu = Collider::cpu();
+    let dem = dem_heightfield();
+    let terrain =
+        Heightfield::new(dem.heights().to_vec(), dem.rows(), dem.cols(), dem.spacing(), [-5000.25, 1234.5]).unwrap();
+    let mut scene = Scene::on_heightfield("dem", terrain, 30_000, (0.2, 0.8), 5);
+    for (k, b) in scene.bodies.iter_mut().enumerate() {
+        if k % 7 == 0 {
+            *b = b.with_layers(2, 2);
+        }
+    }
+    let mut world = scene.world(1.0).unwrap();
+    let (x, y) = (scene.bodies[0].center[0], scene.bodies[0].center[1]);
+    let ramps = Mesh {
+        vertices: Points::from_rows(&[
+            [x - 300.0, y - 300.0, -400.0],
+            [x + 300.0, y - 300.0, 400.0],
+            [x - 300.0, y + 300.0, 0.0],
+            [x + 300.0, y + 300.0, 100.0],
+        ]),
+        triangles: vec![[0, 1, 2], [1, 3, 2]],
+    };
+    world.set_mesh(&ramps).unwrap();
+    for tick in 0..3 {
+        let (a, b) = (cpu.contacts(&world).unwrap(), cuda.contacts(&world).unwrap());
+        let on_terrain = a.iter().filter(|c| c.kind == nearkit::collide::ContactKind::Heightfield).count();
+        assert!(on_terrain > 15_000, "tick {tick}: {on_terrain} heightfield contacts");
+        assert!(a == b, "tick {tick}: {} vs {} contacts", a.len(), b.len());
+        scene.advance(&mut world, tick);
+    }
+    let sweeps: Vec<Sweep> = scene
+        .bodies
+        .iter()
+        .step_by(3)
+        .map(|b| Sweep {
+            radii: b.radii,
+            orientation: b.orientation,
+            from: [b.center[0], b.center[1], b.center[2] + 5.0],
+            to: [b.center[0] + 3.0, b.center[1], b.center[2] - 4.0],
+        })
+        .collect();
+    let (a, b) = (cpu.sweeps(&world, &sweeps).unwrap(), cuda.sweeps(&world, &sweeps).unwrap());
+    assert!(a.iter().filter(|h| h.is_some()).count() > 8000);
+    assert_eq!(a, b);
+}
+
 /// A big world (80,000 bodies: many look-back tiles, buffers that grow), and bad centers.
 #[test]
 fn gpu_collision_world_matches_cpu_on_a_big_world() {
@@ -731,3 +785,4 @@ fn gpu_radius_matches_cpu_f32() {
 fn gpu_radius_matches_cpu_f64() {
     same_radius::<f64>(82);
 }
+

@@ -22,6 +22,7 @@ Examples:
   nearkit collide --scene stress                   1M bodies on a 1M-triangle terrain
   nearkit collide --scene dem                      20,000 bodies on a 10 km terrain of 30 m triangles
   nearkit collide --scene mesh:dem.npy --spacing 30   your own elevation model, 30 m apart
+  nearkit collide --scene relief:4096x4096 --bodies 100000   a 4 km terrain kept as heights
   nearkit collide --switch-every 10                CPU and CUDA take turns; contacts must agree
   nearkit collide --contacts-out c.csv --scene-out last/
 
@@ -32,11 +33,12 @@ packed: 36 bytes each); the random walk itself is not timed. Contacts come sorte
 once with the smaller id as `body`; the normal moves `body` out by `depth`.")]
 pub struct CollideArgs {
     /// crater (19,440 triangles), dem (a generated 344 × 403 elevation model, 30 m apart:
-    /// 276,000 triangles), stress (1M triangles), or mesh:FILE (.ply, .off, .obj,
+    /// 276,000 triangles), relief:ROWSxCOLS (a generated one of any size, --spacing apart),
+    /// stress (1M triangles), or mesh:FILE (.ply, .off, .obj,
     /// .stl, or a 2-D .npy heightfield).
     #[arg(long, default_value = "crater")]
     pub scene: String,
-    /// Number of bodies (default: 4,000; 20,000 for dem; 1,000,000 for stress).
+    /// Number of bodies (default: 4,000; 20,000 for dem and relief; 1,000,000 for stress).
     #[arg(long)]
     pub bodies: Option<usize>,
     /// Ticks to run and time.
@@ -81,6 +83,10 @@ pub struct CollideArgs {
     /// CPU: run the portable code even where the CPU has AVX2 (the same contacts).
     #[arg(long, help_heading = "Tuning (the contacts are the same)")]
     pub portable: bool,
+    /// Give heightfields (dem, .npy) to the world as triangle meshes rather than as heights:
+    /// the same contacts, of kind triangle instead of heightfield.
+    #[arg(long, help_heading = "Tuning (the contacts are the same)")]
+    pub as_mesh: bool,
     /// CUDA: launch a tick's kernels one by one instead of replaying a captured CUDA graph.
     #[arg(long, help_heading = "Tuning (the contacts are the same)")]
     pub no_cuda_graphs: bool,
@@ -113,18 +119,45 @@ fn build_scene(args: &CollideArgs) -> CliResult<Scene> {
     match args.scene.as_str() {
         "crater" => Ok(Scene::crater(count(4000), args.seed)),
         "stress" => Ok(Scene::stress(count(1_000_000), args.seed)),
+        "dem" if args.as_mesh => {
+            Ok(Scene::on_surface("dem", nearkit::collide::scene::dem_terrain(), count(20_000), (0.2, 0.8), args.seed))
+        }
         "dem" => Ok(Scene::dem(count(20_000), args.seed)),
+        s if s.starts_with("relief:") => {
+            let size = s.trim_start_matches("relief:");
+            let parsed = size.split_once('x').and_then(|(r, c)| Some((r.parse().ok()?, c.parse().ok()?)));
+            let Some((rows, cols)) = parsed else {
+                return Err(CliError(format!(
+                    "scene '{s}': give the samples as relief:ROWSxCOLS, e.g. relief:4096x4096"
+                )));
+            };
+            if !(args.spacing.is_finite() && args.spacing > 0.0) {
+                return Err(CliError(format!("--spacing must be a positive number, got {}", args.spacing)));
+            }
+            let terrain = nearkit::collide::scene::relief_heightfield(rows, cols, args.spacing)?;
+            if args.as_mesh {
+                Ok(Scene::on_surface(s, terrain.to_mesh(), count(20_000), (0.2, 0.8), args.seed))
+            } else {
+                Ok(Scene::on_heightfield(s, terrain, count(20_000), (0.2, 0.8), args.seed))
+            }
+        }
         s => {
             let Some(file) = s.strip_prefix("mesh:").map(PathBuf::from) else {
-                return Err(CliError(format!("unknown scene '{s}': use crater, dem, stress or mesh:FILE")));
+                return Err(CliError(format!(
+                    "unknown scene '{s}': use crater, dem, relief:ROWSxCOLS, stress or mesh:FILE"
+                )));
             };
             let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
             if file.extension().and_then(|e| e.to_str()) == Some("npy") {
                 if !(args.spacing.is_finite() && args.spacing > 0.0) {
                     return Err(CliError(format!("--spacing must be a positive number, got {}", args.spacing)));
                 }
-                let mesh = nearkit_io::read_heightfield(&file, args.spacing)?;
-                Ok(Scene::on_surface(&name, mesh, count(4000), (0.2, 0.8), args.seed))
+                let terrain = nearkit_io::read_heightfield(&file, args.spacing)?;
+                if args.as_mesh {
+                    Ok(Scene::on_surface(&name, terrain.to_mesh(), count(4000), (0.2, 0.8), args.seed))
+                } else {
+                    Ok(Scene::on_heightfield(&name, terrain, count(4000), (0.2, 0.8), args.seed))
+                }
             } else {
                 let mesh = nearkit_io::read_mesh::<f64>(&file)?;
                 if !(args.mesh_size.is_finite() && args.mesh_size >= 0.0) {
@@ -205,7 +238,7 @@ fn run_ticks(
             let start = Instant::now();
             let contacts = active.contacts_packed(world)?;
             stats.times.push(start.elapsed().as_secs_f64() * 1e3);
-            stats.triangle_contacts.push(contacts.count(ContactKind::Triangle));
+            stats.triangle_contacts.push(contacts.len() - contacts.count(ContactKind::Body));
             stats.body_contacts.push(contacts.count(ContactKind::Body));
             keep.then(|| contacts.to_vec())
         };
@@ -321,7 +354,8 @@ fn write_outputs(args: &CollideArgs, scene: &Scene, world: &World, last: &[Conta
     if let Some(dir) = &args.scene_out {
         let created = !dir.exists();
         std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: cannot create: {e}", dir.display())))?;
-        let written = nearkit_io::write_mesh_ply(&dir.join("mesh.ply"), &scene.mesh)
+        let terrain = scene.heightfield.as_ref().map(|h| h.to_mesh());
+        let written = nearkit_io::write_mesh_ply(&dir.join("mesh.ply"), terrain.as_ref().unwrap_or(&scene.mesh))
             .and_then(|()| nearkit_io::write_bodies(&dir.join("bodies.csv"), world));
         if let Err(e) = written {
             // Whole or not at all: a folder made for a scene that could not be written goes too.
@@ -350,7 +384,7 @@ pub fn run(args: &CollideArgs) -> CliResult {
     // A body's state, its scene data and the colliders' per-body arrays.
     let bodies = args.bodies.unwrap_or(match args.scene.as_str() {
         "stress" => 1_000_000,
-        "dem" => 20_000,
+        s if s == "dem" || s.starts_with("relief:") => 20_000,
         _ => 4000,
     });
     check_memory(&format!("--bodies {bodies}"), bodies, 256)?;
@@ -364,7 +398,7 @@ pub fn run(args: &CollideArgs) -> CliResult {
     out!(
         "scene {}: {} triangles, {} bodies, {} m cells; device {}",
         scene.name,
-        thousands(scene.mesh.triangles.len()),
+        thousands(world.triangle_count() + world.heightfield().map_or(0, |h| h.triangle_count())),
         thousands(world.body_count()),
         args.cell_size,
         device

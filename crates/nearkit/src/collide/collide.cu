@@ -460,6 +460,7 @@ extern "C" __global__ void __launch_bounds__(CELLS_BLOCK)
 // so sorting a body's contacts by it gives (kind, other) order. Normal, depth and the point's
 // offset from the body's center are rounded to f32 (both colliders round alike).
 #define KIND_BODY NK_KIND_BODY
+#define KIND_HEIGHTFIELD NK_KIND_HEIGHTFIELD
 
 __device__ __forceinline__ PackedContact make_rec(u32 body, u32 other, const Geometry& g) {
     PackedContact r;
@@ -550,6 +551,47 @@ __device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u32 l, u64 key,
     }
 }
 
+
+// heightfield.rs: sample (r, c) of the heightfield, as Heightfield::vertex computes it.
+__device__ __forceinline__ D3 hf_vertex(const HeightfieldView& h, u32 r, u32 c) {
+    return v3(h.origin[0] + (double)c * h.spacing, h.origin[1] + (double)r * h.spacing, h.heights[(u64)r * h.cols + c]);
+}
+// The corners of heightfield triangle t (Heightfield::triangle).
+__device__ __forceinline__ void hf_triangle(const HeightfieldView& h, u32 t, D3& a, D3& b, D3& c) {
+    u32 q = t / 2, r = q / (h.cols - 1), col = q % (h.cols - 1);
+    a = hf_vertex(h, r, col);
+    if (t % 2 == 0) {
+        b = hf_vertex(h, r, col + 1);
+        c = hf_vertex(h, r + 1, col + 1);
+    } else {
+        b = hf_vertex(h, r + 1, col + 1);
+        c = hf_vertex(h, r + 1, col);
+    }
+}
+// Heightfield::squares for one axis: the run of squares a..=b whose sides meet [lo, hi];
+// false when the box is beside the terrain.
+__device__ __forceinline__ bool hf_span(double lo, double hi, double origin, double spacing, u32 n, u32& a, u32& b) {
+    double last = (double)(n - 2);
+    double fa = fmin(fmax(floor((lo - origin) / spacing), 0.0), last);
+    double fb = fmin(fmax(floor((hi - origin) / spacing), 0.0), last);
+    while (fa > 0.0 && origin + fa * spacing >= lo) fa -= 1.0;
+    while (fa < last && origin + (fa + 1.0) * spacing < lo) fa += 1.0;
+    while (fb < last && origin + (fb + 1.0) * spacing <= hi) fb += 1.0;
+    while (fb > 0.0 && origin + fb * spacing > hi) fb -= 1.0;
+    if (!(origin + (fa + 1.0) * spacing >= lo && origin + fb * spacing <= hi && fa <= fb)) return false;
+    a = (u32)fa;
+    b = (u32)fb;
+    return true;
+}
+// Whether heightfield triangle t's box meets [lo, hi] (Heightfield::overlapping); its corners.
+__device__ __forceinline__ bool hf_meets(const HeightfieldView& h, u32 t, const double* lo, const double* hi, D3& a,
+                                         D3& b, D3& c) {
+    hf_triangle(h, t, a, b, c);
+    double x0 = fmin(fmin(a.x, b.x), c.x), x1 = fmax(fmax(a.x, b.x), c.x);
+    double y0 = fmin(fmin(a.y, b.y), c.y), y1 = fmax(fmax(a.y, b.y), c.y);
+    double z0 = fmin(fmin(a.z, b.z), c.z), z1 = fmax(fmax(a.z, b.z), c.z);
+    return lo[0] <= x1 && x0 <= hi[0] && lo[1] <= y1 && y0 <= hi[1] && lo[2] <= z1 && z0 <= hi[2];
+}
 
 // Contacts a warp keeps in shared memory; a warp with more does its bodies again (body_contacts).
 #define POOL 96
@@ -750,6 +792,54 @@ __device__ void warp_contacts(const BodyView& bv, const MeshView& mesh, u32 mesh
         }
         q.flush(test);
     }
+    if (mesh.terrain.rows > 0) {
+        const HeightfieldView& hf = mesh.terrain;
+        auto test = [&](bool has, u32 t, u32 b) {
+            Geometry g;
+            bool h = false;
+            const WarpBody& w = ws.body[b];
+            if (has) {
+                D3 p0, p1, p2;
+                hf_triangle(hf, t, p0, p1, p2);
+                h = contact_ellipsoid_triangle(w.s, vsub(p0, w.c), vsub(p1, w.c), vsub(p2, w.c), g);
+            }
+            hits.put(h, h ? make_rec(w.i, KIND_HEIGHTFIELD | t, g) : PackedContact());
+        };
+        // A lane per body: the squares under its box (lc: first column and row; nx, ny: how
+        // many), two triangles each.
+        u32 mine = 0;
+        if (lane < nb) {
+            const WarpBody& w = ws.body[lane];
+            LevelBox& lb = ws.level[lane];
+            bool any = ws.cells_upto[lane] > (lane > 0 ? ws.cells_upto[lane - 1] : 0);
+            u32 c0, c1, r0, r1;
+            if (any && (w.mask & mesh_layer) != 0 && hf_span(w.lo[0], w.hi[0], hf.origin[0], hf.spacing, hf.cols, c0, c1) &&
+                hf_span(w.lo[1], w.hi[1], hf.origin[1], hf.spacing, hf.rows, r0, r1)) {
+                lb.lc[0] = (int)c0;
+                lb.lc[1] = (int)r0;
+                lb.nx = c1 - c0 + 1;
+                lb.ny = r1 - r0 + 1;
+                mine = 2 * lb.nx * lb.ny;
+            }
+        }
+        u32 upto_b = warp_inclusive_sum(mine);
+        if (lane < nb) ws.level_upto[lane] = upto_b;
+        __syncwarp();
+        u32 total = ws.level_upto[nb - 1];
+        for (u32 k0 = 0; k0 < total; k0 += 32) {
+            u32 k = k0 + lane, kc;
+            u32 b = slot_body(ws.level_upto, nb, k, kc);
+            const LevelBox& lb = ws.level[b];
+            u32 sq = kc / 2;
+            u32 col = (u32)lb.lc[0] + sq % lb.nx, row = (u32)lb.lc[1] + sq / lb.nx;
+            u32 t = 2 * (row * (hf.cols - 1) + col) + kc % 2;
+            D3 p0, p1, p2;
+            bool has = k < total && hf_meets(hf, t, ws.body[b].lo, ws.body[b].hi, p0, p1, p2);
+            q.push(has, t, b, test);
+        }
+        __syncwarp();
+        q.flush(test);
+    }
     auto test = [&](bool has, u32 o, u32 b) {
         Geometry g;
         bool h = false;
@@ -925,6 +1015,28 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
                 }
             });
         }
+    }
+    // The heightfield's triangles, their ids tagged: ties go to the mesh, then the smaller id.
+    const HeightfieldView& hf = mesh.terrain;
+    u32 c0, c1, r0, r1;
+    if (hf.rows > 0 && hf_span(lo[0], hi[0], hf.origin[0], hf.spacing, hf.cols, c0, c1) &&
+        hf_span(lo[1], hi[1], hf.origin[1], hf.spacing, hf.rows, r0, r1)) {
+        for (u32 r = r0; r <= r1; r++)
+            for (u32 c = c0; c <= c1; c++)
+                for (u32 k = 0; k < 2; k++) {
+                    u32 t = 2 * (r * (hf.cols - 1) + c) + k;
+                    D3 p0, p1, p2;
+                    Hit hit;
+                    if (hf_meets(hf, t, lo, hi, p0, p1, p2) &&
+                        sweep_ellipsoid_triangle(s, vsub(p0, from), vsub(p1, from), vsub(p2, from), motion, hit)) {
+                        u32 tagged = KIND_HEIGHTFIELD | t;
+                        if (!found || hit.toi < best.toi || (hit.toi == best.toi && tagged < best_t)) {
+                            found = true;
+                            best = hit;
+                            best_t = tagged;
+                        }
+                    }
+                }
     }
     out_tri[i] = best_t;
     double* o = out + 7 * (u64)i;

@@ -16,7 +16,9 @@ use crate::collide::contact_ellipsoid_ellipsoid::{SETTLED, STEPS};
 use crate::collide::ellipsoid::BOX_SLACK;
 use crate::collide::hash_grid::{bucket_count, CELL_BITS};
 use crate::collide::level_grid::MAX_LEVELS;
-use crate::collide::world::{PackedContact, Sweep, SweepResult, Versions, World, KIND_BODY};
+use crate::collide::world::{
+    ContactKind, PackedContact, Sweep, SweepResult, Versions, World, ID_BITS, KIND_BODY, KIND_HEIGHTFIELD,
+};
 use crate::error::{Error, Result};
 use crate::runtime::cuda::launch::{c_definition, c_definitions, c_struct, kernels, Address, CStruct, CType, In, Out};
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON, LOOKBACK};
@@ -33,12 +35,13 @@ static COLLIDE: CudaSource = CudaSource {
             ("CELL_GROUP", CELL_GROUP.to_string()),
             ("CELLS_BLOCK", CELLS_BLOCK.to_string()),
             ("KIND_BODY", format!("{KIND_BODY}u")),
+            ("KIND_HEIGHTFIELD", format!("{KIND_HEIGHTFIELD}u")),
             ("BATCH_MAX", BATCH_MAX.to_string()),
             ("CONTACT_WARPS", CONTACT_WARPS.to_string()),
             ("MAX_LEVELS", MAX_LEVELS.to_string()),
         ]
     },
-    structs: c_definitions!(MeshEntry, MeshView, BodyEntry, BodyGridView, BodyView, PackedContact),
+    structs: c_definitions!(MeshEntry, HeightfieldView, MeshView, BodyEntry, BodyGridView, BodyView, PackedContact),
 };
 
 c_struct! {
@@ -53,9 +56,23 @@ c_struct! {
         cell: [f64; MAX_LEVELS] = "double[NK_MAX_LEVELS]",
         /// The bucket of a cell key on level l: bucket_of(key, mask[l]).
         mask: [u64; MAX_LEVELS] = "u64[NK_MAX_LEVELS]",
+        /// The heightfield (rows 0: none).
+        terrain: HeightfieldView = "HeightfieldView",
         base: [u32; MAX_LEVELS] = "u32[NK_MAX_LEVELS]",
         levels: u32 = "u32",
         n: u32 = "u32",
+    }
+}
+
+c_struct! {
+    /// `struct HeightfieldView` of collide.cu: the heightfield (`Heightfield`).
+    pub(crate) struct HeightfieldView as "HeightfieldView" {
+        /// rows × cols, row-major.
+        heights: u64 = "const double*",
+        spacing: f64 = "double",
+        origin: [f64; 2] = "double[2]",
+        rows: u32 = "u32",
+        cols: u32 = "u32",
     }
 }
 
@@ -192,6 +209,9 @@ struct DeviceMesh {
     base: [u32; MAX_LEVELS],
     levels: u32,
     n: u32,
+    /// The heightfield's heights, and what `HeightfieldView` holds besides.
+    heights: CudaSlice<f64>,
+    terrain: HeightfieldView,
 }
 
 impl DeviceMesh {
@@ -206,7 +226,19 @@ impl DeviceMesh {
             base: [0; MAX_LEVELS],
             levels: 0,
             n: 0,
+            heights: gpu.alloc::<f64>(1)?,
+            terrain: HeightfieldView { heights: 0, spacing: 1.0, origin: [0.0; 2], rows: 0, cols: 0 },
         };
+        if let Some(h) = world.heightfield() {
+            dm.heights = s.clone_htod(h.heights()).map_err(cuda_err)?;
+            dm.terrain = HeightfieldView {
+                heights: 0,
+                spacing: h.spacing(),
+                origin: h.origin(),
+                rows: h.rows() as u32,
+                cols: h.cols() as u32,
+            };
+        }
         let Some(m) = world.mesh() else { return Ok(dm) };
         let flat9: Vec<f64> = m.corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();
         let (mut start, mut entries) = (Vec::new(), Vec::with_capacity(m.grid.entries()));
@@ -238,6 +270,7 @@ impl DeviceMesh {
             entries: self.entries.device_ptr(s).0,
             cell: self.cell,
             mask: self.mask,
+            terrain: HeightfieldView { heights: self.heights.device_ptr(s).0, ..self.terrain },
             base: self.base,
             levels: self.levels,
             n: self.n,
@@ -865,10 +898,10 @@ impl CudaCollider {
         Ok(Some(contacts))
     }
 
-    /// Each sweep's first hit on the static mesh, as the CPU collider gives.
+    /// Each sweep's first hit on the static mesh or the heightfield, as the CPU collider gives.
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
         sweeps.par_iter().with_min_len(4096).try_for_each(Sweep::check)?;
-        if world.mesh().is_none() || sweeps.is_empty() {
+        if (world.mesh().is_none() && world.heightfield().is_none()) || sweeps.is_empty() {
             return Ok(vec![None; sweeps.len()]);
         }
         let be_arc = self.gpu.clone();
@@ -937,7 +970,8 @@ impl CudaCollider {
             .map(|(&t, v)| {
                 (t != crate::geometry::points::NO_ID).then(|| SweepResult {
                     toi: v[0],
-                    triangle: t,
+                    kind: ContactKind::of_tagged(t),
+                    triangle: t & ID_BITS,
                     point: [v[1], v[2], v[3]],
                     normal: [v[4], v[5], v[6]],
                 })

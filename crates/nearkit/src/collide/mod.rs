@@ -1,11 +1,13 @@
 //! A collision world for a game server: ellipsoid bodies moving every tick against
-//! a static triangle mesh and each other.
+//! a static triangle mesh, a heightfield terrain and each other.
 //!
-//! - [`World`] holds the mesh and the bodies (structure of arrays); add, remove, move them.
+//! - [`World`] holds the mesh, a [`Heightfield`] (a terrain kept as its heights) and the
+//!   bodies (structure of arrays); add, remove, move them.
 //! - A [`Collider`] (CPU or CUDA, switchable between ticks) finds every contact of a world,
 //!   or the first hit of swept bodies; both give the same contacts, bit for bit.
 //! - Broad phase: hashed uniform grids, for the bodies (`hash_grid`) and, a level per size of
-//!   triangle, for the mesh (`level_grid`); the CPU collider keeps per-body
+//!   triangle, for the mesh (`level_grid`); a heightfield finds its triangles by arithmetic
+//!   (`heightfield`). The CPU collider keeps per-body
 //!   candidate lists from tick to tick on top of it (`cpu::candidate_lists`). Narrow phase,
 //!   exact: `contact_ellipsoid_triangle`, `contact_ellipsoid_ellipsoid`,
 //!   `sweep_ellipsoid_triangle`. Everything is f64, with positions relative to the body, so a
@@ -40,10 +42,12 @@ pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub(crate) mod ellipsoid;
 pub(crate) mod hash_grid;
+mod heightfield;
 pub(crate) mod level_grid;
 pub mod scene;
 pub(crate) mod sweep_ellipsoid_triangle;
 mod world;
 
 pub use collider::{Collider, ColliderOptions};
+pub use heightfield::Heightfield;
 pub use world::{Body, BodyId, Contact, ContactKind, Contacts, Sweep, SweepResult, World};

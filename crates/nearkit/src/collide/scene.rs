@@ -4,6 +4,7 @@
 use rayon::prelude::*;
 
 use super::ellipsoid::{add, cross, normalize, sub, V3};
+use super::heightfield::Heightfield;
 use super::world::{Body, BodyId, World};
 use crate::error::Result;
 use crate::geometry::mesh::Mesh;
@@ -63,11 +64,22 @@ fn relief_height(x: f64, y: f64) -> f64 {
 
 /// A generated digital elevation model with the jacksboro DEM's size: 344 × 403 samples
 /// 30 m apart (10.3 × 12.1 km, 276,000 triangles), heights from `relief_height`.
+pub fn dem_heightfield() -> Heightfield {
+    relief_heightfield(403, 344, 30.0).expect("a valid heightfield")
+}
+
+/// A generated relief (`relief_height`) of `rows` × `cols` samples, `spacing` apart.
+pub fn relief_heightfield(rows: usize, cols: usize, spacing: f64) -> Result<Heightfield> {
+    let heights: Vec<f64> = (0..rows * cols)
+        .into_par_iter()
+        .map(|i| relief_height((i % cols) as f64 * spacing, (i / cols) as f64 * spacing))
+        .collect();
+    Heightfield::new(heights, rows, cols, spacing, [0.0, 0.0])
+}
+
+/// `dem_heightfield` as a triangle mesh.
 pub fn dem_terrain() -> Mesh<f64> {
-    let (rows, cols, spacing) = (403, 344, 30.0);
-    let heights: Vec<f64> =
-        (0..rows * cols).map(|i| relief_height((i % cols) as f64 * spacing, (i / cols) as f64 * spacing)).collect();
-    heightfield(&heights, rows, cols, spacing)
+    dem_heightfield().to_mesh()
 }
 
 /// A uniform number in [0, 1) from (seed, a, b, c): splitmix64, so any body can draw its
@@ -83,12 +95,49 @@ fn unit(seed: u64, a: u64, b: u64, c: u64) -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// `count` bodies near random points of the `tris` triangles that `corners` gives, and their
+/// anchors (`Scene::on_surface`).
+fn bodies_on(
+    tris: usize,
+    corners: impl Fn(usize) -> [V3; 3] + Sync,
+    count: usize,
+    radii: (f64, f64),
+    seed: u64,
+) -> (Vec<Body>, Vec<V3>) {
+    let tris = tris as u64;
+    (0..count as u64)
+        .into_par_iter()
+        .map(|i| {
+            let u = |k: u64| unit(seed, 0, i, k);
+            let t = ((u(0) * tris as f64) as u64).min(tris - 1) as usize;
+            let [a, b, c] = corners(t);
+            let (mut s, mut w) = (u(1), u(2));
+            if s + w > 1.0 {
+                (s, w) = (1.0 - s, 1.0 - w);
+            }
+            let p = [
+                a[0] + (b[0] - a[0]) * s + (c[0] - a[0]) * w,
+                a[1] + (b[1] - a[1]) * s + (c[1] - a[1]) * w,
+                a[2] + (b[2] - a[2]) * s + (c[2] - a[2]) * w,
+            ];
+            let n = normalize(cross(sub(b, a), sub(c, a))).unwrap_or([0.0, 0.0, 1.0]);
+            let r = [0, 1, 2].map(|k| radii.0 + (radii.1 - radii.0) * u(3 + k));
+            let off = (u(6) * 1.3 - 0.3) * r[0].max(r[1]).max(r[2]);
+            let center = add(p, [n[0] * off, n[1] * off, n[2] * off]);
+            let q = [u(7) - 0.5, u(8) - 0.5, u(9) - 0.5, u(10) - 0.5];
+            (Body::ellipsoid(center, r, q), center)
+        })
+        .unzip()
+}
+
 /// A mesh, bodies near its surface, and how they wander.
 pub struct Scene {
     /// Its name (for reports).
     pub name: String,
-    /// The static mesh.
+    /// The static mesh (it may be empty).
     pub mesh: Mesh<f64>,
+    /// The terrain, kept as heights.
+    pub heightfield: Option<Heightfield>,
     /// The bodies at the start.
     pub bodies: Vec<Body>,
     /// Where each body is drawn back to.
@@ -102,31 +151,15 @@ impl Scene {
     /// `count` ellipsoids with radii in `radii`, random orientations, centred near random
     /// points of the mesh's surface (from `below` to `above` radii off it, along its normal).
     pub fn on_surface(name: &str, mesh: Mesh<f64>, count: usize, radii: (f64, f64), seed: u64) -> Self {
-        let tris = mesh.triangles.len() as u64;
-        let (bodies, anchors): (Vec<Body>, Vec<V3>) = (0..count as u64)
-            .into_par_iter()
-            .map(|i| {
-                let u = |k: u64| unit(seed, 0, i, k);
-                let t = ((u(0) * tris as f64) as u64).min(tris - 1) as usize;
-                let [a, b, c] = mesh.corners(t);
-                let (mut s, mut w) = (u(1), u(2));
-                if s + w > 1.0 {
-                    (s, w) = (1.0 - s, 1.0 - w);
-                }
-                let p = [
-                    a[0] + (b[0] - a[0]) * s + (c[0] - a[0]) * w,
-                    a[1] + (b[1] - a[1]) * s + (c[1] - a[1]) * w,
-                    a[2] + (b[2] - a[2]) * s + (c[2] - a[2]) * w,
-                ];
-                let n = normalize(cross(sub(b, a), sub(c, a))).unwrap_or([0.0, 0.0, 1.0]);
-                let r = [0, 1, 2].map(|k| radii.0 + (radii.1 - radii.0) * u(3 + k));
-                let off = (u(6) * 1.3 - 0.3) * r[0].max(r[1]).max(r[2]);
-                let center = add(p, [n[0] * off, n[1] * off, n[2] * off]);
-                let q = [u(7) - 0.5, u(8) - 0.5, u(9) - 0.5, u(10) - 0.5];
-                (Body::ellipsoid(center, r, q), center)
-            })
-            .unzip();
-        Scene { name: name.into(), mesh, bodies, anchors, step: 0.05, seed }
+        let (bodies, anchors) = bodies_on(mesh.triangles.len(), |t| mesh.corners(t), count, radii, seed);
+        Scene { name: name.into(), mesh, heightfield: None, bodies, anchors, step: 0.05, seed }
+    }
+
+    /// As `on_surface`, on a heightfield (kept as heights: the world gets no mesh).
+    pub fn on_heightfield(name: &str, terrain: Heightfield, count: usize, radii: (f64, f64), seed: u64) -> Self {
+        let (bodies, anchors) = bodies_on(terrain.triangle_count(), |t| terrain.triangle(t as u32), count, radii, seed);
+        let mesh = Mesh { vertices: Points::with_capacity(0), triangles: Vec::new() };
+        Scene { name: name.into(), mesh, heightfield: Some(terrain), bodies, anchors, step: 0.05, seed }
     }
 
     /// The crater scene: a crater-like terrain of 19,440 triangles (108 × 90 m) and `count`
@@ -136,9 +169,9 @@ impl Scene {
     }
 
     /// `count` ellipsoids (radii 0.2–0.8 m) on a generated DEM of 30 m triangles
-    /// (`dem_terrain`), so triangles are 30 times the default cell.
+    /// (`dem_heightfield`, kept as heights), so triangles are 30 times the default cell.
     pub fn dem(count: usize, seed: u64) -> Self {
-        Scene::on_surface("dem", dem_terrain(), count, (0.2, 0.8), seed)
+        Scene::on_heightfield("dem", dem_heightfield(), count, (0.2, 0.8), seed)
     }
 
     /// `count` small bodies (radii 0.1–0.4 m) on a terrain of about a million triangles
@@ -162,7 +195,12 @@ impl Scene {
     /// A world with this scene's mesh and bodies (ids 0, 1, … in order).
     pub fn world(&self, cell_size: f64) -> Result<World> {
         let mut world = World::new(cell_size)?;
-        world.set_mesh(&self.mesh)?;
+        if !self.mesh.triangles.is_empty() {
+            world.set_mesh(&self.mesh)?;
+        }
+        if let Some(h) = &self.heightfield {
+            world.set_heightfield(h.clone())?;
+        }
         for b in &self.bodies {
             world.add_body(*b)?;
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::contact_ellipsoid_triangle::ContactGeometry;
 use super::ellipsoid::{cross, dot, normalize, sub, Shape, V3};
+use super::heightfield::{Heightfield, MAX_TRIANGLES};
 use super::level_grid::LevelGrid;
 use crate::error::{Error, Result};
 use crate::geometry::mesh::Mesh;
@@ -86,6 +87,12 @@ pub(crate) struct StaticMesh {
 impl StaticMesh {
     fn new(mesh: &Mesh<f64>, cell_size: f64) -> Result<Self> {
         mesh.validate()?;
+        if mesh.triangles.len() >= MAX_TRIANGLES {
+            return Err(Error::InvalidArgument(format!(
+                "the mesh has {} triangles; a world's mesh holds fewer than 2^30",
+                mesh.triangles.len()
+            )));
+        }
         let corners: Vec<[V3; 3]> = (0..mesh.triangles.len()).map(|t| mesh.corners(t)).collect();
         let lo: Vec<V3> = corners.iter().map(|c| std::array::from_fn(|a| c[0][a].min(c[1][a]).min(c[2][a]))).collect();
         let hi: Vec<V3> = corners.iter().map(|c| std::array::from_fn(|a| c[0][a].max(c[1][a]).max(c[2][a]))).collect();
@@ -154,6 +161,7 @@ pub struct World {
     cell_size: f64,
     mesh_layer: u32,
     mesh: Option<Arc<StaticMesh>>,
+    heightfield: Option<Arc<Heightfield>>,
     bodies: Bodies,
     free: BTreeSet<u32>,
     versions: Versions,
@@ -172,6 +180,7 @@ impl World {
             cell_size,
             mesh_layer: 1,
             mesh: None,
+            heightfield: None,
             bodies: Bodies::default(),
             free: BTreeSet::new(),
             versions: Versions::default(),
@@ -198,6 +207,24 @@ impl World {
         self.mesh.as_ref()
     }
 
+    /// Sets the terrain, kept as its heights (its contacts are of kind
+    /// [`ContactKind::Heightfield`]); it may sit beside a mesh. Its samples must lie within
+    /// the grid's range.
+    pub fn set_heightfield(&mut self, heightfield: Heightfield) -> Result<()> {
+        let (rows, cols) = (heightfield.rows(), heightfield.cols());
+        for corner in [heightfield.vertex(0, 0), heightfield.vertex(rows - 1, cols - 1)] {
+            super::hash_grid::CellRange::of_box(corner, corner, self.cell_size)?;
+        }
+        self.heightfield = Some(Arc::new(heightfield));
+        self.versions.mesh += 1;
+        Ok(())
+    }
+
+    /// The terrain, if one is set.
+    pub fn heightfield(&self) -> Option<&Heightfield> {
+        self.heightfield.as_deref()
+    }
+
     /// Triangles of the static mesh (0 without one).
     pub fn triangle_count(&self) -> usize {
         self.mesh.as_ref().map_or(0, |m| m.corners.len())
@@ -208,7 +235,8 @@ impl World {
         self.mesh.as_ref().and_then(|m| m.corners.get(t).copied())
     }
 
-    /// The layer bits of the mesh (default 1): bodies whose mask meets them collide with it.
+    /// The layer bits of the mesh and the heightfield (default 1): bodies whose mask meets them
+    /// collide with them.
     pub fn set_mesh_layer(&mut self, layer: u32) {
         self.mesh_layer = layer;
     }
@@ -376,16 +404,41 @@ impl World {
 pub enum ContactKind {
     /// A triangle of the static mesh.
     Triangle,
+    /// A triangle of the heightfield (`Heightfield` says how they are numbered).
+    Heightfield,
     /// Another body.
     Body,
 }
 
 impl ContactKind {
-    /// `triangle` or `body`.
+    /// `triangle`, `heightfield` or `body`.
     pub fn name(self) -> &'static str {
         match self {
             ContactKind::Triangle => "triangle",
+            ContactKind::Heightfield => "heightfield",
             ContactKind::Body => "body",
+        }
+    }
+
+    /// The kind's bits in a packed id (`PackedContact::other`).
+    #[inline(always)]
+    pub(crate) fn tag(self) -> u32 {
+        match self {
+            ContactKind::Triangle => 0,
+            ContactKind::Heightfield => KIND_HEIGHTFIELD,
+            ContactKind::Body => KIND_BODY,
+        }
+    }
+
+    /// The kind of a packed id.
+    #[inline(always)]
+    pub(crate) fn of_tagged(other: u32) -> Self {
+        if other & KIND_BODY != 0 {
+            ContactKind::Body
+        } else if other & KIND_HEIGHTFIELD != 0 {
+            ContactKind::Heightfield
+        } else {
+            ContactKind::Triangle
         }
     }
 }
@@ -442,8 +495,8 @@ impl Contact {
 }
 
 /// A contact as both colliders produce it (36 bytes, what a GPU sends back): `other` carries
-/// the kind in its top bit (set: a body), so sorting a body's contacts by it gives
-/// (kind, other) order; the point is an offset from the body's center.
+/// the kind in its top two bits (`KIND_BODY`, `KIND_HEIGHTFIELD`), so sorting a body's
+/// contacts by it gives (kind, other) order; the point is an offset from the body's center.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct PackedContact {
@@ -456,14 +509,17 @@ pub(crate) struct PackedContact {
 
 /// The bit of `PackedContact::other` that marks a body.
 pub(crate) const KIND_BODY: u32 = 0x8000_0000;
+/// The bit of `PackedContact::other` that marks a heightfield's triangle.
+pub(crate) const KIND_HEIGHTFIELD: u32 = 0x4000_0000;
+/// The bits of `PackedContact::other` that hold the id.
+pub(crate) const ID_BITS: u32 = 0x3fff_ffff;
 
 impl PackedContact {
     #[inline]
     pub fn new(body: u32, kind: ContactKind, other: u32, g: &ContactGeometry) -> Self {
-        let tag = if kind == ContactKind::Body { KIND_BODY } else { 0 };
         PackedContact {
             body,
-            other: other | tag,
+            other: other | kind.tag(),
             normal: g.normal.map(|v| v as f32),
             depth: g.depth as f32,
             offset: g.point.map(|v| v as f32),
@@ -472,18 +528,14 @@ impl PackedContact {
 
     #[inline]
     pub fn kind(&self) -> ContactKind {
-        if self.other & KIND_BODY != 0 {
-            ContactKind::Body
-        } else {
-            ContactKind::Triangle
-        }
+        ContactKind::of_tagged(self.other)
     }
 
     /// The full contact, its point placed by the body's center.
     #[inline]
     pub fn unpack(&self, centers: &[V3]) -> Contact {
         let c = centers[self.body as usize];
-        Contact::from_parts(self.body, self.kind(), self.other & !KIND_BODY, c, self.normal, self.depth, self.offset)
+        Contact::from_parts(self.body, self.kind(), self.other & ID_BITS, c, self.normal, self.depth, self.offset)
     }
 }
 
@@ -532,7 +584,8 @@ impl<'a> Contacts<'a> {
     }
 }
 
-/// A swept query against the static mesh: a body of this shape moving from `from` to `to`.
+/// A swept query against the static mesh and heightfield: a body of this shape moving from
+/// `from` to `to`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sweep {
     /// The body's semi-axes.
@@ -545,12 +598,14 @@ pub struct Sweep {
     pub to: V3,
 }
 
-/// The first triangle a sweep touches: at `from + toi·(to − from)`; ties go to the smaller
-/// triangle id. `point` is in world coordinates.
+/// The first triangle a sweep touches: at `from + toi·(to − from)`; ties go to the mesh
+/// before the heightfield, then to the smaller triangle id. `point` is in world coordinates.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SweepResult {
     /// Time of impact, 0 to 1 along the sweep.
     pub toi: f64,
+    /// Whose triangle: the mesh's ([`ContactKind::Triangle`]) or the heightfield's.
+    pub kind: ContactKind,
     /// The triangle touched.
     pub triangle: u32,
     /// Where, in world coordinates.

@@ -158,6 +158,16 @@ type BodyPair = (u32, u32, Option<ContactGeometry>);
 struct Scratch {
     kept: Vec<u32>,
     pairs: Vec<BodyPair>,
+    terrain: TerrainScratch,
+}
+
+/// A body's candidate triangles of the heightfield: ids and corners, and 0, 1, 2, … (their
+/// places in `corners`, as the AVX2 code takes them).
+#[derive(Default)]
+struct TerrainScratch {
+    ids: Vec<u32>,
+    corners: Vec<[V3; 3]>,
+    order: Vec<u32>,
 }
 
 impl Tick<'_> {
@@ -201,6 +211,7 @@ impl Tick<'_> {
             }
             let start = found.len();
             self.triangle_contacts(i as usize, &mut scratch.kept, &mut found);
+            self.heightfield_contacts(i as usize, &mut scratch.terrain, &mut found);
             let body_start = found.len();
             while next_pair < pairs.len() && pairs[next_pair].0 == i {
                 if let (_, o, Some(g)) = &pairs[next_pair] {
@@ -266,6 +277,40 @@ impl Tick<'_> {
             let corners = m.corners[t as usize].map(|p| sub(p, c));
             if let Some(g) = contact_ellipsoid_triangle(me, corners) {
                 out.push(PackedContact::new(i as u32, ContactKind::Triangle, t, &g));
+            }
+        }
+    }
+
+    /// Body `i`'s contacts with the heightfield's triangles under its box, ascending.
+    fn heightfield_contacts(&self, i: usize, scratch: &mut TerrainScratch, out: &mut Vec<PackedContact>) {
+        let b = self.world.bodies();
+        let (Some(me), Some((lo, hi))) = (&self.shapes[i], &self.boxes[i]) else { return };
+        let Some(h) = self.world.heightfield().filter(|_| b.mask[i] & self.world.mesh_layer() != 0) else { return };
+        let c = b.center[i];
+        let TerrainScratch { ids, corners, order } = scratch;
+        ids.clear();
+        corners.clear();
+        h.overlapping(lo, hi, |t, tri| {
+            ids.push(t);
+            corners.push(tri);
+        });
+        let mut found = |k: u32, g: ContactGeometry| {
+            out.push(PackedContact::new(i as u32, ContactKind::Heightfield, ids[k as usize], &g))
+        };
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            while order.len() < corners.len() {
+                order.push(order.len() as u32);
+            }
+            // SAFETY: the CPU has AVX2.
+            return unsafe {
+                contact_ellipsoid_triangle_avx2::triangle_contacts(me, c, &order[..corners.len()], corners, found)
+            };
+        }
+        let _ = order;
+        for (k, tri) in corners.iter().enumerate() {
+            if let Some(g) = contact_ellipsoid_triangle(me, tri.map(|p| sub(p, c))) {
+                found(k as u32, g);
             }
         }
     }
@@ -386,12 +431,16 @@ impl CpuCollider {
     }
 }
 
-/// Each sweep's first contact with the mesh (`None`: it moves freely, or there is no mesh).
+/// Each sweep's first contact with the mesh or the heightfield (`None`: it moves freely, or
+/// there is neither).
 pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
     for s in sweeps {
         s.check()?;
     }
-    let Some(m) = world.mesh() else { return Ok(vec![None; sweeps.len()]) };
+    let (mesh, terrain) = (world.mesh(), world.heightfield());
+    if mesh.is_none() && terrain.is_none() {
+        return Ok(vec![None; sweeps.len()]);
+    }
     let cell_size = world.cell_size();
     sweeps
         .par_iter()
@@ -405,15 +454,22 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
             CellRange::of_box(lo, hi, cell_size)?;
             let motion = sub(s.to, s.from);
             let mut best: Option<SweepResult> = None;
-            m.grid.overlapping(&lo, &hi, &m.lo, &m.hi, |t| {
-                let corners = m.corners[t as usize].map(|p| sub(p, s.from));
-                if let Some(h) = sweep_ellipsoid_triangle(&shape, corners, motion) {
-                    if best.is_none_or(|b| h.toi < b.toi || (h.toi == b.toi && t < b.triangle)) {
+            // Candidates come kind by kind, mesh first, each in any order: ties by id.
+            let mut offer = |kind: ContactKind, t: u32, corners: &[V3; 3]| {
+                if let Some(h) = sweep_ellipsoid_triangle(&shape, corners.map(|p| sub(p, s.from)), motion) {
+                    if best.is_none_or(|b| h.toi < b.toi || (h.toi == b.toi && kind == b.kind && t < b.triangle)) {
                         let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-                        best = Some(SweepResult { toi: h.toi, triangle: t, point, normal: h.normal });
+                        best = Some(SweepResult { toi: h.toi, kind, triangle: t, point, normal: h.normal });
                     }
                 }
-            })?;
+            };
+            if let Some(m) = mesh {
+                m.grid
+                    .overlapping(&lo, &hi, &m.lo, &m.hi, |t| offer(ContactKind::Triangle, t, &m.corners[t as usize]))?;
+            }
+            if let Some(h) = terrain {
+                h.overlapping(&lo, &hi, |t, corners| offer(ContactKind::Heightfield, t, &corners));
+            }
             Ok(best)
         })
         .collect()

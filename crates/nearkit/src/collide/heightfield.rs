@@ -1,0 +1,206 @@
+//! `Heightfield`: a terrain kept as its grid of heights, never as triangles. A 4,096 × 4,096
+//! elevation model is 128 MiB of heights here, where its 33.5 million triangles with their
+//! boxes and grid entries would take gigabytes.
+//!
+//! Its triangles are numbered as `scene::heightfield` makes them, so a heightfield and the
+//! same terrain given as a mesh have the same contacts, bit for bit (kind aside): each square
+//! (r, c) of the grid, q = r·(cols − 1) + c, holds triangles 2q (v, v + 1, v + cols + 1) and
+//! 2q + 1 (v, v + cols + 1, v + cols), v = r·cols + c, counter-clockwise seen from above. A
+//! box finds its candidate triangles by arithmetic: the squares under it (`squares`).
+
+use crate::collide::ellipsoid::V3;
+use crate::error::{Error, Result};
+use crate::geometry::mesh::Mesh;
+use crate::geometry::points::Points;
+
+/// Triangle ids of a heightfield stay below this: a contact's id carries its kind in the two
+/// bits above (`world::KIND_HEIGHTFIELD`, `world::KIND_BODY`).
+pub const MAX_TRIANGLES: usize = 1 << 30;
+
+/// A terrain as a row-major grid of heights: sample (r, c) is at (x0 + c·spacing,
+/// y0 + r·spacing, heights[r·cols + c]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Heightfield {
+    heights: Vec<f64>,
+    rows: usize,
+    cols: usize,
+    spacing: f64,
+    origin: [f64; 2],
+}
+
+/// The squares under a box: columns c0..=c1 and rows r0..=r1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Squares {
+    pub c0: u32,
+    pub c1: u32,
+    pub r0: u32,
+    pub r1: u32,
+}
+
+impl Heightfield {
+    /// `rows` × `cols` heights (row-major, at least 2 × 2, finite), `spacing` apart, sample
+    /// (0, 0) at `origin` (x, y).
+    pub fn new(heights: Vec<f64>, rows: usize, cols: usize, spacing: f64, origin: [f64; 2]) -> Result<Self> {
+        if rows < 2 || cols < 2 {
+            return Err(Error::InvalidArgument(format!(
+                "a heightfield needs at least 2 × 2 samples, got {rows} × {cols}"
+            )));
+        }
+        if rows.checked_mul(cols) != Some(heights.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "a heightfield of {rows} × {cols} samples needs {} heights, got {}",
+                rows.saturating_mul(cols),
+                heights.len()
+            )));
+        }
+        if 2 * (rows - 1) * (cols - 1) >= MAX_TRIANGLES {
+            return Err(Error::InvalidArgument(format!(
+                "a heightfield of {rows} × {cols} samples has more than 2^30 triangles: split it"
+            )));
+        }
+        if !(spacing.is_finite() && spacing > 0.0) {
+            return Err(Error::InvalidArgument(format!(
+                "heightfield spacing must be a positive number, got {spacing}"
+            )));
+        }
+        if !origin.iter().all(|v| v.is_finite()) {
+            return Err(Error::InvalidArgument(format!("heightfield origin {origin:?} is not finite")));
+        }
+        if let Some(i) = heights.iter().position(|h| !h.is_finite()) {
+            return Err(Error::InvalidArgument(format!(
+                "height at row {}, column {} is {}: heights must be finite",
+                i / cols,
+                i % cols,
+                heights[i]
+            )));
+        }
+        Ok(Heightfield { heights, rows, cols, spacing, origin })
+    }
+
+    /// Rows of samples.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Columns of samples.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Distance between neighbouring samples.
+    pub fn spacing(&self) -> f64 {
+        self.spacing
+    }
+
+    /// Where sample (0, 0) lies (x, y).
+    pub fn origin(&self) -> [f64; 2] {
+        self.origin
+    }
+
+    /// The heights, row-major.
+    pub fn heights(&self) -> &[f64] {
+        &self.heights
+    }
+
+    /// Two per square.
+    pub fn triangle_count(&self) -> usize {
+        2 * (self.rows - 1) * (self.cols - 1)
+    }
+
+    /// Sample (r, c) as a point (the CUDA collider computes it alike, op for op).
+    #[inline(always)]
+    pub fn vertex(&self, r: usize, c: usize) -> V3 {
+        [
+            self.origin[0] + c as f64 * self.spacing,
+            self.origin[1] + r as f64 * self.spacing,
+            self.heights[r * self.cols + c],
+        ]
+    }
+
+    /// The corners of triangle `t` (< `triangle_count()`).
+    #[inline(always)]
+    pub fn triangle(&self, t: u32) -> [V3; 3] {
+        let q = (t / 2) as usize;
+        let (r, c) = (q / (self.cols - 1), q % (self.cols - 1));
+        if t % 2 == 0 {
+            [self.vertex(r, c), self.vertex(r, c + 1), self.vertex(r + 1, c + 1)]
+        } else {
+            [self.vertex(r, c), self.vertex(r + 1, c + 1), self.vertex(r + 1, c)]
+        }
+    }
+
+    /// The same terrain as a triangle mesh (the same triangles, in the same order).
+    pub fn to_mesh(&self) -> Mesh<f64> {
+        let mut vertices = Points::with_capacity(self.rows * self.cols);
+        for r in 0..self.rows {
+            for c in 0..self.cols {
+                let p = self.vertex(r, c);
+                vertices.push(p[0], p[1], p[2]);
+            }
+        }
+        let cols = self.cols as u32;
+        let mut triangles = Vec::with_capacity(self.triangle_count());
+        for r in 0..self.rows as u32 - 1 {
+            for c in 0..cols - 1 {
+                let v = r * cols + c;
+                triangles.push([v, v + 1, v + cols + 1]);
+                triangles.push([v, v + cols + 1, v + cols]);
+            }
+        }
+        Mesh { vertices, triangles }
+    }
+
+    /// The squares whose sides' x and y ranges, as `vertex` computes them, meet the box
+    /// [lo, hi]; `None` when the box is beside the terrain. Samples lie in order along each
+    /// axis, so these are a run of columns and a run of rows: the division's guess, moved
+    /// while a neighbouring square still meets the box (or its own does not).
+    #[inline]
+    pub(crate) fn squares(&self, lo: &V3, hi: &V3) -> Option<Squares> {
+        let span = |lo: f64, hi: f64, origin: f64, n: usize| -> Option<(u32, u32)> {
+            let last = (n - 2) as f64;
+            let at = |k: f64| origin + k * self.spacing;
+            let mut a = ((lo - origin) / self.spacing).floor().clamp(0.0, last);
+            let mut b = ((hi - origin) / self.spacing).floor().clamp(0.0, last);
+            while a > 0.0 && at(a) >= lo {
+                a -= 1.0;
+            }
+            while a < last && at(a + 1.0) < lo {
+                a += 1.0;
+            }
+            while b < last && at(b + 1.0) <= hi {
+                b += 1.0;
+            }
+            while b > 0.0 && at(b) > hi {
+                b -= 1.0;
+            }
+            (at(a + 1.0) >= lo && at(b) <= hi && a <= b).then_some((a as u32, b as u32))
+        };
+        let (c0, c1) = span(lo[0], hi[0], self.origin[0], self.cols)?;
+        let (r0, r1) = span(lo[1], hi[1], self.origin[1], self.rows)?;
+        Some(Squares { c0, c1, r0, r1 })
+    }
+
+    /// Offers `f` each triangle (ascending) of the squares under the box [lo, hi] whose
+    /// box meets it, with its corners.
+    #[inline]
+    pub(crate) fn overlapping(&self, lo: &V3, hi: &V3, mut f: impl FnMut(u32, [V3; 3])) {
+        let Some(s) = self.squares(lo, hi) else { return };
+        let cols1 = (self.cols - 1) as u32;
+        for r in s.r0..=s.r1 {
+            for c in s.c0..=s.c1 {
+                for k in 0..2 {
+                    let t = 2 * (r * cols1 + c) + k;
+                    let corners = self.triangle(t);
+                    let meets = (0..3).all(|a| {
+                        let tlo = corners[0][a].min(corners[1][a]).min(corners[2][a]);
+                        let thi = corners[0][a].max(corners[1][a]).max(corners[2][a]);
+                        lo[a] <= thi && tlo <= hi[a]
+                    });
+                    if meets {
+                        f(t, corners);
+                    }
+                }
+            }
+        }
+    }
+}
