@@ -4,7 +4,8 @@
 
 use nearkit::collide::scene::{heightfield, Scene};
 use nearkit::collide::{
-    Body, BodyId, Collider, ColliderOptions, Contact, ContactKind, Heightfield, Sweep, SweepResult, World,
+    Body, BodyId, Collider, ColliderOptions, Contact, ContactKind, Heightfield, Overlap, Sweep, SweepResult, World,
+    OVERLAP_LIMIT_MAX,
 };
 use nearkit::test_hooks::{
     contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, dot, sub, sweep_ellipsoid_triangle, Shape, V3,
@@ -683,6 +684,81 @@ fn a_bad_heightfield_is_refused_clearly() {
     let mut world = World::new(1.0).unwrap();
     let far = Heightfield::new(vec![0.0; 4], 2, 2, 1.0, [1e7, 0.0]).unwrap();
     assert!(world.set_heightfield(far).unwrap_err().to_string().contains("larger cells"));
+}
+
+/// Overlap queries (spheres and ellipsoids, with masks) against a mesh, a heightfield and
+/// bodies: each row is the brute force's, sorted by (kind, id), cut at the limit with the
+/// total kept.
+#[test]
+fn overlap_queries_equal_all_pairs() {
+    let mut r = rng(51);
+    let (rows, cols) = (30, 30);
+    let heights: Vec<f64> = (0..rows * cols).map(|_| r.random_range(-1.0..1.0)).collect();
+    let terrain = Heightfield::new(heights, rows, cols, 1.3, [0.0, 0.0]).unwrap();
+    let mut world = random_world(52, "layers");
+    world.set_heightfield(terrain.clone()).unwrap();
+    let queries: Vec<Overlap> = (0..3000)
+        .map(|k| {
+            let c: V3 = [r.random_range(-1.0..30.0), r.random_range(-1.0..30.0), r.random_range(-2.0..2.0)];
+            let q = if k % 2 == 0 {
+                Overlap::sphere(c, r.random_range(0.05..2.5))
+            } else {
+                let radii = [r.random_range(0.1..1.5), r.random_range(0.1..1.5), r.random_range(0.1..1.5)];
+                let o = [r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), 1.0];
+                Overlap::ellipsoid(c, radii, o)
+            };
+            if k % 5 == 0 {
+                q.with_mask(0b10)
+            } else {
+                q
+            }
+        })
+        .collect();
+    let mut cpu = Collider::cpu();
+    for limit in [OVERLAP_LIMIT_MAX, 3] {
+        let got = cpu.overlaps(&world, &queries, limit).unwrap();
+        assert_eq!(got.len(), queries.len());
+        let (mut cut, mut kinds) = (0, [0usize; 3]);
+        let b = world.bodies();
+        for (i, q) in queries.iter().enumerate() {
+            let shape = Shape::new(q.radii, q.orientation);
+            let mut want: Vec<(ContactKind, u32)> = Vec::new();
+            if q.mask & world.mesh_layer() != 0 {
+                for t in 0..world.triangle_count() {
+                    let c = world.triangle(t).unwrap();
+                    if contact_ellipsoid_triangle(&shape, c.map(|p| sub(p, q.center))).is_some() {
+                        want.push((ContactKind::Triangle, t as u32));
+                    }
+                }
+                for t in 0..terrain.triangle_count() as u32 {
+                    if contact_ellipsoid_triangle(&shape, terrain.triangle(t).map(|p| sub(p, q.center))).is_some() {
+                        want.push((ContactKind::Heightfield, t));
+                    }
+                }
+            }
+            for o in 0..b.len() {
+                let other = Shape::new(b.radii[o], b.orientation[o]);
+                if b.alive[o]
+                    && q.mask & b.layer[o] != 0
+                    && contact_ellipsoid_ellipsoid(&shape, &other, sub(b.center[o], q.center)).is_some()
+                {
+                    want.push((ContactKind::Body, o as u32));
+                }
+            }
+            assert_eq!(got.total[i] as usize, want.len(), "query {i}");
+            cut += (want.len() > limit) as usize;
+            want.truncate(limit);
+            for (k, _) in &want {
+                kinds[*k as usize] += 1;
+            }
+            assert_eq!(got.row(i).collect::<Vec<_>>(), want, "query {i}, limit {limit}");
+        }
+        assert!(kinds.iter().all(|&k| k > 200), "{kinds:?}");
+        assert!(limit > 10 || cut > 500, "{cut} rows cut");
+    }
+    let bad = [Overlap::sphere([0.0, 0.0, f64::NAN], 1.0)];
+    assert!(cpu.overlaps(&world, &bad, 4).unwrap_err().to_string().contains("overlap query 0"));
+    assert!(cpu.overlaps(&world, &queries[..1], 0).unwrap_err().to_string().contains("limit"));
 }
 
 /// Determinism: the contacts and sweeps of a replayed run are the same bits on 1, 2, 3 and 8

@@ -660,6 +660,52 @@ fn gpu_collision_world_matches_cpu_on_a_heightfield() {
     assert_eq!(a, b);
 }
 
+/// Overlap queries on the GPU equal the CPU's: on the crater (mesh) and on the DEM
+/// (heightfield), with bodies, masks and a limit that cuts rows; after a tick and after the
+/// world moved (the GPU reuses or rebuilds the tick's body grid).
+#[test]
+fn gpu_overlap_queries_match_cpu() {
+    use nearkit::collide::scene::Scene;
+    use nearkit::collide::{Overlap, OVERLAP_LIMIT_MAX};
+    let Some(gpu) = gpu() else { return };
+    let mut cuda = Collider::new(&gpu.0, &ColliderOptions::default()).unwrap();
+    let mut cpu = Collider::cpu();
+    for (k, scene) in [Scene::crater(4000, 21), Scene::dem(20_000, 22)].into_iter().enumerate() {
+        let mut world = scene.world(1.0).unwrap();
+        let queries: Vec<Overlap> = scene
+            .bodies
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let q = if i % 2 == 0 {
+                    Overlap::sphere(b.center, 0.3 + (i % 13) as f64 * 0.25)
+                } else {
+                    Overlap::ellipsoid(b.center, [1.5, 0.4, 0.9], [0.3, 0.1, -0.2, 1.0])
+                };
+                if i % 7 == 0 {
+                    q.with_mask(2)
+                } else {
+                    q
+                }
+            })
+            .collect();
+        for step in 0..3 {
+            if step == 1 {
+                cuda.contacts(&world).unwrap();
+            }
+            if step == 2 {
+                scene.advance(&mut world, 0);
+            }
+            for limit in [OVERLAP_LIMIT_MAX, 2] {
+                let (a, b) =
+                    (cpu.overlaps(&world, &queries, limit).unwrap(), cuda.overlaps(&world, &queries, limit).unwrap());
+                assert!(a.ids.len() > queries.len(), "scene {k}: {} hits", a.ids.len());
+                assert!(a == b, "scene {k}, step {step}, limit {limit}: {} vs {} hits", a.ids.len(), b.ids.len());
+            }
+        }
+    }
+}
+
 /// A big world (80,000 bodies: many look-back tiles, buffers that grow), and bad centers.
 #[test]
 fn gpu_collision_world_matches_cpu_on_a_big_world() {

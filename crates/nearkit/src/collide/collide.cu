@@ -1052,6 +1052,106 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
     }
 }
 
+// Hits an overlap query keeps at most (overlap.rs: OVERLAP_LIMIT_MAX).
+#define OVERLAP_LIMIT_MAX NK_OVERLAP_LIMIT_MAX
+
+// One thread per overlap query (10 values: radii, quaternion, center; and a mask): the mesh's
+// and the heightfield's triangles and the bodies it overlaps, as tagged ids (the kind in the
+// top bits), the `limit` smallest in order into out_ids[limit·i..], and how many in all
+// (overlap.rs). The bodies come from the tick's grid (bv), which the host keeps current.
+extern "C" __global__ void overlap_queries(const double* queries, const u32* masks, u32 n, double cell_size,
+                                           MeshView mesh, BodyView bv, u32 bodies, u32 mesh_layer, u32 limit,
+                                           u32* out_ids, u32* out_total, u32* error) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double* w = queries + 10 * (u64)i;
+    Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
+    D3 c = v3(w[7], w[8], w[9]);
+    u32 mask = masks[i];
+    D3 h = half_extents(s);
+    h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+    double lo[3] = {c.x - h.x, c.y - h.y, c.z - h.z};
+    double hi[3] = {c.x + h.x, c.y + h.y, c.z + h.z};
+    int lc[3], hc[3];
+    for (int a = 0; a < 3; a++) {
+        if (!cell_of(lo[a], cell_size, lc[a]) || !cell_of(hi[a], cell_size, hc[a])) {
+            atomicMax(error, i + 1);
+            return;
+        }
+    }
+    u32 best[OVERLAP_LIMIT_MAX];
+    u32 kept = 0, total = 0;
+    // Keeps the `limit` smallest tagged ids, in order (each id comes once).
+    auto add = [&](u32 tagged) {
+        total++;
+        if (kept == limit && tagged > best[limit - 1]) return;
+        u32 j = kept < limit ? kept++ : limit - 1;
+        while (j > 0 && best[j - 1] > tagged) {
+            best[j] = best[j - 1];
+            j--;
+        }
+        best[j] = tagged;
+    };
+    if ((mask & mesh_layer) != 0) {
+        for (u32 l = 0; l < mesh.levels; l++) {
+            int llc[3];
+            u32 nx, ny, cells;
+            if (!level_cells(mesh, l, lo, hi, llc, nx, ny, cells)) cells = 0;
+            for (u32 k = 0; k < cells; k++) {
+                int x, y, z;
+                cell_at(llc, nx, ny, k, x, y, z);
+                mesh_pairs(mesh, l, cell_key(x, y, z), x, y, z, lo, hi, llc, [&](u32 t) {
+                    const double* q = mesh.corners + 9 * (u64)t;
+                    Geometry g;
+                    if (contact_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), c), vsub(v3(q[3], q[4], q[5]), c),
+                                                   vsub(v3(q[6], q[7], q[8]), c), g))
+                        add(t);
+                });
+            }
+        }
+        const HeightfieldView& hf = mesh.terrain;
+        u32 c0, c1, r0, r1;
+        if (hf.rows > 0 && hf_span(lo[0], hi[0], hf.origin[0], hf.spacing, hf.cols, c0, c1) &&
+            hf_span(lo[1], hi[1], hf.origin[1], hf.spacing, hf.rows, r0, r1)) {
+            for (u32 r = r0; r <= r1; r++)
+                for (u32 col = c0; col <= c1; col++)
+                    for (u32 k = 0; k < 2; k++) {
+                        u32 t = 2 * (r * (hf.cols - 1) + col) + k;
+                        D3 p0, p1, p2;
+                        Geometry g;
+                        if (hf_meets(hf, t, lo, hi, p0, p1, p2) &&
+                            contact_ellipsoid_triangle(s, vsub(p0, c), vsub(p1, c), vsub(p2, c), g))
+                            add(KIND_HEIGHTFIELD | t);
+                    }
+        }
+    }
+    if (bodies > 0) {
+        for (int z = lc[2]; z <= hc[2]; z++)
+            for (int y = lc[1]; y <= hc[1]; y++)
+                for (int x = lc[0]; x <= hc[0]; x++) {
+                    u64 key = cell_key(x, y, z);
+                    u32 e = bv.grid.head[bucket_of(key, bv.grid.mask)];
+                    while (e != 0) {
+                        BodyEntry r = bv.grid.entries[e - 1];
+                        e = r.next;
+                        u32 o = r.body;
+                        if (r.key != key || (mask & bv.layer[o]) == 0) continue;
+                        const double* olo = bv.bbox + 6 * (u64)o;
+                        const int* oc = bv.cells + 6 * (u64)o;
+                        if (!boxes_overlap(lo, hi, olo, olo + 3) || x != max(lc[0], oc[0]) || y != max(lc[1], oc[1]) ||
+                            z != max(lc[2], oc[2]))
+                            continue;
+                        const double* p = bv.center + 3 * (u64)o;
+                        Geometry g;
+                        if (contact_ellipsoid_ellipsoid(s, body_shape(bv, o), vsub(v3(p[0], p[1], p[2]), c), g))
+                            add(KIND_BODY | o);
+                    }
+                }
+    }
+    for (u32 k = 0; k < kept; k++) out_ids[(u64)limit * i + k] = best[k];
+    out_total[i] = total;
+}
+
 // For the equality tests: the narrow phase on given inputs. pairs: 17 values each (radii a,
 // quaternion a, radii b, quaternion b, r = b − a); tris: 16 (radii, quaternion, corners as
 // offsets). out: 8 values each (hit, normal, depth, point).

@@ -2,6 +2,7 @@
 
 use super::cpu::{sweeps as cpu_sweeps, CpuCollider};
 use super::cuda::CudaCollider;
+use super::overlap::{overlaps_cpu, Overlap, Overlaps};
 use super::world::{Contact, Contacts, PackedContact, Sweep, SweepResult, World};
 use crate::device::Engine;
 use crate::error::Result;
@@ -79,6 +80,15 @@ impl Collider {
     /// Every contact, sorted by (body, kind, other), unpacked.
     pub fn contacts(&mut self, world: &World) -> Result<Vec<Contact>> {
         Ok(self.contacts_packed(world)?.to_vec())
+    }
+
+    /// Each query's overlaps (mesh and heightfield triangles, bodies), sorted by (kind, id),
+    /// the first `limit` (1 to `OVERLAP_LIMIT_MAX`) kept; the same on every backend.
+    pub fn overlaps(&mut self, world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
+        match &mut self.0 {
+            Backend::Cpu(_) => overlaps_cpu(world, queries, limit),
+            Backend::Cuda(c) => c.overlaps(world, queries, limit),
+        }
     }
 
     /// Each sweep's first hit on the static mesh.

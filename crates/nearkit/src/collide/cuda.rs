@@ -16,6 +16,7 @@ use crate::collide::contact_ellipsoid_ellipsoid::{SETTLED, STEPS};
 use crate::collide::ellipsoid::BOX_SLACK;
 use crate::collide::hash_grid::{bucket_count, CELL_BITS};
 use crate::collide::level_grid::MAX_LEVELS;
+use crate::collide::overlap::{check_queries, Overlap, Overlaps, OVERLAP_LIMIT_MAX};
 use crate::collide::world::{
     ContactKind, PackedContact, Sweep, SweepResult, Versions, World, ID_BITS, KIND_BODY, KIND_HEIGHTFIELD,
 };
@@ -39,6 +40,7 @@ static COLLIDE: CudaSource = CudaSource {
             ("BATCH_MAX", BATCH_MAX.to_string()),
             ("CONTACT_WARPS", CONTACT_WARPS.to_string()),
             ("MAX_LEVELS", MAX_LEVELS.to_string()),
+            ("OVERLAP_LIMIT_MAX", OVERLAP_LIMIT_MAX.to_string()),
         ]
     },
     structs: c_definitions!(MeshEntry, HeightfieldView, MeshView, BodyEntry, BodyGridView, BodyView, PackedContact),
@@ -192,6 +194,21 @@ kernels! {
         mesh: MeshView,
         out_tri: Out<u32>,
         out: Out<f64>,
+        error: Out<u32>,
+    );
+    /// Each overlap query's triangles and bodies (overlap.rs).
+    fn overlap_queries(
+        queries: In<f64>,
+        masks: In<u32>,
+        n: u32,
+        cell_size: f64,
+        mesh: MeshView,
+        bv: BodyView,
+        bodies: u32,
+        mesh_layer: u32,
+        limit: u32,
+        out_ids: Out<u32>,
+        out_total: Out<u32>,
         error: Out<u32>,
     );
     /// The narrow phase alone, for the equality tests.
@@ -500,6 +517,22 @@ const BATCH_MAX: usize = 8;
 const CELL_GROUP: usize = 8;
 const CELLS_BLOCK: u32 = 256;
 
+/// What the kernels read of the bodies and the tick's body grid (`heads`: its buckets).
+fn body_view(gpu: &Gpu, d: &DeviceBodies, t: &TickBuffers, heads: u64, bmask: u64) -> BodyView {
+    let s = gpu.stream();
+    BodyView {
+        center: d.center.device_ptr(s).0,
+        radii: d.radii.device_ptr(s).0,
+        shape: t.shape.ptr(gpu),
+        layer: d.layer.device_ptr(s).0,
+        mask: d.mask.device_ptr(s).0,
+        bbox: t.bbox.ptr(gpu),
+        cells: t.cells.ptr(gpu),
+        count: t.count.ptr(gpu),
+        grid: BodyGridView { head: heads, entries: t.entries.ptr(gpu), mask: bmask },
+    }
+}
+
 /// A world's resident copy on one GPU. Switching a world between colliders is free: each
 /// one uploads what changed since it last saw the world (by `World::versions`).
 pub(crate) struct CudaCollider {
@@ -529,6 +562,8 @@ pub(crate) struct CudaCollider {
     graph: Option<(GraphKey, cudarc::driver::CudaGraph)>,
     /// The sizes of the last tick run: a tick is captured when they repeat.
     last_key: Option<GraphKey>,
+    /// The world (by id) and versions the body grid of the last tick was made for.
+    grid_for: Option<(u64, Versions)>,
 }
 
 /// The device's address of page-locked host memory (the same under unified addressing).
@@ -578,6 +613,7 @@ impl CudaCollider {
             fetched: 0,
             graph: None,
             last_key: None,
+            grid_for: None,
             tick: TickBuffers {
                 bbox: Grow::new(),
                 shape: Grow::new(),
@@ -727,6 +763,7 @@ impl CudaCollider {
     /// status. `None` when the grid entries or the contacts overflowed their buffers (which
     /// have grown, so the caller runs it again), else the contact count.
     fn launch_tick(&mut self, world: &World) -> Result<Option<usize>> {
+        self.grid_for = None;
         let n = world.bodies().len();
         self.prepare_tick(n)?;
         let t = &self.tick;
@@ -770,7 +807,11 @@ impl CudaCollider {
             self.enqueue_tick(world)?;
         }
         self.last_key = Some(key);
-        self.read_status(world)
+        let status = self.read_status(world)?;
+        if status.is_some() {
+            self.grid_for = Some((world.id(), world.versions()));
+        }
+        Ok(status)
     }
 
     /// Queues a tick (no allocation, no synchronisation: it may be captured): a memset and
@@ -818,17 +859,7 @@ impl CudaCollider {
                 Address::raw(status),
             )?;
         }
-        let view = BodyView {
-            center: d.center.device_ptr(s).0,
-            radii: d.radii.device_ptr(s).0,
-            shape: t.shape.ptr(gpu),
-            layer: d.layer.device_ptr(s).0,
-            mask: d.mask.device_ptr(s).0,
-            bbox: t.bbox.ptr(gpu),
-            cells: t.cells.ptr(gpu),
-            count: t.count.ptr(gpu),
-            grid: BodyGridView { head: heads, entries: t.entries.ptr(gpu), mask: bmask },
-        };
+        let view = body_view(gpu, d, t, heads, bmask);
         let (out, status_host) = if zero_copy {
             (host_device_ptr(&self.contacts_host)?, host_device_ptr(&self.status_host)?)
         } else {
@@ -986,6 +1017,86 @@ impl CudaCollider {
             );
         }
         Ok(results)
+    }
+
+    /// Each query's overlaps, as the CPU gives them. The bodies come from the body grid of
+    /// a tick, run first unless the last one was for this world as it is now.
+    pub fn overlaps(&mut self, world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
+        check_queries(queries, limit)?;
+        let n = queries.len();
+        if n == 0 {
+            return Ok(Overlaps::from_tagged(Vec::new()));
+        }
+        let be_arc = self.gpu.clone();
+        let gpu = &*be_arc;
+        let _busy = gpu.lock();
+        self.sync(world)?;
+        let bodies = world.bodies().len();
+        if bodies > 0 && self.grid_for != Some((world.id(), world.versions())) {
+            while self.launch_tick(world)?.is_none() {}
+        }
+        let s = gpu.stream();
+        let flat: Vec<f64> =
+            queries.iter().flat_map(|q| q.radii.into_iter().chain(q.orientation).chain(q.center)).collect();
+        let masks: Vec<u32> = queries.iter().map(|q| q.mask).collect();
+        let d_queries = s.clone_htod(&flat).map_err(cuda_err)?;
+        let d_masks = s.clone_htod(&masks).map_err(cuda_err)?;
+        let mut ids = gpu.alloc_uninit::<u32>(n * limit)?;
+        let mut total = gpu.alloc_uninit::<u32>(n)?;
+        let mut error = gpu.alloc::<u32>(1)?;
+        let mesh = self.mesh.as_ref().expect("synced").view(gpu);
+        let view = match self.bodies.as_ref() {
+            Some(d) if bodies > 0 => {
+                let t = &self.tick;
+                let layout = ZeroedLayout::new(bodies, d.batch, t.entry_cap);
+                let heads = t.zeroed.ptr(gpu) + 4 * layout.heads() as u64;
+                body_view(gpu, d, t, heads, (layout.buckets - 1) as u64)
+            }
+            _ => BodyView {
+                center: 0,
+                radii: 0,
+                shape: 0,
+                layer: 0,
+                mask: 0,
+                bbox: 0,
+                cells: 0,
+                count: 0,
+                grid: BodyGridView { head: 0, entries: 0, mask: 0 },
+            },
+        };
+        overlap_queries(
+            gpu,
+            threads(n, 128),
+            &d_queries,
+            &d_masks,
+            n as u32,
+            world.cell_size(),
+            mesh,
+            view,
+            bodies as u32,
+            world.mesh_layer(),
+            limit as u32,
+            &mut ids,
+            &mut total,
+            &mut error,
+        )?;
+        let bad = s.clone_dtoh(&error).map_err(cuda_err)?[0];
+        if bad != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "overlap query {}: it leaves the grid's range (±{} cells): use larger cells",
+                bad - 1,
+                crate::collide::hash_grid::CELL_LIMIT - 1
+            )));
+        }
+        let ids = s.clone_dtoh(&ids).map_err(cuda_err)?;
+        let total = s.clone_dtoh(&total).map_err(cuda_err)?;
+        let rows = (0..n)
+            .map(|i| {
+                let kept = (total[i] as usize).min(limit);
+                (ids[i * limit..i * limit + kept].to_vec(), total[i])
+            })
+            .collect();
+        Ok(Overlaps::from_tagged(rows))
     }
 }
 

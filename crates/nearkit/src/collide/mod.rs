@@ -44,10 +44,12 @@ pub(crate) mod ellipsoid;
 pub(crate) mod hash_grid;
 mod heightfield;
 pub(crate) mod level_grid;
+mod overlap;
 pub mod scene;
 pub(crate) mod sweep_ellipsoid_triangle;
 mod world;
 
 pub use collider::{Collider, ColliderOptions};
 pub use heightfield::Heightfield;
+pub use overlap::{Overlap, Overlaps, OVERLAP_LIMIT_MAX};
 pub use world::{Body, BodyId, Contact, ContactKind, Contacts, Sweep, SweepResult, World};

@@ -52,7 +52,7 @@ impl Body {
     }
 }
 
-fn check_pose(center: V3, orientation: [f64; 4]) -> Result<()> {
+pub(crate) fn check_pose(center: V3, orientation: [f64; 4]) -> Result<()> {
     if !center.iter().all(|v| v.is_finite()) {
         return Err(Error::InvalidArgument(format!("body center {center:?} is not finite")));
     }
