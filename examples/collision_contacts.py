@@ -53,7 +53,7 @@ def main():
 
     collider = nearkit.Collider(device=args.device)
     c = collider.contacts(world)
-    on_ground = c[c["kind"] == nearkit.CONTACT_TRIANGLE]
+    on_ground = c[c["kind"] == nearkit.CONTACT_HEIGHTFIELD]
     pairs = c[c["kind"] == nearkit.CONTACT_BODY]
 
     fig, ax = plt.subplots(figsize=(8, 7))
@@ -72,7 +72,7 @@ def main():
                label=f"{len(pairs):,} body–body contacts")
     ax.set_xlim(0, size)
     ax.set_ylim(0, size)
-    ax.set_title(f"One tick: {n} ellipsoids on {world.triangle_count:,} triangles ({collider.describe()})")
+    ax.set_title(f"One tick: {n} ellipsoids on {world.heightfield_triangle_count:,} triangles ({collider.describe()})")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)

@@ -1,7 +1,9 @@
 //! The collision world: `World` (a static mesh and ellipsoid bodies, added and moved in
 //! bulk from arrays) and `Collider` (its contacts and sweeps on the CPU or a GPU).
 
-use nearkit::collide::{scene, Body, BodyId, Collider, ColliderOptions, Sweep, World};
+use nearkit::collide::{
+    scene, Body, BodyId, Collider, ColliderOptions, ContactKind, Heightfield, Overlap, Sweep, World,
+};
 use numpy::{PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -13,9 +15,19 @@ use crate::engines::{engine, parse_device};
 use crate::mesh_index::mesh_of;
 
 /// Bytes of one contact record; the Python side views them as `nearkit.CONTACT_DTYPE`:
-/// body u32 at 0, kind u8 at 4 (0 a triangle, 1 a body), other u32 at 8, depth f32 at 12,
+/// body u32 at 0, kind u8 at 4 (`kind_code`), other u32 at 8, depth f32 at 12,
 /// normal 3 × f32 at 16, point 3 × f64 at 32.
 pub const CONTACT_RECORD_SIZE: usize = 56;
+
+/// A contact's or hit's kind as Python numbers it: 0 a mesh triangle, 1 a body, 2 a
+/// heightfield triangle (`nearkit.CONTACT_*`).
+fn kind_code(kind: ContactKind) -> u8 {
+    match kind {
+        ContactKind::Triangle => 0,
+        ContactKind::Body => 1,
+        ContactKind::Heightfield => 2,
+    }
+}
 
 /// Row `i` of an (N, C) array as a fixed-size array.
 fn row<const C: usize>(a: &numpy::ndarray::ArrayView2<'_, f64>, i: usize) -> [f64; C] {
@@ -52,6 +64,30 @@ impl PyWorld {
     fn set_mesh(&mut self, vertices: PyReadonlyArray2<'_, f64>, faces: PyReadonlyArray2<'_, u32>) -> PyResult<()> {
         let mesh = mesh_of(vertices.as_array(), &faces)?;
         self.world.set_mesh(&mesh).map_err(err)
+    }
+
+    /// Sets the terrain, kept as heights: (rows, cols) heights, `spacing` apart, sample (0, 0)
+    /// at `origin`.
+    fn set_heightfield(&mut self, heights: PyReadonlyArray2<'_, f64>, spacing: f64, origin: [f64; 2]) -> PyResult<()> {
+        let (rows, cols) = (heights.shape()[0], heights.shape()[1]);
+        let h: Vec<f64> = heights.as_array().iter().copied().collect();
+        let terrain = Heightfield::new(h, rows, cols, spacing, origin).map_err(err)?;
+        self.world.set_heightfield(terrain).map_err(err)
+    }
+
+    /// The heightfield's triangles as an (F, 3, 3) array of corners.
+    fn heightfield_triangles<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let Some(h) = self.world.heightfield() else {
+            return Ok(numpy::PyArray1::<f64>::zeros(py, 0, false).reshape([0, 3, 3])?.into_any());
+        };
+        let n = h.triangle_count();
+        let flat: Vec<f64> = (0..n as u32).flat_map(|t| h.triangle(t).into_iter().flatten()).collect();
+        Ok(numpy::PyArray1::from_vec(py, flat).reshape([n, 3, 3])?.into_any())
+    }
+
+    #[getter]
+    fn heightfield_triangle_count(&self) -> usize {
+        self.world.heightfield().map_or(0, |h| h.triangle_count())
     }
 
     /// Adds N bodies from (N, 3) centers and radii, (N, 4) quaternions (x, y, z, w) and (N,)
@@ -298,7 +334,7 @@ impl PyCollider {
                 bytes.par_chunks_mut(CONTACT_RECORD_SIZE).enumerate().for_each(|(i, r)| {
                     let c = contacts.get(i);
                     r[0..4].copy_from_slice(&c.body.to_ne_bytes());
-                    r[4] = u8::from(c.kind == nearkit::collide::ContactKind::Body);
+                    r[4] = kind_code(c.kind);
                     r[8..12].copy_from_slice(&c.other.to_ne_bytes());
                     r[12..16].copy_from_slice(&c.depth.to_ne_bytes());
                     for a in 0..3 {
@@ -312,8 +348,8 @@ impl PyCollider {
         Ok(vector(py, bytes).into_any())
     }
 
-    /// Each sweep's first hit on the static mesh: (hit, toi, triangle, point, normal); a miss
-    /// has toi inf, triangle = the mesh's triangle count, point and normal NaN.
+    /// Each sweep's first hit on the mesh or the heightfield: (hit, toi, triangle, point,
+    /// normal, kind); a miss has toi inf, triangle and kind -1, point and normal NaN.
     fn sweeps<'py>(
         &mut self,
         py: Python<'py>,
@@ -339,13 +375,50 @@ impl PyCollider {
                 collider.sweeps(world, &sweeps)
             })
             .map_err(err)?;
-        let missing = world.triangle_count() as i64;
         let hit: Vec<bool> = hits.iter().map(Option::is_some).collect();
         let toi: Vec<f64> = hits.iter().map(|h| h.map_or(f64::INFINITY, |h| h.toi)).collect();
-        let tri: Vec<i64> = hits.iter().map(|h| h.map_or(missing, |h| h.triangle as i64)).collect();
+        let tri: Vec<i64> = hits.iter().map(|h| h.map_or(-1, |h| h.triangle as i64)).collect();
+        let kind: Vec<i8> = hits.iter().map(|h| h.map_or(-1, |h| kind_code(h.kind) as i8)).collect();
         let point: Vec<f64> = hits.iter().flat_map(|h| h.map_or([f64::NAN; 3], |h| h.point)).collect();
         let normal: Vec<f64> = hits.iter().flat_map(|h| h.map_or([f64::NAN; 3], |h| h.normal)).collect();
-        (vector(py, hit), vector(py, toi), vector(py, tri), matrix(py, point, n, 3)?, matrix(py, normal, n, 3)?)
-            .into_pyobject(py)
+        let (point, normal) = (matrix(py, point, n, 3)?, matrix(py, normal, n, 3)?);
+        (vector(py, hit), vector(py, toi), vector(py, tri), point, normal, vector(py, kind)).into_pyobject(py)
+    }
+
+    /// Each query's overlaps: (offsets (n + 1), kinds u8, ids, totals), rows sorted by
+    /// (kind, id) and cut at `limit`.
+    fn overlaps<'py>(
+        &mut self,
+        py: Python<'py>,
+        world: PyRef<'py, PyWorld>,
+        centers: PyReadonlyArray2<'_, f64>,
+        radii: PyReadonlyArray2<'_, f64>,
+        orientations: PyReadonlyArray2<'_, f64>,
+        masks: PyReadonlyArray1<'_, u32>,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let n = centers.shape()[0];
+        check_rows("centers", centers.shape(), n, 3)?;
+        check_rows("radii", radii.shape(), n, 3)?;
+        check_rows("orientations", orientations.shape(), n, 4)?;
+        if masks.len() != n {
+            return Err(PyValueError::new_err(format!("masks has {} entries for {n} queries", masks.len())));
+        }
+        let (c, r, q, m) = (centers.as_array(), radii.as_array(), orientations.as_array(), masks.as_array());
+        let queries: Vec<Overlap> = (0..n)
+            .map(|i| Overlap { center: row(&c, i), radii: row(&r, i), orientation: row(&q, i), mask: m[i] })
+            .collect();
+        let (collider, world) = (SameThread(&mut self.collider), &world.world);
+        let found = py
+            .detach(move || {
+                let collider = collider.into_inner();
+                collider.overlaps(world, &queries, limit)
+            })
+            .map_err(err)?;
+        let offsets: Vec<i64> = found.offsets.iter().map(|&o| o as i64).collect();
+        let kinds: Vec<u8> = found.kinds.iter().map(|&k| kind_code(k)).collect();
+        let ids: Vec<i64> = found.ids.iter().map(|&i| i as i64).collect();
+        let total: Vec<i64> = found.total.iter().map(|&t| t as i64).collect();
+        (vector(py, offsets), vector(py, kinds), vector(py, ids), vector(py, total)).into_pyobject(py)
     }
 }

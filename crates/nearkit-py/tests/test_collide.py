@@ -20,7 +20,7 @@ def test_a_sphere_resting_on_the_ground_touches_it():
     world = flat_world()
     (body,) = world.add_bodies([[10.3, 10.6, 0.45]], radii=0.5)
     c = contacts(world)
-    assert len(c) > 0 and (c["kind"] == nearkit.CONTACT_TRIANGLE).all() and (c["body"] == body).all()
+    assert len(c) > 0 and (c["kind"] == nearkit.CONTACT_HEIGHTFIELD).all() and (c["body"] == body).all()
     # Every triangle the sphere reaches is a contact at its own closest point: the one
     # beneath the center 0.05 deep, straight up; neighbours less deep, at an edge.
     deepest = c[np.argmax(c["depth"])]
@@ -30,7 +30,7 @@ def test_a_sphere_resting_on_the_ground_touches_it():
     np.testing.assert_allclose(c["point"][:, 2], 0.0, atol=1e-6)
     assert (c["depth"] <= 0.05 + 1e-7).all()
     # The ground's triangles under the sphere, and only those.
-    tris = world.triangles()[c["other"]]
+    tris = world.heightfield_triangles()[c["other"]]
     assert ((tris[..., 0].min(1) <= 10.3 + 0.5) & (tris[..., 0].max(1) >= 10.3 - 0.5)).all()
     world.set_poses([body], [[10.3, 10.6, 0.55]])
     assert len(contacts(world)) == 0
@@ -55,7 +55,7 @@ def test_layers_and_masks_decide_who_collides():
     world.add_body([15, 15, 0.3], 0.5, mask=2)  # its mask misses the mesh's layer 1
     assert len(contacts(world)) == 1
     world.mesh_layer = 2
-    assert (contacts(world)["kind"] == nearkit.CONTACT_TRIANGLE).sum() > 0
+    assert (contacts(world)["kind"] == nearkit.CONTACT_HEIGHTFIELD).sum() > 0
 
 
 def test_ellipsoid_orientation_counts():
@@ -111,7 +111,8 @@ def test_sweeps_hit_the_ground():
     np.testing.assert_allclose(hits.toi[0], 0.45, atol=1e-9)  # the sphere's bottom meets z = 0
     np.testing.assert_allclose(hits.normal[0], [0, 0, 1], atol=1e-9)
     np.testing.assert_allclose(hits.point[0], [10, 10, 0], atol=1e-9)
-    assert np.isinf(hits.toi[1]) and hits.triangle[1] == world.triangle_count and np.isnan(hits.point[1]).all()
+    assert hits.kind.tolist() == [nearkit.CONTACT_HEIGHTFIELD, -1]
+    assert np.isinf(hits.toi[1]) and hits.triangle[1] == -1 and np.isnan(hits.point[1]).all()
 
 
 def test_a_crater_tick_matches_itself_across_devices_and_layouts(rng):
@@ -119,8 +120,8 @@ def test_a_crater_tick_matches_itself_across_devices_and_layouts(rng):
     world = nearkit.World()
     world.set_heightfield(np.asfortranarray(h), spacing=1.0)
     v, f = nearkit.heightfield_mesh(h, 1.0)
-    assert world.triangle_count == len(f) == 2 * 40 * 40
-    np.testing.assert_array_equal(world.triangles(), v[f])
+    assert world.heightfield_triangle_count == len(f) == 2 * 40 * 40 and world.triangle_count == 0
+    np.testing.assert_array_equal(world.heightfield_triangles(), v[f])
     centers = np.column_stack([rng.uniform(1, 39, (500, 2)), rng.uniform(-0.2, 1.0, 500)])
     q = rng.normal(size=(500, 4))
     world.add_bodies(centers, radii=rng.uniform(0.2, 0.8, (500, 3)), orientations=q)
@@ -142,4 +143,41 @@ def test_world_options():
     with pytest.raises(ValueError, match="finite"):
         nearkit.World().set_heightfield([[0, 0], [0, np.nan]])
     w = flat_world(4)
-    assert w.cell_size == 1.0 and w.triangle_count == 32 and "World(bodies=0" in repr(w)
+    assert w.cell_size == 1.0 and w.heightfield_triangle_count == 32 and "World(bodies=0" in repr(w)
+
+
+def test_a_heightfield_has_the_contacts_of_its_mesh(rng):
+    h = rng.uniform(-0.5, 0.5, (31, 26))
+    native, meshed = nearkit.World(), nearkit.World()
+    native.set_heightfield(h, spacing=0.7, origin=(-2.0, 3.5))
+    v, f = nearkit.heightfield_mesh(h, 0.7)
+    meshed.set_mesh(v + [-2.0, 3.5, 0.0], f)
+    centers = np.column_stack([rng.uniform(-1, 15, (800, 1)), rng.uniform(4, 23, (800, 1)), rng.uniform(-0.5, 1, 800)])
+    radii = rng.uniform(0.2, 0.6, (800, 3))
+    for w in (native, meshed):
+        w.add_bodies(centers, radii=radii)
+    a, b = contacts(native), contacts(meshed)
+    assert len(a) > 500
+    kinds = a["kind"].copy()
+    assert set(kinds.tolist()) == {nearkit.CONTACT_HEIGHTFIELD, nearkit.CONTACT_BODY}
+    kinds[kinds == nearkit.CONTACT_HEIGHTFIELD] = nearkit.CONTACT_TRIANGLE
+    a["kind"] = kinds
+    np.testing.assert_array_equal(a, b)
+
+
+def test_overlaps_find_the_ground_and_the_bodies():
+    world = flat_world()
+    ids = world.add_bodies([[5, 5, 2], [8, 8, 2]], radii=0.5, layers=[1, 2])
+    collider = nearkit.Collider(device="cpu")
+    hits = collider.overlaps(world, [[5, 5, 0.2], [5.5, 5, 2], [8.6, 8, 2], [12, 12, 5]], radii=[0.3, 0.3, 0.3, 1])
+    assert hits.total.tolist() == [hits.total[0], 1, 1, 0] and hits.total[0] >= 2
+    kinds, others = hits.row(0)
+    assert (kinds == nearkit.CONTACT_HEIGHTFIELD).all()
+    assert hits.row(1)[1].tolist() == [ids[0]] and hits.row(1)[0].tolist() == [nearkit.CONTACT_BODY]
+    # A mask that misses body 1's layer 2, and a limit that cuts the ground's row.
+    masked = collider.overlaps(world, [[8.6, 8, 2], [5, 5, 0.2]], radii=0.3, masks=1, limit=1)
+    assert masked.total.tolist() == [0, hits.total[0]] and masked.row(1)[1].tolist() == [others[0]]
+    with pytest.raises(ValueError, match="limit"):
+        collider.overlaps(world, [[0, 0, 0]], radii=1, limit=0)
+    with pytest.raises(ValueError, match="overlap query 0"):
+        collider.overlaps(world, [[0, 0, np.nan]], radii=1)

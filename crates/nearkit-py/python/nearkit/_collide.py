@@ -1,4 +1,5 @@
-"""World and Collider: ellipsoid bodies against a static triangle mesh and each other."""
+"""World and Collider: ellipsoid bodies against a static triangle mesh, a heightfield terrain
+and each other."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import numpy as np
 
 from . import _arrays, _native
 
-#: What ``Collider.contacts`` returns: one record per overlap, sorted by (body, kind, other).
-#: ``kind`` is ``CONTACT_TRIANGLE`` (``other`` is a triangle of the mesh) or ``CONTACT_BODY``
+#: What ``Collider.contacts`` returns: one record per overlap, sorted by body, then a body's
+#: mesh triangles, heightfield triangles and bodies, each by id. ``kind`` is
+#: ``CONTACT_TRIANGLE`` (``other`` is a triangle of the mesh), ``CONTACT_HEIGHTFIELD`` (a
+#: triangle of the heightfield; see :meth:`World.set_heightfield`) or ``CONTACT_BODY``
 #: (``other`` is a body; each pair once, ``body`` the smaller id). ``normal`` (unit) moves
 #: ``body`` out by ``depth``; ``point`` is in world coordinates.
 CONTACT_DTYPE = np.dtype(
@@ -22,6 +25,7 @@ CONTACT_DTYPE = np.dtype(
 )
 CONTACT_TRIANGLE = 0
 CONTACT_BODY = 1
+CONTACT_HEIGHTFIELD = 2
 
 _IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 _ALL_LAYERS = 0xFFFFFFFF
@@ -29,14 +33,33 @@ _ALL_LAYERS = 0xFFFFFFFF
 
 class SweepHits(NamedTuple):
     """Per sweep: ``hit`` (bool), ``toi`` (time of impact, 0 to 1 along the sweep; inf for a
-    miss), ``triangle`` (int64; the mesh's triangle count for a miss), ``point`` and
-    ``normal`` ((n, 3); the triangle's unit normal facing the body; NaN for a miss)."""
+    miss), ``triangle`` (int64; -1 for a miss), ``point`` and ``normal`` ((n, 3); the
+    triangle's unit normal facing the body; NaN for a miss), and ``kind`` (int8: whose
+    triangle, ``CONTACT_TRIANGLE`` or ``CONTACT_HEIGHTFIELD``; -1 for a miss)."""
 
     hit: np.ndarray
     toi: np.ndarray
     triangle: np.ndarray
     point: np.ndarray
     normal: np.ndarray
+    kind: np.ndarray
+
+
+class OverlapHits(NamedTuple):
+    """Per query, what it overlaps, in rows: query i's are ``kind[offsets[i]:offsets[i + 1]]``
+    (``CONTACT_TRIANGLE``, ``CONTACT_HEIGHTFIELD`` or ``CONTACT_BODY``) and the same of
+    ``other`` (the triangle or body id), sorted by (mesh triangles, heightfield triangles,
+    bodies; each by id) and cut at the limit; ``total`` counts them all."""
+
+    offsets: np.ndarray
+    kind: np.ndarray
+    other: np.ndarray
+    total: np.ndarray
+
+    def row(self, i: int) -> Tuple[np.ndarray, np.ndarray]:
+        """Query i's (kinds, ids)."""
+        s = slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+        return self.kind[s], self.other[s]
 
 
 def _rows(x: Any, name: str, n: int, cols: int, default: Optional[np.ndarray] = None) -> np.ndarray:
@@ -97,7 +120,7 @@ class World:
     >>> world.set_heightfield(np.zeros((11, 11)))          # a flat 10 m square at z = 0
     >>> ids = world.add_bodies([[5, 5, 0.4], [5, 5.9, 0.6]], radii=0.5)
     >>> c = nearkit.Collider(device="cpu").contacts(world)
-    >>> ground = c[c["kind"] == nearkit.CONTACT_TRIANGLE]   # sphere 0 sinks 0.1 into the ground
+    >>> ground = c[c["kind"] == nearkit.CONTACT_HEIGHTFIELD]   # sphere 0 sinks 0.1 into the ground
     >>> sorted(set(ground["body"].tolist())), round(float(ground["depth"].max()), 6)
     ([0], 0.1)
     >>> pair = c[c["kind"] == nearkit.CONTACT_BODY]         # and overlaps sphere 1
@@ -114,10 +137,19 @@ class World:
         v, _ = _arrays.points(vertices, "vertices", np.float64)
         self._native.set_mesh(np.ascontiguousarray(v), _arrays.faces(faces))
 
-    def set_heightfield(self, heights: Any, spacing: float = 1.0) -> None:
-        """Sets the static mesh to a heightfield terrain (see :func:`heightfield_mesh`)."""
-        v, f = heightfield_mesh(heights, spacing)
-        self.set_mesh(v, f)
+    def set_heightfield(self, heights: Any, spacing: float = 1.0, origin: Any = (0.0, 0.0)) -> None:
+        """Sets the terrain, kept as its (rows, cols) grid of heights (rows along y): sample
+        (r, c) at ``(origin[0] + c * spacing, origin[1] + r * spacing, heights[r, c])``. It
+        may sit beside a mesh; its contacts are of kind ``CONTACT_HEIGHTFIELD``, its triangles
+        numbered as :func:`heightfield_mesh` makes them (two per square, row by row), so the
+        same terrain as a mesh has the same contacts. A 4096 × 4096 terrain takes 128 MiB."""
+        h = _arrays.float_array(heights, "heights", np.float64)
+        if h.ndim != 2:
+            raise ValueError(f"heights has shape {h.shape}; it must be 2-D (rows along y, columns along x)")
+        o = np.asarray(origin, dtype=np.float64).reshape(-1)
+        if o.shape != (2,):
+            raise ValueError(f"origin must be (x, y), got {origin!r}")
+        self._native.set_heightfield(np.ascontiguousarray(h), float(spacing), (float(o[0]), float(o[1])))
 
     def add_bodies(
         self,
@@ -187,6 +219,15 @@ class World:
         """The static mesh's triangles as (f, 3, 3) corners (empty without a mesh)."""
         return self._native.triangles()
 
+    def heightfield_triangles(self) -> np.ndarray:
+        """The heightfield's triangles as (f, 3, 3) corners (empty without one)."""
+        return self._native.heightfield_triangles()
+
+    @property
+    def heightfield_triangle_count(self) -> int:
+        """Triangles of the heightfield (0 without one)."""
+        return self._native.heightfield_triangle_count
+
     @property
     def body_count(self) -> int:
         """Bodies alive."""
@@ -254,9 +295,9 @@ class Collider:
     def sweeps(
         self, world: World, starts: Any, ends: Any, radii: Any, orientations: Any = None
     ) -> SweepHits:
-        """Swept queries against the static mesh: ellipsoids of ``radii`` (scalar, (n,) or
-        (n, 3)) and ``orientations`` moving from ``starts`` to ``ends`` ((n, 3)); each one's
-        first hit (ties to the smaller triangle id)."""
+        """Swept queries against the static mesh and the heightfield: ellipsoids of ``radii``
+        (scalar, (n,) or (n, 3)) and ``orientations`` moving from ``starts`` to ``ends``
+        ((n, 3)); each one's first hit (ties to the mesh, then the smaller triangle id)."""
         s, _ = _arrays.points(starts, "starts", np.float64)
         n = s.shape[0]
         return SweepHits(
@@ -266,5 +307,42 @@ class Collider:
                 _rows(ends, "ends", n, 3),
                 _rows(radii, "radii", n, 3),
                 _rows(orientations, "orientations", n, 4, _IDENTITY),
+            )
+        )
+
+    def overlaps(
+        self,
+        world: World,
+        centers: Any,
+        radii: Any,
+        orientations: Any = None,
+        masks: Any = _ALL_LAYERS,
+        limit: int = 64,
+    ) -> OverlapHits:
+        """What spheres or ellipsoids overlap: the mesh's and the heightfield's triangles (when
+        a query's mask meets ``mesh_layer``) and the bodies (when it meets theirs), by the
+        contacts' exact tests (touching is not overlapping). ``radii``: a sphere's radius or
+        semi-axes (scalar, (n,) or (n, 3)); at most ``limit`` (1 to 64) kept per query, the
+        first by (kind, id).
+
+        >>> import numpy as np, nearkit
+        >>> world = nearkit.World()
+        >>> world.set_heightfield(np.zeros((11, 11)))
+        >>> world.add_bodies([[5, 5, 0.4]], radii=0.5).tolist()
+        [0]
+        >>> hits = nearkit.Collider(device="cpu").overlaps(world, [[5.2, 5, 0.5], [5, 5, 3]], radii=0.3)
+        >>> hits.total.tolist(), hits.row(1)[0].tolist()
+        ([1, 0], [])
+        """
+        c, _ = _arrays.points(centers, "centers", np.float64)
+        n = c.shape[0]
+        return OverlapHits(
+            *self._native.overlaps(
+                world._native,
+                np.ascontiguousarray(c),
+                _rows(radii, "radii", n, 3),
+                _rows(orientations, "orientations", n, 4, _IDENTITY),
+                _u32(masks, "masks", n),
+                int(limit),
             )
         )
