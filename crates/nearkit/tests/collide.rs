@@ -879,6 +879,21 @@ fn bad_input_is_refused_clearly() {
     assert!(world.set_mesh(&empty).is_err());
 }
 
+/// A batch of poses with one bad pose changes nothing (a GPU collider would not see a half
+/// applied batch).
+#[test]
+fn a_bad_pose_in_a_batch_changes_nothing() {
+    let mut world = World::new(1.0).unwrap();
+    let ids: Vec<BodyId> = (0..3).map(|i| world.add_body(Body::sphere([i as f64, 0.0, 0.0], 0.3)).unwrap()).collect();
+    let before = world.bodies().center.clone();
+    let q = [[0.0, 0.0, 0.0, 1.0]; 3];
+    let e = world.set_poses(&ids, &[[5.0, 5.0, 5.0], [6.0, 6.0, 6.0], [f64::NAN, 0.0, 0.0]], &q).unwrap_err();
+    assert!(e.to_string().contains("not finite"), "{e}");
+    let e = world.set_poses(&[ids[0], BodyId(9)], &[[5.0; 3], [6.0; 3]], &q[..2]).unwrap_err();
+    assert!(e.to_string().contains("no body 9"), "{e}");
+    assert_eq!(world.bodies().center, before);
+}
+
 #[test]
 fn integrate_moves_bodies_by_their_velocity() {
     let mut world = World::new(1.0).unwrap();

@@ -343,7 +343,8 @@ impl World {
         Ok(())
     }
 
-    /// The per-tick batch update: new centers and orientations for many bodies at once.
+    /// The per-tick batch update: new centers and orientations for many bodies at once; on a
+    /// bad pose or id nothing changes.
     pub fn set_poses(&mut self, ids: &[BodyId], centers: &[V3], orientations: &[[f64; 4]]) -> Result<()> {
         if ids.len() != centers.len() || ids.len() != orientations.len() {
             return Err(Error::InvalidArgument(format!(
@@ -353,9 +354,13 @@ impl World {
                 orientations.len()
             )));
         }
+        // All or nothing: every pose is checked before any is written.
         for ((&id, &c), &q) in ids.iter().zip(centers).zip(orientations) {
             check_pose(c, q)?;
-            let i = self.slot(id)?;
+            self.slot(id)?;
+        }
+        for ((&id, &c), &q) in ids.iter().zip(centers).zip(orientations) {
+            let i = id.0 as usize;
             self.bodies.center[i] = c;
             self.bodies.orientation[i] = q;
         }

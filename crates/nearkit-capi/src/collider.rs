@@ -1,0 +1,383 @@
+//! `NkCollider`: where a world's contacts and sweeps are computed (nearkit's `Collider`).
+
+use std::ffi::{c_char, CString};
+
+use nearkit_core::collide::{Collider, ColliderOptions, Contact, ContactKind, Sweep, SweepResult};
+use nearkit_core::{Device, Engine};
+
+use crate::status::{guard, out_ok, put, slice, slice_mut, Fail, NkStatus, Outcome};
+use crate::world::{world_ref, NkWorld};
+
+/// Where a collider runs: one of the `NK_DEVICE_*` values.
+pub type NkDevice = u32;
+/// The CPU, all cores.
+pub const NK_DEVICE_CPU: NkDevice = 0;
+/// A CUDA GPU; `NK_STATUS_NO_CUDA` where none is usable.
+pub const NK_DEVICE_CUDA: NkDevice = 1;
+/// A CUDA GPU where one is usable, else the CPU.
+pub const NK_DEVICE_AUTO: NkDevice = 2;
+
+/// What an `NkContact`'s `other` names: one of the `NK_CONTACT_*` values. Contacts come
+/// sorted by (body, kind, other), in the order of these values.
+pub type NkContactKind = u32;
+/// A triangle of the static mesh.
+pub const NK_CONTACT_TRIANGLE: NkContactKind = 0;
+/// A triangle of a heightfield terrain (reserved: the C API sets no heightfield yet).
+pub const NK_CONTACT_HEIGHTFIELD: NkContactKind = 1;
+/// Another body.
+pub const NK_CONTACT_BODY: NkContactKind = 2;
+
+/// `NkSweepResult.triangle` when the sweep hits nothing.
+pub const NK_NO_TRIANGLE: u32 = u32::MAX;
+
+/// How a collider runs; `nk_collider_options_default` fills in the defaults. Apart from the
+/// device, these are tuning and testing knobs: the contacts are the same whatever they are.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NkColliderOptions {
+    /// `NK_DEVICE_CPU`, `NK_DEVICE_CUDA` or `NK_DEVICE_AUTO`.
+    pub device: NkDevice,
+    /// Which GPU, for `NK_DEVICE_CUDA` (0 is the first).
+    pub gpu: u32,
+    /// CPU: run the portable code even where the CPU has AVX2.
+    pub portable_code: bool,
+    /// CUDA: replay a tick as one captured CUDA graph.
+    pub cuda_graphs: bool,
+    /// CUDA: write the contacts straight into page-locked host memory.
+    pub zero_copy: bool,
+    /// Print each tick's phase times to stderr.
+    pub profile: bool,
+    /// CUDA: bodies a warp of the contact kernel takes (1 to 8); 0 picks from the bodies'
+    /// sizes.
+    pub bodies_per_warp: u32,
+}
+
+impl Default for NkColliderOptions {
+    fn default() -> Self {
+        let o = ColliderOptions::default();
+        NkColliderOptions {
+            device: NK_DEVICE_CPU,
+            gpu: 0,
+            portable_code: o.portable_code,
+            cuda_graphs: o.cuda_graphs,
+            zero_copy: o.zero_copy,
+            profile: o.profile,
+            bodies_per_warp: o.bodies_per_warp.map_or(0, |n| n as u32),
+        }
+    }
+}
+
+/// One overlap of a tick. For two bodies it is reported once, with `body` the smaller id.
+/// `normal` (unit) moves `body` out of `other`, by `depth`; `point` is in world coordinates.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NkContact {
+    /// The body's id.
+    pub body: u32,
+    /// What `other` is: an `NK_CONTACT_*` value.
+    pub kind: NkContactKind,
+    /// The triangle id or the other body's id.
+    pub other: u32,
+    /// Unit normal that moves `body` out.
+    pub normal: [f32; 3],
+    /// How far `body` must move along `normal`.
+    pub depth: f32,
+    /// The contact point, in world coordinates.
+    pub point: [f64; 3],
+}
+
+/// The code of a contact's kind.
+#[inline(always)]
+pub fn contact_kind_code(kind: ContactKind) -> NkContactKind {
+    // A wildcard, so that this compiles whether or not nearkit has the heightfield kind.
+    #[allow(unreachable_patterns)]
+    match kind {
+        ContactKind::Triangle => NK_CONTACT_TRIANGLE,
+        ContactKind::Body => NK_CONTACT_BODY,
+        _ => NK_CONTACT_HEIGHTFIELD,
+    }
+}
+
+impl From<Contact> for NkContact {
+    #[inline]
+    fn from(c: Contact) -> NkContact {
+        NkContact {
+            body: c.body,
+            kind: contact_kind_code(c.kind),
+            other: c.other,
+            normal: c.normal,
+            depth: c.depth,
+            point: c.point,
+        }
+    }
+}
+
+/// A swept query against the static mesh: a body of semi-axes `radii`, turned by
+/// `orientation` all the way, moving its center from `from` to `to`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NkSweep {
+    /// Semi-axes; positive.
+    pub radii: [f64; 3],
+    /// Quaternion (x, y, z, w); not zero.
+    pub orientation: [f64; 4],
+    /// The center at the start.
+    pub from: [f64; 3],
+    /// The center at the end.
+    pub to: [f64; 3],
+}
+
+impl From<&NkSweep> for Sweep {
+    fn from(s: &NkSweep) -> Sweep {
+        Sweep { radii: s.radii, orientation: s.orientation, from: s.from, to: s.to }
+    }
+}
+
+/// A sweep's first contact with the static mesh, at `from + toi * (to - from)`; ties go to
+/// the smaller triangle id.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NkSweepResult {
+    /// Whether the sweep touches the mesh. If not, `toi` is 1, `triangle` is
+    /// `NK_NO_TRIANGLE`, and `point` and `normal` are zero.
+    pub hit: bool,
+    /// The triangle touched first.
+    pub triangle: u32,
+    /// Time of impact, 0 to 1 along the sweep.
+    pub toi: f64,
+    /// Where, in world coordinates.
+    pub point: [f64; 3],
+    /// The triangle's unit normal there, facing the body.
+    pub normal: [f64; 3],
+}
+
+impl From<Option<SweepResult>> for NkSweepResult {
+    fn from(r: Option<SweepResult>) -> NkSweepResult {
+        match r {
+            Some(r) => NkSweepResult { hit: true, triangle: r.triangle, toi: r.toi, point: r.point, normal: r.normal },
+            None => NkSweepResult { hit: false, triangle: NK_NO_TRIANGLE, toi: 1.0, point: [0.0; 3], normal: [0.0; 3] },
+        }
+    }
+}
+
+/// A collider (opaque; see `nk_collider_new`): the CPU or a GPU, holding the contact buffer
+/// that `nk_collider_contacts` points into.
+pub struct NkCollider {
+    collider: Collider,
+    /// The last tick's contacts.
+    contacts: Vec<NkContact>,
+    /// The sweeps of the last call, kept for their memory.
+    sweeps: Vec<Sweep>,
+    description: CString,
+    poisoned: bool,
+}
+
+/// Runs `f` on the collider behind a handle, poisoning it if `f` panics.
+///
+/// # Safety
+/// `c` is NULL or a live handle from `nk_collider_new`, used by nothing else meanwhile.
+unsafe fn with_collider<R>(c: *mut NkCollider, f: impl FnOnce(&mut NkCollider) -> Outcome<R>) -> Outcome<R> {
+    // SAFETY: the caller's promise.
+    let c = unsafe { c.as_mut() }.ok_or_else(|| Fail::null("collider"))?;
+    if c.poisoned {
+        return Err(Fail::new(NkStatus::Poisoned, "the collider was poisoned by an earlier panic; free it"));
+    }
+    c.poisoned = true;
+    let r = f(c);
+    c.poisoned = false;
+    r
+}
+
+/// Fills `*out` with the default options (the CPU).
+///
+/// # Safety
+/// `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_options_default(out: *mut NkColliderOptions) -> NkStatus {
+    guard("nk_collider_options_default", || {
+        out_ok(out, "out")?;
+        // SAFETY: checked.
+        unsafe { put(out, NkColliderOptions::default()) };
+        Ok(())
+    })
+}
+
+/// Makes a collider on `device` with the default options; see
+/// `nk_collider_new_with_options`.
+///
+/// # Safety
+/// `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_new(device: NkDevice, out: *mut *mut NkCollider) -> NkStatus {
+    let options = NkColliderOptions { device, ..NkColliderOptions::default() };
+    // SAFETY: forwarded.
+    unsafe { new_collider("nk_collider_new", &options, out) }
+}
+
+/// Makes a collider as `options` say (NULL: the defaults) and puts it in `*out` (NULL on
+/// failure); free it with `nk_collider_free`. `NK_DEVICE_CUDA` where no GPU is usable fails
+/// with `NK_STATUS_NO_CUDA` (the message says why); `NK_DEVICE_AUTO` then takes the CPU. A
+/// collider may be used with any world, and several colliders with one world.
+///
+/// # Safety
+/// `options` is NULL or points to an `NkColliderOptions`; `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_new_with_options(
+    options: *const NkColliderOptions,
+    out: *mut *mut NkCollider,
+) -> NkStatus {
+    // SAFETY: the caller's promise.
+    let options = unsafe { options.as_ref() }.copied().unwrap_or_default();
+    unsafe { new_collider("nk_collider_new_with_options", &options, out) }
+}
+
+unsafe fn new_collider(function: &'static str, o: &NkColliderOptions, out: *mut *mut NkCollider) -> NkStatus {
+    guard(function, || {
+        out_ok(out, "out")?;
+        // SAFETY: checked.
+        unsafe { put(out, std::ptr::null_mut()) };
+        let device = match o.device {
+            NK_DEVICE_CPU => Device::Cpu,
+            NK_DEVICE_CUDA => Device::Cuda(o.gpu as usize),
+            NK_DEVICE_AUTO => Device::Auto,
+            d => {
+                return Err(Fail::invalid(format!(
+                    "unknown device {d}: use NK_DEVICE_CPU (0), NK_DEVICE_CUDA (1) or NK_DEVICE_AUTO (2)"
+                )))
+            }
+        };
+        if o.bodies_per_warp > 8 {
+            return Err(Fail::invalid(format!(
+                "bodies_per_warp must be 0 (pick) or 1 to 8, got {}",
+                o.bodies_per_warp
+            )));
+        }
+        let options = ColliderOptions {
+            portable_code: o.portable_code,
+            cuda_graphs: o.cuda_graphs,
+            zero_copy: o.zero_copy,
+            bodies_per_warp: (o.bodies_per_warp > 0).then_some(o.bodies_per_warp as usize),
+            profile: o.profile,
+        };
+        let collider = Collider::new(&Engine::open(device)?, &options)?;
+        let description = CString::new(collider.describe().replace('\0', " ")).unwrap_or_default();
+        let handle =
+            Box::new(NkCollider { collider, contacts: Vec::new(), sweeps: Vec::new(), description, poisoned: false });
+        unsafe { put(out, Box::into_raw(handle)) };
+        Ok(())
+    })
+}
+
+/// Frees a collider (NULL is allowed and does nothing), and with it its contact buffer.
+///
+/// # Safety
+/// `collider` is NULL or a live handle from `nk_collider_new`, not used again after this.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_free(collider: *mut NkCollider) -> NkStatus {
+    guard("nk_collider_free", || {
+        if !collider.is_null() {
+            // SAFETY: the caller hands the handle back.
+            drop(unsafe { Box::from_raw(collider) });
+        }
+        Ok(())
+    })
+}
+
+/// Whether the collider runs on a GPU, into `*out`.
+///
+/// # Safety
+/// `collider` is NULL or a live handle; `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_is_cuda(collider: *const NkCollider, out: *mut bool) -> NkStatus {
+    guard("nk_collider_is_cuda", || unsafe {
+        out_ok(out, "out")?;
+        let c = collider.as_ref().ok_or_else(|| Fail::null("collider"))?;
+        put(out, c.collider.is_cuda());
+        Ok(())
+    })
+}
+
+/// What the collider runs on (`CPU (N threads)` or the GPU's name), as a NUL-terminated
+/// string into `*out`, owned by the collider and valid until it is freed.
+///
+/// # Safety
+/// `collider` is NULL or a live handle; `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_describe(collider: *const NkCollider, out: *mut *const c_char) -> NkStatus {
+    guard("nk_collider_describe", || unsafe {
+        out_ok(out, "out")?;
+        let c = collider.as_ref().ok_or_else(|| Fail::null("collider"))?;
+        put(out, c.description.as_ptr());
+        Ok(())
+    })
+}
+
+/// The tick: every contact of `world` now, sorted by (body, kind, other). `*out` receives a
+/// pointer to `*len` contacts in the collider's own buffer, which stays valid and unchanged
+/// until the next `nk_collider_contacts` call on this collider or its `nk_collider_free`,
+/// whatever happens to the world meanwhile (copy what must outlive that). The buffer is
+/// reused from tick to tick: it grows only when a tick has more contacts than any before.
+/// `*out` may be NULL when `*len` is 0. On failure, `*out` is NULL and `*len` 0.
+///
+/// # Safety
+/// `collider` and `world` are NULL or live handles; `out` and `len` are NULL or valid for a
+/// write.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_contacts(
+    collider: *mut NkCollider,
+    world: *const NkWorld,
+    out: *mut *const NkContact,
+    len: *mut usize,
+) -> NkStatus {
+    guard("nk_collider_contacts", || unsafe {
+        out_ok(out, "out")?;
+        out_ok(len, "len")?;
+        put(out, std::ptr::null());
+        put(len, 0);
+        let w = world_ref(world)?;
+        let (ptr, n) = with_collider(collider, |c| {
+            c.contacts.clear();
+            let contacts = c.collider.contacts_packed(&w.world)?;
+            c.contacts.try_reserve(contacts.len())?;
+            c.contacts.extend(contacts.iter().map(NkContact::from));
+            Ok((c.contacts.as_ptr(), c.contacts.len()))
+        })?;
+        put(out, ptr);
+        put(len, n);
+        Ok(())
+    })
+}
+
+/// Each sweep's first hit on `world`'s static mesh: `results[i]` for `sweeps[i]`, i <
+/// `count`. A world without a mesh gives no hits.
+///
+/// # Safety
+/// `sweeps` and `results` are NULL (with `count` 0) or point to `count` values;
+/// `collider` and `world` are NULL or live handles.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_sweeps(
+    collider: *mut NkCollider,
+    world: *const NkWorld,
+    sweeps: *const NkSweep,
+    count: usize,
+    results: *mut NkSweepResult,
+) -> NkStatus {
+    guard("nk_collider_sweeps", || unsafe {
+        let input = slice(sweeps, count, "sweeps")?;
+        let output = slice_mut(results, count, "results")?;
+        let w = world_ref(world)?;
+        with_collider(collider, |c| {
+            c.sweeps.clear();
+            c.sweeps.try_reserve(count)?;
+            c.sweeps.extend(input.iter().map(Sweep::from));
+            let hits = c.collider.sweeps(&w.world, &c.sweeps)?;
+            if hits.len() != count {
+                return Err(Fail::new(NkStatus::Panic, format!("{} results for {count} sweeps", hits.len())));
+            }
+            for (o, h) in output.iter_mut().zip(hits) {
+                *o = h.into();
+            }
+            Ok(())
+        })
+    })
+}

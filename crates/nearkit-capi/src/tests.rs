@@ -1,0 +1,379 @@
+//! The C API called from Rust: results against nearkit's own API, and every failure's status
+//! and message.
+
+use std::ffi::CStr;
+use std::ptr::{null, null_mut};
+
+use nearkit_core::collide::{Body, BodyId, Collider, Sweep, World};
+use nearkit_core::{Mesh, Points};
+
+use crate::status::guard;
+use crate::*;
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(nk_last_error_message()) }.to_str().unwrap().to_string()
+}
+
+#[track_caller]
+fn ok(s: NkStatus) {
+    assert_eq!(s, NkStatus::Ok, "{}", last_error());
+}
+
+#[track_caller]
+fn fails(s: NkStatus, want: NkStatus, message_has: &str) {
+    assert_eq!(s, want, "message: {}", last_error());
+    let m = last_error();
+    assert!(m.contains(message_has), "message {m:?} lacks {message_has:?}");
+}
+
+/// A 4 × 4 m square of ground (2 triangles) at z = 0, as flat arrays.
+fn ground() -> (Vec<f64>, Vec<u32>) {
+    (vec![-2.0, -2.0, 0.0, 2.0, -2.0, 0.0, 2.0, 2.0, 0.0, -2.0, 2.0, 0.0], vec![0, 1, 2, 0, 2, 3])
+}
+
+fn new_world() -> *mut NkWorld {
+    let mut w = null_mut();
+    unsafe {
+        ok(nk_world_new(1.0, &mut w));
+        let (v, t) = ground();
+        ok(nk_world_set_mesh(w, v.as_ptr(), 4, t.as_ptr(), 2));
+    }
+    w
+}
+
+fn cpu_collider() -> *mut NkCollider {
+    let mut c = null_mut();
+    unsafe { ok(nk_collider_new(NK_DEVICE_CPU, &mut c)) };
+    c
+}
+
+fn contacts(c: *mut NkCollider, w: *const NkWorld) -> Vec<NkContact> {
+    let (mut p, mut n) = (null(), 0usize);
+    unsafe {
+        ok(nk_collider_contacts(c, w, &mut p, &mut n));
+        if n == 0 {
+            return Vec::new();
+        }
+        std::slice::from_raw_parts(p, n).to_vec()
+    }
+}
+
+#[test]
+fn layout_is_what_the_header_says() {
+    assert_eq!(std::mem::size_of::<NkContact>(), 56);
+    assert_eq!(std::mem::offset_of!(NkContact, point), 32);
+    assert_eq!(std::mem::size_of::<NkSweep>(), 13 * 8);
+    assert_eq!(std::mem::size_of::<NkSweepResult>(), 64);
+    assert_eq!(std::mem::size_of::<NkBody>(), 112);
+    assert_eq!(std::mem::size_of::<NkStatus>(), std::mem::size_of::<std::ffi::c_int>());
+}
+
+#[test]
+fn a_tick_matches_the_rust_api() {
+    let scene = nearkit_core::collide::scene::Scene::crater(600, 7);
+    let mut reference = scene.world(1.0).unwrap();
+    let mut rust = Collider::cpu();
+    let w = unsafe {
+        let mut w = null_mut();
+        ok(nk_world_new(1.0, &mut w));
+        let m = &scene.mesh;
+        let v: Vec<f64> =
+            (0..m.vertices.len()).flat_map(|i| [m.vertices.x[i], m.vertices.y[i], m.vertices.z[i]]).collect();
+        let t: Vec<u32> = m.triangles.iter().flatten().copied().collect();
+        ok(nk_world_set_mesh(w, v.as_ptr(), m.vertices.len(), t.as_ptr(), m.triangles.len()));
+        for (i, b) in scene.bodies.iter().enumerate() {
+            let mut id = u32::MAX;
+            ok(nk_world_add_ellipsoid(w, b.center.as_ptr(), b.radii.as_ptr(), b.orientation.as_ptr(), 1, !0, &mut id));
+            assert_eq!(id, i as u32);
+        }
+        w
+    };
+    let c = cpu_collider();
+    for tick in 0..3 {
+        scene.advance(&mut reference, tick);
+        let b = reference.bodies();
+        let ids: Vec<u32> = (0..b.len() as u32).collect();
+        let centers: Vec<f64> = b.center.iter().flatten().copied().collect();
+        let orientations: Vec<f64> = b.orientation.iter().flatten().copied().collect();
+        unsafe { ok(nk_world_set_poses(w, ids.as_ptr(), centers.as_ptr(), orientations.as_ptr(), ids.len())) };
+        let want: Vec<NkContact> = rust.contacts(&reference).unwrap().into_iter().map(NkContact::from).collect();
+        let got = contacts(c, w);
+        assert!(want.len() > 100, "only {} contacts", want.len());
+        assert!(want.iter().any(|c| c.kind == NK_CONTACT_BODY) && want.iter().any(|c| c.kind == NK_CONTACT_TRIANGLE));
+        assert!(
+            got == want,
+            "tick {tick}: the C API's {} contacts differ from the Rust API's {}",
+            got.len(),
+            want.len()
+        );
+
+        let sweeps: Vec<NkSweep> = (0..20)
+            .map(|i| {
+                let k = i * 29 % scene.bodies.len();
+                let from = b.center[k];
+                NkSweep {
+                    radii: b.radii[k],
+                    orientation: b.orientation[k],
+                    from: [from[0], from[1], from[2] + 3.0],
+                    to: [from[0] + 1.0, from[1], from[2] - 10.0],
+                }
+            })
+            .collect();
+        let rust_sweeps: Vec<Sweep> = sweeps.iter().map(Sweep::from).collect();
+        let want: Vec<NkSweepResult> =
+            rust.sweeps(&reference, &rust_sweeps).unwrap().into_iter().map(NkSweepResult::from).collect();
+        let mut got = vec![NkSweepResult::from(None); sweeps.len()];
+        unsafe { ok(nk_collider_sweeps(c, w, sweeps.as_ptr(), sweeps.len(), got.as_mut_ptr())) };
+        assert!(want.iter().filter(|r| r.hit).count() > 10);
+        assert_eq!(got, want);
+    }
+    let mut n = 0;
+    unsafe {
+        ok(nk_world_body_count(w, &mut n));
+        assert_eq!(n, 600);
+        ok(nk_world_triangle_count(w, &mut n));
+        assert_eq!(n, scene.mesh.triangles.len());
+        ok(nk_collider_free(c));
+        ok(nk_world_free(w));
+    }
+}
+
+#[test]
+fn bodies_layers_velocity_and_removal() {
+    let w = new_world();
+    let c = cpu_collider();
+    let mut reference = World::new(1.0).unwrap();
+    let (v, t) = ground();
+    let mesh = Mesh {
+        vertices: Points::from_rows(&v.chunks(3).map(|p| [p[0], p[1], p[2]]).collect::<Vec<_>>()),
+        triangles: t.chunks(3).map(|t| [t[0], t[1], t[2]]).collect(),
+    };
+    reference.set_mesh(&mesh).unwrap();
+    let mut rust = Collider::cpu();
+    unsafe {
+        let (mut a, mut b, mut d) = (0, 0, 0);
+        ok(nk_world_add_sphere(w, [0.0, 0.0, 0.4].as_ptr(), 0.5, 1, !0, &mut a));
+        let body = NkBody {
+            center: [0.6, 0.0, 0.5],
+            radii: [0.5, 0.3, 0.2],
+            orientation: [0.0, 0.0, 0.38, 0.92],
+            velocity: [0.0, 0.0, 0.0],
+            layer: 2,
+            mask: !0,
+        };
+        ok(nk_world_add_body(w, &body, &mut b));
+        ok(nk_world_add_ellipsoid(
+            w,
+            [1.0, 1.0, 3.0].as_ptr(),
+            [0.3; 3].as_ptr(),
+            [0.0, 0.0, 0.0, 2.0].as_ptr(),
+            4,
+            4,
+            &mut d,
+        ));
+        assert_eq!((a, b, d), (0, 1, 2));
+        reference.add_body(Body::sphere([0.0, 0.0, 0.4], 0.5)).unwrap();
+        reference.add_body(body.into()).unwrap();
+        reference.add_body(Body::ellipsoid([1.0, 1.0, 3.0], [0.3; 3], [0.0, 0.0, 0.0, 2.0]).with_layers(4, 4)).unwrap();
+        let mut got = NkBody { layer: 0, ..body };
+        ok(nk_world_get_body(w, 1, &mut got));
+        assert_eq!(got, body);
+
+        // Body 2 falls onto the ground (its mask 4 misses the mesh's layer 1 until it is set).
+        ok(nk_world_set_velocity(w, 2, [0.0, 0.0, -1.0].as_ptr()));
+        reference.set_velocity(BodyId(2), [0.0, 0.0, -1.0]).unwrap();
+        ok(nk_world_integrate(w, 2.8));
+        reference.integrate(2.8);
+        let check = |rust: &mut Collider, reference: &World| {
+            let want: Vec<NkContact> = rust.contacts(reference).unwrap().into_iter().map(NkContact::from).collect();
+            assert_eq!(contacts(c, w), want);
+            want
+        };
+        assert!(!check(&mut rust, &reference).iter().any(|c| c.body == 2));
+        ok(nk_world_set_mesh_layer(w, 5));
+        reference.set_mesh_layer(5);
+        assert!(check(&mut rust, &reference).iter().any(|c| c.body == 2 && c.kind == NK_CONTACT_TRIANGLE));
+        // Bodies 0 and 1 overlap unless their layers keep them apart.
+        assert!(check(&mut rust, &reference).iter().any(|c| c.body == 0 && c.kind == NK_CONTACT_BODY && c.other == 1));
+        ok(nk_world_set_layers(w, 1, 2, !1));
+        reference.set_layers(BodyId(1), 2, !1).unwrap();
+        assert!(!check(&mut rust, &reference).iter().any(|c| c.kind == NK_CONTACT_BODY));
+
+        ok(nk_world_set_pose(w, 0, [0.0, 0.0, 0.45].as_ptr(), [0.0, 0.0, 0.0, 1.0].as_ptr()));
+        reference.set_pose(BodyId(0), [0.0, 0.0, 0.45], [0.0, 0.0, 0.0, 1.0]).unwrap();
+        check(&mut rust, &reference);
+        ok(nk_world_remove_body(w, 0));
+        reference.remove_body(BodyId(0)).unwrap();
+        assert!(!check(&mut rust, &reference).iter().any(|c| c.body == 0));
+        let mut n = 0;
+        ok(nk_world_body_count(w, &mut n));
+        assert_eq!(n, 2);
+        fails(nk_world_get_body(w, 0, &mut got), NkStatus::NoSuchBody, "there is no body 0");
+        // The freed id is reused.
+        ok(nk_world_add_sphere(w, [0.0; 3].as_ptr(), 1.0, 1, 1, &mut a));
+        assert_eq!(a, 0);
+        ok(nk_collider_free(c));
+        ok(nk_world_free(w));
+    }
+}
+
+#[test]
+fn failures_name_the_problem_and_change_nothing() {
+    let w = new_world();
+    let c = cpu_collider();
+    let (mut id, mut n) = (7u32, 0usize);
+    let center = [0.0, 0.0, 0.4];
+    let q = [0.0, 0.0, 0.0, 1.0];
+    unsafe {
+        let mut w2 = null_mut();
+        fails(nk_world_new(0.0, &mut w2), NkStatus::InvalidArgument, "nk_world_new: invalid argument: cell size");
+        assert!(w2.is_null());
+        fails(nk_world_new(1.0, null_mut()), NkStatus::NullPointer, "`out` is NULL");
+
+        fails(nk_world_add_sphere(null_mut(), center.as_ptr(), 1.0, 1, 1, &mut id), NkStatus::NullPointer, "world");
+        fails(nk_world_add_sphere(w, null(), 1.0, 1, 1, &mut id), NkStatus::NullPointer, "`center` is NULL");
+        fails(nk_world_add_sphere(w, center.as_ptr(), 1.0, 1, 1, null_mut()), NkStatus::NullPointer, "out_id");
+        fails(nk_world_add_sphere(w, center.as_ptr(), -1.0, 1, 1, &mut id), NkStatus::InvalidArgument, "radii");
+        fails(
+            nk_world_add_sphere(w, [f64::NAN, 0.0, 0.0].as_ptr(), 1.0, 1, 1, &mut id),
+            NkStatus::InvalidArgument,
+            "not finite",
+        );
+        fails(
+            nk_world_add_ellipsoid(w, center.as_ptr(), [1.0; 3].as_ptr(), [0.0; 4].as_ptr(), 1, 1, &mut id),
+            NkStatus::InvalidArgument,
+            "quaternion",
+        );
+        let misaligned = [0u8; 64].as_ptr().wrapping_add(1).cast::<f64>();
+        fails(nk_world_add_sphere(w, misaligned, 1.0, 1, 1, &mut id), NkStatus::InvalidArgument, "aligned");
+        assert_eq!(id, 7, "a failed call wrote its output");
+        ok(nk_world_body_count(w, &mut n));
+        assert_eq!(n, 0);
+
+        ok(nk_world_add_sphere(w, center.as_ptr(), 0.5, 1, !0, &mut id));
+        fails(nk_world_set_pose(w, 3, center.as_ptr(), q.as_ptr()), NkStatus::NoSuchBody, "there is no body 3");
+        fails(nk_world_remove_body(w, 3), NkStatus::NoSuchBody, "nk_world_remove_body: there is no body 3");
+        fails(nk_world_set_velocity(w, 0, [f64::INFINITY; 3].as_ptr()), NkStatus::InvalidArgument, "velocity");
+        fails(nk_world_integrate(w, f64::NAN), NkStatus::InvalidArgument, "dt");
+
+        // A batch is all or nothing.
+        ok(nk_world_add_sphere(w, [3.0, 0.0, 0.4].as_ptr(), 0.5, 1, !0, &mut id));
+        let ids = [0u32, 1];
+        let centers = [0.0, 0.0, 9.0, 0.0, 0.0, f64::NAN];
+        let qs = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
+        fails(
+            nk_world_set_poses(w, ids.as_ptr(), centers.as_ptr(), qs.as_ptr(), 2),
+            NkStatus::InvalidArgument,
+            "pose 1",
+        );
+        fails(
+            nk_world_set_poses(w, [0u32, 5].as_ptr(), [0.0, 0.0, 9.0, 0.0, 0.0, 1.0].as_ptr(), qs.as_ptr(), 2),
+            NkStatus::NoSuchBody,
+            "pose 1: there is no body 5",
+        );
+        fails(nk_world_set_poses(w, null(), centers.as_ptr(), qs.as_ptr(), 2), NkStatus::NullPointer, "ids");
+        ok(nk_world_set_poses(w, null(), null(), null(), 0));
+        let mut body = std::mem::zeroed::<NkBody>();
+        ok(nk_world_get_body(w, 0, &mut body));
+        assert_eq!(body.center, center, "a failed batch moved a body");
+
+        let (v, t) = ground();
+        fails(nk_world_set_mesh(w, v.as_ptr(), 3, t.as_ptr(), 2), NkStatus::InvalidArgument, "uses vertex 3");
+        fails(nk_world_set_mesh(w, v.as_ptr(), 4, t.as_ptr(), 0), NkStatus::InvalidArgument, "no triangles");
+        fails(nk_world_set_mesh(w, null(), 4, t.as_ptr(), 2), NkStatus::NullPointer, "vertices");
+
+        let mut out = [null(); 1];
+        let mut len = 5usize;
+        fails(nk_collider_contacts(c, null(), out.as_mut_ptr(), &mut len), NkStatus::NullPointer, "world");
+        assert_eq!(len, 0);
+        fails(nk_collider_contacts(null_mut(), w, out.as_mut_ptr(), &mut len), NkStatus::NullPointer, "collider");
+        fails(nk_collider_contacts(c, w, out.as_mut_ptr(), null_mut()), NkStatus::NullPointer, "`len`");
+        let sweep = NkSweep { radii: [0.0; 3], orientation: q, from: center, to: [0.0; 3] };
+        let mut r = NkSweepResult::from(None);
+        fails(nk_collider_sweeps(c, w, &sweep, 1, &mut r), NkStatus::InvalidArgument, "radii");
+        fails(nk_collider_sweeps(c, w, &sweep, 1, null_mut()), NkStatus::NullPointer, "results");
+        ok(nk_collider_sweeps(c, w, null(), 0, null_mut()));
+
+        let mut c2 = null_mut();
+        fails(nk_collider_new(9, &mut c2), NkStatus::InvalidArgument, "unknown device 9");
+        let options = NkColliderOptions { bodies_per_warp: 9, ..Default::default() };
+        fails(nk_collider_new_with_options(&options, &mut c2), NkStatus::InvalidArgument, "bodies_per_warp");
+        assert!(c2.is_null());
+
+        // The collider still works after all that.
+        assert_eq!(contacts(c, w).len(), 2);
+        ok(nk_collider_free(c));
+        ok(nk_world_free(w));
+        ok(nk_world_free(null_mut()));
+        ok(nk_collider_free(null_mut()));
+    }
+}
+
+#[test]
+fn cuda_is_an_error_where_there_is_none() {
+    let mut c = null_mut();
+    let status = unsafe { nk_collider_new(NK_DEVICE_CUDA, &mut c) };
+    let mut is_cuda = false;
+    match status {
+        NkStatus::Ok => unsafe {
+            ok(nk_collider_is_cuda(c, &mut is_cuda));
+            assert!(is_cuda);
+            ok(nk_collider_free(c));
+        },
+        NkStatus::NoCuda => {
+            assert!(c.is_null());
+            assert!(
+                last_error().starts_with("nk_collider_new: CUDA was asked for but is not usable"),
+                "{}",
+                last_error()
+            );
+        }
+        s => panic!("{s:?}: {}", last_error()),
+    }
+    // AUTO falls back to the CPU.
+    unsafe {
+        ok(nk_collider_new(NK_DEVICE_AUTO, &mut c));
+        let mut d = null();
+        ok(nk_collider_describe(c, &mut d));
+        let d = CStr::from_ptr(d).to_str().unwrap();
+        ok(nk_collider_is_cuda(c, &mut is_cuda));
+        assert_eq!(is_cuda, !d.starts_with("CPU"), "{d}");
+        ok(nk_collider_free(c));
+    }
+}
+
+#[test]
+fn a_panic_is_caught_and_poisons_the_handle() {
+    let status = guard("nk_test", || panic!("boom {}", 42));
+    assert_eq!(status, NkStatus::Panic);
+    assert!(last_error().starts_with("nk_test: internal error, a bug in nearkit"), "{}", last_error());
+    assert!(last_error().contains("boom 42"));
+
+    // A world whose call panicked half-way refuses further calls, except free.
+    let w = new_world();
+    unsafe {
+        (*w).poisoned = true;
+        let mut n = 0;
+        fails(nk_world_body_count(w, &mut n), NkStatus::Poisoned, "poisoned");
+        fails(nk_world_set_mesh_layer(w, 1), NkStatus::Poisoned, "poisoned");
+        ok(nk_world_free(w));
+    }
+}
+
+#[test]
+fn messages_are_per_thread_and_statuses_have_names() {
+    unsafe { fails(nk_world_remove_body(null_mut(), 0), NkStatus::NullPointer, "world") };
+    let before = last_error();
+    std::thread::spawn(|| {
+        assert_eq!(last_error(), "");
+        unsafe { fails(nk_world_new(-1.0, &mut null_mut()), NkStatus::InvalidArgument, "cell size") };
+    })
+    .join()
+    .unwrap();
+    assert_eq!(last_error(), before);
+    let name = |s: i32| unsafe { CStr::from_ptr(nk_status_name(s)) }.to_str().unwrap();
+    assert_eq!(name(NkStatus::Ok as i32), "NK_STATUS_OK");
+    assert_eq!(name(NkStatus::Poisoned as i32), "NK_STATUS_POISONED");
+    assert_eq!(name(-3), "NK_STATUS_UNKNOWN");
+    assert_eq!(unsafe { CStr::from_ptr(nk_version()) }.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+}
