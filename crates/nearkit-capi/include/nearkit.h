@@ -126,9 +126,11 @@ typedef struct NkSweep {
 // A sweep's first contact with the static mesh, at `from + toi * (to - from)`; ties go to
 // the smaller triangle id.
 typedef struct NkSweepResult {
-    // Whether the sweep touches the mesh. If not, `toi` is 1, `triangle` is
-    // `NK_NO_TRIANGLE`, and `point` and `normal` are zero.
+    // Whether the sweep touches the mesh or the heightfield. If not, `toi` is 1, `triangle`
+    // is `NK_NO_TRIANGLE`, and `point` and `normal` are zero.
     bool hit;
+    // Whose triangle: `NK_CONTACT_TRIANGLE` (the mesh's) or `NK_CONTACT_HEIGHTFIELD`.
+    NkContactKind kind;
     // The triangle touched first.
     uint32_t triangle;
     // Time of impact, 0 to 1 along the sweep.
@@ -138,6 +140,27 @@ typedef struct NkSweepResult {
     // The triangle's unit normal there, facing the body.
     double normal[3];
 } NkSweepResult;
+
+// An overlap query: an ellipsoid (a sphere with equal radii) and the layers it looks for.
+typedef struct NkOverlap {
+    // Its center.
+    double center[3];
+    // Semi-axes along its own x, y and z; positive.
+    double radii[3];
+    // Quaternion (x, y, z, w); the identity is (0, 0, 0, 1).
+    double orientation[4];
+    // It overlaps the mesh and the heightfield when `mask` meets the world's mesh layer,
+    // and a body when `mask` meets the body's layer.
+    uint32_t mask;
+} NkOverlap;
+
+// One thing an overlap query overlaps.
+typedef struct NkOverlapHit {
+    // An `NK_CONTACT_*` value.
+    NkContactKind kind;
+    // The triangle's or the body's id.
+    uint32_t id;
+} NkOverlapHit;
 
 // A body as `nk_world_add_body` takes it and `nk_world_get_body` gives it.
 typedef struct NkBody {
@@ -259,6 +282,21 @@ enum NkStatus nk_collider_sweeps(struct NkCollider *collider,
                                  size_t count,
                                  struct NkSweepResult *results);
 
+// What each query overlaps (the contacts' exact tests; touching is not overlapping):
+// `hits[i * limit ..]` receives query i's first `min(totals[i], limit)` hits, sorted by
+// (kind, id), and `totals[i]` how many there are in all. `limit` is 1 to 64.
+//
+// # Safety
+// `queries` and `totals` are NULL (with `count` 0) or point to `count` values, `hits` to
+// `count * limit`; `collider` and `world` are NULL or live handles.
+enum NkStatus nk_collider_overlaps(struct NkCollider *collider,
+                                   const struct NkWorld *world,
+                                   const struct NkOverlap *queries,
+                                   size_t count,
+                                   size_t limit,
+                                   struct NkOverlapHit *hits,
+                                   uint32_t *totals);
+
 // Makes an empty world whose broad-phase grid has cubic cells of `cell_size` (1 m suits
 // human-sized bodies; cells should be about the size of a body). `*out` receives the handle
 // (NULL on failure); free it with `nk_world_free`.
@@ -286,6 +324,22 @@ enum NkStatus nk_world_set_mesh(struct NkWorld *world,
                                 size_t vertex_count,
                                 const uint32_t *triangles,
                                 size_t triangle_count);
+
+// Sets the terrain, kept as heights: `rows` × `cols` heights, row-major (rows along y),
+// `spacing` apart, sample (0, 0) at (`origin_x`, `origin_y`). Its contacts are of kind
+// `NK_CONTACT_HEIGHTFIELD`; square (r, c), q = r·(cols − 1) + c, holds triangles 2q
+// (v, v + 1, v + cols + 1) and 2q + 1 (v, v + cols + 1, v + cols), v = r·cols + c. The
+// heights are copied; a heightfield set before is replaced. It may sit beside a mesh.
+//
+// # Safety
+// `heights` points to `rows * cols` values; `world` is NULL or a live handle.
+enum NkStatus nk_world_set_heightfield(struct NkWorld *world,
+                                       const double *heights,
+                                       size_t rows,
+                                       size_t cols,
+                                       double spacing,
+                                       double origin_x,
+                                       double origin_y);
 
 // Sets the mesh's layer bits (default 1): bodies whose mask meets them collide with it.
 //

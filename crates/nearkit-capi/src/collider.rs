@@ -2,7 +2,7 @@
 
 use std::ffi::{c_char, CString};
 
-use nearkit_core::collide::{Collider, ColliderOptions, Contact, ContactKind, Sweep, SweepResult};
+use nearkit_core::collide::{Collider, ColliderOptions, Contact, ContactKind, Overlap, Sweep, SweepResult};
 use nearkit_core::{Device, Engine};
 
 use crate::status::{guard, out_ok, put, slice, slice_mut, Fail, NkStatus, Outcome};
@@ -89,12 +89,10 @@ pub struct NkContact {
 /// The code of a contact's kind.
 #[inline(always)]
 pub fn contact_kind_code(kind: ContactKind) -> NkContactKind {
-    // A wildcard, so that this compiles whether or not nearkit has the heightfield kind.
-    #[allow(unreachable_patterns)]
     match kind {
         ContactKind::Triangle => NK_CONTACT_TRIANGLE,
+        ContactKind::Heightfield => NK_CONTACT_HEIGHTFIELD,
         ContactKind::Body => NK_CONTACT_BODY,
-        _ => NK_CONTACT_HEIGHTFIELD,
     }
 }
 
@@ -138,9 +136,11 @@ impl From<&NkSweep> for Sweep {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NkSweepResult {
-    /// Whether the sweep touches the mesh. If not, `toi` is 1, `triangle` is
-    /// `NK_NO_TRIANGLE`, and `point` and `normal` are zero.
+    /// Whether the sweep touches the mesh or the heightfield. If not, `toi` is 1, `triangle`
+    /// is `NK_NO_TRIANGLE`, and `point` and `normal` are zero.
     pub hit: bool,
+    /// Whose triangle: `NK_CONTACT_TRIANGLE` (the mesh's) or `NK_CONTACT_HEIGHTFIELD`.
+    pub kind: NkContactKind,
     /// The triangle touched first.
     pub triangle: u32,
     /// Time of impact, 0 to 1 along the sweep.
@@ -154,8 +154,22 @@ pub struct NkSweepResult {
 impl From<Option<SweepResult>> for NkSweepResult {
     fn from(r: Option<SweepResult>) -> NkSweepResult {
         match r {
-            Some(r) => NkSweepResult { hit: true, triangle: r.triangle, toi: r.toi, point: r.point, normal: r.normal },
-            None => NkSweepResult { hit: false, triangle: NK_NO_TRIANGLE, toi: 1.0, point: [0.0; 3], normal: [0.0; 3] },
+            Some(r) => NkSweepResult {
+                hit: true,
+                kind: contact_kind_code(r.kind),
+                triangle: r.triangle,
+                toi: r.toi,
+                point: r.point,
+                normal: r.normal,
+            },
+            None => NkSweepResult {
+                hit: false,
+                kind: NK_CONTACT_TRIANGLE,
+                triangle: NK_NO_TRIANGLE,
+                toi: 1.0,
+                point: [0.0; 3],
+                normal: [0.0; 3],
+            },
         }
     }
 }
@@ -376,6 +390,72 @@ pub unsafe extern "C" fn nk_collider_sweeps(
             }
             for (o, h) in output.iter_mut().zip(hits) {
                 *o = h.into();
+            }
+            Ok(())
+        })
+    })
+}
+
+/// An overlap query: an ellipsoid (a sphere with equal radii) and the layers it looks for.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NkOverlap {
+    /// Its center.
+    pub center: [f64; 3],
+    /// Semi-axes along its own x, y and z; positive.
+    pub radii: [f64; 3],
+    /// Quaternion (x, y, z, w); the identity is (0, 0, 0, 1).
+    pub orientation: [f64; 4],
+    /// It overlaps the mesh and the heightfield when `mask` meets the world's mesh layer,
+    /// and a body when `mask` meets the body's layer.
+    pub mask: u32,
+}
+
+/// One thing an overlap query overlaps.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NkOverlapHit {
+    /// An `NK_CONTACT_*` value.
+    pub kind: NkContactKind,
+    /// The triangle's or the body's id.
+    pub id: u32,
+}
+
+/// What each query overlaps (the contacts' exact tests; touching is not overlapping):
+/// `hits[i * limit ..]` receives query i's first `min(totals[i], limit)` hits, sorted by
+/// (kind, id), and `totals[i]` how many there are in all. `limit` is 1 to 64.
+///
+/// # Safety
+/// `queries` and `totals` are NULL (with `count` 0) or point to `count` values, `hits` to
+/// `count * limit`; `collider` and `world` are NULL or live handles.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_overlaps(
+    collider: *mut NkCollider,
+    world: *const NkWorld,
+    queries: *const NkOverlap,
+    count: usize,
+    limit: usize,
+    hits: *mut NkOverlapHit,
+    totals: *mut u32,
+) -> NkStatus {
+    guard("nk_collider_overlaps", || unsafe {
+        let input = slice(queries, count, "queries")?;
+        let cells =
+            count.checked_mul(limit).ok_or_else(|| Fail::new(NkStatus::InvalidArgument, "count * limit overflows"))?;
+        let out_hits = slice_mut(hits, cells, "hits")?;
+        let out_totals = slice_mut(totals, count, "totals")?;
+        let w = world_ref(world)?;
+        with_collider(collider, |c| {
+            let qs: Vec<Overlap> = input
+                .iter()
+                .map(|q| Overlap { center: q.center, radii: q.radii, orientation: q.orientation, mask: q.mask })
+                .collect();
+            let found = c.collider.overlaps(&w.world, &qs, limit)?;
+            for i in 0..count {
+                out_totals[i] = found.total[i];
+                for (k, (kind, id)) in found.row(i).enumerate() {
+                    out_hits[i * limit + k] = NkOverlapHit { kind: contact_kind_code(kind), id };
+                }
             }
             Ok(())
         })

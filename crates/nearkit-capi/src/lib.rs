@@ -43,16 +43,17 @@ use std::ffi::c_char;
 
 pub use collider::{
     contact_kind_code, nk_collider_contacts, nk_collider_describe, nk_collider_free, nk_collider_is_cuda,
-    nk_collider_new, nk_collider_new_with_options, nk_collider_options_default, nk_collider_sweeps, NkCollider,
-    NkColliderOptions, NkContact, NkContactKind, NkDevice, NkSweep, NkSweepResult, NK_CONTACT_BODY,
-    NK_CONTACT_HEIGHTFIELD, NK_CONTACT_TRIANGLE, NK_DEVICE_AUTO, NK_DEVICE_CPU, NK_DEVICE_CUDA, NK_NO_TRIANGLE,
+    nk_collider_new, nk_collider_new_with_options, nk_collider_options_default, nk_collider_overlaps,
+    nk_collider_sweeps, NkCollider, NkColliderOptions, NkContact, NkContactKind, NkDevice, NkOverlap, NkOverlapHit,
+    NkSweep, NkSweepResult, NK_CONTACT_BODY, NK_CONTACT_HEIGHTFIELD, NK_CONTACT_TRIANGLE, NK_DEVICE_AUTO,
+    NK_DEVICE_CPU, NK_DEVICE_CUDA, NK_NO_TRIANGLE,
 };
 pub use status::NkStatus;
 pub use world::{
     nk_world_add_body, nk_world_add_ellipsoid, nk_world_add_sphere, nk_world_body_count, nk_world_free,
-    nk_world_get_body, nk_world_integrate, nk_world_new, nk_world_remove_body, nk_world_set_layers, nk_world_set_mesh,
-    nk_world_set_mesh_layer, nk_world_set_pose, nk_world_set_poses, nk_world_set_velocity, nk_world_triangle_count,
-    NkBody, NkWorld,
+    nk_world_get_body, nk_world_integrate, nk_world_new, nk_world_remove_body, nk_world_set_heightfield,
+    nk_world_set_layers, nk_world_set_mesh, nk_world_set_mesh_layer, nk_world_set_pose, nk_world_set_poses,
+    nk_world_set_velocity, nk_world_triangle_count, NkBody, NkWorld,
 };
 
 /// The message of the last call that failed on this thread, NUL-terminated (empty if none

@@ -63,7 +63,9 @@ fn layout_is_what_the_header_says() {
     assert_eq!(std::mem::size_of::<NkContact>(), 56);
     assert_eq!(std::mem::offset_of!(NkContact, point), 32);
     assert_eq!(std::mem::size_of::<NkSweep>(), 13 * 8);
-    assert_eq!(std::mem::size_of::<NkSweepResult>(), 64);
+    assert_eq!(std::mem::size_of::<NkSweepResult>(), 72);
+    assert_eq!(std::mem::size_of::<NkOverlap>(), 88);
+    assert_eq!(std::mem::size_of::<NkOverlapHit>(), 8);
     assert_eq!(std::mem::size_of::<NkBody>(), 112);
     assert_eq!(std::mem::size_of::<NkStatus>(), std::mem::size_of::<std::ffi::c_int>());
 }
@@ -376,4 +378,76 @@ fn messages_are_per_thread_and_statuses_have_names() {
     assert_eq!(name(NkStatus::Poisoned as i32), "NK_STATUS_POISONED");
     assert_eq!(name(-3), "NK_STATUS_UNKNOWN");
     assert_eq!(unsafe { CStr::from_ptr(nk_version()) }.to_str().unwrap(), env!("CARGO_PKG_VERSION"));
+}
+
+/// A heightfield set through C has the Rust world's contacts and sweeps; overlap queries
+/// give the Rust API's rows and totals.
+#[test]
+fn heightfields_and_overlaps_match_the_rust_api() {
+    let scene = nearkit_core::collide::scene::Scene::crater(500, 3);
+    let (rows, cols) = (40, 50);
+    let heights: Vec<f64> = (0..rows * cols).map(|i| ((i % cols) as f64 * 0.3).sin() * 0.5).collect();
+    let origin = [-1.5, 2.0];
+    let mut rust = World::new(1.0).unwrap();
+    rust.set_heightfield(nearkit_core::collide::Heightfield::new(heights.clone(), rows, cols, 1.0, origin).unwrap())
+        .unwrap();
+    let w = new_world_without_mesh();
+    unsafe { ok(nk_world_set_heightfield(w, heights.as_ptr(), rows, cols, 1.0, origin[0], origin[1])) };
+    for b in scene.bodies.iter().filter(|b| b.center[0] < 45.0 && b.center[1] < 40.0) {
+        let center = [b.center[0], b.center[1], (b.center[0] * 0.3).sin() * 0.5 + 0.3];
+        let body = Body { center, ..*b };
+        rust.add_body(body).unwrap();
+        let mut id = 0;
+        unsafe { ok(nk_world_add_body(w, &NkBody::from(body), &mut id)) };
+    }
+    let c = cpu_collider();
+    let want: Vec<NkContact> = Collider::cpu().contacts(&rust).unwrap().into_iter().map(NkContact::from).collect();
+    assert!(want.iter().filter(|c| c.kind == NK_CONTACT_HEIGHTFIELD).count() > 100);
+    assert_eq!(contacts(c, w), want);
+    let queries: Vec<NkOverlap> = (0..300)
+        .map(|i| NkOverlap {
+            center: [(i % 40) as f64, (i / 10) as f64, 0.2],
+            radii: [0.4 + (i % 3) as f64, 0.5, 0.6],
+            orientation: [0.0, 0.0, 0.0, 1.0],
+            mask: if i % 4 == 0 { 2 } else { u32::MAX },
+        })
+        .collect();
+    let limit = 5;
+    let (mut hits, mut totals) = (vec![NkOverlapHit::default(); 300 * limit], vec![0u32; 300]);
+    unsafe {
+        ok(nk_collider_overlaps(c, w, queries.as_ptr(), 300, limit, hits.as_mut_ptr(), totals.as_mut_ptr()));
+    }
+    let rust_queries: Vec<nearkit_core::collide::Overlap> = queries
+        .iter()
+        .map(|q| nearkit_core::collide::Overlap {
+            center: q.center,
+            radii: q.radii,
+            orientation: q.orientation,
+            mask: q.mask,
+        })
+        .collect();
+    let found = Collider::cpu().overlaps(&rust, &rust_queries, limit).unwrap();
+    assert_eq!(totals, found.total);
+    assert!(totals.iter().filter(|&&t| t as usize > limit).count() > 20);
+    for i in 0..300 {
+        let row: Vec<NkOverlapHit> =
+            found.row(i).map(|(k, id)| NkOverlapHit { kind: crate::collider::contact_kind_code(k), id }).collect();
+        assert_eq!(&hits[i * limit..i * limit + row.len()], &row[..], "query {i}");
+    }
+    unsafe {
+        fails(
+            nk_collider_overlaps(c, w, queries.as_ptr(), 300, 0, hits.as_mut_ptr(), totals.as_mut_ptr()),
+            NkStatus::InvalidArgument,
+            "limit",
+        );
+        fails(nk_world_set_heightfield(w, heights.as_ptr(), 1, 3, 1.0, 0.0, 0.0), NkStatus::InvalidArgument, "2 × 2");
+        ok(nk_collider_free(c));
+        ok(nk_world_free(w));
+    }
+}
+
+fn new_world_without_mesh() -> *mut NkWorld {
+    let mut w = null_mut();
+    unsafe { ok(nk_world_new(1.0, &mut w)) };
+    w
 }

@@ -1,6 +1,6 @@
 //! `NkWorld`: the static mesh and the ellipsoid bodies (nearkit's `World`).
 
-use nearkit_core::collide::{Body, BodyId, World};
+use nearkit_core::collide::{Body, BodyId, Heightfield, World};
 use nearkit_core::{Mesh, Points};
 
 use crate::status::{array, guard, out_ok, put, slice, Fail, NkStatus, Outcome};
@@ -167,6 +167,38 @@ pub unsafe extern "C" fn nk_world_set_mesh(
             let [x, y, z] = columns;
             let mesh = Mesh { vertices: Points::new(x, y, z)?, triangles: tris };
             w.world.set_mesh(&mesh)?;
+            Ok(())
+        })
+    })
+}
+
+/// Sets the terrain, kept as heights: `rows` × `cols` heights, row-major (rows along y),
+/// `spacing` apart, sample (0, 0) at (`origin_x`, `origin_y`). Its contacts are of kind
+/// `NK_CONTACT_HEIGHTFIELD`; square (r, c), q = r·(cols − 1) + c, holds triangles 2q
+/// (v, v + 1, v + cols + 1) and 2q + 1 (v, v + cols + 1, v + cols), v = r·cols + c. The
+/// heights are copied; a heightfield set before is replaced. It may sit beside a mesh.
+///
+/// # Safety
+/// `heights` points to `rows * cols` values; `world` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nk_world_set_heightfield(
+    world: *mut NkWorld,
+    heights: *const f64,
+    rows: usize,
+    cols: usize,
+    spacing: f64,
+    origin_x: f64,
+    origin_y: f64,
+) -> NkStatus {
+    guard("nk_world_set_heightfield", || unsafe {
+        with_world(world, |w| {
+            let n =
+                rows.checked_mul(cols).ok_or_else(|| Fail::new(NkStatus::InvalidArgument, "rows * cols overflows"))?;
+            let h = slice(heights, n, "heights")?;
+            let mut v = Vec::new();
+            v.try_reserve_exact(n)?;
+            v.extend_from_slice(h);
+            w.world.set_heightfield(Heightfield::new(v, rows, cols, spacing, [origin_x, origin_y])?)?;
             Ok(())
         })
     })
