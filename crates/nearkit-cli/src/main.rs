@@ -41,6 +41,8 @@ enum Command {
     ClosestPoint(cmd::closest_point::ClosestPointArgs),
     /// A collision world: ellipsoids against a triangle mesh and each other, tick after tick.
     Collide(cmd::collide::CollideArgs),
+    /// Batched ray casts into a collision world: each ray's first hit, or all its hits.
+    Raycast(cmd::raycast::RaycastArgs),
     /// Generate reproducible test data.
     #[command(subcommand)]
     Gen(cmd::gen::GenCommand),
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Within(a) => cmd::within::run(a),
         Command::ClosestPoint(a) => cmd::closest_point::run(a),
         Command::Collide(a) => cmd::collide::run(a),
+        Command::Raycast(a) => cmd::raycast::run(a),
         Command::Gen(g) => cmd::gen::run(g),
         Command::Bench(b) => cmd::bench::run(b),
     };

@@ -651,3 +651,42 @@ fn bench_within_runs_small() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("pairs within r, unsorted") && out.contains("clustered"), "{out}");
 }
+
+#[test]
+fn raycast_reports_its_hits_with_a_checksum_that_the_limit_one_rows_share() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["raycast", "--device", "cpu", "--rays", "20000", "--batches", "2", "-q"];
+        if !extra.contains(&"--bodies") {
+            args.extend_from_slice(&["--bodies", "300"]);
+        }
+        args.extend_from_slice(extra);
+        let o = nearkit(&args);
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let checksum = |out: &str| out.split("checksum ").nth(1).map(|c| c.trim().to_string()).unwrap();
+    let first = run(&[]);
+    assert!(first.contains("19,440 triangles, 300 bodies") && first.contains("M rays/s"), "{first}");
+    assert_eq!(checksum(&first), checksum(&run(&["--limit", "1"])), "first hits are the rows cut at 1");
+    assert_ne!(checksum(&first), checksum(&run(&["--limit", "3"])));
+    let hits = |out: &str| -> usize {
+        let before = out.split(" of 20,000 rays hit").next().unwrap();
+        before.rsplit('\n').next().unwrap().replace(',', "").parse().unwrap()
+    };
+    let above = run(&["--from-above"]);
+    assert!(hits(&above) > 19_000, "{above}");
+    // A mesh file: one square, in its own units.
+    let d = tempfile::tempdir().unwrap();
+    let square = write(d.path(), "sq.off", b"OFF\n4 2 0\n0 0 0\n10 0 0\n10 10 0\n0 10 0\n3 0 1 2\n3 0 2 3\n");
+    let out = run(&["--mesh", s(&square), "--size", "0", "--bodies", "5", "--from-above"]);
+    assert!(out.contains("sq.off: 2 triangles, 5 bodies") && hits(&out) > 12_000, "{out}");
+}
+
+#[test]
+fn raycast_refuses_bad_input() {
+    let d = tempfile::tempdir().unwrap();
+    fails(&["raycast", "--rays", "0"], &["--rays"], None);
+    fails(&["raycast", "--device", "cpu", "--rays", "10", "--max-distance", "-1"], &["--max-distance"], None);
+    let bad = write(d.path(), "bad.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n");
+    fails(&["raycast", "--mesh", s(&bad)], &["bad.off"], None);
+}

@@ -42,6 +42,7 @@ pub fn kernel_modules() -> Vec<(&'static str, String)> {
         &crate::closest_point::cuda::KERNELS,
         &crate::radius::cuda::KERNELS,
         &crate::collide::cuda::KERNELS,
+        &crate::collide::ray_cast::cuda::KERNELS,
     ]
     .into_iter()
     .map(|m| (m.name, m.source()))
@@ -128,4 +129,13 @@ pub fn contact(
     g: &ContactGeometry,
 ) -> crate::collide::Contact {
     crate::collide::Contact::new(body, kind, other, center, g)
+}
+
+/// Every hit of `ray` in `world`, sorted by (distance, kind, id): a brute force over every
+/// triangle and body with the ray casts' own tests.
+pub fn ray_hits_brute_force(
+    world: &crate::collide::World,
+    ray: &crate::collide::Ray,
+) -> Result<Vec<crate::collide::RayHit>> {
+    crate::collide::ray_cast::cpu::brute_force(world, ray)
 }

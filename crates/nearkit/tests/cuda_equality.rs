@@ -832,3 +832,86 @@ fn gpu_radius_matches_cpu_f64() {
     same_radius::<f64>(82);
 }
 
+/// Ray casts: first hits and sorted hits on the GPU equal the CPU's bit for bit (and a brute
+/// force's), on the crater scene with hard rays (grazing the terrain's vertices, from inside
+/// bodies, along the axes, of zero length, behind layer masks), after the world moves and
+/// after its mesh changes, and on worlds of one triangle and one body, or nothing.
+#[test]
+fn gpu_ray_casts_match_cpu() {
+    use nearkit::collide::scene::Scene;
+    use nearkit::collide::{Body, BodyId, Ray, RayHit, World};
+    use rand::{Rng, SeedableRng};
+    let Some(gpu) = gpu() else { return };
+    let bits = |h: &RayHit| (h.distance.to_bits(), h.kind, h.id, h.point.map(f64::to_bits), h.normal.map(f64::to_bits));
+    let same = |a: &[RayHit], b: &[RayHit]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| bits(x) == bits(y));
+    let mut r = rand_pcg::Pcg64::seed_from_u64(61);
+    let scene = Scene::crater(4000, 13);
+    let mut world = scene.world(1.0).unwrap();
+    for id in (0..4000).step_by(5) {
+        world.set_layers(BodyId(id), 2, u32::MAX).unwrap();
+    }
+    let make_rays = |r: &mut rand_pcg::Pcg64, world: &World, n: usize| -> Vec<Ray> {
+        let b = world.bodies();
+        (0..n)
+            .map(|k| {
+                let d = [r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), r.random_range(-1.0..0.5)];
+                let mask = [u32::MAX, 1, 2, 0][k % 4];
+                let max = [f64::INFINITY, 40.0, 3.0, 0.0][k % 7 % 4];
+                let any = [r.random_range(0.0..108.0), r.random_range(0.0..90.0), r.random_range(-8.0..6.0)];
+                let (origin, direction) = match k % 5 {
+                    0 | 1 => (any, d),
+                    2 => {
+                        // At a vertex of the terrain (grazing), from 1 to 10 m away.
+                        let c = world.triangle(r.random_range(0..world.triangle_count())).unwrap()[k % 3];
+                        let back = r.random_range(1.0..10.0);
+                        (std::array::from_fn(|a| c[a] - back * d[a]), d)
+                    }
+                    3 => (b.center[r.random_range(0..b.len())], d),
+                    _ => (any.map(|v| v.round()), [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]][k % 3]),
+                };
+                Ray { origin, direction, max_distance: max, mask }
+            })
+            .collect()
+    };
+    let mut cuda = Collider::new(&gpu.0, &ColliderOptions::default()).unwrap();
+    let mut cpu = Collider::cpu();
+    for round in 0..3 {
+        let rays = make_rays(&mut r, &world, 100_000);
+        let (a, b) = (cpu.ray_casts(&world, &rays).unwrap(), cuda.ray_casts(&world, &rays).unwrap());
+        let hit = a.iter().filter(|h| h.is_some()).count();
+        assert!(hit > 15_000, "round {round}: {hit} rays hit");
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert!(same(x.as_slice(), y.as_slice()), "round {round}, ray {i} {:?}: CPU {x:?}, GPU {y:?}", rays[i]);
+        }
+        for limit in [1, 4, usize::MAX] {
+            let (a, b) =
+                (cpu.ray_casts_all(&world, &rays, limit).unwrap(), cuda.ray_casts_all(&world, &rays, limit).unwrap());
+            assert_eq!(a.offsets, b.offsets, "round {round}, limit {limit}: rows");
+            assert!(same(&a.hits, &b.hits), "round {round}, limit {limit}: hits");
+        }
+        for (i, ray) in rays.iter().enumerate().step_by(100) {
+            let want = hooks::ray_hits_brute_force(&world, ray).unwrap();
+            assert!(same(b[i].as_slice(), &want[..want.len().min(1)]), "round {round}, ray {i}: brute force");
+        }
+        scene.advance(&mut world, round);
+        if round == 1 {
+            world.remove_body(BodyId(99)).unwrap();
+            world.set_mesh(&nearkit::collide::scene::crater_terrain(50, 60)).unwrap();
+        }
+    }
+    // One triangle and one body (trees of one leaf), then nothing at all.
+    let mut small = World::new(1.0).unwrap();
+    let tri = Points::from_rows(&[[0.0f64, 0.0, 0.0], [4.0, 0.0, 0.0], [0.0, 4.0, 0.0]]);
+    small.set_mesh(&nearkit::Mesh { vertices: tri, triangles: vec![[0, 1, 2]] }).unwrap();
+    small.add_body(Body::sphere([1.0, 1.0, 2.0], 0.5)).unwrap();
+    let rays: Vec<Ray> = make_rays(&mut r, &small, 20_000)
+        .into_iter()
+        .map(|ray| Ray { origin: ray.origin.map(|v| v / 20.0), ..ray })
+        .collect();
+    let (a, b) = (cpu.ray_casts(&small, &rays).unwrap(), cuda.ray_casts(&small, &rays).unwrap());
+    assert!(a.iter().filter(|h| h.is_some()).count() > 100);
+    assert!(a.iter().zip(&b).all(|(x, y)| same(x.as_slice(), y.as_slice())), "one triangle, one body");
+    let empty = World::new(1.0).unwrap();
+    assert!(cuda.ray_casts(&empty, &rays).unwrap().iter().all(Option::is_none));
+    assert!(cuda.ray_casts_all(&empty, &rays, 3).unwrap().hits.is_empty());
+}

@@ -5,4 +5,5 @@ pub mod gen;
 pub mod knn;
 pub mod nearest;
 pub mod pairs;
+pub mod raycast;
 pub mod within;

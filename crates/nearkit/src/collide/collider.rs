@@ -3,6 +3,7 @@
 use super::cpu::{sweeps as cpu_sweeps, CpuCollider};
 use super::cuda::CudaCollider;
 use super::overlap::{overlaps_cpu, Overlap, Overlaps};
+use super::ray_cast::{Ray, RayCaster, RayHit, RayHits};
 use super::world::{Contact, Contacts, PackedContact, Sweep, SweepResult, World};
 use crate::device::Engine;
 use crate::error::Result;
@@ -32,8 +33,9 @@ impl Default for ColliderOptions {
 }
 
 /// Where contacts are computed. The world is the same for both; switching between ticks is
-/// allowed (a CUDA collider uploads what changed since it last ran).
-pub struct Collider(Backend);
+/// allowed (a CUDA collider uploads what changed since it last ran). It also casts rays
+/// into the world, keeping what it built for them (the mesh's tree) from call to call.
+pub struct Collider(Backend, RayCaster);
 
 enum Backend {
     Cpu(Box<CpuCollider>),
@@ -44,14 +46,19 @@ impl Collider {
     /// A collider on the engine's device (the CPU, or its GPU).
     pub fn new(engine: &Engine, opts: &ColliderOptions) -> Result<Collider> {
         Ok(match engine.gpu() {
-            None => Collider(Backend::Cpu(Box::new(CpuCollider::new(opts.portable_code, opts.profile)))),
-            Some(gpu) => Collider(Backend::Cuda(Box::new(CudaCollider::new(gpu.clone(), opts)?))),
+            None => Collider(
+                Backend::Cpu(Box::new(CpuCollider::new(opts.portable_code, opts.profile))),
+                RayCaster::new(None),
+            ),
+            Some(gpu) => {
+                Collider(Backend::Cuda(Box::new(CudaCollider::new(gpu.clone(), opts)?)), RayCaster::new(Some(gpu)))
+            }
         })
     }
 
     /// A CPU collider with the default options.
     pub fn cpu() -> Collider {
-        Collider(Backend::Cpu(Box::new(CpuCollider::new(false, false))))
+        Collider(Backend::Cpu(Box::new(CpuCollider::new(false, false))), RayCaster::new(None))
     }
 
     /// `CPU (N threads)` or the GPU's description.
@@ -97,5 +104,20 @@ impl Collider {
             Backend::Cpu(_) => cpu_sweeps(world, sweeps),
             Backend::Cuda(c) => c.sweeps(world, sweeps),
         }
+    }
+
+    /// Each ray's first hit on the static mesh or a body (`None`: it hits nothing within its
+    /// `max_distance`); at equal distances a triangle comes before a body, then the smaller
+    /// id. Exact (a brute force over every triangle and body finds the same), and the same
+    /// bits on the CPU and CUDA. See [`Ray`] for what a ray hits, and [`RayHit`] for what a
+    /// hit holds.
+    pub fn ray_casts(&mut self, world: &World, rays: &[Ray]) -> Result<Vec<Option<RayHit>>> {
+        self.1.first_hits(world, rays)
+    }
+
+    /// Every ray's hits within its `max_distance`, sorted by (distance, kind, id), at most
+    /// `limit` a ray (its nearest), in rows (see [`RayHits`]).
+    pub fn ray_casts_all(&mut self, world: &World, rays: &[Ray], limit: usize) -> Result<RayHits> {
+        self.1.all_hits(world, rays, limit)
     }
 }

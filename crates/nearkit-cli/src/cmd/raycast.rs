@@ -1,0 +1,254 @@
+//! `nearkit raycast`: casts batches of rays into a collision world and measures them.
+
+use crate::{note, out};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use nearkit::collide::scene::Scene;
+use nearkit::collide::{Collider, ColliderOptions, ContactKind, Ray, RayHit, World};
+use nearkit::{Device, Engine};
+use rayon::prelude::*;
+
+use crate::common::{check_memory, engine_options, ms, parse_with, thousands, CliError, CliResult};
+use crate::progress::Spinner;
+
+#[derive(Args, Debug)]
+#[command(after_help = "\
+Examples:
+  nearkit raycast                                  built-in: crater terrain, 4,000 ellipsoids, 1M rays
+  nearkit raycast --mesh bunny00.off --size 50 --bodies 4000 --rays 1000000
+  nearkit raycast --from-above --device cpu        rays from above the scene, downwards
+  nearkit raycast --limit 8                        every hit of each ray, up to 8, nearest first
+
+Rays start at random points in the scene's box (the mesh's box, 2 m higher) and go in random
+directions (uniform on the sphere), with no length limit unless --max-distance says; with
+--from-above they start 1 m above the box at random (x, y) and go down, within 30° of
+vertical. Each batch is one call: every ray's first hit on the mesh or a body (or, with
+--limit, its hits in order), exact and the same bits on every device; the checksum (of every
+hit's distance, kind, id, point and normal) shows it. The first call, which builds the mesh's
+tree (and on a GPU uploads it), is timed apart; each batch includes building the bodies' tree,
+the transfers and unpacking the hits.")]
+pub struct RaycastArgs {
+    /// A mesh file (.ply, .off, .obj, .stl); without one, the crater terrain (19,440
+    /// triangles, 108 × 90 m).
+    #[arg(long)]
+    pub mesh: Option<PathBuf>,
+    /// The mesh is scaled so that its longest side is this many metres (0: keep its units).
+    #[arg(long, default_value_t = 50.0, allow_negative_numbers = true)]
+    pub size: f64,
+    /// Ellipsoids (radii 0.2–0.8 m) near the mesh's surface.
+    #[arg(long, default_value_t = 4000)]
+    pub bodies: usize,
+    /// Rays per batch.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub rays: usize,
+    /// Batches to time.
+    #[arg(long, default_value_t = 5)]
+    pub batches: usize,
+    /// How far rays reach (default: no limit).
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_distance: Option<f64>,
+    /// Rays from above the scene, downwards, instead of from random points in random directions.
+    #[arg(long)]
+    pub from_above: bool,
+    /// Every hit of each ray, up to this many, nearest first (instead of the first hit only).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Seed of the scene and the rays.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Where to run: auto, cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto", value_parser = parse_with::<Device>)]
+    pub device: Device,
+    /// The world's grid cell size in metres (its collision grid; ray casts do not use it).
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub cell_size: f64,
+    /// Print nothing but the summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn build_scene(args: &RaycastArgs) -> CliResult<Scene> {
+    let Some(file) = &args.mesh else {
+        return Ok(Scene::crater(args.bodies, args.seed));
+    };
+    if !(args.size.is_finite() && args.size >= 0.0) {
+        return Err(CliError(format!("--size must be a number >= 0, got {}", args.size)));
+    }
+    let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let mesh = nearkit_io::read_mesh::<f64>(file)?;
+    if args.size > 0.0 {
+        Ok(Scene::on_mesh(&name, &mesh, args.size, args.bodies, args.seed))
+    } else {
+        Ok(Scene::on_surface(&name, mesh, args.bodies, (0.2, 0.8), args.seed))
+    }
+}
+
+/// A uniform number in [0, 1) from (seed, i, k): splitmix64, so rays are drawn in parallel
+/// and the same on every machine.
+fn unit(seed: u64, i: u64, k: u64) -> f64 {
+    let mut z = seed
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(i.wrapping_mul(0xd1b5_4a32_d192_ed03))
+        .wrapping_add(k.wrapping_mul(0x8cb9_2ba7_2f3d_8dd3));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The benchmark's rays (see the command's help).
+fn make_rays(args: &RaycastArgs, lo: [f64; 3], hi: [f64; 3]) -> Vec<Ray> {
+    let max = args.max_distance.unwrap_or(f64::INFINITY);
+    let seed = args.seed ^ 0x5eed_4a75;
+    (0..args.rays as u64)
+        .into_par_iter()
+        .map(|i| {
+            let u = |k: u64| unit(seed, i, k);
+            let mut o: [f64; 3] = std::array::from_fn(|a| lo[a] + (hi[a] - lo[a]) * u(a as u64));
+            let direction = if args.from_above {
+                o[2] = hi[2] + 1.0;
+                // Within 30° of straight down: a uniform point of the spherical cap.
+                let z = 1.0 - u(3) * (1.0 - 30f64.to_radians().cos());
+                let (s, phi) = ((1.0 - z * z).sqrt(), std::f64::consts::TAU * u(4));
+                [s * phi.cos(), s * phi.sin(), -z]
+            } else {
+                let z = 2.0 * u(3) - 1.0;
+                let (s, phi) = ((1.0 - z * z).sqrt(), std::f64::consts::TAU * u(4));
+                [s * phi.cos(), s * phi.sin(), z]
+            };
+            Ray::new(o, direction, max)
+        })
+        .collect()
+}
+
+/// FNV-1a over every hit's bits (distance, kind, id, point, normal), a marker for none.
+fn checksum<'a>(rows: impl Iterator<Item = &'a [RayHit]>) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |v: u64| {
+        for b in v.to_le_bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for row in rows {
+        eat(row.len() as u64);
+        for x in row {
+            eat(x.distance.to_bits());
+            eat(((x.kind == ContactKind::Body) as u64) << 32 | x.id as u64);
+            x.point.iter().chain(&x.normal).for_each(|v| eat(v.to_bits()));
+        }
+    }
+    h
+}
+
+/// What one batch found.
+struct Batch {
+    time: Duration,
+    /// Rays with a hit, triangle hits, body hits.
+    rays_hit: usize,
+    hits: [usize; 2],
+    checksum: u64,
+}
+
+fn run_batch(collider: &mut Collider, world: &World, rays: &[Ray], limit: Option<usize>) -> CliResult<Batch> {
+    let start = Instant::now();
+    let batch = |time: Duration, rows: &mut dyn Iterator<Item = &[RayHit]>| {
+        let (mut rays_hit, mut hits) = (0, [0usize; 2]);
+        let mut all = Vec::new();
+        for row in rows {
+            rays_hit += !row.is_empty() as usize;
+            for h in row {
+                hits[(h.kind == ContactKind::Body) as usize] += 1;
+            }
+            all.push(row);
+        }
+        Batch { time, rays_hit, hits, checksum: checksum(all.into_iter()) }
+    };
+    Ok(match limit {
+        None => {
+            let first = collider.ray_casts(world, rays)?;
+            batch(start.elapsed(), &mut first.iter().map(|h| h.as_slice()))
+        }
+        Some(limit) => {
+            let all = collider.ray_casts_all(world, rays, limit)?;
+            batch(start.elapsed(), &mut (0..all.len()).map(|i| all.row(i)))
+        }
+    })
+}
+
+pub fn run(args: &RaycastArgs) -> CliResult {
+    if args.rays == 0 || args.batches == 0 {
+        return Err(CliError("--rays and --batches must be at least 1".into()));
+    }
+    if let Some(m) = args.max_distance {
+        if m.is_nan() || m < 0.0 {
+            return Err(CliError(format!("--max-distance must be a number >= 0 (got {m})")));
+        }
+    }
+    // A ray, its first hit and the collider's copies of both.
+    check_memory(&format!("--rays {}", args.rays), args.rays, 256)?;
+    check_memory(&format!("--bodies {}", args.bodies), args.bodies, 256)?;
+    let spinner = Spinner::start("building the scene", args.quiet);
+    let scene = build_scene(args)?;
+    let world = scene.world(args.cell_size)?;
+    let (mut lo, mut hi) = scene.mesh.vertices.bounds();
+    for b in &scene.bodies {
+        for a in 0..3 {
+            lo[a] = lo[a].min(b.center[a]);
+            hi[a] = hi[a].max(b.center[a]);
+        }
+    }
+    hi[2] += 2.0;
+    let rays = make_rays(args, lo, hi);
+    spinner.finish();
+    let engine = Engine::with_options(args.device, &engine_options(false))?;
+    if let (Some(n), false) = (engine.note(), args.quiet) {
+        note!("note: {n}");
+    }
+    let mut collider = Collider::new(&engine, &ColliderOptions::default())?;
+    out!(
+        "scene {}: {} triangles, {} bodies; {} rays {} a batch; device {}",
+        scene.name,
+        thousands(scene.mesh.triangles.len()),
+        thousands(world.body_count()),
+        thousands(rays.len()),
+        if args.from_above { "from above" } else { "from random points, random directions," },
+        collider.describe()
+    );
+    let first = run_batch(&mut collider, &world, &rays, args.limit)?;
+    let mut batches = Vec::with_capacity(args.batches);
+    for _ in 0..args.batches {
+        let b = run_batch(&mut collider, &world, &rays, args.limit)?;
+        if b.checksum != first.checksum {
+            return Err(CliError(format!(
+                "a batch's checksum {:016x} differs from the first's {:016x}",
+                b.checksum, first.checksum
+            )));
+        }
+        batches.push(b);
+    }
+    let mut times: Vec<Duration> = batches.iter().map(|b| b.time).collect();
+    times.sort();
+    let p50 = times[times.len() / 2];
+    out!("first call (builds the mesh's tree): {}", ms(first.time));
+    out!(
+        "{} batches: per batch p50 {}, min {}, max {}; {:.2} M rays/s",
+        args.batches,
+        ms(p50),
+        ms(times[0]),
+        ms(times[times.len() - 1]),
+        rays.len() as f64 / p50.as_secs_f64() / 1e6
+    );
+    let what = if args.limit.is_some() { "hits" } else { "first hits" };
+    out!(
+        "{} of {} rays hit something; {what}: {} on triangles, {} on bodies; checksum {:016x}",
+        thousands(first.rays_hit),
+        thousands(rays.len()),
+        thousands(first.hits[0]),
+        thousands(first.hits[1]),
+        first.checksum
+    );
+    Ok(())
+}

@@ -1,0 +1,219 @@
+//! Batched ray casts against a collision world: each ray's first hit, or all its hits in
+//! order, on the static mesh and the bodies, exact and bit for bit the same on the CPU and
+//! CUDA.
+//!
+//! - A ray is `origin + t·u` for t in [0, `max_distance`], u its direction made unit (on the
+//!   host, before either backend sees it), so t is a distance in world units. It meets the
+//!   static mesh when `mask & world.mesh_layer() != 0`, and a body when
+//!   `mask & body.layer != 0`. (Not yet the world's heightfield.)
+//! - Triangles: a watertight test (Woop, Benthin and Wald 2013) in f64, no fused
+//!   multiply-add: two triangles facing the ray leave no gap along their shared edge (a ray
+//!   grazing a fold of the surface seen edge-on may pass it). Degenerate triangles (corners
+//!   collinear: (b − a) × (c − a) = 0 in f64) are never hit; nor is a triangle by a ray in
+//!   its plane. Bodies: the ray in the body's frame, where it is the unit ball; a ray that
+//!   starts inside (or on) a body hits it at t = 0, with the normal −u.
+//! - Acceleration (`bvh`): a binary radix tree over the Morton codes of the primitives'
+//!   centres, each node holding its two children's boxes in f32, rounded outwards. The
+//!   mesh's tree is built once per mesh and kept by the collider; the bodies' is built per
+//!   call, over the live bodies. Every hit is clamped into the interval where the ray is in
+//!   its primitive's own box, and a box's interval only grows with the box (rounding is
+//!   monotone), so pruning a node can never lose a hit: the answers are those of a brute
+//!   force over every primitive, with the same tests (`intersect`).
+//! - `cpu` and `cuda` (with `ray_cast.cu`) traverse the same trees, a ray at a time; neither
+//!   the order of traversal nor the order of the rays (the CPU casts big batches in the Morton
+//!   order of their origins) changes the answers.
+
+pub(crate) mod bvh;
+pub(crate) mod cpu;
+pub(crate) mod cuda;
+pub(crate) mod intersect;
+
+use std::sync::{Arc, Weak};
+
+use crate::collide::ellipsoid::V3;
+use crate::collide::world::{ContactKind, StaticMesh, World, KIND_BODY};
+use crate::error::{Error, Result};
+use crate::runtime::cuda::Gpu;
+
+use bvh::MeshBvh;
+use intersect::UnitRay;
+
+/// A ray: the points `origin + t·direction/|direction|` for t from 0 to `max_distance`, so
+/// distances are in world units whatever the direction's length. It hits the static mesh's
+/// triangles and the bodies (not the world's heightfield, as yet).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ray {
+    /// Where it starts, in world coordinates.
+    pub origin: V3,
+    /// Which way it goes; any finite, nonzero length. It is made unit first (components
+    /// below 2^-1022 of its length count as 0).
+    pub direction: V3,
+    /// How far it reaches: 0 or more, `f64::INFINITY` for no limit.
+    pub max_distance: f64,
+    /// The layers it hits: the static mesh when `mask & world.mesh_layer() != 0`, a body when
+    /// `mask & body.layer != 0`.
+    pub mask: u32,
+}
+
+impl Ray {
+    /// A ray from `origin` along `direction` up to `max_distance`, hitting every layer.
+    pub fn new(origin: V3, direction: V3, max_distance: f64) -> Self {
+        Ray { origin, direction, max_distance, mask: u32::MAX }
+    }
+
+    /// The same ray, hitting only the layers of `mask`.
+    pub fn with_mask(self, mask: u32) -> Self {
+        Ray { mask, ..self }
+    }
+}
+
+/// Where a ray meets a triangle of the static mesh or a body.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RayHit {
+    /// Distance from the ray's origin, in world units (0 for a ray that starts inside a body).
+    pub distance: f64,
+    /// What was hit.
+    pub kind: ContactKind,
+    /// The triangle's index in the mesh, or the body's id.
+    pub id: u32,
+    /// The hit point, `origin + distance·unit direction`.
+    pub point: V3,
+    /// The unit surface normal there, facing the ray (`normal · direction ≤ 0`): a triangle's
+    /// plane normal, or the body's outward normal; −direction for a ray starting inside a body.
+    pub normal: V3,
+}
+
+impl RayHit {
+    /// (distance, kind, id): the order hits come in (triangles before bodies at equal
+    /// distance, then smaller ids).
+    pub fn order_key(&self) -> (f64, ContactKind, u32) {
+        (self.distance, self.kind, self.id)
+    }
+}
+
+/// Every ray's hits, in rows: ray `i`'s are `hits[offsets[i]..offsets[i + 1]]`, sorted by
+/// (distance, kind, id) and cut at the limit asked for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RayHits {
+    /// `rays + 1` row starts.
+    pub offsets: Vec<usize>,
+    /// The hits, row after row.
+    pub hits: Vec<RayHit>,
+}
+
+impl RayHits {
+    /// How many rays (rows).
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    /// Whether there are no rays.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Ray `i`'s hits, nearest first.
+    pub fn row(&self, i: usize) -> &[RayHit] {
+        &self.hits[self.offsets[i]..self.offsets[i + 1]]
+    }
+}
+
+/// A hit as both backends find it: the distance and the id, tagged with `KIND_BODY` for a
+/// body (so (distance, tagged id) orders hits by (distance, kind, id)), and where its
+/// primitive lies in its tree (to finish the hits kept).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct TaggedHit {
+    pub t: f64,
+    pub tagged: u32,
+    pub at: u32,
+}
+
+impl TaggedHit {
+    /// Whether this hit comes before `other`.
+    #[inline(always)]
+    pub fn before(&self, other: &TaggedHit) -> bool {
+        self.t < other.t || (self.t == other.t && self.tagged < other.tagged)
+    }
+
+    pub fn kind(&self) -> ContactKind {
+        if self.tagged & KIND_BODY != 0 {
+            ContactKind::Body
+        } else {
+            ContactKind::Triangle
+        }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.tagged & !KIND_BODY
+    }
+}
+
+/// The rays checked and made unit, as both backends take them.
+pub(crate) fn unit_rays(rays: &[Ray]) -> Result<Vec<UnitRay>> {
+    use rayon::prelude::*;
+    rays.par_iter().with_min_len(4096).enumerate().map(|(i, r)| UnitRay::new(r).map_err(|m| ray_error(i, m))).collect()
+}
+
+fn ray_error(i: usize, m: String) -> Error {
+    Error::InvalidArgument(format!("ray {i}: {m}"))
+}
+
+/// The mesh's tree, built for one mesh (by identity: the world's `Arc`, held weakly so that
+/// its address is not reused while the tree is kept).
+pub(crate) struct CachedMeshBvh {
+    pub mesh: Weak<StaticMesh>,
+    pub bvh: Arc<MeshBvh>,
+}
+
+/// What a collider keeps for ray casts: the mesh's tree (rebuilt when the world's mesh
+/// changes) and, on a GPU, its device copy and buffers.
+pub(crate) struct RayCaster {
+    mesh: Option<CachedMeshBvh>,
+    cuda: Option<Box<cuda::CudaRayCaster>>,
+}
+
+impl RayCaster {
+    /// A ray caster on the CPU, or on `gpu`.
+    pub fn new(gpu: Option<&Arc<Gpu>>) -> Self {
+        RayCaster { mesh: None, cuda: gpu.map(|g| Box::new(cuda::CudaRayCaster::new(g.clone()))) }
+    }
+
+    /// The tree of `world`'s mesh (`None` without one), built if the mesh changed.
+    fn mesh_bvh(&mut self, world: &World) -> Result<Option<Arc<MeshBvh>>> {
+        let Some(mesh) = world.mesh() else {
+            self.mesh = None;
+            return Ok(None);
+        };
+        if let Some(c) = &self.mesh {
+            if std::ptr::eq(c.mesh.as_ptr(), Arc::as_ptr(mesh)) {
+                return Ok(Some(c.bvh.clone()));
+            }
+        }
+        let bvh = Arc::new(MeshBvh::build(&mesh.corners)?);
+        self.mesh = Some(CachedMeshBvh { mesh: Arc::downgrade(mesh), bvh: bvh.clone() });
+        Ok(Some(bvh))
+    }
+
+    /// Each ray's first hit (see [`crate::collide::Collider::ray_casts`]).
+    pub fn first_hits(&mut self, world: &World, rays: &[Ray]) -> Result<Vec<Option<RayHit>>> {
+        let unit = unit_rays(rays)?;
+        let mesh = self.mesh_bvh(world)?;
+        let bodies = bvh::BodyBvh::build(world)?;
+        match &mut self.cuda {
+            None => Ok(cpu::first_hits(world, mesh.as_deref(), &bodies, &unit)),
+            Some(c) => c.first_hits(world, mesh.as_ref(), &bodies, &unit),
+        }
+    }
+
+    /// Each ray's hits, nearest first, at most `limit` a ray (see
+    /// [`crate::collide::Collider::ray_casts_all`]).
+    pub fn all_hits(&mut self, world: &World, rays: &[Ray], limit: usize) -> Result<RayHits> {
+        let unit = unit_rays(rays)?;
+        let mesh = self.mesh_bvh(world)?;
+        let bodies = bvh::BodyBvh::build(world)?;
+        match &mut self.cuda {
+            None => cpu::all_hits(world, mesh.as_deref(), &bodies, &unit, limit),
+            Some(c) => c.all_hits(world, mesh.as_ref(), &bodies, &unit, limit),
+        }
+    }
+}

@@ -1,0 +1,415 @@
+// Ray casts on the device (collide/ray_cast/cuda.rs launches these): a thread per ray
+// searches the mesh's tree and then the bodies', depth first, nearer child first. Every test
+// repeats its Rust twin in collide/ray_cast/intersect.rs operation for operation, in f64
+// without fused multiply-add, so both backends find the same hits bit for bit; the order of
+// the search does not change them (pruning by boxes never loses a hit, see ray_cast/mod.rs).
+
+#define RAY_STACK NK_RAY_STACK
+#define RAY_LEAF NK_RAY_LEAF
+#define RAY_EMPTY NK_RAY_EMPTY
+#define RAY_KIND_BODY NK_RAY_KIND_BODY
+
+// intersect.rs: RayFrame.
+struct RayFrame {
+    double o[3], d[3];
+    double max_distance;
+    double inv[3];
+    double shear[3];
+    int kx, ky, kz;
+    u32 mask;
+};
+
+// v[k] for an axis k known only at run time (selects, not local memory).
+__device__ __forceinline__ double axis(const double v[3], int k) { return k == 0 ? v[0] : (k == 1 ? v[1] : v[2]); }
+
+__device__ __forceinline__ RayFrame ray_frame(const double* ray, u32 mask) {
+    RayFrame r;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        r.o[a] = ray[a];
+        r.d[a] = ray[3 + a];
+    }
+    r.max_distance = ray[6];
+    r.mask = mask;
+#pragma unroll
+    for (int a = 0; a < 3; a++) r.inv[a] = r.d[a] != 0.0 ? 1.0 / r.d[a] : 0.0;
+    int kz = 0;
+    if (fabs(r.d[1]) > fabs(axis(r.d, kz))) kz = 1;
+    if (fabs(r.d[2]) > fabs(axis(r.d, kz))) kz = 2;
+    int kx = kz == 2 ? 0 : kz + 1;
+    int ky = kx == 2 ? 0 : kx + 1;
+    double dz = axis(r.d, kz);
+    if (dz < 0.0) {
+        int s = kx;
+        kx = ky;
+        ky = s;
+    }
+    r.shear[0] = axis(r.d, kx) / dz;
+    r.shear[1] = axis(r.d, ky) / dz;
+    r.shear[2] = 1.0 / dz;
+    r.kx = kx;
+    r.ky = ky;
+    r.kz = kz;
+    return r;
+}
+
+// RayFrame::slab: the ray's interval in the box (lo, hi); enter > exit when it misses.
+__device__ __forceinline__ void ray_slab(const RayFrame& r, const float* lo, const float* hi, double& enter,
+                                         double& exit) {
+    enter = t_inf<double>() * -1.0;
+    exit = t_inf<double>();
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        double l = (double)lo[a], h = (double)hi[a];
+        if (r.d[a] == 0.0) {
+            if (r.o[a] < l || r.o[a] > h) {
+                enter = t_inf<double>();
+                exit = t_inf<double>() * -1.0;
+                return;
+            }
+            continue;
+        }
+        double t0 = (l - r.o[a]) * r.inv[a];
+        double t1 = (h - r.o[a]) * r.inv[a];
+        double near = r.inv[a] > 0.0 ? t0 : t1;
+        double far = r.inv[a] > 0.0 ? t1 : t0;
+        if (near > enter) enter = near;
+        if (far < exit) exit = far;
+    }
+}
+
+// RayFrame::meets
+__device__ __forceinline__ bool ray_meets(double enter, double exit, double limit) {
+    return enter <= exit && exit >= 0.0 && enter <= limit;
+}
+
+// RayFrame::keep: t clamped into (enter, exit), if then in [0, max_distance].
+__device__ __forceinline__ bool ray_keep(const RayFrame& r, double t, double enter, double exit, double& out) {
+    if (t < enter) {
+        t = enter;
+    } else if (t > exit) {
+        t = exit;
+    }
+    out = t;
+    return t >= 0.0 && t <= r.max_distance;
+}
+
+// RayFrame::triangle: the watertight test. q: the 9 corners.
+__device__ __forceinline__ bool ray_triangle(const RayFrame& r, const double* q, double enter, double exit,
+                                             double& t) {
+    double pa[3], pb[3], pc[3];
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        pa[a] = q[a] - r.o[a];
+        pb[a] = q[3 + a] - r.o[a];
+        pc[a] = q[6 + a] - r.o[a];
+    }
+    double sx = r.shear[0], sy = r.shear[1], sz = r.shear[2];
+    double ax = axis(pa, r.kx) - sx * axis(pa, r.kz);
+    double ay = axis(pa, r.ky) - sy * axis(pa, r.kz);
+    double bx = axis(pb, r.kx) - sx * axis(pb, r.kz);
+    double by = axis(pb, r.ky) - sy * axis(pb, r.kz);
+    double cx = axis(pc, r.kx) - sx * axis(pc, r.kz);
+    double cy = axis(pc, r.ky) - sy * axis(pc, r.kz);
+    double u = cx * by - cy * bx;
+    double v = ax * cy - ay * cx;
+    double w = bx * ay - by * ax;
+    if ((u < 0.0 || v < 0.0 || w < 0.0) && (u > 0.0 || v > 0.0 || w > 0.0)) return false;
+    double det = u + v + w;
+    if (det == 0.0) return false;
+    double az = sz * axis(pa, r.kz), bz = sz * axis(pb, r.kz), cz = sz * axis(pc, r.kz);
+    double tt = (u * az + v * bz + w * cz) / det;
+    return ray_keep(r, tt, enter, exit, t);
+}
+
+// intersect.rs: apply (m·d, m row by row).
+__device__ __forceinline__ void ray_apply(const double* m, const double d[3], double out[3]) {
+    out[0] = m[0] * d[0] + m[1] * d[1] + m[2] * d[2];
+    out[1] = m[3] * d[0] + m[4] * d[1] + m[5] * d[2];
+    out[2] = m[6] * d[0] + m[7] * d[1] + m[8] * d[2];
+}
+
+__device__ __forceinline__ double ray_dot(const double u[3], const double v[3]) {
+    return u[0] * v[0] + u[1] * v[1] + u[2] * v[2];
+}
+
+// RayFrame::ellipsoid: center (3) and unit-ball map (9).
+__device__ __forceinline__ bool ray_ellipsoid(const RayFrame& r, const double* center, const double* unit,
+                                              double enter, double exit, double& t) {
+    double rel[3] = {r.o[0] - center[0], r.o[1] - center[1], r.o[2] - center[2]};
+    double p[3];
+    ray_apply(unit, rel, p);
+    double c = ray_dot(p, p) - 1.0;
+    if (c <= 0.0) return ray_keep(r, 0.0, enter, exit, t);
+    double v[3];
+    ray_apply(unit, r.d, v);
+    double b = ray_dot(p, v);
+    if (!(b < 0.0)) return false;
+    double a = ray_dot(v, v);
+    double disc = b * b - a * c;
+    if (!(disc >= 0.0)) return false;
+    double tt = c / (sqrt(disc) - b);
+    return ray_keep(r, tt, enter, exit, t);
+}
+
+// vec3::normalize: false for a zero vector.
+__device__ __forceinline__ bool ray_normalize(const double u[3], double out[3]) {
+    double l = sqrt(ray_dot(u, u));
+    if (!(l > 0.0)) return false;
+    out[0] = u[0] / l;
+    out[1] = u[1] / l;
+    out[2] = u[2] / l;
+    return true;
+}
+
+// RayFrame::triangle_normal
+__device__ __forceinline__ void ray_triangle_normal(const RayFrame& r, const double* q, double n[3]) {
+    double e1[3] = {q[3] - q[0], q[4] - q[1], q[5] - q[2]};
+    double e2[3] = {q[6] - q[0], q[7] - q[1], q[8] - q[2]};
+    double c[3] = {e1[1] * e2[2] - e1[2] * e2[1], e1[2] * e2[0] - e1[0] * e2[2], e1[0] * e2[1] - e1[1] * e2[0]};
+    if (!ray_normalize(c, n)) {
+        n[0] = 0.0;
+        n[1] = 0.0;
+        n[2] = 1.0;
+    }
+    if (ray_dot(n, r.d) > 0.0) {
+        n[0] = -n[0];
+        n[1] = -n[1];
+        n[2] = -n[2];
+    }
+}
+
+// RayFrame::ellipsoid_normal
+__device__ __forceinline__ void ray_ellipsoid_normal(const RayFrame& r, const double* center, const double* unit,
+                                                     double t, double n[3]) {
+    double back[3] = {-r.d[0], -r.d[1], -r.d[2]};
+    double rel[3] = {r.o[0] - center[0], r.o[1] - center[1], r.o[2] - center[2]};
+    double p[3];
+    ray_apply(unit, rel, p);
+    bool done = false;
+    if (!(ray_dot(p, p) - 1.0 <= 0.0)) {
+        double v[3];
+        ray_apply(unit, r.d, v);
+        double q[3] = {p[0] + t * v[0], p[1] + t * v[1], p[2] + t * v[2]};
+        double g[3] = {unit[0] * q[0] + unit[3] * q[1] + unit[6] * q[2], unit[1] * q[0] + unit[4] * q[1] + unit[7] * q[2],
+                       unit[2] * q[0] + unit[5] * q[1] + unit[8] * q[2]};
+        done = ray_normalize(g, n);
+    }
+    if (!done) {
+        n[0] = back[0];
+        n[1] = back[1];
+        n[2] = back[2];
+    }
+}
+
+// One node, in four 16-byte loads (nodes are 64 bytes, the buffer 256-byte aligned).
+__device__ __forceinline__ BvhNode ray_node(const BvhNode* nodes, u32 i) {
+    const float4* p = reinterpret_cast<const float4*>(nodes + i);
+    float4 a = __ldg(p), b = __ldg(p + 1), c = __ldg(p + 2);
+    uint4 d = __ldg(reinterpret_cast<const uint4*>(p + 3));
+    BvhNode n;
+    n.bounds[0] = a.x, n.bounds[1] = a.y, n.bounds[2] = a.z, n.bounds[3] = a.w;
+    n.bounds[4] = b.x, n.bounds[5] = b.y, n.bounds[6] = b.z, n.bounds[7] = b.w;
+    n.bounds[8] = c.x, n.bounds[9] = c.y, n.bounds[10] = c.z, n.bounds[11] = c.w;
+    n.child[0] = d.x, n.child[1] = d.y, n.layers[0] = d.z, n.layers[1] = d.w;
+    return n;
+}
+
+// cpu.rs: search. `leaf(position, enter, exit)` tests a primitive and hands its hits to the
+// visitor; `visit.limit()` is the t beyond which nothing is wanted. A stacked node keeps its
+// entry t rounded down to f32 (a weaker, still safe, prune when it is popped).
+template <typename Visit, typename Leaf>
+__device__ __forceinline__ void ray_search(const BvhNode* nodes, u32 n_nodes, const RayFrame& r, Visit& visit,
+                                           Leaf leaf) {
+    if (n_nodes == 0) return;
+    u32 stack[RAY_STACK];
+    float stack_enter[RAY_STACK];
+    stack[0] = 0;
+    stack_enter[0] = t_inf<float>() * -1.0f;
+    int top = 1;
+    while (top > 0) {
+        top--;
+        u32 i = stack[top];
+        if ((double)stack_enter[top] > visit.limit()) continue;
+        BvhNode node = ray_node(nodes, i);
+        u32 inner[2];
+        double inner_enter[2];
+        int found = 0;
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            u32 c = node.child[k];
+            if (c == RAY_EMPTY || (node.layers[k] & r.mask) == 0) continue;
+            double enter, exit;
+            ray_slab(r, &node.bounds[6 * k], &node.bounds[6 * k + 3], enter, exit);
+            if (!ray_meets(enter, exit, visit.limit())) continue;
+            if (c & RAY_LEAF) {
+                leaf(c & ~RAY_LEAF, enter, exit);
+            } else {
+                inner[found] = c;
+                inner_enter[found] = enter;
+                found++;
+            }
+        }
+        if (found == 2 && inner_enter[1] > inner_enter[0]) {
+            u32 s = inner[0];
+            inner[0] = inner[1];
+            inner[1] = s;
+            double e = inner_enter[0];
+            inner_enter[0] = inner_enter[1];
+            inner_enter[1] = e;
+        }
+        for (int k = 0; k < found; k++) {
+            stack[top] = inner[k];
+            stack_enter[top] = __double2float_rd(inner_enter[k]);
+            top++;
+        }
+    }
+}
+
+// (t, tag) before (bt, btag): TaggedHit::before.
+__device__ __forceinline__ bool ray_before(double t, u32 tag, double bt, u32 btag) {
+    return t < bt || (t == bt && tag < btag);
+}
+
+struct RayMeshTree {
+    RayMeshView v;
+    const u32* ids;
+};
+struct RayBodyTree {
+    RayBodyView v;
+    const u32* ids;
+};
+
+// cpu.rs: search_world. hit(t, tag, position) gets every hit.
+template <typename Visit>
+__device__ __forceinline__ void ray_search_world(const RayFrame& r, const RayMeshTree& mesh, const RayBodyTree& bodies,
+                                                 Visit& visit) {
+    if ((r.mask & mesh.v.layer) != 0) {
+        ray_search(mesh.v.nodes, mesh.v.n_nodes, r, visit, [&](u32 s, double enter, double exit) {
+            double t;
+            if (ray_triangle(r, mesh.v.corners + 9 * (u64)s, enter, exit, t)) visit.hit(t, mesh.ids[s], s);
+        });
+    }
+    ray_search(bodies.v.nodes, bodies.v.n_nodes, r, visit, [&](u32 s, double enter, double exit) {
+        double t;
+        if (ray_ellipsoid(r, bodies.v.center + 3 * (u64)s, bodies.v.unit + 9 * (u64)s, enter, exit, t))
+            visit.hit(t, bodies.ids[s] | RAY_KIND_BODY, s);
+    });
+}
+
+// cpu.rs: finish. A hit's 7 values: t (−0 as 0), point, normal.
+__device__ __forceinline__ void ray_finish(const RayFrame& r, const RayMeshTree& mesh, const RayBodyTree& bodies,
+                                           double t, u32 tag, u32 s, double* o) {
+    t = t + 0.0;
+    double n[3];
+    if (tag & RAY_KIND_BODY) {
+        ray_ellipsoid_normal(r, bodies.v.center + 3 * (u64)s, bodies.v.unit + 9 * (u64)s, t, n);
+    } else {
+        ray_triangle_normal(r, mesh.v.corners + 9 * (u64)s, n);
+    }
+    o[0] = t;
+    o[1] = r.o[0] + t * r.d[0];
+    o[2] = r.o[1] + t * r.d[1];
+    o[3] = r.o[2] + t * r.d[2];
+    o[4] = n[0];
+    o[5] = n[1];
+    o[6] = n[2];
+}
+
+// cpu.rs: First.
+struct RayFirst {
+    double t;
+    u32 tag, s;
+    bool found;
+    __device__ double limit() const { return t; }
+    __device__ void hit(double ht, u32 htag, u32 hs) {
+        if (!found || ray_before(ht, htag, t, tag)) {
+            found = true;
+            t = ht;
+            tag = htag;
+            s = hs;
+        }
+    }
+};
+
+extern "C" __global__ void ray_first_hits(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
+                                          const u32* mesh_ids, RayBodyView bodies, const u32* body_ids, u32* out_tag,
+                                          double* out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
+    RayMeshTree m = {mesh, mesh_ids};
+    RayBodyTree b = {bodies, body_ids};
+    RayFirst v = {r.max_distance, 0u, 0u, false};
+    ray_search_world(r, m, b, v);
+    out_tag[i] = v.found ? v.tag : NO_ID;
+    if (v.found) ray_finish(r, m, b, v.t, v.tag, v.s, out + 7 * (u64)i);
+}
+
+// Counts hits (all of them within max_distance; the caller cuts at the limit).
+struct RayCount {
+    double max_distance;
+    u32 count;
+    __device__ double limit() const { return max_distance; }
+    __device__ void hit(double, u32, u32) { count++; }
+};
+
+extern "C" __global__ void ray_hit_counts(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
+                                          const u32* mesh_ids, RayBodyView bodies, const u32* body_ids, u32 limit,
+                                          u32* counts) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u32 c = 0;
+    if (limit > 0) {
+        RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
+        RayMeshTree m = {mesh, mesh_ids};
+        RayBodyTree b = {bodies, body_ids};
+        RayCount v = {r.max_distance, 0u};
+        ray_search_world(r, m, b, v);
+        c = v.count < limit ? v.count : limit;
+    }
+    counts[i] = c;
+}
+
+// cpu.rs: Nearest. The row's `cap` nearest hits, sorted, in place: t in o[7k], the tag in
+// tags[k], the sorted position (until finished) in o[7k + 1].
+struct RayRow {
+    double max_distance;
+    double* o;
+    u32* tags;
+    u32 len, cap;
+    __device__ double limit() const { return len < cap ? max_distance : o[7 * (u64)(cap - 1)]; }
+    __device__ void hit(double t, u32 tag, u32 s) {
+        if (len == cap && !ray_before(t, tag, o[7 * (u64)(cap - 1)], tags[cap - 1])) return;
+        u32 j = len < cap ? len : cap - 1;
+        while (j > 0 && ray_before(t, tag, o[7 * (u64)(j - 1)], tags[j - 1])) {
+            o[7 * (u64)j] = o[7 * (u64)(j - 1)];
+            o[7 * (u64)j + 1] = o[7 * (u64)(j - 1) + 1];
+            tags[j] = tags[j - 1];
+            j--;
+        }
+        o[7 * (u64)j] = t;
+        o[7 * (u64)j + 1] = (double)s;
+        tags[j] = tag;
+        if (len < cap) len++;
+    }
+};
+
+extern "C" __global__ void ray_all_hits(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
+                                        const u32* mesh_ids, RayBodyView bodies, const u32* body_ids,
+                                        const u64* offsets, const u32* counts, u32* out_tag, double* out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u32 cap = counts[i];
+    if (cap == 0) return;
+    RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
+    RayMeshTree m = {mesh, mesh_ids};
+    RayBodyTree b = {bodies, body_ids};
+    u64 at = offsets[i];
+    RayRow v = {r.max_distance, out + 7 * at, out_tag + at, 0u, cap};
+    ray_search_world(r, m, b, v);
+    for (u32 k = 0; k < v.len; k++) {
+        double* o = v.o + 7 * (u64)k;
+        ray_finish(r, m, b, o[0], v.tags[k], (u32)o[1], o);
+    }
+}
