@@ -2,7 +2,7 @@
 //! bulk from arrays) and `Collider` (its contacts and sweeps on the CPU or a GPU).
 
 use nearkit::collide::{
-    scene, Body, BodyId, Collider, ColliderOptions, ContactKind, Heightfield, Overlap, Sweep, World,
+    scene, Body, BodyId, Collider, ColliderOptions, ContactKind, Heightfield, Overlap, Ray, Sweep, World,
 };
 use numpy::{PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
@@ -420,5 +420,63 @@ impl PyCollider {
         let ids: Vec<i64> = found.ids.iter().map(|&i| i as i64).collect();
         let total: Vec<i64> = found.total.iter().map(|&t| t as i64).collect();
         (vector(py, offsets), vector(py, kinds), vector(py, ids), vector(py, total)).into_pyobject(py)
+    }
+
+    /// Each ray's hits: (offsets (n + 1), distance, kind u8, id, point (h, 3), normal (h, 3)),
+    /// rows sorted by (distance, kind, id); `limit` 0 asks for the first hit only.
+    #[allow(clippy::type_complexity)]
+    fn ray_casts<'py>(
+        &mut self,
+        py: Python<'py>,
+        world: PyRef<'py, PyWorld>,
+        origins: PyReadonlyArray2<'_, f64>,
+        directions: PyReadonlyArray2<'_, f64>,
+        max_distance: numpy::PyReadonlyArray1<'_, f64>,
+        masks: PyReadonlyArray1<'_, u32>,
+        limit: usize,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let n = origins.shape()[0];
+        check_rows("origins", origins.shape(), n, 3)?;
+        check_rows("directions", directions.shape(), n, 3)?;
+        if max_distance.len() != n || masks.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "max_distance has {} entries and masks {} for {n} rays",
+                max_distance.len(),
+                masks.len()
+            )));
+        }
+        let (o, d, m, k) = (origins.as_array(), directions.as_array(), max_distance.as_array(), masks.as_array());
+        let rays: Vec<Ray> =
+            (0..n).map(|i| Ray { origin: row(&o, i), direction: row(&d, i), max_distance: m[i], mask: k[i] }).collect();
+        let (collider, world) = (SameThread(&mut self.collider), &world.world);
+        let found = py
+            .detach(move || -> nearkit::Result<(Vec<usize>, Vec<nearkit::collide::RayHit>)> {
+                let collider = collider.into_inner();
+                if limit == 0 {
+                    let first = collider.ray_casts(world, &rays)?;
+                    let mut offsets = Vec::with_capacity(n + 1);
+                    offsets.push(0);
+                    let mut hits = Vec::new();
+                    for h in first {
+                        hits.extend(h);
+                        offsets.push(hits.len());
+                    }
+                    Ok((offsets, hits))
+                } else {
+                    let all = collider.ray_casts_all(world, &rays, limit)?;
+                    Ok((all.offsets, all.hits))
+                }
+            })
+            .map_err(err)?;
+        let (offsets, hits) = found;
+        let h = hits.len();
+        let offsets: Vec<i64> = offsets.iter().map(|&v| v as i64).collect();
+        let distance: Vec<f64> = hits.iter().map(|x| x.distance).collect();
+        let kind: Vec<u8> = hits.iter().map(|x| kind_code(x.kind)).collect();
+        let id: Vec<i64> = hits.iter().map(|x| x.id as i64).collect();
+        let point: Vec<f64> = hits.iter().flat_map(|x| x.point).collect();
+        let normal: Vec<f64> = hits.iter().flat_map(|x| x.normal).collect();
+        let (point, normal) = (matrix(py, point, h, 3)?, matrix(py, normal, h, 3)?);
+        (vector(py, offsets), vector(py, distance), vector(py, kind), vector(py, id), point, normal).into_pyobject(py)
     }
 }

@@ -181,3 +181,22 @@ def test_overlaps_find_the_ground_and_the_bodies():
         collider.overlaps(world, [[0, 0, 0]], radii=1, limit=0)
     with pytest.raises(ValueError, match="overlap query 0"):
         collider.overlaps(world, [[0, 0, np.nan]], radii=1)
+
+
+def test_rays_hit_the_mesh_and_the_bodies():
+    world = nearkit.World()
+    world.set_mesh([[0, 0, 1], [20, 0, 1], [0, 20, 1]], [[0, 1, 2]])  # a roof at z = 1 over half
+    ids = world.add_bodies([[15, 15, 3], [15, 15, 6]], radii=0.5, layers=[1, 2])
+    collider = nearkit.Collider(device="cpu")
+    down = [[0, 0, -1]] * 3
+    hits = collider.ray_casts(world, [[15, 15, 10], [2, 2, 10], [30, 30, 10]], down, limit=4)
+    assert hits.offsets.tolist() == [0, 2, 3, 3]
+    np.testing.assert_allclose(hits.distance, [3.5, 6.5, 9.0])
+    assert hits.kind.tolist() == [nearkit.CONTACT_BODY, nearkit.CONTACT_BODY, nearkit.CONTACT_TRIANGLE]
+    assert hits.id.tolist() == [ids[1], ids[0], 0]
+    np.testing.assert_allclose(hits.normal[2], [0, 0, 1])
+    # The first hit only, a mask that misses body 1's layer 2, and a short reach.
+    first = collider.ray_casts(world, [[15, 15, 10], [2, 2, 10]], down[:2], max_distance=[20, 5], masks=1)
+    assert first.offsets.tolist() == [0, 1, 1] and first.id.tolist() == [ids[0]]
+    with pytest.raises(ValueError, match="limit"):
+        collider.ray_casts(world, [[0, 0, 0]], [[0, 0, 1]], limit=0)

@@ -45,6 +45,24 @@ class SweepHits(NamedTuple):
     kind: np.ndarray
 
 
+class RayHits(NamedTuple):
+    """Per ray, its hits in rows: ray i's are ``distance[offsets[i]:offsets[i + 1]]`` and the
+    same of ``kind`` (``CONTACT_TRIANGLE`` or ``CONTACT_BODY``), ``id`` (the triangle or the
+    body), ``point`` and ``normal`` ((h, 3); the unit normal facing the ray), nearest first
+    (ties: triangles, then the smaller id)."""
+
+    offsets: np.ndarray
+    distance: np.ndarray
+    kind: np.ndarray
+    id: np.ndarray
+    point: np.ndarray
+    normal: np.ndarray
+
+    def row(self, i: int) -> slice:
+        """The slice of ray i's hits."""
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+
+
 class OverlapHits(NamedTuple):
     """Per query, what it overlaps, in rows: query i's are ``kind[offsets[i]:offsets[i + 1]]``
     (``CONTACT_TRIANGLE``, ``CONTACT_HEIGHTFIELD`` or ``CONTACT_BODY``) and the same of
@@ -344,5 +362,46 @@ class Collider:
                 _rows(orientations, "orientations", n, 4, _IDENTITY),
                 _u32(masks, "masks", n),
                 int(limit),
+            )
+        )
+
+    def ray_casts(
+        self,
+        world: World,
+        origins: Any,
+        directions: Any,
+        max_distance: Any = np.inf,
+        masks: Any = _ALL_LAYERS,
+        limit: int = 1,
+    ) -> RayHits:
+        """Rays against the static mesh and the bodies, exact (a brute force over every
+        triangle and body finds the same hits): ``origins`` and ``directions`` (n, 3; any
+        nonzero length), ``max_distance`` (scalar or (n,), in world units), ``masks`` (a ray
+        hits the mesh when its mask meets ``mesh_layer``, a body when it meets the body's
+        layer). Each ray's nearest ``limit`` hits (1: its first hit) in rows.
+
+        >>> import numpy as np, nearkit
+        >>> world = nearkit.World()
+        >>> world.set_mesh([[-9, -9, 0], [9, -9, 0], [0, 9, 0]], [[0, 1, 2]])
+        >>> world.add_bodies([[0, 0, 5]], radii=1.0).tolist()
+        [0]
+        >>> hits = nearkit.Collider(device="cpu").ray_casts(world, [[0, 0, 10], [3, 0, 10]], [[0, 0, -1]] * 2, limit=2)
+        >>> hits.offsets.tolist(), hits.distance.tolist(), hits.kind.tolist()
+        ([0, 2, 3], [4.0, 10.0, 10.0], [1, 0, 0])
+        """
+        o, _ = _arrays.points(origins, "origins", np.float64)
+        n = o.shape[0]
+        limit = int(limit)
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        d = np.broadcast_to(np.asarray(max_distance, dtype=np.float64), (n,))
+        return RayHits(
+            *self._native.ray_casts(
+                world._native,
+                np.ascontiguousarray(o),
+                _rows(directions, "directions", n, 3),
+                np.ascontiguousarray(d),
+                _u32(masks, "masks", n),
+                0 if limit == 1 else limit,
             )
         )

@@ -51,6 +51,15 @@ class MeshIndex:
     def closest_point(
         self, x: np.ndarray, max_distance: Optional[float], workers: int
     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+    def ray_casts(
+        self,
+        world: World,
+        origins: np.ndarray,
+        directions: np.ndarray,
+        max_distance: np.ndarray,
+        masks: np.ndarray,
+        limit: int,
+    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
     def signed_distance(self, x: np.ndarray, max_distance: Optional[float], workers: int) -> np.ndarray: ...
 
 class World:
@@ -104,6 +113,15 @@ class Collider:
         masks: np.ndarray,
         limit: int,
     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
+    def ray_casts(
+        self,
+        world: World,
+        origins: np.ndarray,
+        directions: np.ndarray,
+        max_distance: np.ndarray,
+        masks: np.ndarray,
+        limit: int,
+    ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
 
 def configure_cuda(
     cccl_include: Optional[str] = None, kernel_cache: Optional[str] = None, chunk_points: Optional[int] = None
