@@ -457,7 +457,7 @@ fn world_contacts_equal_all_pairs_for_triangles_of_every_size() {
 /// entries per triangle, where one level of 1 m cells would need billions.
 #[test]
 fn a_dem_of_30_m_triangles_grids_at_1_m_cells() {
-    let scene = Scene::dem(2000, 3);
+    let scene = Scene::on_surface("dem", nearkit::collide::scene::dem_terrain(), 2000, (0.2, 0.8), 3);
     let world = scene.world(1.0).unwrap();
     let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     let got = cpu.contacts(&world).unwrap();
@@ -759,6 +759,14 @@ fn overlap_queries_equal_all_pairs() {
     let bad = [Overlap::sphere([0.0, 0.0, f64::NAN], 1.0)];
     assert!(cpu.overlaps(&world, &bad, 4).unwrap_err().to_string().contains("overlap query 0"));
     assert!(cpu.overlaps(&world, &queries[..1], 0).unwrap_err().to_string().contains("limit"));
+    // Queries whose boxes cover too many cells to walk are refused, not left to run for
+    // minutes: an overlap query 1 km wide, a sweep 5 km long, at 1 m cells.
+    let e = cpu.overlaps(&world, &[Overlap::sphere([0.0; 3], 1000.0)], 4).unwrap_err().to_string();
+    assert!(e.contains("overlap query 0") && e.contains("grid cells"), "{e}");
+    let long =
+        Sweep { radii: [0.5; 3], orientation: [0.0, 0.0, 0.0, 1.0], from: [0.0; 3], to: [5000.0, 3000.0, 500.0] };
+    let e = cpu.sweeps(&world, &[long, long]).unwrap_err().to_string();
+    assert!(e.contains("sweep 0") && e.contains("grid cells"), "{e}");
 }
 
 /// Determinism: the contacts and sweeps of a replayed run are the same bits on 1, 2, 3 and 8

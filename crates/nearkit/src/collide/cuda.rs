@@ -931,7 +931,12 @@ impl CudaCollider {
 
     /// Each sweep's first hit on the static mesh or the heightfield, as the CPU collider gives.
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
-        sweeps.par_iter().with_min_len(4096).try_for_each(Sweep::check)?;
+        let cell_size = world.cell_size();
+        sweeps
+            .par_iter()
+            .with_min_len(4096)
+            .enumerate()
+            .try_for_each(|(i, s)| s.check(cell_size).map_err(|e| crate::collide::cpu::sweep_error(i, e)))?;
         if (world.mesh().is_none() && world.heightfield().is_none()) || sweeps.is_empty() {
             return Ok(vec![None; sweeps.len()]);
         }
@@ -1022,7 +1027,7 @@ impl CudaCollider {
     /// Each query's overlaps, as the CPU gives them. The bodies come from the body grid of
     /// a tick, run first unless the last one was for this world as it is now.
     pub fn overlaps(&mut self, world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
-        check_queries(queries, limit)?;
+        check_queries(queries, limit, world.cell_size())?;
         let n = queries.len();
         if n == 0 {
             return Ok(Overlaps::from_tagged(Vec::new()));

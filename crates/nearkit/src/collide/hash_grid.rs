@@ -49,6 +49,23 @@ impl CellRange {
     }
 }
 
+/// Grid cells one query's box (a sweep's, an overlap query's) may cover: its cells are walked
+/// one by one, so a box of a kilometre at 1 m cells would take minutes.
+pub const MAX_QUERY_CELLS: usize = 1 << 24;
+
+/// The cells of a query's box; an error when it lies beyond the grid's range or covers more
+/// than `MAX_QUERY_CELLS`.
+pub fn query_cells(lo: [f64; 3], hi: [f64; 3], cell_size: f64) -> Result<CellRange> {
+    let r = CellRange::of_box(lo, hi, cell_size)?;
+    let n = r.count();
+    if n > MAX_QUERY_CELLS {
+        return Err(Error::InvalidArgument(format!(
+            "its box covers {n} grid cells of {cell_size} (at most {MAX_QUERY_CELLS}): use larger cells or split it"
+        )));
+    }
+    Ok(r)
+}
+
 /// Whether `cell` is where the pair of items with low cells `a` and `b` is tested.
 #[inline(always)]
 pub fn owns_pair(cell: [i32; 3], a: [i32; 3], b: [i32; 3]) -> bool {

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use super::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use super::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
 use super::ellipsoid::{body_box, sub, Shape, V3};
-use super::hash_grid::{boxes_overlap, owns_pair, CellRange, HashGrid};
+use super::hash_grid::{boxes_overlap, owns_pair, query_cells, CellRange, HashGrid};
 use super::world::{check_pose, ContactKind, World, ID_BITS};
 use crate::error::{Error, Result};
 
@@ -102,16 +102,22 @@ impl Overlaps {
     }
 }
 
-/// Checks the queries and the limit (1 to `OVERLAP_LIMIT_MAX`).
-pub(crate) fn check_queries(queries: &[Overlap], limit: usize) -> Result<()> {
+/// Checks the queries (their boxes within the grid of cells of `cell_size`:
+/// `hash_grid::query_cells`) and the limit (1 to `OVERLAP_LIMIT_MAX`).
+pub(crate) fn check_queries(queries: &[Overlap], limit: usize, cell_size: f64) -> Result<()> {
     if !(1..=OVERLAP_LIMIT_MAX).contains(&limit) {
         return Err(Error::InvalidArgument(format!("the overlap limit must be 1 to {OVERLAP_LIMIT_MAX}, got {limit}")));
     }
     for (i, q) in queries.iter().enumerate() {
-        q.check().map_err(|e| match e {
-            Error::InvalidArgument(m) => Error::InvalidArgument(format!("overlap query {i}: {m}")),
-            e => e,
-        })?;
+        q.check()
+            .and_then(|()| {
+                let (lo, hi) = body_box(&Shape::new(q.radii, q.orientation), q.center);
+                query_cells(lo, hi, cell_size).map(|_| ())
+            })
+            .map_err(|e| match e {
+                Error::InvalidArgument(m) => Error::InvalidArgument(format!("overlap query {i}: {m}")),
+                e => e,
+            })?;
     }
     Ok(())
 }
@@ -119,8 +125,8 @@ pub(crate) fn check_queries(queries: &[Overlap], limit: usize) -> Result<()> {
 /// Every query's overlaps on the CPU. The bodies are gridded for the call (at the world's
 /// cells, by the same boxes as a tick's).
 pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
-    check_queries(queries, limit)?;
     let cell_size = world.cell_size();
+    check_queries(queries, limit, cell_size)?;
     let b = world.bodies();
     let body_boxes: Vec<Option<(V3, V3)>> = (0..b.len())
         .into_par_iter()

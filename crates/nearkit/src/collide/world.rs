@@ -620,13 +620,25 @@ pub struct SweepResult {
 }
 
 impl Sweep {
-    pub(crate) fn check(&self) -> Result<()> {
+    /// Checks the sweep, and that its box fits the grid of cells of `cell_size`
+    /// (`hash_grid::query_cells`).
+    pub(crate) fn check(&self, cell_size: f64) -> Result<()> {
         check_pose(self.from, self.orientation)?;
         check_pose(self.to, self.orientation)?;
         if !self.radii.iter().all(|r| r.is_finite() && *r > 0.0) {
             return Err(Error::InvalidArgument(format!("sweep radii {:?} must be positive numbers", self.radii)));
         }
+        let (lo, hi) = self.bounds();
+        super::hash_grid::query_cells(lo, hi, cell_size)?;
         Ok(())
+    }
+
+    /// The box the sweep moves through: its body's box at the start and at the end, joined.
+    pub(crate) fn bounds(&self) -> (V3, V3) {
+        let shape = Shape::new(self.radii, self.orientation);
+        let (lo0, hi0) = super::ellipsoid::body_box(&shape, self.from);
+        let (lo1, hi1) = super::ellipsoid::body_box(&shape, self.to);
+        (std::array::from_fn(|a| lo0[a].min(lo1[a])), std::array::from_fn(|a| hi0[a].max(hi1[a])))
     }
 }
 

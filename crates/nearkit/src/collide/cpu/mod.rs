@@ -431,27 +431,29 @@ impl CpuCollider {
     }
 }
 
+/// An error about sweep `i`, naming it.
+pub(crate) fn sweep_error(i: usize, e: crate::error::Error) -> crate::error::Error {
+    match e {
+        crate::error::Error::InvalidArgument(m) => crate::error::Error::InvalidArgument(format!("sweep {i}: {m}")),
+        e => e,
+    }
+}
+
 /// Each sweep's first contact with the mesh or the heightfield (`None`: it moves freely, or
 /// there is neither).
 pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
-    for s in sweeps {
-        s.check()?;
+    for (i, s) in sweeps.iter().enumerate() {
+        s.check(world.cell_size()).map_err(|e| sweep_error(i, e))?;
     }
     let (mesh, terrain) = (world.mesh(), world.heightfield());
     if mesh.is_none() && terrain.is_none() {
         return Ok(vec![None; sweeps.len()]);
     }
-    let cell_size = world.cell_size();
     sweeps
         .par_iter()
         .map(|s| {
             let shape = Shape::new(s.radii, s.orientation);
-            let (lo0, hi0) = body_box(&shape, s.from);
-            let (lo1, hi1) = body_box(&shape, s.to);
-            let lo: V3 = std::array::from_fn(|a| lo0[a].min(lo1[a]));
-            let hi: V3 = std::array::from_fn(|a| hi0[a].max(hi1[a]));
-            // The sweep's box must lie within the world's grid (as on the GPU).
-            CellRange::of_box(lo, hi, cell_size)?;
+            let (lo, hi) = s.bounds();
             let motion = sub(s.to, s.from);
             let mut best: Option<SweepResult> = None;
             // Candidates come kind by kind, mesh first, each in any order: ties by id.
