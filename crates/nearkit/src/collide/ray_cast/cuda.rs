@@ -10,12 +10,12 @@ use rayon::prelude::*;
 
 use super::bvh::{BodyBvh, BvhNode, MeshBvh, EMPTY, LEAF, STACK};
 use super::intersect::UnitRay;
-use super::{RayHit, RayHits, TaggedHit};
+use super::{ray_error, Ray, RayHit, RayHits, TaggedHit};
 use crate::collide::world::{World, KIND_BODY};
 use crate::error::{Error, Result};
 use crate::geometry::points::NO_ID;
 use crate::runtime::cuda::launch::{c_definitions, c_struct, kernels, In, Out};
-use crate::runtime::cuda::transfer::{download_vec, upload};
+use crate::runtime::cuda::transfer::{download, download_vec, upload};
 use crate::runtime::cuda::{threads, CudaSource, Gpu, COMMON};
 
 static RAY_CAST: CudaSource = CudaSource {
@@ -176,10 +176,44 @@ impl DeviceTree {
     }
 }
 
-/// A collider's ray casts on one GPU: the mesh's tree as last uploaded.
+/// A collider's ray casts on one GPU: the mesh's tree as last uploaded, and the host
+/// buffers a call fills, kept from call to call (fresh memory for a million rays took
+/// longer, in page faults, than the kernel).
 pub(crate) struct CudaRayCaster {
     gpu: Arc<Gpu>,
     mesh: Option<(Arc<MeshBvh>, DeviceTree)>,
+    host: HostBuffers,
+}
+
+/// Host memory a call reuses: the rays flattened, their masks, and the hits as they come
+/// down (tags and 7 values each).
+#[derive(Default)]
+struct HostBuffers {
+    flat: Vec<f64>,
+    masks: Vec<u32>,
+    tags: Vec<u32>,
+    vals: Vec<f64>,
+}
+
+/// `v` holding `n` values (old ones or zeros: every use overwrites them).
+fn sized<T: Copy + Default>(v: &mut Vec<T>, n: usize) -> &mut [T] {
+    if v.len() < n {
+        v.resize(n, T::default());
+    }
+    &mut v[..n]
+}
+
+/// Downloads `src` into the first `src.len()` values of `v`.
+fn download_into<T: DeviceRepr + Copy + Default + Send + Sync>(
+    gpu: &Gpu,
+    src: &cudarc::driver::CudaView<'_, T>,
+    v: &mut Vec<T>,
+) -> Result<()> {
+    let n = src.len();
+    let dst = sized(v, n);
+    // SAFETY: initialised values viewed as possibly uninitialised ones, all overwritten.
+    let dst = unsafe { &mut *(dst as *mut [T] as *mut [std::mem::MaybeUninit<T>]) };
+    download(gpu, src, dst)
 }
 
 /// One chunk of rays on the device: 7 values each (origin, unit direction, max distance)
@@ -191,15 +225,24 @@ struct DeviceRays {
 }
 
 impl DeviceRays {
-    fn upload(gpu: &Gpu, rays: &[UnitRay]) -> Result<Self> {
-        let mut flat = vec![0.0f64; 7 * rays.len()];
-        flat.par_chunks_mut(7).zip(rays.par_iter()).with_min_len(4096).for_each(|(d, r)| {
-            d[..3].copy_from_slice(&r.origin);
-            d[3..6].copy_from_slice(&r.dir);
-            d[6] = r.max_distance;
-        });
-        let masks: Vec<u32> = rays.iter().map(|r| r.mask).collect();
-        Ok(DeviceRays { rays: upload_new(gpu, &flat)?, masks: upload_new(gpu, &masks)?, n: rays.len() })
+    /// Rays `first..` (`rays`), made unit (`UnitRay`: an error names a bad one) and flattened.
+    fn upload(gpu: &Gpu, rays: &[Ray], first: usize, host: &mut HostBuffers) -> Result<Self> {
+        let flat = sized(&mut host.flat, 7 * rays.len());
+        let masks = sized(&mut host.masks, rays.len());
+        flat.par_chunks_mut(7)
+            .zip(masks.par_iter_mut())
+            .zip(rays.par_iter())
+            .enumerate()
+            .with_min_len(4096)
+            .try_for_each(|(i, ((d, m), r))| {
+                let u = UnitRay::new(r).map_err(|e| ray_error(first + i, e))?;
+                d[..3].copy_from_slice(&u.origin);
+                d[3..6].copy_from_slice(&u.dir);
+                d[6] = u.max_distance;
+                *m = u.mask;
+                Ok::<(), Error>(())
+            })?;
+        Ok(DeviceRays { rays: upload_new(gpu, flat)?, masks: upload_new(gpu, masks)?, n: rays.len() })
     }
 }
 
@@ -211,7 +254,7 @@ fn unpack(tag: u32, v: &[f64]) -> RayHit {
 
 impl CudaRayCaster {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        CudaRayCaster { gpu, mesh: None }
+        CudaRayCaster { gpu, mesh: None, host: HostBuffers::default() }
     }
 
     /// The mesh's tree on the device (uploaded when it is not the one held).
@@ -235,7 +278,7 @@ impl CudaRayCaster {
         world: &World,
         mesh: Option<&Arc<MeshBvh>>,
         bodies: &BodyBvh,
-        rays: &[UnitRay],
+        rays: &[Ray],
     ) -> Result<Vec<Option<RayHit>>> {
         let gpu_arc = self.gpu.clone();
         let gpu = &*gpu_arc;
@@ -246,8 +289,8 @@ impl CudaRayCaster {
         let b = DeviceTree::bodies(gpu, bodies)?;
         let (mv, bv) = (m.mesh_view(gpu, world.mesh_layer()), b.body_view(gpu));
         let mut out = Vec::with_capacity(rays.len());
-        for chunk in rays.chunks(CHUNK) {
-            let r = DeviceRays::upload(gpu, chunk)?;
+        for (k, chunk) in rays.chunks(CHUNK).enumerate() {
+            let r = DeviceRays::upload(gpu, chunk, k * CHUNK, &mut self.host)?;
             let mut tags = gpu.alloc_uninit::<u32>(r.n)?;
             let mut vals = gpu.alloc_uninit::<f64>(7 * r.n)?;
             ray_first_hits(
@@ -263,8 +306,9 @@ impl CudaRayCaster {
                 &mut tags,
                 &mut vals,
             )?;
-            let tags: Vec<u32> = download_vec(gpu, &tags.slice(0..r.n))?;
-            let vals: Vec<f64> = download_vec(gpu, &vals.slice(0..7 * r.n))?;
+            download_into(gpu, &tags.slice(0..r.n), &mut self.host.tags)?;
+            download_into(gpu, &vals.slice(0..7 * r.n), &mut self.host.vals)?;
+            let (tags, vals) = (&self.host.tags[..r.n], &self.host.vals[..7 * r.n]);
             out.par_extend(
                 tags.par_iter()
                     .zip(vals.par_chunks_exact(7))
@@ -281,7 +325,7 @@ impl CudaRayCaster {
         world: &World,
         mesh: Option<&Arc<MeshBvh>>,
         bodies: &BodyBvh,
-        rays: &[UnitRay],
+        rays: &[Ray],
         limit: usize,
     ) -> Result<RayHits> {
         let gpu_arc = self.gpu.clone();
@@ -296,8 +340,8 @@ impl CudaRayCaster {
         let mut offsets = Vec::with_capacity(rays.len() + 1);
         offsets.push(0usize);
         let mut hits = Vec::new();
-        for chunk in rays.chunks(CHUNK) {
-            let r = DeviceRays::upload(gpu, chunk)?;
+        for (k, chunk) in rays.chunks(CHUNK).enumerate() {
+            let r = DeviceRays::upload(gpu, chunk, k * CHUNK, &mut self.host)?;
             let mut counts = gpu.alloc_uninit::<u32>(r.n)?;
             let cfg = threads(r.n, BLOCK);
             ray_hit_counts(gpu, cfg, &r.rays, &r.masks, r.n as u32, mv, &m.ids, bv, &b.ids, limit32, &mut counts)?;

@@ -154,7 +154,7 @@ pub(crate) fn unit_rays(rays: &[Ray]) -> Result<Vec<UnitRay>> {
     rays.par_iter().with_min_len(4096).enumerate().map(|(i, r)| UnitRay::new(r).map_err(|m| ray_error(i, m))).collect()
 }
 
-fn ray_error(i: usize, m: String) -> Error {
+pub(crate) fn ray_error(i: usize, m: String) -> Error {
     Error::InvalidArgument(format!("ray {i}: {m}"))
 }
 
@@ -196,24 +196,25 @@ impl RayCaster {
 
     /// Each ray's first hit (see [`crate::collide::Collider::ray_casts`]).
     pub fn first_hits(&mut self, world: &World, rays: &[Ray]) -> Result<Vec<Option<RayHit>>> {
-        let unit = unit_rays(rays)?;
+        // The GPU makes the rays unit as it flattens them for the upload.
+        let unit = if self.cuda.is_none() { unit_rays(rays)? } else { Vec::new() };
         let mesh = self.mesh_bvh(world)?;
         let bodies = bvh::BodyBvh::build(world)?;
         match &mut self.cuda {
             None => Ok(cpu::first_hits(world, mesh.as_deref(), &bodies, &unit)),
-            Some(c) => c.first_hits(world, mesh.as_ref(), &bodies, &unit),
+            Some(c) => c.first_hits(world, mesh.as_ref(), &bodies, rays),
         }
     }
 
     /// Each ray's hits, nearest first, at most `limit` a ray (see
     /// [`crate::collide::Collider::ray_casts_all`]).
     pub fn all_hits(&mut self, world: &World, rays: &[Ray], limit: usize) -> Result<RayHits> {
-        let unit = unit_rays(rays)?;
+        let unit = if self.cuda.is_none() { unit_rays(rays)? } else { Vec::new() };
         let mesh = self.mesh_bvh(world)?;
         let bodies = bvh::BodyBvh::build(world)?;
         match &mut self.cuda {
             None => cpu::all_hits(world, mesh.as_deref(), &bodies, &unit, limit),
-            Some(c) => c.all_hits(world, mesh.as_ref(), &bodies, &unit, limit),
+            Some(c) => c.all_hits(world, mesh.as_ref(), &bodies, rays, limit),
         }
     }
 }
