@@ -302,6 +302,22 @@ fn brute_contacts(world: &World) -> Vec<Contact> {
     out
 }
 
+/// A sweep's first hit by testing every candidate triangle, given in (kind, id) order (the
+/// first of equal times wins).
+fn brute_sweep(s: &Sweep, candidates: impl IntoIterator<Item = (ContactKind, u32, [V3; 3])>) -> Option<SweepResult> {
+    let shape = Shape::new(s.radii, s.orientation);
+    let mut best: Option<SweepResult> = None;
+    for (kind, triangle, c) in candidates {
+        if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
+            if best.is_none_or(|b| h.toi < b.toi) {
+                let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
+                best = Some(SweepResult { toi: h.toi, kind, triangle, point, normal: h.normal });
+            }
+        }
+    }
+    best
+}
+
 fn random_world(seed: u64, shape: &str) -> World {
     let mut r = rng(seed);
     let cell = if shape == "big cells" { 7.5 } else { 1.0 };
@@ -431,22 +447,7 @@ fn world_contacts_equal_all_pairs_for_triangles_of_every_size() {
     let got = cpu.sweeps(&world, &sweeps).unwrap();
     let mut hits = 0;
     for (s, g) in sweeps.iter().zip(&got) {
-        let shape = Shape::new(s.radii, s.orientation);
-        let mut best: Option<SweepResult> = None;
-        for (t, c) in corners.iter().enumerate() {
-            if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
-                if best.is_none_or(|b| h.toi < b.toi) {
-                    let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-                    best = Some(SweepResult {
-                        toi: h.toi,
-                        kind: ContactKind::Triangle,
-                        triangle: t as u32,
-                        point,
-                        normal: h.normal,
-                    });
-                }
-            }
-        }
+        let best = brute_sweep(s, corners.iter().enumerate().map(|(t, c)| (ContactKind::Triangle, t as u32, *c)));
         assert_eq!(*g, best);
         hits += g.is_some() as usize;
     }
@@ -573,22 +574,7 @@ fn world_sweeps_equal_all_triangles() {
     let got = cpu.sweeps(&world, &sweeps).unwrap();
     let mut hits = 0;
     for (s, g) in sweeps.iter().zip(&got) {
-        let shape = Shape::new(s.radii, s.orientation);
-        let mut best: Option<SweepResult> = None;
-        for (t, c) in corners.iter().enumerate() {
-            if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
-                if best.is_none_or(|b| h.toi < b.toi) {
-                    let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-                    best = Some(SweepResult {
-                        toi: h.toi,
-                        kind: ContactKind::Triangle,
-                        triangle: t as u32,
-                        point,
-                        normal: h.normal,
-                    });
-                }
-            }
-        }
+        let best = brute_sweep(s, corners.iter().enumerate().map(|(t, c)| (ContactKind::Triangle, t as u32, *c)));
         assert_eq!(*g, best);
         hits += g.is_some() as usize;
     }
@@ -652,19 +638,10 @@ fn a_heightfield_has_the_contacts_of_its_mesh() {
     let got = cpu.sweeps(&native, &sweeps).unwrap();
     let mut kinds = [0; 2];
     for (s, g) in sweeps.iter().zip(&got) {
-        let shape = Shape::new(s.radii, s.orientation);
-        let mut best: Option<SweepResult> = None;
         let candidates = (0..2u32)
             .map(|t| (ContactKind::Triangle, t, native.triangle(t as usize).unwrap()))
             .chain((0..terrain.triangle_count() as u32).map(|t| (ContactKind::Heightfield, t, terrain.triangle(t))));
-        for (kind, t, c) in candidates {
-            if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
-                if best.is_none_or(|b| h.toi < b.toi) {
-                    let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-                    best = Some(SweepResult { toi: h.toi, kind, triangle: t, point, normal: h.normal });
-                }
-            }
-        }
+        let best = brute_sweep(s, candidates);
         assert_eq!(*g, best);
         if let Some(b) = best {
             kinds[(b.kind == ContactKind::Heightfield) as usize] += 1;
