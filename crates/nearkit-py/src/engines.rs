@@ -25,10 +25,15 @@ struct Engines {
     open: Vec<(Device, Engine)>,
 }
 
+include!(concat!(env!("OUT_DIR"), "/kernel_images.rs"));
+
 fn engines() -> MutexGuard<'static, Engines> {
     static ENGINES: OnceLock<Mutex<Engines>> = OnceLock::new();
     ENGINES
-        .get_or_init(|| Mutex::new(Engines { cuda: CudaOptions::default(), open: Vec::new() }))
+        .get_or_init(|| {
+            let cuda = CudaOptions { kernel_images: KERNEL_IMAGES, ..CudaOptions::default() };
+            Mutex::new(Engines { cuda, open: Vec::new() })
+        })
         .lock()
         .unwrap_or_else(|e| e.into_inner())
 }
@@ -83,6 +88,14 @@ pub fn configure_cuda(
     // Engines opened before (the CPU, or an `auto` that fell back) are opened again.
     e.open.clear();
     Ok(())
+}
+
+/// The CUDA kernels built into the package: `(module, target, bytes)` per image, where the
+/// target is `sm_XY` (a cubin) or `compute_XY` (PTX). Empty when the package was built without
+/// NVRTC; its kernels are then compiled at first use.
+#[pyfunction]
+pub fn kernel_images() -> Vec<(&'static str, &'static str, usize)> {
+    KERNEL_IMAGES.iter().map(|i| (i.module, i.target, i.bytes.len())).collect()
 }
 
 /// `(description, note)` of the engine `device` resolves to: what it runs on, and why `auto`

@@ -6,10 +6,12 @@
 //!
 //! - `engines`: one `Engine` per device per process, the CUDA options, `workers` thread pools.
 //! - `arrays`: numpy (N, 3) rows to `Points` columns and back, in parallel; errors to Python.
+//! - `cuda_arrays`: CuPy / PyTorch arrays in GPU memory, read and answered in place.
 //! - `point_index`, `mesh_index`, `collide`, `io`: the classes and functions.
 
 mod arrays;
 mod collide;
+mod cuda_arrays;
 mod engines;
 mod io;
 mod mesh_index;
@@ -20,11 +22,13 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<point_index::PyPointIndex>()?;
+    m.add_class::<cuda_arrays::CudaKnn>()?;
     m.add_class::<mesh_index::PyMeshIndex>()?;
     m.add_class::<collide::PyWorld>()?;
     m.add_class::<collide::PyCollider>()?;
     m.add_function(wrap_pyfunction!(engines::configure_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(engines::device_info, m)?)?;
+    m.add_function(wrap_pyfunction!(engines::kernel_images, m)?)?;
     m.add_function(wrap_pyfunction!(point_index::row_lists, m)?)?;
     m.add_function(wrap_pyfunction!(io::read_points, m)?)?;
     m.add_function(wrap_pyfunction!(io::read_mesh, m)?)?;

@@ -14,6 +14,7 @@ use pyo3::types::PyList;
 use rayon::prelude::*;
 
 use crate::arrays::{all_columns, blocks, columns, err, matrix, vector, Rows};
+use crate::cuda_arrays::{knn_rows, CudaKnn, CudaRows};
 use crate::engines::{engine, parse_device, with_workers, AUTO_CPU_BELOW, CPU_CHUNK};
 
 /// An index on the device asked for, and for `auto` on a GPU a CPU twin for small calls.
@@ -28,6 +29,13 @@ impl<T: Real> Placed<T> {
     fn new(data: Points<T>, engine: &Engine, auto: bool) -> nearkit::Result<Self> {
         let main = PointIndex::new(&data, engine)?;
         Ok(Self { data, main, auto, cpu: OnceLock::new() })
+    }
+
+    /// An index of points another library holds in GPU memory: no host copy of them, so no
+    /// CPU twin.
+    fn on_gpu(engine: &Engine, rows: CudaRows) -> nearkit::Result<Self> {
+        let main = crate::cuda_arrays::index_rows(engine, rows)?;
+        Ok(Self { data: Points::new(Vec::new(), Vec::new(), Vec::new())?, main, auto: false, cpu: OnceLock::new() })
     }
 
     /// The index a call of `queries` queries runs on; the CPU twin is built on first need.
@@ -79,7 +87,7 @@ impl<T: Real> Placed<T> {
     ) -> PyResult<(Vec<T>, Vec<i64>)> {
         let nq = q.map_or(self.data.len(), |q| q.nrows());
         let m = ranks.len();
-        let missing = self.data.len() as i64;
+        let missing = self.main.len() as i64;
         // Ranks 1..=k (scipy's `k=8`) of a call made in one block: the library's distances
         // are the result as they are, and only the ids are converted (to intp), in one pass.
         let whole_ranks = ranks.iter().enumerate().all(|(j, &r)| r == j + 1);
@@ -123,7 +131,7 @@ impl<T: Real> Placed<T> {
         workers: usize,
     ) -> PyResult<(Vec<T>, Vec<i64>)> {
         let nq = q.nrows();
-        let missing = self.data.len() as i64;
+        let missing = self.main.len() as i64;
         let (mut d, mut ids) = (vec![T::ZERO; nq], vec![0i64; nq]);
         let (d_all, ids_all) = (&mut d[..], &mut ids[..]);
         self.in_blocks(py, nq, false, workers, |index, range| {
@@ -214,7 +222,7 @@ impl<T: Real> Placed<T> {
         max_results: Option<u64>,
         workers: usize,
     ) -> PyResult<Csr<T>> {
-        let n = self.data.len();
+        let n = self.main.len();
         // A GPU is worth it for enough points in all, as for closest pairs of two sets.
         let index = self.for_queries(n + other.map_or(0, |o| o.nrows())).map_err(err)?;
         let opts = order.options(max_results);
@@ -414,12 +422,55 @@ impl PyPointIndex {
         Ok(Self { index })
     }
 
+    /// An index of `len` rows at `address` in GPU memory (strides in elements), of `dtype`,
+    /// on `device` (the array's GPU).
+    #[staticmethod]
+    #[pyo3(signature = (address, len, strides, dtype, device))]
+    fn from_cuda(
+        py: Python<'_>,
+        address: u64,
+        len: usize,
+        strides: (isize, isize),
+        dtype: &str,
+        device: &str,
+    ) -> PyResult<Self> {
+        let engine = engine(py, parse_device(device)?)?;
+        let rows = CudaRows { address, len, strides };
+        let index = match dtype {
+            "float32" => Index::F32(py.detach(|| Placed::on_gpu(&engine, rows)).map_err(err)?),
+            "float64" => Index::F64(py.detach(|| Placed::on_gpu(&engine, rows)).map_err(err)?),
+            _ => return Err(PyTypeError::new_err(format!("dtype {dtype}: float32 or float64 only"))),
+        };
+        Ok(Self { index })
+    }
+
+    /// The `k` nearest of `len` rows at `address` in GPU memory (the index's dtype), left
+    /// there (`exclude_self`: the rows are the data, each leaving itself out).
+    #[pyo3(signature = (address, len, strides, k, max_distance, exclude_self))]
+    fn query_cuda(
+        &self,
+        py: Python<'_>,
+        address: u64,
+        len: usize,
+        strides: (isize, isize),
+        k: usize,
+        max_distance: Option<f64>,
+        exclude_self: bool,
+    ) -> PyResult<CudaKnn> {
+        let rows = CudaRows { address, len, strides };
+        py.detach(|| match &self.index {
+            Index::F32(p) => knn_rows(&p.main, rows, k, max_distance.map(Real::from_f64), exclude_self),
+            Index::F64(p) => knn_rows(&p.main, rows, k, max_distance.map(Real::from_f64), exclude_self),
+        })
+        .map_err(err)
+    }
+
     /// Indexed points.
     #[getter]
     fn n(&self) -> usize {
         match &self.index {
-            Index::F32(p) => p.data.len(),
-            Index::F64(p) => p.data.len(),
+            Index::F32(p) => p.main.len(),
+            Index::F64(p) => p.main.len(),
         }
     }
 
@@ -475,6 +526,9 @@ impl PyPointIndex {
             ($p:expr) => {{
                 let p = $p;
                 let n = p.data.len();
+                if n != p.main.len() {
+                    return Err(PyTypeError::new_err("the data are in GPU memory: their kNN graph is computed there"));
+                }
                 let opts = KnnOptions {
                     max_distance: max_distance.map(Real::from_f64),
                     exclude_self: true,

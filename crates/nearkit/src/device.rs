@@ -65,6 +65,10 @@ pub struct CudaOptions {
     /// Most neighbours a radius query holds in GPU memory at once (`None`: what a third of
     /// the free memory holds); larger results are counted and filled batch after batch.
     pub radius_batch: Option<usize>,
+    /// Kernels compiled ahead of time ([`kernels`](crate::kernels)): a module loads the image
+    /// that fits the GPU, and NVRTC compiles only the modules no image fits. With images for
+    /// every module, NVRTC need not be installed.
+    pub kernel_images: &'static [crate::kernels::KernelImage],
 }
 
 impl Default for CudaOptions {
@@ -74,6 +78,7 @@ impl Default for CudaOptions {
             cccl_include: PathBuf::from("/usr/local/cuda/include/cccl"),
             chunk_points: 1 << 24,
             radius_batch: None,
+            kernel_images: &[],
         }
     }
 }
@@ -119,8 +124,11 @@ impl Engine {
 
     /// [`Engine::open`] with options.
     pub fn with_options(device: Device, opts: &EngineOptions) -> Result<Engine> {
-        let compile =
-            CompileOptions { cccl_include: opts.cuda.cccl_include.clone(), cache_dir: opts.cuda.kernel_cache.clone() };
+        let compile = CompileOptions {
+            cccl_include: opts.cuda.cccl_include.clone(),
+            cache_dir: opts.cuda.kernel_cache.clone(),
+            images: opts.cuda.kernel_images,
+        };
         let cpu = |note: Option<String>| Engine { gpu: None, opts: opts.clone(), note };
         match device {
             Device::Cpu => Ok(cpu(None)),
@@ -169,6 +177,41 @@ impl Engine {
         let magnitudes = Some(points.validate(crate::error::Role::Data)?);
         let bounds = Some(points.bounds());
         Ok(DevicePoints { bounds, magnitudes, ..DevicePoints::upload(self.need_gpu("upload")?, points)? })
+    }
+
+    /// Points that another library holds in this engine's GPU memory (a CuPy array, a PyTorch
+    /// tensor, …), given as rows of three coordinates: element `(i, c)` is the `T` at
+    /// `address + (i * row_stride + c * col_stride) * size_of::<T>()`. They are copied into
+    /// columns on the device and checked as host input is (no NaN or infinity; `role` names
+    /// the set in errors); nothing goes through host memory. The call first waits for all of
+    /// the GPU's queued work, on every stream, so rows another library is still writing are
+    /// complete.
+    ///
+    /// # Safety
+    /// `address` must hold `len` such rows in memory this GPU can read (device or managed
+    /// memory), and nothing may free or write them until this returns. Addresses that are not
+    /// memory of this GPU are refused with an error.
+    pub unsafe fn import_rows<T: Real>(
+        &self,
+        address: u64,
+        len: usize,
+        strides: (isize, isize),
+        role: crate::error::Role,
+    ) -> Result<DevicePoints<T>> {
+        let gpu = self.need_gpu("points in GPU memory")?;
+        let _busy = gpu.lock();
+        // SAFETY: the caller's promise, passed on.
+        unsafe { crate::runtime::cuda::import::rows_to_columns(gpu, address, len, strides, role) }
+    }
+
+    /// Waits for all of the GPU's queued work, on every stream of the process (other
+    /// libraries' too), where [`Engine::synchronize`] waits for nearkit's own. Before memory
+    /// handed to another library is freed, this makes sure that library is done with it.
+    pub fn synchronize_device(&self) -> Result<()> {
+        match &self.gpu {
+            None => Ok(()),
+            Some(g) => g.stream().context().synchronize().map_err(crate::runtime::cuda::cuda_err),
+        }
     }
 
     /// Measures the bus now for `bytes` (see [`BusFloor`](crate::BusFloor)); `None` on the CPU.

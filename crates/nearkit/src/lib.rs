@@ -38,6 +38,7 @@ mod device;
 mod error;
 pub mod generate;
 mod geometry;
+pub mod kernels;
 mod knn;
 mod pairs;
 mod point_index;

@@ -32,26 +32,16 @@ pub mod search {
 
 /// Every kernel module: its name and the source NVRTC compiles (constants, files, checks).
 pub fn kernel_modules() -> Vec<(&'static str, String)> {
-    [
-        &crate::runtime::cuda::radix_sort::KERNELS,
-        &crate::tree::cuda::KERNELS,
-        &crate::pairs::cuda::KERNELS,
-        &crate::knn::grid_cuda::KERNELS,
-        &crate::knn::cuda::KERNELS,
-        &crate::knn::vectors::cuda::KERNELS,
-        &crate::closest_point::cuda::KERNELS,
-        &crate::radius::cuda::KERNELS,
-        &crate::collide::cuda::KERNELS,
-        &crate::collide::ray_cast::cuda::KERNELS,
-    ]
-    .into_iter()
-    .map(|m| (m.name, m.source()))
-    .collect()
+    crate::kernels::sources().into_iter().map(|k| (k.module, k.source)).collect()
 }
 
 /// Compiles `source` for `arch` with NVRTC, without the disk cache.
 pub fn compile_kernels(source: &str, arch: &str, cccl_include: &Path) -> Result<Vec<u8>> {
-    compile_cubin(source, arch, &CompileOptions { cccl_include: cccl_include.to_path_buf(), cache_dir: None })
+    compile_cubin(
+        source,
+        arch,
+        &CompileOptions { cccl_include: cccl_include.to_path_buf(), cache_dir: None, images: &[] },
+    )
 }
 
 /// `points`' tree built on the engine's GPU, brought back.
@@ -138,4 +128,21 @@ pub fn ray_hits_brute_force(
     ray: &crate::collide::Ray,
 ) -> Result<Vec<crate::collide::RayHit>> {
     crate::collide::ray_cast::cpu::brute_force(world, ray)
+}
+
+/// A copy of `values` in the engine's GPU memory, standing for another library's array.
+pub struct ForeignArray<T>(cudarc::driver::CudaSlice<T>);
+
+impl<T> ForeignArray<T> {
+    /// Its GPU address.
+    pub fn address(&self) -> u64 {
+        use cudarc::driver::DevicePtr;
+        self.0.device_ptr(self.0.stream()).0
+    }
+}
+
+/// `values` copied to the engine's GPU, as another library would hold them.
+pub fn foreign_array<T: Real>(engine: &Engine, values: &[T]) -> Result<ForeignArray<T>> {
+    let gpu = engine.need_gpu("")?;
+    gpu.stream().clone_htod(values).map(ForeignArray).map_err(cuda_err)
 }

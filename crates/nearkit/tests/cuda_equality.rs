@@ -915,3 +915,62 @@ fn gpu_ray_casts_match_cpu() {
     assert!(cuda.ray_casts(&empty, &rays).unwrap().iter().all(Option::is_none));
     assert!(cuda.ray_casts_all(&empty, &rays, 3).unwrap().hits.is_empty());
 }
+
+/// Points another library holds on the GPU, as rows at any strides: imported, they index and
+/// query as the same points from host memory do, bit for bit; a NaN is found and named, and
+/// an address that is not GPU memory is refused.
+fn same_imported<T: Real>(seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    let engine = &gpu.0;
+    for (name, queries, data) in point_sets::<T>(seed, 5000, 3000) {
+        let opts = KnnOptions { k: 8, max_distance: None, exclude_self: false, ..Default::default() };
+        let want = cpu().knn(&data, &queries, &opts).unwrap();
+        // Row-major (n, 3), column-major (n, 3) and every other row of an (2n, 4) array.
+        let layouts = |p: &Points<T>| -> Vec<(Vec<T>, (isize, isize))> {
+            let n = p.len();
+            let rows: Vec<T> = (0..n).flat_map(|i| [p.x[i], p.y[i], p.z[i]]).collect();
+            let cols: Vec<T> = p.x.iter().chain(&p.y).chain(&p.z).copied().collect();
+            let mut padded = vec![T::ZERO; 8 * n];
+            for i in 0..n {
+                padded[8 * i..8 * i + 3].copy_from_slice(&[p.x[i], p.y[i], p.z[i]]);
+            }
+            vec![(rows, (3, 1)), (cols, (1, n as isize)), (padded, (8, 1))]
+        };
+        for ((d, ds), (q, qs)) in layouts(&data).into_iter().zip(layouts(&queries)) {
+            let (fd, fq) = (hooks::foreign_array(engine, &d).unwrap(), hooks::foreign_array(engine, &q).unwrap());
+            // SAFETY: the arrays hold the rows the strides describe, and live through the calls.
+            let dd = unsafe { engine.import_rows::<T>(fd.address(), data.len(), ds, nearkit::Role::Data) }.unwrap();
+            let dq =
+                unsafe { engine.import_rows::<T>(fq.address(), queries.len(), qs, nearkit::Role::Queries) }.unwrap();
+            let mut out = DeviceKnn::new(engine, queries.len(), want.k).unwrap();
+            let k = PointIndex::from_device(&dd, engine).unwrap().knn_device(&dq, &opts, &mut out).unwrap();
+            let got = out.to_host(engine, queries.len(), k).unwrap();
+            assert_eq!(got.ids, want.ids, "{name} {ds:?}: ids");
+            assert!(
+                got.distances.iter().zip(&want.distances).all(|(a, b)| a.ordered_bits() == b.ordered_bits()),
+                "{name} {ds:?}: distances"
+            );
+        }
+    }
+    // A NaN in row 777's y.
+    let mut rows: Vec<T> = (0..3000).map(|i| T::from_f64(i as f64)).collect();
+    rows[777 * 3 + 1] = T::from_f64(f64::NAN);
+    let f = hooks::foreign_array(engine, &rows).unwrap();
+    // SAFETY: 1000 rows of 3.
+    let e = unsafe { engine.import_rows::<T>(f.address(), 1000, (3, 1), nearkit::Role::Data) }.err().unwrap();
+    assert!(matches!(e, nearkit::Error::NonFinite { index: 777, axis: 'y', .. }), "{e}");
+    // Host memory is not the GPU's.
+    // SAFETY: refused before anything is read.
+    let e = unsafe { engine.import_rows::<T>(rows.as_ptr() as u64, 1000, (3, 1), nearkit::Role::Data) }.err().unwrap();
+    assert!(e.to_string().contains("not CUDA device memory"), "{e}");
+}
+
+#[test]
+fn gpu_imported_rows_match_host_points_f32() {
+    same_imported::<f32>(91);
+}
+
+#[test]
+fn gpu_imported_rows_match_host_points_f64() {
+    same_imported::<f64>(92);
+}

@@ -23,7 +23,7 @@ first use and kept) and the CPU for calls too small to be worth a GPU round trip
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from . import _native
 from ._collide import (
@@ -63,6 +63,7 @@ __all__ = [
     "cuda_available",
     "device_info",
     "heightfield_mesh",
+    "kernel_images",
     "read_mesh",
     "read_points",
 ]
@@ -91,11 +92,21 @@ def device_info(device: str = "auto") -> Tuple[str, Optional[str]]:
     return _native.device_info(device)
 
 
+def kernel_images() -> List[Tuple[str, str, int]]:
+    """The CUDA kernels compiled into this package when it was built: ``(module, target,
+    bytes)`` per image, the target ``"sm_XY"`` (a cubin) or ``"compute_XY"`` (PTX, which the
+    driver translates for newer GPUs). With them a GPU needs only the NVIDIA driver, and the
+    first query loads its kernels in milliseconds. Empty when the package was built without
+    NVRTC: the kernels are then compiled at their first use, which needs the CUDA toolkit."""
+    return _native.kernel_images()
+
+
 _cuda: Optional[bool] = None
 
 
 def cuda_available() -> bool:
-    """Whether a CUDA GPU is usable here (driver, NVRTC and CUB's headers); tried once."""
+    """Whether a CUDA GPU is usable here: the driver, and kernels for it (compiled into the
+    package, see :func:`kernel_images`, or NVRTC and CUB's headers to compile them); tried once."""
     global _cuda
     if _cuda is None:
         try:

@@ -95,6 +95,16 @@ impl<T: Real> DeviceKnn<T> {
         self.k
     }
 
+    /// The GPU addresses of its ids (`u32`, `NO_ID` where none) and distances, row-major with
+    /// the k of the query that wrote them per row: for handing the result to another library
+    /// without a copy. They stay valid while this lives; the query has finished writing them
+    /// when it returns.
+    pub fn addresses(&self) -> (u64, u64) {
+        use cudarc::driver::DevicePtr;
+        let s = self.ids.stream();
+        (self.ids.device_ptr(s).0, self.distances.device_ptr(s).0)
+    }
+
     /// Copies the result of a query of `len` queries whose effective k was `k` (what
     /// `knn_device` returned) to the host.
     pub fn to_host(&self, engine: &Engine, len: usize, k: usize) -> Result<Knn<T>> {

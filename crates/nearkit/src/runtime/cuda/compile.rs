@@ -18,6 +18,8 @@ pub(crate) struct CompileOptions {
     pub cccl_include: PathBuf,
     /// Compiled kernels are kept here between runs; `None`: compile in every process.
     pub cache_dir: Option<PathBuf>,
+    /// Kernels compiled ahead of time, used before NVRTC where one fits the GPU.
+    pub images: &'static [crate::kernels::KernelImage],
 }
 
 /// Whether libnvrtc can be loaded (cudarc panics on use when it cannot).
@@ -46,7 +48,7 @@ fn nvrtc_version() -> (c_int, c_int) {
     (major, minor)
 }
 
-fn fnv1a(parts: &[&[u8]]) -> u64 {
+pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     for p in parts {
         for &b in *p {
@@ -71,7 +73,7 @@ pub(crate) fn compile_cubin(source: &str, arch: &str, opts: &CompileOptions) -> 
     if let Some(bytes) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
         return Ok(bytes);
     }
-    let cubin = nvrtc_compile(source, &flags)?;
+    let cubin = nvrtc_compile(source, &flags, false)?;
     if let Some(p) = path {
         // A failed cache write only costs the next start a compile.
         if let Some(dir) = p.parent() {
@@ -85,7 +87,15 @@ pub(crate) fn compile_cubin(source: &str, arch: &str, opts: &CompileOptions) -> 
     Ok(cubin)
 }
 
-fn nvrtc_compile(source: &str, opts: &[String]) -> Result<Vec<u8>> {
+/// Compiles `source` for `target` without the cache: PTX for `compute_XY`, else a cubin.
+pub(crate) fn compile_uncached(source: &str, target: &str, cccl_include: &std::path::Path) -> Result<Vec<u8>> {
+    if !nvrtc_present() {
+        return Err(Error::CudaUnavailable("libnvrtc was not found".into()));
+    }
+    nvrtc_compile(source, &options(target, cccl_include), target.starts_with("compute_"))
+}
+
+fn nvrtc_compile(source: &str, opts: &[String], ptx: bool) -> Result<Vec<u8>> {
     let src = CString::new(source).map_err(|e| Error::Cuda(e.to_string()))?;
     let prog = result::create_program(&src, Some(c"nearkit.cu")).map_err(|e| Error::Cuda(format!("NVRTC: {e:?}")))?;
     // SAFETY: `prog` is live until destroyed at the end of this function.
@@ -100,12 +110,20 @@ fn nvrtc_compile(source: &str, opts: &[String]) -> Result<Vec<u8>> {
         match compiled {
             Err(e) => Err(Error::Cuda(format!("NVRTC could not compile the kernels ({e:?}):\n{log}"))),
             Ok(()) => {
+                let nvrtc = |e: result::NvrtcError| Error::Cuda(format!("NVRTC: {e:?}"));
                 let mut size = 0usize;
-                sys::nvrtcGetCUBINSize(prog, &mut size).result().map_err(|e| Error::Cuda(format!("NVRTC: {e:?}")))?;
+                if ptx {
+                    sys::nvrtcGetPTXSize(prog, &mut size).result().map_err(nvrtc)?;
+                } else {
+                    sys::nvrtcGetCUBINSize(prog, &mut size).result().map_err(nvrtc)?;
+                }
                 let mut buf = vec![0u8; size];
-                sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char)
-                    .result()
-                    .map_err(|e| Error::Cuda(format!("NVRTC: {e:?}")))?;
+                if ptx {
+                    sys::nvrtcGetPTX(prog, buf.as_mut_ptr() as *mut c_char).result().map_err(nvrtc)?;
+                    // The driver reads PTX as a C string: keep its terminating NUL.
+                } else {
+                    sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr() as *mut c_char).result().map_err(nvrtc)?;
+                }
                 Ok(buf)
             }
         }

@@ -40,7 +40,7 @@ macro_rules! c_type_names {
         })*
     };
 }
-c_type_names!(u32 => "u32", u64 => "u64", i32 => "int");
+c_type_names!(u32 => "u32", u64 => "u64", i32 => "int", i64 => "long long");
 
 /// A kernel parameter kind: device memory the kernel reads (`In<T>`: `const T*`), device
 /// memory it writes (`Out<T>`: `T*`), or a value (a scalar, or a `c_struct!` by value).

@@ -6,6 +6,7 @@
 //! runs, on machines without CUDA.
 
 pub(crate) mod compile;
+pub(crate) mod import;
 pub(crate) mod launch;
 pub(crate) mod memory;
 pub(crate) mod radix_sort;
@@ -33,6 +34,8 @@ pub(crate) struct Gpu {
     ordinal: usize,
     name: String,
     arch: String,
+    /// Compute capability.
+    cc: (u32, u32),
     stream: Arc<CudaStream>,
     compile: CompileOptions,
     /// Each kernel module, compiled (or loaded from the cache) on its first use.
@@ -113,11 +116,6 @@ impl Gpu {
         if !driver_present() {
             return Err(Error::CudaUnavailable("no NVIDIA driver (libcuda) on this machine".into()));
         }
-        if !compile::nvrtc_present() {
-            return Err(Error::CudaUnavailable(
-                "libnvrtc was not found (install the CUDA toolkit or add its lib folder to LD_LIBRARY_PATH)".into(),
-            ));
-        }
         let count = CudaContext::device_count().map_err(|e| Error::CudaUnavailable(format!("{e:?}")))?;
         if ordinal >= count.max(0) as usize {
             return Err(Error::CudaUnavailable(format!("GPU {ordinal} asked for, but {count} found")));
@@ -129,11 +127,33 @@ impl Gpu {
         keep_freed_memory(&ctx)?;
         let (major, minor) = ctx.compute_capability().map_err(cuda_err)?;
         let arch = format!("sm_{major}{minor}");
+        let cc = (major as u32, minor as u32);
+        if !compile::nvrtc_present() {
+            // Without NVRTC every module needs an image compiled ahead of time for this GPU.
+            let missing: Vec<&str> = MODULES
+                .iter()
+                .filter(|m| {
+                    crate::kernels::pick(opts.images, m.name, crate::kernels::source_hash(&m.source()), cc).is_none()
+                })
+                .map(|m| m.name)
+                .collect();
+            if !missing.is_empty() {
+                let why = if opts.images.is_empty() {
+                    String::new()
+                } else {
+                    format!(", and the precompiled kernels do not cover {arch} (modules {})", missing.join(", "))
+                };
+                return Err(Error::CudaUnavailable(format!(
+                    "libnvrtc was not found (install the CUDA toolkit or add its lib folder to LD_LIBRARY_PATH){why}"
+                )));
+            }
+        }
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
         Ok(Gpu {
             ordinal,
             name,
             arch,
+            cc,
             // A stream of our own, not the legacy default one: collision ticks are captured
             // into CUDA graphs, which the default stream cannot do.
             stream: ctx.new_stream().map_err(cuda_err)?,
@@ -190,8 +210,14 @@ impl Gpu {
         if let Some(m) = modules.get(module.name) {
             return Ok(m.clone());
         }
-        let cubin = compile::compile_cubin(&module.source(), &self.arch, &self.compile)?;
-        let m = self.stream.context().load_module(Ptx::from_binary(cubin)).map_err(cuda_err)?;
+        let source = module.source();
+        let image =
+            crate::kernels::pick(self.compile.images, module.name, crate::kernels::source_hash(&source), self.cc);
+        let bytes = match image {
+            Some(b) => b.to_vec(),
+            None => compile::compile_cubin(&source, &self.arch, &self.compile)?,
+        };
+        let m = self.stream.context().load_module(Ptx::from_binary(bytes)).map_err(cuda_err)?;
         modules.insert(module.name, m.clone());
         Ok(m)
     }
@@ -244,6 +270,21 @@ impl Gpu {
         self.stream.synchronize().map_err(cuda_err)
     }
 }
+
+/// Every kernel module, in the order `kernels::sources` lists them.
+pub(crate) static MODULES: [&KernelModule; 11] = [
+    &radix_sort::KERNELS,
+    &import::KERNELS,
+    &crate::tree::cuda::KERNELS,
+    &crate::pairs::cuda::KERNELS,
+    &crate::knn::grid_cuda::KERNELS,
+    &crate::knn::cuda::KERNELS,
+    &crate::knn::vectors::cuda::KERNELS,
+    &crate::closest_point::cuda::KERNELS,
+    &crate::radius::cuda::KERNELS,
+    &crate::collide::cuda::KERNELS,
+    &crate::collide::ray_cast::cuda::KERNELS,
+];
 
 /// Types, helpers and the instantiation macro every module starts with.
 pub(crate) static COMMON: CudaSource = CudaSource {
