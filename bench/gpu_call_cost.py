@@ -1,4 +1,4 @@
-"""What one GPU call from host arrays costs: PointIndex.nearest on a 10M-point GPU index for
+"""What one GPU call from host arrays costs: PointIndex.nearest (and query(k=1)) on a 10M-point GPU index for
 query batches of 1,000 to 10M (median of 7), beside the time to touch fresh output arrays of
 the same size.   python3 bench/gpu_call_cost.py"""
 import time, numpy as np, nearkit
@@ -15,4 +15,6 @@ for m in [1_000, 10_000, 100_000, 1_000_000, 4_000_000, 10_000_000]:
     a = med(lambda: ix.nearest(qq))
     b = med(lambda: ix._native.nearest(qq, None, 0))
     c = med(lambda: (np.empty(m, np.float32).fill(0), np.empty(m, np.int64).fill(0)))
-    print(f"m {m:>9,}: nearest {a:8.2f} ms  native {b:8.2f} ms  fresh outputs touched {c:6.2f} ms  per 1M {a / m * 1e6:7.2f} ms")
+    k1 = med(lambda: ix.query(qq, k=1))
+    print(f"m {m:>9,}: nearest {a:8.2f} ms  native {b:8.2f} ms  query(k=1) {k1:8.2f} ms  fresh outputs touched {c:6.2f} ms  "
+          f"per 1M {a / m * 1e6:7.2f} ms")

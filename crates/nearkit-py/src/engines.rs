@@ -107,6 +107,12 @@ pub fn device_info(py: Python<'_>, device: &str) -> PyResult<(String, Option<Str
     Ok((engine.describe(), engine.note().map(str::to_owned)))
 }
 
+/// How many CUDA GPUs this process sees (0 without the driver); opens none of them.
+#[pyfunction]
+pub fn cuda_device_count() -> usize {
+    nearkit::Device::cuda_count()
+}
+
 /// Runs `f` on a rayon pool of `workers` threads (0: the global pool, all cores). Pools are
 /// kept, one per size, as starting threads on every call would cost more than small queries.
 ///

@@ -29,6 +29,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(engines::configure_cuda, m)?)?;
     m.add_function(wrap_pyfunction!(engines::device_info, m)?)?;
     m.add_function(wrap_pyfunction!(engines::kernel_images, m)?)?;
+    m.add_function(wrap_pyfunction!(engines::cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(point_index::row_lists, m)?)?;
     m.add_function(wrap_pyfunction!(io::read_points, m)?)?;
     m.add_function(wrap_pyfunction!(io::read_mesh, m)?)?;

@@ -5,7 +5,9 @@
 
 use std::sync::OnceLock;
 
-use nearkit::{Engine, KnnOptions, PairMode, PairsOptions, PointIndex, Points, RadiusOptions, Real, Within, NO_ID};
+use nearkit::{
+    DeviceKnn, Engine, KnnOptions, PairMode, PairsOptions, PointIndex, Points, RadiusOptions, Real, Role, Within, NO_ID,
+};
 use numpy::ndarray::ArrayView2;
 use numpy::{PyArray1, PyArray2, PyReadonlyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -91,6 +93,11 @@ impl<T: Real> Placed<T> {
         // Ranks 1..=k (scipy's `k=8`) of a call made in one block: the library's distances
         // are the result as they are, and only the ids are converted (to intp), in one pass.
         let whole_ranks = ranks.iter().enumerate().all(|(j, &r)| r == j + 1);
+        if let (Some(q), true) = (q, whole_ranks) {
+            if let Some(out) = self.query_on_gpu(py, q, m, opts.max_distance)? {
+                return Ok(out);
+            }
+        }
         let mut out: Option<(Vec<T>, Vec<i64>)> = None;
         let k = ranks.iter().copied().max().unwrap_or(1);
         self.in_blocks(py, nq, q.is_none(), workers, |index, range| {
@@ -121,6 +128,47 @@ impl<T: Real> Placed<T> {
             Ok(())
         })?;
         Ok(out.unwrap_or_default())
+    }
+
+    /// `query` of ranks 1..=k on a GPU index, the fast way: the rows uploaded as they are and
+    /// made columns there, the result downloaded straight into the arrays numpy gets, the ids
+    /// widened on the way. `None` where it does not apply (a CPU index, rows that are not
+    /// contiguous, more queries than a GPU chunk, k beyond the data, coordinates that need
+    /// scaling): the general path answers those.
+    fn query_on_gpu(
+        &self,
+        py: Python<'_>,
+        q: ArrayView2<'_, T>,
+        k: usize,
+        max_distance: Option<T>,
+    ) -> PyResult<Option<(Vec<T>, Vec<i64>)>> {
+        let nq = q.nrows();
+        let index = self.for_queries(nq).map_err(err)?;
+        let engine = index.engine();
+        let Some(rows) = q.as_slice() else { return Ok(None) };
+        if !engine.is_cuda() || nq == 0 || nq > engine.options().cuda.chunk_points || k > index.len() {
+            return Ok(None);
+        }
+        let missing = index.len() as i64;
+        py.detach(|| {
+            let queries = engine.upload_rows(rows, Role::Queries)?;
+            let mut out = DeviceKnn::new(engine, nq, k)?;
+            let opts = KnnOptions { max_distance, ..KnnOptions::k(k) };
+            match index.knn_device(&queries, &opts, &mut out) {
+                Err(nearkit::Error::Magnitudes { .. }) => return Ok(None),
+                r => r?,
+            };
+            let (mut d, mut ids) = (Vec::with_capacity(nq * k), Vec::with_capacity(nq * k));
+            let (ds, is) = (&mut d.spare_capacity_mut()[..nq * k], &mut ids.spare_capacity_mut()[..nq * k]);
+            out.download_i64(engine, (nq, k), ds, is, missing)?;
+            // SAFETY: `download_i64` wrote every entry.
+            unsafe {
+                d.set_len(nq * k);
+                ids.set_len(nq * k);
+            }
+            Ok(Some((d, ids)))
+        })
+        .map_err(err)
     }
 
     fn nearest(

@@ -119,3 +119,60 @@ def test_collider_switches_devices_between_ticks(rng):
     c = reference.sweeps(world, starts, ends, radii=0.3)
     for a, b in zip(g, c):
         np.testing.assert_array_equal(a, b)
+
+
+def _libraries():
+    """The GPU array libraries installed here: (name, from numpy, to numpy)."""
+    libs = []
+    try:
+        import cupy
+
+        libs.append(("cupy", cupy.asarray, cupy.asnumpy))
+    except ImportError:
+        pass
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            libs.append(("torch", lambda a: torch.as_tensor(a, device="cuda"), lambda t: t.cpu().numpy()))
+    except ImportError:
+        pass
+    return libs
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicates"])
+def test_cuda_arrays_are_read_and_answered_in_place(rng, dtype, kind):
+    libs = _libraries()
+    if not libs:
+        pytest.skip("neither CuPy nor PyTorch with CUDA is installed")
+    data = make_points(kind, 20_000, rng, dtype)
+    q = make_points(kind, 50_000, rng, dtype)
+    host = nearkit.PointIndex(data, device="cpu")
+    for name, to_dev, to_np in libs:
+        # Data and queries on the GPU, row-major and as a transposed (column-major) view.
+        for index in [nearkit.PointIndex(to_dev(data)), nearkit.PointIndex(to_dev(data.T.copy()).T)]:
+            assert index.device.startswith("cuda") and index.n == len(data)
+            for k in [1, 8, [2, 5], 40]:
+                for bound in [np.inf, 0.5]:
+                    dc, ic = host.query(q, k=k, distance_upper_bound=bound)
+                    dg, ig = index.query(to_dev(q), k=k, distance_upper_bound=bound)
+                    assert type(dg).__module__.split(".")[0] == name, f"{name}: results in its library"
+                    np.testing.assert_array_equal(to_np(ig), ic, err_msg=f"{name} k={k} bound={bound}")
+                    np.testing.assert_array_equal(to_np(dg), dc, err_msg=f"{name} k={k} bound={bound}")
+            dn, inn = index.nearest(to_dev(q[:1000]))
+            np.testing.assert_array_equal(to_np(inn), host.nearest(q[:1000])[1])
+            gd, gi = index.knn_graph(6)
+            hd, hi = host.knn_graph(6)
+            np.testing.assert_array_equal(to_np(gi), hi)
+            np.testing.assert_array_equal(to_np(gd), hd)
+            # Queries the radius search reads through host memory: numpy results.
+            w = index.count_within(to_dev(q[:100]), 0.5)
+            np.testing.assert_array_equal(np.asarray(w), host.count_within(q[:100], 0.5))
+        # Host data, GPU queries; a NaN on the GPU is named.
+        gpu_index = nearkit.PointIndex(data, device="cuda")
+        np.testing.assert_array_equal(to_np(gpu_index.query(to_dev(q), k=3)[1]), host.query(q, k=3)[1])
+        bad = q.copy()
+        bad[123, 2] = np.nan
+        with pytest.raises(ValueError, match="point 123"):
+            gpu_index.query(to_dev(bad), k=3)

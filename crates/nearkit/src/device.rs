@@ -24,6 +24,14 @@ pub enum Device {
     Cuda(usize),
 }
 
+impl Device {
+    /// How many CUDA GPUs this process can see (0 without the NVIDIA driver). Creates no
+    /// context: for choosing devices, one worker per GPU, say.
+    pub fn cuda_count() -> usize {
+        crate::runtime::cuda::device_count()
+    }
+}
+
 impl FromStr for Device {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -202,6 +210,18 @@ impl Engine {
         let _busy = gpu.lock();
         // SAFETY: the caller's promise, passed on.
         unsafe { crate::runtime::cuda::import::rows_to_columns(gpu, address, len, strides, role) }
+    }
+
+    /// Points given as rows `[x0, y0, z0, x1, …]` in host memory (a numpy array's layout),
+    /// copied to the GPU as they are and turned into columns there, checked as
+    /// [`Engine::import_rows`] checks them: the host makes no pass over them of its own.
+    pub fn upload_rows<T: Real>(&self, rows: &[T], role: crate::error::Role) -> Result<DevicePoints<T>> {
+        if rows.len() % 3 != 0 {
+            return Err(Error::InvalidArgument(format!("{} values are not rows of three", rows.len())));
+        }
+        let gpu = self.need_gpu("points in GPU memory")?;
+        let _busy = gpu.lock();
+        crate::runtime::cuda::import::upload_rows(gpu, rows, role)
     }
 
     /// Waits for all of the GPU's queued work, on every stream of the process (other

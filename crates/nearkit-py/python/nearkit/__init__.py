@@ -61,6 +61,7 @@ __all__ = [
     "closest_pairs",
     "configure_cuda",
     "cuda_available",
+    "cuda_device_count",
     "device_info",
     "heightfield_mesh",
     "kernel_images",
@@ -99,6 +100,13 @@ def kernel_images() -> List[Tuple[str, str, int]]:
     first query loads its kernels in milliseconds. Empty when the package was built without
     NVRTC: the kernels are then compiled at their first use, which needs the CUDA toolkit."""
     return _native.kernel_images()
+
+
+def cuda_device_count() -> int:
+    """How many CUDA GPUs this process can see (``CUDA_VISIBLE_DEVICES`` applies); 0 without the
+    NVIDIA driver. Opens none of them (no context, no GPU memory): for choosing devices, e.g.
+    one worker per GPU (:func:`nearkit.dask.gpu_cluster`)."""
+    return _native.cuda_device_count()
 
 
 _cuda: Optional[bool] = None

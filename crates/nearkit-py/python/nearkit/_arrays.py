@@ -8,13 +8,19 @@ from typing import Any, Optional, Tuple
 
 import numpy as np
 
+from . import _cuda
+
 # Integers beyond this are not all exact in float64.
 _EXACT_INT = 2**53
 
 
 def float_array(x: Any, name: str, dtype: Optional[np.dtype] = None) -> np.ndarray:
     """`x` as a float32 or float64 array: floats keep their precision, integers become
-    float64 (as the command reads integer .npy files), `dtype` (if given) wins."""
+    float64 (as the command reads integer .npy files), `dtype` (if given) wins. A CUDA array
+    (CuPy, PyTorch) is copied to host memory: the queries that read them in place do so
+    before this."""
+    if _cuda.is_cuda(x):
+        x = _cuda.to_host(x)
     a = np.asarray(x)
     kind = a.dtype.kind
     if a.dtype not in (np.float32, np.float64):

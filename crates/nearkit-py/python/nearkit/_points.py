@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 import numpy as np
 
-from . import _arrays, _native
+from . import _arrays, _cuda, _native
 
 
 class Pairs(NamedTuple):
@@ -57,7 +57,9 @@ class PointIndex:
     ----------
     data : array_like, shape (n, 3)
         The points. float32 is indexed and queried in float32, float64 in float64 (no upcast);
-        integers become float64 (exactly, up to 2^53). Any memory order is accepted.
+        integers become float64 (exactly, up to 2^53). Any memory order is accepted. A CuPy
+        array or PyTorch tensor on a GPU (anything with ``__cuda_array_interface__``) is
+        indexed in place on its GPU, with no copy through host memory.
     device : str
         ``"auto"`` (a GPU if one is usable, else the CPU; calls of fewer than
         ``nearkit.AUTO_CPU_BELOW`` queries then run on the CPU, as a GPU round trip would cost
@@ -79,8 +81,17 @@ class PointIndex:
     """
 
     def __init__(self, data: Any, *, device: str = "auto") -> None:
-        self._data, _ = _arrays.points(data, "data")
-        self._native = _native.PointIndex(self._data, device)
+        if _cuda.is_cuda(data) and device != "cpu":
+            rows = _cuda.rows(data, "data")
+            if device == "auto":
+                device = rows.device
+            self._data = rows.array
+            self._native = _native.PointIndex.from_cuda(
+                rows.address, rows.len, rows.strides, rows.dtype.name, device
+            )
+        else:
+            self._data, _ = _arrays.points(data, "data")
+            self._native = _native.PointIndex(self._data, device)
 
     @property
     def n(self) -> int:
@@ -93,14 +104,15 @@ class PointIndex:
         return 3
 
     @property
-    def data(self) -> np.ndarray:
-        """The indexed points, (n, 3), in the index's dtype."""
+    def data(self) -> Any:
+        """The indexed points, (n, 3), in the index's dtype (a numpy array, or the CUDA array
+        indexed in place)."""
         return self._data
 
     @property
     def dtype(self) -> np.dtype:
         """float32 or float64: the precision of the index, its queries and its distances."""
-        return self._data.dtype
+        return np.dtype(self._native.dtype)
 
     @property
     def device(self) -> str:
@@ -127,7 +139,9 @@ class PointIndex:
         Parameters
         ----------
         x : array_like, shape (..., 3)
-            Query points; converted to the index's dtype.
+            Query points; converted to the index's dtype. A CuPy array or PyTorch tensor on
+            the index's GPU is read in place, and ``d`` and ``i`` come back in its library on
+            that GPU.
         k : int or sequence of ints
             How many nearest neighbours (``k=3``: the 1st, 2nd and 3rd), or which ones, as
             1-based ranks (``k=[1, 8]``: the nearest and the 8th nearest).
@@ -172,8 +186,10 @@ class PointIndex:
             if not ranks or any(r < 1 for r in ranks) or not np.issubdtype(np.asarray(k).dtype, np.integer):
                 raise ValueError(f"k must be a positive int or a sequence of 1-based ranks, got {k!r}")
             squeeze = False
-        q, lead = _arrays.points(x, "x", self.dtype, one_point=True)
         bound = _arrays.radius(distance_upper_bound, "distance_upper_bound")
+        if _cuda.is_cuda(x):
+            return self._query_cuda(x, ranks, bound, squeeze, workers)
+        q, lead = _arrays.points(x, "x", self.dtype, one_point=True)
         if q.shape[0] == 0:
             d = np.empty((0, len(ranks)), self.dtype)
             i = np.empty((0, len(ranks)), np.int64)
@@ -186,6 +202,31 @@ class PointIndex:
         if d.ndim == 0:
             return d[()], i[()]
         return d, i
+
+    def _query_cuda(self, x: Any, ranks: list, bound: Optional[float], squeeze: bool, workers: Any) -> Tuple[Any, Any]:
+        """`query` of a CUDA array: read and answered on the GPU when the index is there."""
+        if not self.device.startswith("cuda"):
+            r = math.inf if bound is None else bound
+            d, i = self.query(_cuda.to_host(x), ranks, distance_upper_bound=r, workers=workers)
+            if squeeze:
+                d, i = d[..., 0], i[..., 0]
+            return _cuda.like(d, x), _cuda.like(i, x)
+        rows = _cuda.rows(x, "x", self.dtype, one_point=True)
+        m, kmax = len(ranks), max(ranks)
+        if rows.len == 0:
+            d, i = np.empty((0, m), self.dtype), np.empty((0, m), np.int64)
+            d, i = _cuda.like(d, rows.array), _cuda.like(i, rows.array)
+        else:
+            result = self._native.query_cuda(
+                rows.address, rows.len, rows.strides, min(kmax, self.n), bound, False
+            )
+            d, i = _cuda.knn_result(result, rows.array, self.n)
+            if ranks != list(range(1, m + 1)) or d.shape[1] < m:
+                d, i = _cuda.pad_columns(d, i, kmax, self.n)
+                cols = [r - 1 for r in ranks]
+                d, i = _cuda.take_columns(d, cols), _cuda.take_columns(i, cols)
+        shape = rows.lead if squeeze else rows.lead + (m,)
+        return d.reshape(shape), i.reshape(shape)
 
     def query_ball_point(
         self,
@@ -454,7 +495,7 @@ class PointIndex:
         if output_type not in kinds:
             raise ValueError(f"unknown output_type {output_type!r}: use one of {', '.join(kinds)}")
         if isinstance(other, PointIndex):
-            o = other.data.astype(self.dtype, copy=False)
+            o, _ = _arrays.points(other.data, "other", self.dtype)
         else:
             o, _ = _arrays.points(other, "other", self.dtype)
         radius = _arrays.search_radius(max_distance, "max_distance", self.dtype)
@@ -487,6 +528,10 @@ class PointIndex:
         >>> nearkit.PointIndex([[0, 0, 0], [2, 0, 0]]).nearest([[1.5, 0, 0], [0, 0, 9]])
         (array([0.5, 9. ]), array([1, 0]))
         """
+        if _cuda.is_cuda(x):
+            # Answered on the GPU in place (the GPU's nearest is its k = 1 search).
+            r = math.inf if max_distance is None else max_distance
+            return self.query(x, k=1, distance_upper_bound=r, workers=workers)
         q, lead = _arrays.points(x, "x", self.dtype, one_point=True)
         r = _arrays.radius(max_distance, "max_distance")
         if q.shape[0] == 0:
@@ -509,6 +554,16 @@ class PointIndex:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be at least 1 (got {k!r})")
         r = _arrays.radius(max_distance, "max_distance")
+        if _cuda.is_cuda(self._data):
+            # Data indexed in place: the graph is computed there too, and stays there.
+            rows = _cuda.rows(self._data, "data", self.dtype)
+            keff = min(int(k), self.n - 1)
+            if keff < 1:
+                d, i = np.full((self.n, int(k)), np.inf, self.dtype), np.full((self.n, int(k)), self.n, np.int64)
+                return _cuda.like(d, self._data), _cuda.like(i, self._data)
+            result = self._native.query_cuda(rows.address, rows.len, rows.strides, keff, r, True)
+            d, i = _cuda.knn_result(result, rows.array, self.n)
+            return _cuda.pad_columns(d, i, int(k), self.n)
         return self._native.knn_graph(list(range(1, int(k) + 1)), r, _arrays.workers(workers))
 
     def closest_pairs(

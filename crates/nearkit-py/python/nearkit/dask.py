@@ -22,8 +22,8 @@ straight to every cell within r. :func:`plan_cells` shows the partition, and ``r
 
 Install with ``pip install "nearkit[dask]"`` (the core package does not need Dask). On a
 cluster, each worker runs nearkit with its own device choice; on a host with several GPUs run
-one worker per GPU (``CUDA_VISIBLE_DEVICES`` per worker, or ``dask_cuda.LocalCUDACluster``)
-and pass ``device="cuda"``.
+one worker per GPU (:func:`gpu_cluster` makes such a cluster; so does
+``dask_cuda.LocalCUDACluster``) and pass ``device="cuda"``.
 
 >>> import numpy as np, dask.array as da, nearkit, nearkit.dask as nkd
 >>> rng = np.random.default_rng(0)
@@ -64,6 +64,7 @@ __all__ = [
     "Within",
     "closest_pairs",
     "closest_point",
+    "gpu_cluster",
     "knn",
     "nearest",
     "plan_cells",
@@ -285,9 +286,9 @@ def _cell_box(cell) -> np.ndarray:
 class _Cells:
     """The delayed pieces of a plan: per cell its (points, ids), its box, and the splits."""
 
-    def __init__(self, data: da.Array, dtype: np.dtype, name: str, cells: Optional[int], seed: int = 0):
+    def __init__(self, data: da.Array, dtype: np.dtype, name: str, cells: Optional[int], device: str = "cpu", seed: int = 0):
         n = data.shape[0]
-        self.count = _cell_count(n, cells)
+        self.count = _cell_count(n, cells, device)
         self.depth = self.count.bit_length() - 1
         self.n = n
         self.dtype = dtype
@@ -316,27 +317,73 @@ class _Cells:
         ]
 
 
-def _default_parallelism() -> int:
-    """Threads of the current distributed client's workers, else 1 (the local schedulers run
-    one nearkit call on every core anyway)."""
+def _default_parallelism(device: str = "cpu") -> int:
+    """Threads of the current distributed client's workers (on a GPU: its workers, one GPU
+    each, whose every call uses all of their GPU), else 1 (the local schedulers run one nearkit
+    call on every core anyway)."""
     try:
         from distributed import get_client
 
-        info = get_client().scheduler_info(n_workers=-1)
-        return max(1, sum(w.get("nthreads", 1) for w in info.get("workers", {}).values()))
+        workers = get_client().scheduler_info(n_workers=-1).get("workers", {}).values()
+        if str(device).startswith("cuda"):
+            return max(1, len(workers))
+        return max(1, sum(w.get("nthreads", 1) for w in workers))
     except (ImportError, ValueError, TypeError):
         return 1
 
 
-def plan_cells(data: Any, cells: Optional[int] = None) -> CellPlan:
+def plan_cells(data: Any, cells: Optional[int] = None, device: str = "cpu") -> CellPlan:
     """The partition :func:`knn` and the others would use for ``data`` (computed now)."""
     x = _as_points(data, "data")
-    plan = _Cells(x, _working_dtype(x), "data", cells)
+    plan = _Cells(x, _working_dtype(x), "data", cells, device)
     sizes = [dask.delayed(_cell_size, pure=True)(cell) for cell in plan.cells]
     sizes, boxes, splits = dask.compute(sizes, plan.boxes, plan.splits)
     exp = splits[2]
     b = np.array(boxes)
     return CellPlan(np.array(sizes, np.int64), np.ldexp(b, -exp) if exp else b)
+
+
+# ---------------------------------------------------------------------------------------------
+# A cluster of this host's GPUs
+
+
+def gpu_cluster(gpus: Optional[int] = None, *, threads_per_worker: Optional[int] = None, **worker_options: Any):
+    """A Dask cluster on this host with one worker process per GPU, each seeing only its own GPU
+    (``CUDA_VISIBLE_DEVICES``), so that ``device="cuda"`` joins spread over every GPU.
+
+    ``gpus``: how many (default: all this process can see; the first ones are taken).
+    ``threads_per_worker``: task threads per worker, which also run the host-side work
+    (default: this host's cores shared evenly among the GPUs). Other keywords go to each
+    worker's ``distributed.Nanny`` (``memory_limit``, say). Needs ``distributed``; use it as
+    ``with gpu_cluster() as cluster, distributed.Client(cluster) as client: ...``.
+    Counting the GPUs opens none of them: this process makes no CUDA context."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    from . import cuda_device_count
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        ids = ids[: cuda_device_count()]
+    else:
+        ids = [str(i) for i in range(cuda_device_count())]
+    if gpus is not None:
+        if isinstance(gpus, bool) or not isinstance(gpus, (int, np.integer)) or gpus < 1:
+            raise ValueError(f"gpus must be a positive int, got {gpus!r}")
+        if gpus > len(ids):
+            raise ValueError(f"{gpus} GPUs asked for, but this process sees {len(ids)}")
+        ids = ids[:gpus]
+    if not ids:
+        raise RuntimeError("no CUDA GPU is visible to this process (no NVIDIA driver, or CUDA_VISIBLE_DEVICES is empty)")
+    threads = threads_per_worker or max(1, (os.cpu_count() or 1) // len(ids))
+    workers = {
+        f"gpu-{g}": {
+            "cls": Nanny,
+            "options": {"nthreads": threads, "env": {"CUDA_VISIBLE_DEVICES": g}, **worker_options},
+        }
+        for g in ids
+    }
+    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -575,14 +622,14 @@ def _assemble(m: int, k: int, dtype, exp: int, want_d2: bool, *pieces):
 
 def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, strategy="partition"):
     n = data.shape[0]
-    if _use_broadcast(strategy, n, cells):
+    if _use_broadcast(strategy, n, cells, device):
         whole, key = _broadcast_data(data, dtype, device)
         outs = [
             dask.delayed(_broadcast_knn, pure=True, nout=3)(whole, key, b, o, k, bound, device, workers, want_d2, dtype)
             for b, o in zip(queries.to_delayed().ravel(), _offsets(queries.chunks[0]))
         ]
         return None, outs, dask.delayed(_broadcast_stats, pure=True)(queries.shape[0], n, np.dtype(dtype).itemsize)
-    plan = _Cells(data, dtype, "data", cells)
+    plan = _Cells(data, dtype, "data", cells, device)
     qpieces = plan.scatter_queries(queries, "queries")
     P = plan.count
     # Cells hold the data scaled as one machine would scale them (see _splits): so is the bound.
@@ -668,19 +715,19 @@ def _broadcast_data(data: da.Array, dtype: np.dtype, device: str):
     return whole, key
 
 
-def _use_broadcast(strategy: str, n: int, cells: Optional[int]) -> bool:
+def _use_broadcast(strategy: str, n: int, cells: Optional[int], device: str = "cpu") -> bool:
     if strategy not in ("auto", "broadcast", "partition"):
         raise ValueError(f"unknown strategy {strategy!r}: use 'auto', 'broadcast' or 'partition'")
     if strategy == "auto":
         return cells is None and n <= BROADCAST_POINTS
-    if strategy == "partition" and _cell_count(n, cells) == 1:
+    if strategy == "partition" and _cell_count(n, cells, device) == 1:
         return True  # one cell holds everything: the broadcast plan, with nothing to cut
     return strategy == "broadcast"
 
 
-def _cell_count(n: int, cells: Optional[int]) -> int:
+def _cell_count(n: int, cells: Optional[int], device: str = "cpu") -> int:
     if cells is None:
-        cells = max(_default_parallelism(), -(-n // DEFAULT_CELL_POINTS))
+        cells = max(_default_parallelism(device), -(-n // DEFAULT_CELL_POINTS))
     if not isinstance(cells, (int, np.integer)) or isinstance(cells, bool) or cells < 1:
         raise ValueError(f"cells must be a positive int, got {cells!r}")
     return 1 << max(0, int(cells - 1).bit_length())
@@ -951,14 +998,14 @@ def within(
     q = _as_points(queries, "queries")
     dtype = _working_dtype(x)
     radius = _arrays.search_radius(r, "r", dtype)
-    if _use_broadcast(strategy, x.shape[0], cells):
+    if _use_broadcast(strategy, x.shape[0], cells, device):
         whole, key = _broadcast_data(x, dtype, device)
         outs = [
             dask.delayed(_broadcast_within, pure=True, nout=3)(whole, key, b, o, radius, device, workers, dtype)
             for b, o in zip(q.to_delayed().ravel(), _offsets(q.chunks[0]))
         ]
         return _within_arrays(outs, q, dtype)
-    plan = _Cells(x, dtype, "data", cells)
+    plan = _Cells(x, dtype, "data", cells, device)
     P = plan.count
     qpieces = plan.scatter_queries(q, "queries")
     exp = plan.splits[2]

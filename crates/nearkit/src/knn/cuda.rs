@@ -9,7 +9,7 @@ use super::grid_cuda::{CellQueries, DeviceGrid, GridFrameArgs, GRID_CAND_CHECK, 
 use super::{Knn, KnnOptions};
 use crate::device::Engine;
 use crate::error::{Error, Result};
-use crate::geometry::points::Points;
+use crate::geometry::points::{Points, NO_ID};
 use crate::geometry::real::Real;
 use crate::runtime::cpu::big_vec;
 use crate::runtime::cuda::launch::{kernels, In, Out};
@@ -93,6 +93,35 @@ impl<T: Real> DeviceKnn<T> {
     /// Neighbours per query it has room for.
     pub fn k(&self) -> usize {
         self.k
+    }
+
+    /// The first `len` queries' rows of `k` (as the query that wrote them) brought to host
+    /// memory the caller owns, which may be uninitialised: the distances as they are, the ids
+    /// widened to `i64` (numpy's and PyTorch's index type) with `missing` where a query has
+    /// no such neighbour, widened while copied (no pass of its own).
+    pub fn download_i64(
+        &self,
+        engine: &Engine,
+        (len, k): (usize, usize),
+        distances: &mut [std::mem::MaybeUninit<T>],
+        ids: &mut [std::mem::MaybeUninit<i64>],
+        missing: i64,
+    ) -> Result<()> {
+        let n = len * k;
+        if len > self.len || k > self.k || distances.len() != n || ids.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "{len} rows of {k} from a result of {} × {} into {} distances and {} ids",
+                self.len,
+                self.k,
+                distances.len(),
+                ids.len()
+            )));
+        }
+        let gpu = engine.need_gpu("a kNN result in GPU memory")?;
+        let _busy = gpu.lock();
+        crate::runtime::cuda::transfer::download(gpu, &self.distances.slice(0..n), distances)?;
+        let widen = |id: u32| if id == NO_ID { missing } else { id as i64 };
+        crate::runtime::cuda::transfer::download_mapped(gpu, &self.ids.slice(0..n), ids, widen)
     }
 
     /// The GPU addresses of its ids (`u32`, `NO_ID` where none) and distances, row-major with

@@ -41,15 +41,45 @@ pub(crate) unsafe fn rows_to_columns<T: Real>(
     (row_stride, col_stride): (isize, isize),
     role: Role,
 ) -> Result<DevicePoints<T>> {
+    check_address(gpu, address)?;
+    // The rows were written on other libraries' streams: wait for all of the device's work.
+    gpu.stream().context().synchronize().map_err(cuda_err)?;
+    // SAFETY: the caller's promise, passed on.
+    unsafe { columns_of_rows(gpu, address, len, (row_stride, col_stride), role) }
+}
+
+/// Rows of three `T` in host memory (`rows.len()` a multiple of 3), uploaded as they are and
+/// turned into columns on the device: no conversion pass on the host.
+pub(crate) fn upload_rows<T: Real>(gpu: &Gpu, rows: &[T], role: Role) -> Result<DevicePoints<T>> {
+    let len = rows.len() / 3;
+    if len == 0 {
+        return Err(Error::EmptySet { role });
+    }
+    let mut d = gpu.alloc_uninit::<T>(3 * len)?;
+    super::transfer::upload(gpu, &rows[..3 * len], &mut d)?;
+    let address = Address::of(&d, gpu.stream()).0;
+    // SAFETY: `d` holds the rows and lives until the stream has run the kernel (the stats
+    // download below waits for it).
+    unsafe { columns_of_rows(gpu, address, len, (3, 1), role) }
+}
+
+/// [`rows_to_columns`] of memory already known to be the GPU's and complete.
+///
+/// # Safety
+/// As for [`rows_to_columns`].
+unsafe fn columns_of_rows<T: Real>(
+    gpu: &Gpu,
+    address: u64,
+    len: usize,
+    (row_stride, col_stride): (isize, isize),
+    role: Role,
+) -> Result<DevicePoints<T>> {
     if len == 0 {
         return Err(Error::EmptySet { role });
     }
     if len > MAX_POINTS {
         return Err(Error::TooLarge { role, len, max: MAX_POINTS });
     }
-    check_address(gpu, address)?;
-    // The rows were written on other libraries' streams: wait for all of the device's work.
-    gpu.stream().context().synchronize().map_err(cuda_err)?;
     let s = gpu.stream();
     let (mut x, mut y, mut z) = (gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?);
     let mut stats = s.clone_htod(&[u64::MAX, 0, u64::MAX]).map_err(cuda_err)?;

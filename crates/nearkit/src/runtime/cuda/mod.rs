@@ -74,6 +74,14 @@ pub fn driver_present() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
+/// GPUs visible to this process; 0 where there is no driver or it cannot start.
+pub fn device_count() -> usize {
+    if !driver_present() {
+        return 0;
+    }
+    CudaContext::device_count().map_or(0, |n| n.max(0) as usize)
+}
+
 /// Lets the device's memory pool keep what queries free instead of returning it to the driver
 /// at every synchronisation (its default): a second query of the same size then allocates
 /// from the pool in microseconds instead of mapping hundreds of MB afresh.

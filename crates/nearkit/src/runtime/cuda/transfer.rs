@@ -66,8 +66,14 @@ impl Staging {
 }
 
 /// A raw pointer that may cross to rayon's threads (each task touches its own part).
-#[derive(Clone, Copy)]
 struct SendPtr<T>(*mut T);
+// By hand: a pointer copies whatever it points to (the derive would ask `T: Copy`).
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
 // SAFETY: tasks write disjoint ranges; the buffer outlives them (`par_*` joins before return).
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
@@ -151,6 +157,70 @@ where
         let from = SendPtr(staging.ptr::<T>(b)?);
         // SAFETY: piece j lies at s..e of `dst`.
         copy_parallel(from, SendPtr(unsafe { dst_ptr.0.add(s) }), e - s);
+        b = next.unwrap_or(b);
+    }
+    Ok(())
+}
+
+/// `len` values of `src` mapped by `f` into `dst`, by parts in parallel.
+fn map_parallel<S: Copy, D>(src: SendPtr<S>, dst: SendPtr<D>, len: usize, f: &(impl Fn(S) -> D + Sync)) {
+    let part = (PART_BYTES / std::mem::size_of::<D>().max(1)).max(1);
+    (0..len.div_ceil(part)).into_par_iter().for_each(|p| {
+        let (s, e) = (p * part, ((p + 1) * part).min(len));
+        for i in s..e {
+            // SAFETY: both ranges lie inside their buffers and parts do not overlap.
+            unsafe { dst.get().add(i).write(f(src.get().add(i).read())) };
+        }
+    });
+}
+
+/// Copies the device values `src` into `dst`, each mapped by `f` on the way (a widening of
+/// ids, say): through the staging buffers, the mapping done by the host's copy out of them,
+/// so it costs no pass of its own.
+pub(crate) fn download_mapped<S, D, P>(
+    gpu: &Gpu,
+    src: &P,
+    dst: &mut [MaybeUninit<D>],
+    f: impl Fn(S) -> D + Sync,
+) -> Result<()>
+where
+    S: DeviceRepr + Copy + Send + Sync,
+    D: Send + Sync,
+    P: DevicePtr<S>,
+{
+    assert_eq!(src.len(), dst.len(), "a download fills its destination exactly");
+    if dst.is_empty() {
+        return Ok(());
+    }
+    let stream = gpu.stream();
+    let (base, _sync) = src.device_ptr(stream);
+    let size = std::mem::size_of::<S>();
+    let n = dst.len();
+    let mut staging = gpu.staging()?;
+    let piece = STAGE_BYTES / size;
+    let range = |j: usize| (j * piece, ((j + 1) * piece).min(n));
+    let dst_ptr = SendPtr(dst.as_mut_ptr() as *mut D);
+    let enqueue = |staging: &mut Staging, j: usize| -> Result<usize> {
+        let (b, (s, e)) = (staging.take(), range(j));
+        staging.wait(b)?;
+        let to = staging.ptr::<u8>(b)?;
+        // SAFETY: the buffer holds STAGE_BYTES >= (e - s) values; its previous transfer is done.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(to as *mut _, base + (s * size) as u64, (e - s) * size, stream.cu_stream())
+        }
+        .result()
+        .map_err(cuda_err)?;
+        staging.done[b] = Some(stream.record_event(None).map_err(cuda_err)?);
+        Ok(b)
+    };
+    let mut b = enqueue(&mut staging, 0)?;
+    for j in 0..n.div_ceil(piece) {
+        let next = if (j + 1) * piece < n { Some(enqueue(&mut staging, j + 1)?) } else { None };
+        let (s, e) = range(j);
+        staging.wait(b)?;
+        let from = SendPtr(staging.ptr::<S>(b)?);
+        // SAFETY: piece j lies at s..e of `dst`.
+        map_parallel(from, SendPtr(unsafe { dst_ptr.0.add(s) }), e - s, &f);
         b = next.unwrap_or(b);
     }
     Ok(())
