@@ -105,14 +105,16 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--direct", action="store_true", help="also time a direct nearkit call on one GPU")
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds a join may take before its stacks are shown")
     ap.add_argument("--device", default="cuda", help="cpu: the same runs on CPU workers (a check of this script)")
     ap.add_argument("--direct-only", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
     works = [parse_work(w) for w in args.work]
     if args.direct_only:
-        what, n = parse_work(args.direct_only)
-        print(json.dumps(direct(what, n, args.seed, -(-n // args.chunks), args.repeat, args.device)))
+        for w in args.direct_only.split(","):
+            what, n = parse_work(w)
+            print(json.dumps(direct(what, n, args.seed, -(-n // args.chunks), args.repeat, args.device)), flush=True)
         return
 
     import dask
@@ -130,14 +132,15 @@ def main():
 
     results = {}
     if args.direct:
-        for what, n in works:
-            out = subprocess.run([sys.executable, __file__, "--direct-only", f"{what}:{n}", "--chunks", str(args.chunks),
-                                  "--repeat", str(args.repeat), "--seed", str(args.seed), "--device", args.device],
-                                 capture_output=True, text=True)
-            if out.returncode:
-                print(out.stderr[-3000:])
-                raise SystemExit("the direct call failed")
-            r = json.loads(out.stdout.strip().splitlines()[-1])
+        # One process of its own, so that this one opens no GPU.
+        out = subprocess.run([sys.executable, __file__, "--direct-only", ",".join(f"{w}:{n}" for w, n in works),
+                              "--chunks", str(args.chunks), "--repeat", str(args.repeat), "--seed", str(args.seed),
+                              "--device", args.device], capture_output=True, text=True)
+        if out.returncode:
+            print(out.stderr[-3000:])
+            raise SystemExit("the direct call failed")
+        for (what, n), line in zip(works, out.stdout.strip().splitlines()[-len(works):]):
+            r = json.loads(line)
             results[("direct", what, n)] = r
             print(f"direct call, one GPU ({r['device']}): {what} {n:,} x {n:,}: {r['seconds']:.3f} s", flush=True)
 
@@ -160,7 +163,12 @@ def main():
                     outs = graph(nkd, what, data, queries, args.strategy, args.cells, args.device)
                     t = time.perf_counter()
                     outs = client.persist(outs)
-                    wait(outs)
+                    try:
+                        wait(outs, timeout=args.timeout)
+                    except TimeoutError:
+                        # Where every worker thread is: the stacks of the tasks still running.
+                        print(json.dumps(client.call_stack(), indent=1, default=str)[-20000:], flush=True)
+                        raise
                     t = time.perf_counter() - t
                     best = t if best is None else min(best, t)
                     if rep == args.repeat - 1:

@@ -4,6 +4,7 @@
 use nearkit::collide::{
     scene, Body, BodyId, Collider, ColliderOptions, ContactKind, Heightfield, Overlap, Ray, Sweep, World,
 };
+use nearkit::Engine;
 use numpy::{PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -11,7 +12,7 @@ use pyo3::types::{PyDict, PyTuple};
 use rayon::prelude::*;
 
 use crate::arrays::{err, matrix, vector};
-use crate::engines::{engine, parse_device};
+use crate::engines::{detach_on, engine, parse_device};
 use crate::mesh_index::mesh_of;
 
 /// Bytes of one contact record; the Python side views them as `nearkit.CONTACT_DTYPE`:
@@ -270,6 +271,7 @@ pub fn heightfield_mesh<'py>(
 #[pyclass(unsendable, name = "Collider", module = "nearkit._native")]
 pub struct PyCollider {
     collider: Collider,
+    engine: Engine,
     device: String,
 }
 
@@ -287,9 +289,9 @@ impl<T> SameThread<T> {
 }
 
 impl PyCollider {
-    fn open(py: Python<'_>, device: &str) -> PyResult<Collider> {
+    fn open(py: Python<'_>, device: &str) -> PyResult<(Collider, Engine)> {
         let engine = engine(py, parse_device(device)?)?;
-        Collider::new(&engine, &ColliderOptions::default()).map_err(err)
+        Ok((Collider::new(&engine, &ColliderOptions::default()).map_err(err)?, engine))
     }
 }
 
@@ -297,7 +299,8 @@ impl PyCollider {
 impl PyCollider {
     #[new]
     fn new(py: Python<'_>, device: &str) -> PyResult<Self> {
-        Ok(Self { collider: Self::open(py, device)?, device: device.to_owned() })
+        let (collider, engine) = Self::open(py, device)?;
+        Ok(Self { collider, engine, device: device.to_owned() })
     }
 
     /// The device asked for.
@@ -309,7 +312,7 @@ impl PyCollider {
     /// Moves the collider to another device; the next tick runs there, with the same contacts.
     #[setter]
     fn set_device(&mut self, py: Python<'_>, device: &str) -> PyResult<()> {
-        self.collider = Self::open(py, device)?;
+        (self.collider, self.engine) = Self::open(py, device)?;
         self.device = device.to_owned();
         Ok(())
     }
@@ -325,26 +328,25 @@ impl PyCollider {
 
     /// One tick: every contact, sorted by (body, kind, other), as packed records.
     fn contacts<'py>(&mut self, py: Python<'py>, world: PyRef<'py, PyWorld>) -> PyResult<Bound<'py, PyAny>> {
-        let (collider, world) = (SameThread(&mut self.collider), &world.world);
-        let bytes = py
-            .detach(move || -> nearkit::Result<Vec<u8>> {
-                let collider = collider.into_inner();
-                let contacts = collider.contacts_packed(world)?;
-                let mut bytes = vec![0u8; contacts.len() * CONTACT_RECORD_SIZE];
-                bytes.par_chunks_mut(CONTACT_RECORD_SIZE).enumerate().for_each(|(i, r)| {
-                    let c = contacts.get(i);
-                    r[0..4].copy_from_slice(&c.body.to_ne_bytes());
-                    r[4] = kind_code(c.kind);
-                    r[8..12].copy_from_slice(&c.other.to_ne_bytes());
-                    r[12..16].copy_from_slice(&c.depth.to_ne_bytes());
-                    for a in 0..3 {
-                        r[16 + 4 * a..20 + 4 * a].copy_from_slice(&c.normal[a].to_ne_bytes());
-                        r[32 + 8 * a..40 + 8 * a].copy_from_slice(&c.point[a].to_ne_bytes());
-                    }
-                });
-                Ok(bytes)
-            })
-            .map_err(err)?;
+        let (collider, world, engine) = (SameThread(&mut self.collider), &world.world, &self.engine);
+        let bytes = detach_on(py, engine, move || -> nearkit::Result<Vec<u8>> {
+            let collider = collider.into_inner();
+            let contacts = collider.contacts_packed(world)?;
+            let mut bytes = vec![0u8; contacts.len() * CONTACT_RECORD_SIZE];
+            bytes.par_chunks_mut(CONTACT_RECORD_SIZE).enumerate().for_each(|(i, r)| {
+                let c = contacts.get(i);
+                r[0..4].copy_from_slice(&c.body.to_ne_bytes());
+                r[4] = kind_code(c.kind);
+                r[8..12].copy_from_slice(&c.other.to_ne_bytes());
+                r[12..16].copy_from_slice(&c.depth.to_ne_bytes());
+                for a in 0..3 {
+                    r[16 + 4 * a..20 + 4 * a].copy_from_slice(&c.normal[a].to_ne_bytes());
+                    r[32 + 8 * a..40 + 8 * a].copy_from_slice(&c.point[a].to_ne_bytes());
+                }
+            });
+            Ok(bytes)
+        })
+        .map_err(err)?;
         Ok(vector(py, bytes).into_any())
     }
 
@@ -368,13 +370,12 @@ impl PyCollider {
         let sweeps: Vec<Sweep> = (0..n)
             .map(|i| Sweep { radii: row(&r, i), orientation: row(&q, i), from: row(&s, i), to: row(&e, i) })
             .collect();
-        let (collider, world) = (SameThread(&mut self.collider), &world.world);
-        let hits = py
-            .detach(move || {
-                let collider = collider.into_inner();
-                collider.sweeps(world, &sweeps)
-            })
-            .map_err(err)?;
+        let (collider, world, engine) = (SameThread(&mut self.collider), &world.world, &self.engine);
+        let hits = detach_on(py, engine, move || {
+            let collider = collider.into_inner();
+            collider.sweeps(world, &sweeps)
+        })
+        .map_err(err)?;
         let hit: Vec<bool> = hits.iter().map(Option::is_some).collect();
         let toi: Vec<f64> = hits.iter().map(|h| h.map_or(f64::INFINITY, |h| h.toi)).collect();
         let tri: Vec<i64> = hits.iter().map(|h| h.map_or(-1, |h| h.triangle as i64)).collect();
@@ -408,13 +409,12 @@ impl PyCollider {
         let queries: Vec<Overlap> = (0..n)
             .map(|i| Overlap { center: row(&c, i), radii: row(&r, i), orientation: row(&q, i), mask: m[i] })
             .collect();
-        let (collider, world) = (SameThread(&mut self.collider), &world.world);
-        let found = py
-            .detach(move || {
-                let collider = collider.into_inner();
-                collider.overlaps(world, &queries, limit)
-            })
-            .map_err(err)?;
+        let (collider, world, engine) = (SameThread(&mut self.collider), &world.world, &self.engine);
+        let found = detach_on(py, engine, move || {
+            let collider = collider.into_inner();
+            collider.overlaps(world, &queries, limit)
+        })
+        .map_err(err)?;
         let offsets: Vec<i64> = found.offsets.iter().map(|&o| o as i64).collect();
         let kinds: Vec<u8> = found.kinds.iter().map(|&k| kind_code(k)).collect();
         let ids: Vec<i64> = found.ids.iter().map(|&i| i as i64).collect();
@@ -448,26 +448,25 @@ impl PyCollider {
         let (o, d, m, k) = (origins.as_array(), directions.as_array(), max_distance.as_array(), masks.as_array());
         let rays: Vec<Ray> =
             (0..n).map(|i| Ray { origin: row(&o, i), direction: row(&d, i), max_distance: m[i], mask: k[i] }).collect();
-        let (collider, world) = (SameThread(&mut self.collider), &world.world);
-        let found = py
-            .detach(move || -> nearkit::Result<(Vec<usize>, Vec<nearkit::collide::RayHit>)> {
-                let collider = collider.into_inner();
-                if limit == 0 {
-                    let first = collider.ray_casts(world, &rays)?;
-                    let mut offsets = Vec::with_capacity(n + 1);
-                    offsets.push(0);
-                    let mut hits = Vec::new();
-                    for h in first {
-                        hits.extend(h);
-                        offsets.push(hits.len());
-                    }
-                    Ok((offsets, hits))
-                } else {
-                    let all = collider.ray_casts_all(world, &rays, limit)?;
-                    Ok((all.offsets, all.hits))
+        let (collider, world, engine) = (SameThread(&mut self.collider), &world.world, &self.engine);
+        let found = detach_on(py, engine, move || -> nearkit::Result<(Vec<usize>, Vec<nearkit::collide::RayHit>)> {
+            let collider = collider.into_inner();
+            if limit == 0 {
+                let first = collider.ray_casts(world, &rays)?;
+                let mut offsets = Vec::with_capacity(n + 1);
+                offsets.push(0);
+                let mut hits = Vec::new();
+                for h in first {
+                    hits.extend(h);
+                    offsets.push(hits.len());
                 }
-            })
-            .map_err(err)?;
+                Ok((offsets, hits))
+            } else {
+                let all = collider.ray_casts_all(world, &rays, limit)?;
+                Ok((all.offsets, all.hits))
+            }
+        })
+        .map_err(err)?;
         let (offsets, hits) = found;
         let h = hits.len();
         let offsets: Vec<i64> = offsets.iter().map(|&v| v as i64).collect();

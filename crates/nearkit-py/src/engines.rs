@@ -107,6 +107,34 @@ pub fn device_info(py: Python<'_>, device: &str) -> PyResult<(String, Option<Str
     Ok((engine.describe(), engine.note().map(str::to_owned)))
 }
 
+/// `py.detach(f)` for a call on `engine`; on a GPU, `f` runs with that GPU to itself, taken on
+/// this thread before `f` starts any parallel work.
+///
+/// Why: the library holds a GPU's lock for a whole query, its host-side loops on rayon's
+/// threads included, and a rayon thread that waits inside such a loop may pick up any job
+/// queued meanwhile. Were that another thread's query of the same GPU (a Dask worker runs many
+/// tasks at once), it would wait for the lock its own stack holds: a deadlock. Taken here,
+/// outside rayon, no second call on a GPU is ever queued in rayon while one runs.
+pub fn detach_on<R: Send>(py: Python<'_>, engine: &Engine, f: impl FnOnce() -> R + Send) -> R {
+    py.detach(|| {
+        let _gpu = gpu_section(engine);
+        f()
+    })
+}
+
+/// The calling thread's hold on `engine`'s GPU for one call (none on the CPU).
+fn gpu_section(engine: &Engine) -> Option<MutexGuard<'static, ()>> {
+    let Device::Cuda(ordinal) = engine.device() else { return None };
+    static SECTIONS: OnceLock<Mutex<HashMap<usize, &'static Mutex<()>>>> = OnceLock::new();
+    let section: &'static Mutex<()> = *SECTIONS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry(ordinal)
+        .or_insert_with(|| Box::leak(Box::new(Mutex::new(()))));
+    Some(section.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// How many CUDA GPUs this process sees (0 without the driver); opens none of them.
 #[pyfunction]
 pub fn cuda_device_count() -> usize {

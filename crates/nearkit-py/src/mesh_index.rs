@@ -12,7 +12,7 @@ use pyo3::types::PyTuple;
 use rayon::prelude::*;
 
 use crate::arrays::{all_columns, blocks, columns, err, interleave, matrix, vector, Rows};
-use crate::engines::{engine, parse_device, with_workers, AUTO_CPU_BELOW, CPU_CHUNK};
+use crate::engines::{detach_on, engine, parse_device, with_workers, AUTO_CPU_BELOW, CPU_CHUNK};
 
 /// An index on the device asked for, and for `auto` on a GPU a CPU twin for small calls.
 struct Placed<T: Real> {
@@ -53,7 +53,7 @@ impl<T: Real> Placed<T> {
         let chunk = if index.engine().is_cuda() { n.max(1) } else { CPU_CHUNK };
         for range in blocks(n, chunk) {
             let last = range.end == n;
-            py.detach(|| with_workers(workers, range.len(), || f(index, range))).map_err(err)?;
+            detach_on(py, index.engine(), || with_workers(workers, range.len(), || f(index, range))).map_err(err)?;
             if !last {
                 py.check_signals()?;
             }
@@ -166,7 +166,7 @@ impl PyMeshIndex {
         macro_rules! build {
             ($a:expr, $variant:ident) => {{
                 let mesh = mesh_of($a.as_array(), &faces)?;
-                let main = py.detach(|| MeshIndex::new(&mesh, &engine)).map_err(err)?;
+                let main = detach_on(py, &engine, || MeshIndex::new(&mesh, &engine)).map_err(err)?;
                 Index::$variant(Placed { main, auto, cpu: OnceLock::new() })
             }};
         }

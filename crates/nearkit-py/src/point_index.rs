@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::arrays::{all_columns, blocks, columns, err, matrix, vector, Rows};
 use crate::cuda_arrays::{knn_rows, CudaKnn, CudaRows};
-use crate::engines::{engine, parse_device, with_workers, AUTO_CPU_BELOW, CPU_CHUNK};
+use crate::engines::{detach_on, engine, parse_device, with_workers, AUTO_CPU_BELOW, CPU_CHUNK};
 
 /// An index on the device asked for, and for `auto` on a GPU a CPU twin for small calls.
 struct Placed<T: Real> {
@@ -68,7 +68,7 @@ impl<T: Real> Placed<T> {
         let chunk = if whole || index.engine().is_cuda() { n.max(1) } else { CPU_CHUNK };
         for range in blocks(n, chunk) {
             let last = range.end == n;
-            py.detach(|| with_workers(workers, range.len(), || f(index, range))).map_err(err)?;
+            detach_on(py, index.engine(), || with_workers(workers, range.len(), || f(index, range))).map_err(err)?;
             if !last {
                 py.check_signals()?;
             }
@@ -150,7 +150,7 @@ impl<T: Real> Placed<T> {
             return Ok(None);
         }
         let missing = index.len() as i64;
-        py.detach(|| {
+        detach_on(py, engine, || {
             let queries = engine.upload_rows(rows, Role::Queries)?;
             let mut out = DeviceKnn::new(engine, nq, k)?;
             let opts = KnnOptions { max_distance, ..KnnOptions::k(k) };
@@ -178,6 +178,11 @@ impl<T: Real> Placed<T> {
         max_distance: Option<T>,
         workers: usize,
     ) -> PyResult<(Vec<T>, Vec<i64>)> {
+        // On a GPU, the rows go up as they are and the answers come straight into the result
+        // (the k = 1 search gives the same bits as the nearest-neighbour search).
+        if let Some(out) = self.query_on_gpu(py, q, 1, max_distance)? {
+            return Ok(out);
+        }
         let nq = q.nrows();
         let missing = self.main.len() as i64;
         let (mut d, mut ids) = (vec![T::ZERO; nq], vec![0i64; nq]);
@@ -203,9 +208,10 @@ impl<T: Real> Placed<T> {
     ) -> PyResult<(Vec<i64>, Vec<i64>, Vec<T>)> {
         // One call: the k best are chosen over every A at once.
         let index = self.for_queries(a.nrows()).map_err(err)?;
-        let pairs = py
-            .detach(|| with_workers(workers, a.nrows(), || index.closest_pairs(&all_columns(a), &opts)))
-            .map_err(err)?;
+        let pairs = detach_on(py, index.engine(), || {
+            with_workers(workers, a.nrows(), || index.closest_pairs(&all_columns(a), &opts))
+        })
+        .map_err(err)?;
         Ok((
             pairs.iter().map(|p| p.a as i64).collect(),
             pairs.iter().map(|p| p.b as i64).collect(),
@@ -274,7 +280,7 @@ impl<T: Real> Placed<T> {
         // A GPU is worth it for enough points in all, as for closest pairs of two sets.
         let index = self.for_queries(n + other.map_or(0, |o| o.nrows())).map_err(err)?;
         let opts = order.options(max_results);
-        py.detach(|| {
+        detach_on(py, index.engine(), || {
             with_workers(workers, n, || {
                 let mut rows = match other {
                     None => index.pairs_within(r, &opts)?,
@@ -450,6 +456,15 @@ pub struct PyPointIndex {
 
 type Query<'py, T> = (Bound<'py, PyArray2<T>>, Bound<'py, PyArray2<i64>>);
 
+impl PyPointIndex {
+    fn engine(&self) -> &Engine {
+        match &self.index {
+            Index::F32(p) => p.main.engine(),
+            Index::F64(p) => p.main.engine(),
+        }
+    }
+}
+
 #[pymethods]
 impl PyPointIndex {
     #[new]
@@ -460,11 +475,11 @@ impl PyPointIndex {
         let index = match Rows::extract(data, "data", 3)? {
             Rows::F32(a) => {
                 let v = a.as_array();
-                Index::F32(py.detach(|| Placed::new(all_columns(v), &engine, auto)).map_err(err)?)
+                Index::F32(detach_on(py, &engine, || Placed::new(all_columns(v), &engine, auto)).map_err(err)?)
             }
             Rows::F64(a) => {
                 let v = a.as_array();
-                Index::F64(py.detach(|| Placed::new(all_columns(v), &engine, auto)).map_err(err)?)
+                Index::F64(detach_on(py, &engine, || Placed::new(all_columns(v), &engine, auto)).map_err(err)?)
             }
         };
         Ok(Self { index })
@@ -485,8 +500,8 @@ impl PyPointIndex {
         let engine = engine(py, parse_device(device)?)?;
         let rows = CudaRows { address, len, strides };
         let index = match dtype {
-            "float32" => Index::F32(py.detach(|| Placed::on_gpu(&engine, rows)).map_err(err)?),
-            "float64" => Index::F64(py.detach(|| Placed::on_gpu(&engine, rows)).map_err(err)?),
+            "float32" => Index::F32(detach_on(py, &engine, || Placed::on_gpu(&engine, rows)).map_err(err)?),
+            "float64" => Index::F64(detach_on(py, &engine, || Placed::on_gpu(&engine, rows)).map_err(err)?),
             _ => return Err(PyTypeError::new_err(format!("dtype {dtype}: float32 or float64 only"))),
         };
         Ok(Self { index })
@@ -506,7 +521,7 @@ impl PyPointIndex {
         exclude_self: bool,
     ) -> PyResult<CudaKnn> {
         let rows = CudaRows { address, len, strides };
-        py.detach(|| match &self.index {
+        detach_on(py, self.engine(), || match &self.index {
             Index::F32(p) => knn_rows(&p.main, rows, k, max_distance.map(Real::from_f64), exclude_self),
             Index::F64(p) => knn_rows(&p.main, rows, k, max_distance.map(Real::from_f64), exclude_self),
         })
@@ -607,7 +622,7 @@ impl PyPointIndex {
         with_rows!(self, rows, |p, q| {
             let points = all_columns(q);
             let index = p.for_queries(points.len()).map_err(err)?;
-            py.detach(|| {
+            detach_on(py, index.engine(), || {
                 (0..repeats)
                     .map(|_| {
                         let start = std::time::Instant::now();

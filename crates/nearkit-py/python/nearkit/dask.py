@@ -40,6 +40,7 @@ True
 from __future__ import annotations
 
 import collections
+import logging
 import math
 import os
 import threading
@@ -383,7 +384,8 @@ def gpu_cluster(gpus: Optional[int] = None, *, threads_per_worker: Optional[int]
         }
         for g in ids
     }
-    return SpecCluster(workers=workers, scheduler={"cls": Scheduler, "options": {"dashboard_address": None}})
+    scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
+    return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
 
 
 # ---------------------------------------------------------------------------------------------
