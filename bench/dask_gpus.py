@@ -15,8 +15,11 @@ arrays to numpy arrays.
 """
 
 import argparse
+import collections
+import contextlib
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -93,6 +96,28 @@ def direct(what, n, seed, chunks, repeat, device):
     return {"seconds": best, "digest": digest(*out), "device": nearkit.device_info(device)[0]}
 
 
+def print_phases(records):
+    """Per kind of task: how many, their summed compute and transfer time, and the span from
+    the first one's start to the last one's end."""
+    phases = collections.defaultdict(lambda: [0, 0.0, 0.0, math.inf, 0.0])
+    for r in records:
+        key = r["key"][0] if isinstance(r["key"], tuple) else r["key"]
+        name = str(key).rsplit("-", 1)[0]
+        p = phases[name]
+        for s in r["startstops"]:
+            if s["action"] == "compute":
+                p[0] += 1
+                p[1] += s["stop"] - s["start"]
+            elif s["action"] == "transfer":
+                p[2] += s["stop"] - s["start"]
+            p[3], p[4] = min(p[3], s["start"]), max(p[4], s["stop"])
+    t0 = min((p[3] for p in phases.values()), default=0.0)
+    print("    task                       count   compute s  transfer s   from s     to s")
+    for name, (c, comp, tr, a, b) in sorted(phases.items(), key=lambda x: x[1][3]):
+        if c:
+            print(f"    {name[:26]:26s} {c:6d} {comp:10.3f} {tr:10.3f} {a - t0:8.3f} {b - t0:8.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="1,2,4", help="GPU counts to run, comma-separated")
@@ -105,6 +130,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--direct", action="store_true", help="also time a direct nearkit call on one GPU")
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--profile", action="store_true", help="time each kind of task in the last round")
     ap.add_argument("--timeout", type=float, default=120, help="seconds a join may take before its stacks are shown")
     ap.add_argument("--device", default="cuda", help="cpu: the same runs on CPU workers (a check of this script)")
     ap.add_argument("--direct-only", help=argparse.SUPPRESS)
@@ -118,7 +144,7 @@ def main():
         return
 
     import dask
-    from distributed import Client, LocalCluster, wait
+    from distributed import Client, LocalCluster, get_task_stream, wait
 
     import nearkit
     import nearkit.dask as nkd
@@ -162,14 +188,18 @@ def main():
                     client.run(nkd.clear_cache)
                     outs = graph(nkd, what, data, queries, args.strategy, args.cells, args.device)
                     t = time.perf_counter()
-                    outs = client.persist(outs)
-                    try:
-                        wait(outs, timeout=args.timeout)
-                    except TimeoutError:
-                        # Where every worker thread is: the stacks of the tasks still running.
-                        print(json.dumps(client.call_stack(), indent=1, default=str)[-20000:], flush=True)
-                        raise
+                    stream = get_task_stream(client) if args.profile and rep == args.repeat - 1 else contextlib.nullcontext()
+                    with stream as ts:
+                        outs = client.persist(outs)
+                        try:
+                            wait(outs, timeout=args.timeout)
+                        except TimeoutError:
+                            # Where every worker thread is: the stacks of the tasks still running.
+                            print(json.dumps(client.call_stack(), indent=1, default=str)[-20000:], flush=True)
+                            raise
                     t = time.perf_counter() - t
+                    if ts is not None:
+                        print_phases(ts.data)
                     best = t if best is None else min(best, t)
                     if rep == args.repeat - 1:
                         host = client.compute(outs, sync=True)

@@ -7,6 +7,7 @@
 //! - `engines`: one `Engine` per device per process, the CUDA options, `workers` thread pools.
 //! - `arrays`: numpy (N, 3) rows to `Points` columns and back, in parallel; errors to Python.
 //! - `cuda_arrays`: CuPy / PyTorch arrays in GPU memory, read and answered in place.
+//! - `partition`: nearkit.dask's passes over every row (cutting chunks into cells).
 //! - `point_index`, `mesh_index`, `collide`, `io`: the classes and functions.
 
 mod arrays;
@@ -15,6 +16,7 @@ mod cuda_arrays;
 mod engines;
 mod io;
 mod mesh_index;
+mod partition;
 mod point_index;
 
 use pyo3::prelude::*;
@@ -31,6 +33,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(engines::kernel_images, m)?)?;
     m.add_function(wrap_pyfunction!(engines::cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(point_index::row_lists, m)?)?;
+    m.add_function(wrap_pyfunction!(partition::sort_by_cells, m)?)?;
+    m.add_function(wrap_pyfunction!(partition::rows_in_box, m)?)?;
     m.add_function(wrap_pyfunction!(io::read_points, m)?)?;
     m.add_function(wrap_pyfunction!(io::read_mesh, m)?)?;
     m.add_function(wrap_pyfunction!(collide::heightfield_mesh, m)?)?;

@@ -54,7 +54,7 @@ try:
 except ImportError as e:  # pragma: no cover - the message is the point
     raise ImportError("nearkit.dask needs Dask: pip install 'nearkit[dask]' (or dask[array] distributed)") from e
 
-from . import _arrays
+from . import _arrays, _native
 from ._mesh import ClosestPoints, MeshIndex
 from ._points import Pairs, PointIndex
 
@@ -241,17 +241,6 @@ def _splits(summaries, depth: int, dtype: np.dtype, name: str):
     return axes, values, exp
 
 
-def _cell_of(p: np.ndarray, axes: np.ndarray, values: np.ndarray, depth: int) -> np.ndarray:
-    """Each row's cell: down the k-d splits, right where the coordinate is >= the split."""
-    node = np.zeros(len(p), np.intp)
-    flat = np.ascontiguousarray(p).reshape(-1)
-    base = np.arange(0, 3 * len(p), 3)
-    for _ in range(depth):
-        right = flat[base + axes[node]] >= values[node]
-        node = 2 * node + 1 + right
-    return node - ((1 << depth) - 1)
-
-
 def _scatter(block, offset, name, dtype, splits, depth: int, cells: int, with_points_ids: bool):
     """A chunk cut by cell: per cell, its rows (scaled) and their global (or chunk) row ids."""
     axes, values, exp = splits
@@ -259,13 +248,11 @@ def _scatter(block, offset, name, dtype, splits, depth: int, cells: int, with_po
     b = _arrays.float_array(block, name, dtype) if with_points_ids else _check_block(block, name, offset, dtype)
     if exp:
         b = np.ldexp(b, exp).astype(dtype, copy=False)
-    cell = _cell_of(b, axes, values, depth) if depth else np.zeros(len(b), np.int64)
-    # Small integer keys: numpy's stable sort is then a radix sort.
-    cell = cell.astype(np.uint8 if cells <= 256 else np.uint16 if cells <= 65536 else np.int64)
-    order = np.argsort(cell, kind="stable")
-    bounds = np.searchsorted(cell[order], np.arange(cells + 1))
-    ids = order + offset if with_points_ids else order
-    pts = b[order]
+    # Rows down the k-d splits (right where the coordinate is >= the split), stably sorted by
+    # cell: one parallel pass in nearkit's native code.
+    ids, bounds, pts = _native.sort_by_cells(b, np.array(axes, np.int64), np.array(values, np.float64), depth)
+    if with_points_ids:
+        ids += offset
     return tuple((pts[bounds[c] : bounds[c + 1]], ids[bounds[c] : bounds[c + 1]]) for c in range(cells))
 
 
@@ -514,7 +501,24 @@ def _scaled_bound(bound: float, splits) -> float:
     return float(np.ldexp(np.float64(bound), splits[2])) if splits[2] else bound
 
 
-def _knn_home(cell, boxes, c, k, bound, n, device, workers, want_d2, *qpieces):
+def _near_other_cells(q: np.ndarray, limit: np.ndarray, splits, c: int, cells: int) -> np.ndarray:
+    """The queries of cell c (ascending) that could have a point of another cell within their
+    limit: those nearer than it to one of the split planes on c's path, beyond one of which
+    every other cell lies. A few passes over the queries, where a test against each other
+    cell's box was one per cell; the same margin for rounding as `_reaches`."""
+    axes, values, _ = splits
+    depth = cells.bit_length() - 1
+    gap = np.full(len(q), np.inf)
+    node = 0
+    for level in range(depth):
+        a, v = int(axes[node]), float(values[node])
+        np.minimum(gap, np.abs(q[:, a].astype(np.float64) - v), out=gap)
+        node = 2 * node + 1 + ((c >> (depth - 1 - level)) & 1)
+    eps = float(np.finfo(q.dtype).eps)
+    return np.flatnonzero(gap * (1 - 16 * eps) <= limit)
+
+
+def _knn_home(cell, boxes, splits, c, k, bound, n, device, workers, want_d2, *qpieces):
     """The first pass of cell c: its queries against its points, and which queries must be
     re-run in which other cells. Returns (home result, *per-cell re-run queries)."""
     pts, ids = cell
@@ -527,11 +531,13 @@ def _knn_home(cell, boxes, c, k, bound, n, device, workers, want_d2, *qpieces):
         limit = np.minimum(limit, bound)
     sends = []
     rerun = np.zeros(len(q), bool)
+    near = _near_other_cells(q, limit, splits, c, len(boxes))
+    q_near, limit_near = q[near], limit[near]
     for c2, box in enumerate(boxes):
         if c2 == c:
             sends.append((q[:0], np.empty(0, np.int64), np.empty(0)))
             continue
-        sel = np.flatnonzero(_reaches(q, box, limit, q.dtype))
+        sel = near[_reaches(q_near, box, limit_near, q.dtype)]
         rerun[sel] = True
         sends.append((q[sel], sel, limit[sel]))
     d2 = None
@@ -564,8 +570,11 @@ def _knn_rerun(cell, k, bound, n, device, workers, *pieces):
             reach = limit * (1 + 16 * eps) + float(np.finfo(pts.dtype).tiny)
             lo = (q.astype(np.float64) - reach[:, None]).min(axis=0)
             hi = (q.astype(np.float64) + reach[:, None]).max(axis=0)
-            inside = np.all((pts >= lo) & (pts <= hi), axis=1) if np.isfinite(reach).all() else np.ones(len(pts), bool)
-            sub, sub_ids = pts[inside], ids[inside]
+            if np.isfinite(reach).all():
+                inside = _native.rows_in_box(pts, lo.tolist(), hi.tolist())
+                sub, sub_ids = pts[inside], ids[inside]
+            else:
+                sub, sub_ids = pts, ids
         ix = PointIndex(sub, device=device) if len(q) and len(sub) else None
         out.append(_cell_knn(ix, sub, sub_ids, q, k, bound, n, workers, True, device))
     return tuple(out)
@@ -600,13 +609,15 @@ def _knn_merge(home, sends, *back):
 
 def _split_by_chunk(merged, chunks: int):
     d, gid, d2, src, rows = merged
-    order = np.argsort(src, kind="stable")
-    bounds = np.searchsorted(src[order], np.arange(chunks + 1))
-    out = []
-    for i in range(chunks):
-        s = order[bounds[i] : bounds[i + 1]]
-        out.append((d[s], gid[s], None if d2 is None else d2[s], rows[s]))
-    return tuple(out)
+    if len(src) and (np.diff(src) < 0).any():
+        order = np.argsort(src, kind="stable")
+        d, gid, src, rows = d[order], gid[order], src[order], rows[order]
+        d2 = None if d2 is None else d2[order]
+    # The queries came in source-chunk order (`_concat_queries`): each chunk's rows are a slice.
+    bounds = np.searchsorted(src, np.arange(chunks + 1))
+    return tuple(
+        (d[s:e], gid[s:e], None if d2 is None else d2[s:e], rows[s:e]) for s, e in zip(bounds[:-1], bounds[1:])
+    )
 
 
 def _assemble(m: int, k: int, dtype, exp: int, want_d2: bool, *pieces):
@@ -641,7 +652,7 @@ def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, 
     for c in range(P):
         homes.append(
             dask.delayed(_knn_home, pure=True, nout=P + 1)(
-                plan.cells[c], plan.boxes, c, k, bound, n, device, workers, want_d2, *[qp[c] for qp in qpieces]
+                plan.cells[c], plan.boxes, plan.splits, c, k, bound, n, device, workers, want_d2, *[qp[c] for qp in qpieces]
             )
         )
     reruns = [
