@@ -130,6 +130,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--direct", action="store_true", help="also time a direct nearkit call on one GPU")
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--layout", default="per-gpu", choices=["per-gpu", "one-worker"],
+                    help="one worker per GPU, or one worker driving every GPU (with their share of the cores)")
     ap.add_argument("--profile", action="store_true", help="time each kind of task in the last round")
     ap.add_argument("--timeout", type=float, default=120, help="seconds a join may take before its stacks are shown")
     ap.add_argument("--device", default="cuda", help="cpu: the same runs on CPU workers (a check of this script)")
@@ -154,7 +156,7 @@ def main():
     counts = [g for g in counts if g <= visible]
     threads = args.threads or max(1, (os.cpu_count() or 1) // max(counts))
     print(f"dask {dask.__version__}; {visible} GPUs visible, {os.cpu_count()} cores; {threads} threads per worker; "
-          f"GPU counts {counts}; strategy {args.strategy}; {args.chunks} chunks per input", flush=True)
+          f"GPU counts {counts}; layout {args.layout}; strategy {args.strategy}; {args.chunks} chunks per input", flush=True)
 
     results = {}
     if args.direct:
@@ -173,11 +175,13 @@ def main():
     for g in counts:
         t0 = time.perf_counter()
         if args.device == "cpu":
-            cluster = LocalCluster(n_workers=g, threads_per_worker=threads, dashboard_address=None)
+            one = args.layout == "one-worker"
+            cluster = LocalCluster(n_workers=1 if one else g, threads_per_worker=threads * (g if one else 1), dashboard_address=None)
         else:
-            cluster = nkd.gpu_cluster(g, threads_per_worker=threads)
+            per = g if args.layout == "one-worker" else 1
+            cluster = nkd.gpu_cluster(g, gpus_per_worker=per, threads_per_worker=threads * per)
         with cluster, Client(cluster) as client:
-            client.wait_for_workers(g)
+            client.wait_for_workers(len(cluster.workers))
             print(f"-- {g} GPU worker(s) up in {time.perf_counter() - t0:.1f} s", flush=True)
             for what, n in works:
                 data, queries = inputs(n, args.seed, -(-n // args.chunks))

@@ -284,3 +284,14 @@ def test_gpu_workers_match_the_cpu(client, strategy):
     counts, ids, dist = dask.compute(*nkd.within(X, Q, 0.3, device="cuda", strategy=strategy))
     w1 = nearkit.PointIndex(data, device="cpu").within(queries, 0.3)
     assert same(counts, w1.counts()) and same(ids, w1.ids) and same(dist, w1.distances)
+
+
+def test_gpu_cluster_checks_its_arguments():
+    if nearkit.cuda_device_count():
+        with pytest.raises(ValueError, match="GPUs asked for"):
+            nkd.gpu_cluster(nearkit.cuda_device_count() + 1)
+    else:
+        with pytest.raises(RuntimeError, match="no CUDA GPU"):
+            nkd.gpu_cluster()
+    with pytest.raises(ValueError, match="gpus must be a positive int"):
+        nkd.gpu_cluster(0)

@@ -335,15 +335,24 @@ def plan_cells(data: Any, cells: Optional[int] = None, device: str = "cpu") -> C
 # A cluster of this host's GPUs
 
 
-def gpu_cluster(gpus: Optional[int] = None, *, threads_per_worker: Optional[int] = None, **worker_options: Any):
-    """A Dask cluster on this host with one worker process per GPU, each seeing only its own GPU
-    (``CUDA_VISIBLE_DEVICES``), so that ``device="cuda"`` joins spread over every GPU.
+def gpu_cluster(
+    gpus: Optional[int] = None,
+    *,
+    gpus_per_worker: int = 1,
+    threads_per_worker: Optional[int] = None,
+    **worker_options: Any,
+):
+    """A Dask cluster of this host's GPUs: worker processes that each see only their own GPUs
+    (``CUDA_VISIBLE_DEVICES``), so that ``device="cuda"`` joins use every GPU.
 
     ``gpus``: how many (default: all this process can see; the first ones are taken).
-    ``threads_per_worker``: task threads per worker, which also run the host-side work
-    (default: this host's cores shared evenly among the GPUs). Other keywords go to each
-    worker's ``distributed.Nanny`` (``memory_limit``, say). Needs ``distributed``; use it as
-    ``with gpu_cluster() as cluster, distributed.Client(cluster) as client: ...``.
+    ``gpus_per_worker``: 1 (default) gives one worker per GPU; more gives workers that each
+    drive several GPUs (a worker spreads its cells or query chunks over the GPUs it sees, and
+    what one task hands the next stays in its process instead of crossing between workers).
+    ``threads_per_worker``: task threads per worker, and the threads of nearkit's host-side
+    work in it (default: this host's cores shared evenly among the workers). Other keywords go
+    to each worker's ``distributed.Nanny`` (``memory_limit``, say). Needs ``distributed``; use
+    it as ``with gpu_cluster() as cluster, distributed.Client(cluster) as client: ...``.
     Counting the GPUs opens none of them: this process makes no CUDA context."""
     from distributed import Nanny, Scheduler, SpecCluster
 
@@ -363,14 +372,16 @@ def gpu_cluster(gpus: Optional[int] = None, *, threads_per_worker: Optional[int]
         ids = ids[:gpus]
     if not ids:
         raise RuntimeError("no CUDA GPU is visible to this process (no NVIDIA driver, or CUDA_VISIBLE_DEVICES is empty)")
-    threads = threads_per_worker or max(1, (os.cpu_count() or 1) // len(ids))
-    workers = {
-        f"gpu-{g}": {
-            "cls": Nanny,
-            "options": {"nthreads": threads, "env": {"CUDA_VISIBLE_DEVICES": g}, **worker_options},
-        }
-        for g in ids
-    }
+    per = _int_at_least(gpus_per_worker, 1, "gpus_per_worker")
+    if len(ids) % per:
+        raise ValueError(f"{len(ids)} GPUs do not make workers of {per} GPUs each")
+    groups = [ids[i : i + per] for i in range(0, len(ids), per)]
+    threads = threads_per_worker or max(1, (os.cpu_count() or 1) // len(groups))
+    workers = {}
+    for g in groups:
+        # nearkit's own threads in the worker (rayon's pool) match its share of the cores.
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(g), "RAYON_NUM_THREADS": str(threads)}
+        workers["gpu-" + "-".join(g)] = {"cls": Nanny, "options": {"nthreads": threads, "env": env, **worker_options}}
     scheduler = {"cls": Scheduler, "options": {"dashboard_address": None}}
     return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.WARNING)
 
@@ -413,12 +424,29 @@ def _shared_index(key: str, pts: np.ndarray, device: str):
     return ix
 
 
+_EXPONENTS: dict = {}
+
+
+def _data_exponent(key: str, data: np.ndarray, dtype: np.dtype) -> int:
+    """The broadcast data's scale exponent, found once per process."""
+    with _CACHE_LOCK:
+        exp = _EXPONENTS.get(key)
+    if exp is None:
+        exp = _scale_exponent(dtype, *_magnitudes(data), "data")
+        with _CACHE_LOCK:
+            _EXPONENTS[key] = exp
+            while len(_EXPONENTS) > 64:
+                _EXPONENTS.pop(next(iter(_EXPONENTS)))
+    return exp
+
+
 def clear_cache() -> None:
     """Drops the indexes this process keeps between tasks (on a cluster:
     ``client.run(nearkit.dask.clear_cache)``)."""
     with _CACHE_LOCK:
         _CACHE.clear()
         _MESHES.clear()
+        _EXPONENTS.clear()
 
 
 def _threads(workers: Optional[int], device: str = "cpu") -> int:
@@ -435,6 +463,23 @@ def _threads(workers: Optional[int], device: str = "cpu") -> int:
         return max(1, int(get_worker().state.nthreads))
     except (ImportError, ValueError, AttributeError):
         return -1
+
+
+_GPUS: Optional[int] = None
+
+
+def _on_gpu(device: str, part: int) -> str:
+    """The device of a task's part of the work (a cell, a query chunk): with ``"cuda"`` in a
+    worker that sees several GPUs, parts go round them (any GPU gives the same bits), so one
+    worker drives every GPU of its host; otherwise the device as given."""
+    global _GPUS
+    if device not in ("cuda", "gpu"):
+        return device
+    if _GPUS is None:
+        from . import cuda_device_count
+
+        _GPUS = cuda_device_count()
+    return f"cuda:{part % _GPUS}" if _GPUS > 1 else device
 
 
 # ---------------------------------------------------------------------------------------------
@@ -524,6 +569,7 @@ def _knn_home(cell, boxes, splits, c, k, bound, n, device, workers, want_d2, *qp
     pts, ids = cell
     q, src, rows = _concat_queries(qpieces)
     q = q.astype(pts.dtype if len(pts) else q.dtype, copy=False)
+    device = _on_gpu(device, c)
     ix = PointIndex(pts, device=device) if len(pts) and len(q) else None
     d, gid, _ = _cell_knn(ix, pts, ids, q, k, bound, n, workers, False, device)
     limit = d[:, -1].astype(np.float64) if k else np.full(len(q), np.inf)
@@ -554,13 +600,14 @@ def _knn_home(cell, boxes, splits, c, k, bound, n, device, workers, want_d2, *qp
     return (home,) + tuple(sends)
 
 
-def _knn_rerun(cell, k, bound, n, device, workers, *pieces):
+def _knn_rerun(cell, c, k, bound, n, device, workers, *pieces):
     """Re-runs in one cell of queries from other cells: per source cell, (d, ids, d2). Each
     source's queries search only the cell's points inside the box their bounds reach (a slab
     along the shared boundary, usually), indexed for the purpose: no cell's whole index is
     kept or rebuilt, and the k nearest of that subset include every point of the cell within
     a query's bound, which are all the merge can take."""
     pts, ids = cell
+    device = _on_gpu(device, c)
     out = []
     for q, _, limit in pieces:
         q = q.astype(pts.dtype if len(pts) else q.dtype, copy=False)
@@ -638,8 +685,8 @@ def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, 
     if _use_broadcast(strategy, n, cells, device):
         whole, key = _broadcast_data(data, dtype, device)
         outs = [
-            dask.delayed(_broadcast_knn, pure=True, nout=3)(whole, key, b, o, k, bound, device, workers, want_d2, dtype)
-            for b, o in zip(queries.to_delayed().ravel(), _offsets(queries.chunks[0]))
+            dask.delayed(_broadcast_knn, pure=True, nout=3)(whole, key, b, o, j, k, bound, device, workers, want_d2, dtype)
+            for j, (b, o) in enumerate(zip(queries.to_delayed().ravel(), _offsets(queries.chunks[0])))
         ]
         return None, outs, dask.delayed(_broadcast_stats, pure=True)(queries.shape[0], n, np.dtype(dtype).itemsize)
     plan = _Cells(data, dtype, "data", cells, device)
@@ -656,7 +703,7 @@ def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, 
             )
         )
     reruns = [
-        dask.delayed(_knn_rerun, pure=True, nout=P)(plan.cells[c], k, bound, n, device, workers, *[h[1 + c] for h in homes])
+        dask.delayed(_knn_rerun, pure=True, nout=P)(plan.cells[c], c, k, bound, n, device, workers, *[h[1 + c] for h in homes])
         for c in range(P)
     ]
     Q = len(qpieces)
@@ -692,11 +739,12 @@ def _checked(call, block, name, offset, dtype):
         raise
 
 
-def _broadcast_knn(data, key, block, offset, k, bound, device, workers, want_d2, dtype):
-    """One query chunk against the whole data's index (built once per process)."""
+def _broadcast_knn(data, key, block, offset, part, k, bound, device, workers, want_d2, dtype):
+    """One query chunk against the whole data's index (built once per process and GPU)."""
     q = _arrays.float_array(block, "queries", dtype)
     n = len(data)
-    ix = _shared_index(key, data, device)  # raises single-machine nearkit's error on no data
+    device = _on_gpu(device, part)
+    ix = _shared_index(key + device, data, device)  # raises single-machine nearkit's error on no data
     if len(q) == 0:
         return np.empty((0, k), dtype), np.empty((0, k), np.int64), (np.empty((0, k), dtype) if want_d2 else None)
     w = _threads(workers, device)
@@ -710,7 +758,7 @@ def _broadcast_knn(data, key, block, offset, k, bound, device, workers, want_d2,
     if want_d2:
         missing = li >= n
         # In the index's frame (scaled as it scales), where squared distances are exact.
-        exp = _scale_exponent(dtype, *_magnitudes(data), "data")
+        exp = _data_exponent(key, data, dtype)
         qs, ps = (np.ldexp(q, exp).astype(dtype), np.ldexp(data, exp).astype(dtype)) if exp else (q, data)
         d2 = _d2(qs, ps[np.where(missing, 0, li)])
         d2[missing] = np.inf
@@ -952,7 +1000,7 @@ def _route_within(qpieces_block, boxes, r, dtype):
     return tuple(out)
 
 
-def _within_cell(cell, r, n, device, workers, *pieces):
+def _within_cell(cell, c, r, n, device, workers, *pieces):
     """Each piece's rows within r in this cell: (counts, ids, distances, d2)."""
     pts, ids = cell
     out = []
@@ -960,6 +1008,7 @@ def _within_cell(cell, r, n, device, workers, *pieces):
     if len(q) == 0 or len(pts) == 0:
         return tuple((np.zeros(len(p), np.int64), np.empty(0, np.int64), np.empty(0, pts.dtype), np.empty(0, pts.dtype)) for p, _ in pieces)
     q = q.astype(pts.dtype, copy=False)
+    device = _on_gpu(device, c)
     ix = PointIndex(pts, device=device)
     w = ix.within(q, r, sort=True, workers=_threads(workers, device))
     counts = np.diff(w.offsets)
@@ -1014,8 +1063,8 @@ def within(
     if _use_broadcast(strategy, x.shape[0], cells, device):
         whole, key = _broadcast_data(x, dtype, device)
         outs = [
-            dask.delayed(_broadcast_within, pure=True, nout=3)(whole, key, b, o, radius, device, workers, dtype)
-            for b, o in zip(q.to_delayed().ravel(), _offsets(q.chunks[0]))
+            dask.delayed(_broadcast_within, pure=True, nout=3)(whole, key, b, o, j, radius, device, workers, dtype)
+            for j, (b, o) in enumerate(zip(q.to_delayed().ravel(), _offsets(q.chunks[0])))
         ]
         return _within_arrays(outs, q, dtype)
     plan = _Cells(x, dtype, "data", cells, device)
@@ -1028,7 +1077,7 @@ def within(
         for qp in qpieces
     ]
     cell_out = [
-        dask.delayed(_within_cell, pure=True, nout=len(routed))(plan.cells[c], r_scaled, x.shape[0], device, workers, *[rt[c] for rt in routed])
+        dask.delayed(_within_cell, pure=True, nout=len(routed))(plan.cells[c], c, r_scaled, x.shape[0], device, workers, *[rt[c] for rt in routed])
         for c in range(P)
     ]
     outs = []
@@ -1041,9 +1090,10 @@ def within(
     return _within_arrays(outs, q, dtype)
 
 
-def _broadcast_within(data, key, block, offset, r, device, workers, dtype):
+def _broadcast_within(data, key, block, offset, part, r, device, workers, dtype):
     q = _arrays.float_array(block, "queries", dtype)
-    ix = _shared_index(key, data, device)
+    device = _on_gpu(device, part)
+    ix = _shared_index(key + device, data, device)
     if len(q) == 0:
         return np.zeros(0, np.int64), np.empty(0, np.int64), np.empty(0, dtype)
     w = _checked(lambda: ix.within(q, r, workers=_threads(workers, device)), block, "queries", offset, dtype)
@@ -1075,8 +1125,9 @@ def _mesh_index(token: str, vertices, faces, device) -> MeshIndex:
     return ix
 
 
-def _mesh_block(block, token, vertices, faces, device, workers, max_distance, what):
-    ix = _mesh_index(token, vertices, faces, device)
+def _mesh_block(block, part, token, vertices, faces, device, workers, max_distance, what):
+    device = _on_gpu(device, part)
+    ix = _mesh_index(token + device, vertices, faces, device)
     if what == "signed":
         return ix.signed_distance(block, max_distance=max_distance, workers=_threads(workers, device))
     return tuple(ix.closest_point(block, max_distance=max_distance, workers=_threads(workers, device)))
@@ -1090,8 +1141,8 @@ def _mesh_graph(vertices, faces, queries, device, workers, max_distance, what):
     q = _as_points(queries, "queries")
     blocks = q.to_delayed().ravel()
     outs = [
-        dask.delayed(_mesh_block, pure=True, nout=4 if what == "closest" else None)(b, token, vd, fd, device, workers, max_distance, what)
-        for b in blocks
+        dask.delayed(_mesh_block, pure=True, nout=4 if what == "closest" else None)(b, j, token, vd, fd, device, workers, max_distance, what)
+        for j, b in enumerate(blocks)
     ]
     return v.dtype, q, outs
 
