@@ -126,7 +126,7 @@ pub fn detach_on<R: Send>(py: Python<'_>, engine: &Engine, f: impl FnOnce() -> R
 fn gpu_section(engine: &Engine) -> Option<MutexGuard<'static, ()>> {
     let Device::Cuda(ordinal) = engine.device() else { return None };
     static SECTIONS: OnceLock<Mutex<HashMap<usize, &'static Mutex<()>>>> = OnceLock::new();
-    let section: &'static Mutex<()> = *SECTIONS
+    let section: &'static Mutex<()> = SECTIONS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner())

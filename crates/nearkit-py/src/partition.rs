@@ -108,7 +108,11 @@ pub fn sort_by_cells<'py>(
     depth: u32,
 ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
     let (axes, values) = (axes.as_slice()?, values.as_slice()?);
-    if depth > 16 || axes.len() < (1 << depth) - 1 || values.len() < axes.len() || axes.iter().any(|&a| !(0..3).contains(&a)) {
+    if depth > 16
+        || axes.len() < (1 << depth) - 1
+        || values.len() < axes.len()
+        || axes.iter().any(|&a| !(0..3).contains(&a))
+    {
         return Err(PyValueError::new_err("the splits do not make a tree of that depth"));
     }
     let axes: Vec<usize> = axes.iter().map(|&a| a as usize).collect();

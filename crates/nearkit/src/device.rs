@@ -76,7 +76,7 @@ pub struct CudaOptions {
     /// Kernels compiled ahead of time ([`kernels`](crate::kernels)): a module loads the image
     /// that fits the GPU, and NVRTC compiles only the modules no image fits. With images for
     /// every module, NVRTC need not be installed.
-    pub kernel_images: &'static [crate::kernels::KernelImage],
+    pub kernel_images: &'static [crate::runtime::cuda::compile::KernelImage],
 }
 
 impl Default for CudaOptions {

@@ -16,26 +16,8 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::runtime::cuda::compile;
-
-/// One kernel module compiled ahead of time for one target.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct KernelImage {
-    /// The module's name ([`KernelSource::module`]).
-    pub module: &'static str,
-    /// [`source_hash`] of the source it was compiled from.
-    pub source_hash: u64,
-    /// `sm_XY` for a cubin (runs on compute capability X.Y to X.9), `compute_XY` for PTX (the
-    /// driver translates it for any GPU of capability X.Y or later).
-    pub target: &'static str,
-    /// The cubin or PTX.
-    pub bytes: &'static [u8],
-}
-
-impl std::fmt::Debug for KernelImage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "KernelImage({} {} {:016x}, {} bytes)", self.module, self.target, self.source_hash, self.bytes.len())
-    }
-}
+pub use crate::runtime::cuda::compile::{source_hash, KernelImage};
+use crate::runtime::cuda::KernelModule;
 
 /// A kernel module's name and the full program NVRTC compiles for it.
 #[derive(Clone, Debug)]
@@ -48,13 +30,24 @@ pub struct KernelSource {
 
 /// Every kernel module the library launches.
 pub fn sources() -> Vec<KernelSource> {
-    crate::runtime::cuda::MODULES.iter().map(|m| KernelSource { module: m.name, source: m.source() }).collect()
+    MODULES.iter().map(|m| KernelSource { module: m.name, source: m.source() }).collect()
 }
 
-/// The hash [`KernelImage::source_hash`] holds (FNV-1a of the program text).
-pub fn source_hash(source: &str) -> u64 {
-    compile::fnv1a(&[source.as_bytes()])
-}
+/// Every kernel module, in the order [`sources`] lists them: each capability's own, and the
+/// runtime's shared ones.
+pub(crate) static MODULES: [&KernelModule; 11] = [
+    &crate::runtime::cuda::radix_sort::KERNELS,
+    &crate::runtime::cuda::import::KERNELS,
+    &crate::tree::cuda::KERNELS,
+    &crate::pairs::cuda::KERNELS,
+    &crate::knn::grid_cuda::KERNELS,
+    &crate::knn::cuda::KERNELS,
+    &crate::knn::vectors::cuda::KERNELS,
+    &crate::closest_point::cuda::KERNELS,
+    &crate::radius::cuda::KERNELS,
+    &crate::collide::cuda::KERNELS,
+    &crate::collide::ray_cast::cuda::KERNELS,
+];
 
 /// Compiles `source` with NVRTC for `target`: a cubin for `sm_XY`, PTX for `compute_XY`.
 /// `cccl_include` is CUB's header folder. NVRTC must be loadable (it is found as the CUDA
@@ -66,52 +59,4 @@ pub fn compile(source: &str, target: &str, cccl_include: &Path) -> Result<Vec<u8
 /// Whether NVRTC can be loaded here.
 pub fn nvrtc_present() -> bool {
     compile::nvrtc_present()
-}
-
-/// The image to load on a GPU of compute capability `(major, minor)` for a module whose source
-/// hashes to `hash`: a cubin for that capability, else one for an earlier minor version of the
-/// same major, else the PTX of the highest capability the GPU has.
-pub(crate) fn pick(images: &[KernelImage], module: &str, hash: u64, cc: (u32, u32)) -> Option<&'static [u8]> {
-    let parse = |t: &str, prefix: &str| -> Option<(u32, u32)> {
-        let digits = t.strip_prefix(prefix)?;
-        let n: u32 = digits.parse().ok()?;
-        Some((n / 10, n % 10))
-    };
-    let fits = images.iter().filter(|i| i.module == module && i.source_hash == hash);
-    let cubin = fits
-        .clone()
-        .filter_map(|i| parse(i.target, "sm_").map(|c| (c, i)))
-        .filter(|(c, _)| c.0 == cc.0 && c.1 <= cc.1)
-        .max_by_key(|(c, _)| *c);
-    let ptx = || {
-        fits.clone()
-            .filter_map(|i| parse(i.target, "compute_").map(|c| (c, i)))
-            .filter(|(c, _)| *c <= cc)
-            .max_by_key(|(c, _)| *c)
-    };
-    cubin.or_else(ptx).map(|(_, i)| i.bytes)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const A: &[u8] = b"a";
-    const B: &[u8] = b"b";
-    const C: &[u8] = b"c";
-
-    #[test]
-    fn picks_the_cubin_of_the_gpu_then_of_its_family_then_ptx() {
-        let images = [
-            KernelImage { module: "m", source_hash: 7, target: "sm_80", bytes: A },
-            KernelImage { module: "m", source_hash: 7, target: "sm_90", bytes: B },
-            KernelImage { module: "m", source_hash: 7, target: "compute_80", bytes: C },
-        ];
-        assert_eq!(pick(&images, "m", 7, (9, 0)), Some(B));
-        assert_eq!(pick(&images, "m", 7, (8, 6)), Some(A));
-        assert_eq!(pick(&images, "m", 7, (12, 0)), Some(C));
-        assert_eq!(pick(&images, "m", 7, (7, 5)), None, "no image runs on an older GPU");
-        assert_eq!(pick(&images, "m", 8, (9, 0)), None, "an image of another source is never used");
-        assert_eq!(pick(&images, "n", 7, (9, 0)), None);
-    }
 }

@@ -19,7 +19,72 @@ pub(crate) struct CompileOptions {
     /// Compiled kernels are kept here between runs; `None`: compile in every process.
     pub cache_dir: Option<PathBuf>,
     /// Kernels compiled ahead of time, used before NVRTC where one fits the GPU.
-    pub images: &'static [crate::kernels::KernelImage],
+    pub images: &'static [KernelImage],
+}
+
+/// One kernel module compiled ahead of time for one target.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KernelImage {
+    /// The module's name ([`KernelSource::module`](crate::kernels::KernelSource::module)).
+    pub module: &'static str,
+    /// [`source_hash`] of the source it was compiled from.
+    pub source_hash: u64,
+    /// `sm_XY` for a cubin (runs on compute capability X.Y to X.9), `compute_XY` for PTX (the
+    /// driver translates it for any GPU of capability X.Y or later).
+    pub target: &'static str,
+    /// The cubin or PTX.
+    pub bytes: &'static [u8],
+}
+
+impl std::fmt::Debug for KernelImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelImage({} {} {:016x}, {} bytes)", self.module, self.target, self.source_hash, self.bytes.len())
+    }
+}
+
+/// The hash [`KernelImage::source_hash`] holds (FNV-1a of the program text).
+pub fn source_hash(source: &str) -> u64 {
+    fnv1a(&[source.as_bytes()])
+}
+
+/// The image to load on a GPU of compute capability `(major, minor)` for a module whose source
+/// hashes to `hash`: a cubin for that capability, else one for an earlier minor version of the
+/// same major, else the PTX of the highest capability the GPU has.
+pub(crate) fn pick(images: &[KernelImage], module: &str, hash: u64, cc: (u32, u32)) -> Option<&'static [u8]> {
+    let parse = |t: &str, prefix: &str| -> Option<(u32, u32)> {
+        let digits = t.strip_prefix(prefix)?;
+        let n: u32 = digits.parse().ok()?;
+        Some((n / 10, n % 10))
+    };
+    let fits = images.iter().filter(|i| i.module == module && i.source_hash == hash);
+    let cubin = fits
+        .clone()
+        .filter_map(|i| parse(i.target, "sm_").map(|c| (c, i)))
+        .filter(|(c, _)| c.0 == cc.0 && c.1 <= cc.1)
+        .max_by_key(|(c, _)| *c);
+    let ptx = || {
+        fits.clone()
+            .filter_map(|i| parse(i.target, "compute_").map(|c| (c, i)))
+            .filter(|(c, _)| *c <= cc)
+            .max_by_key(|(c, _)| *c)
+    };
+    cubin.or_else(ptx).map(|(_, i)| i.bytes)
+}
+
+/// The modules of `images` with no image that runs on a GPU of capability `cc` (all of them
+/// where there are no images), whatever source the images were compiled from.
+pub(crate) fn uncovered(images: &[KernelImage], cc: (u32, u32)) -> Vec<&'static str> {
+    if images.is_empty() {
+        return vec!["all"];
+    }
+    let mut modules: Vec<&'static str> = images.iter().map(|i| i.module).collect();
+    modules.sort_unstable();
+    modules.dedup();
+    modules.retain(|&m| {
+        let hash = images.iter().find(|i| i.module == m).map_or(0, |i| i.source_hash);
+        pick(images, m, hash, cc).is_none()
+    });
+    modules
 }
 
 /// Whether libnvrtc can be loaded (cudarc panics on use when it cannot).
@@ -133,4 +198,40 @@ fn nvrtc_compile(source: &str, opts: &[String], ptx: bool) -> Result<Vec<u8>> {
         let _ = result::destroy_program(prog);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &[u8] = b"a";
+    const B: &[u8] = b"b";
+    const C: &[u8] = b"c";
+
+    #[test]
+    fn picks_the_cubin_of_the_gpu_then_of_its_family_then_ptx() {
+        let images = [
+            KernelImage { module: "m", source_hash: 7, target: "sm_80", bytes: A },
+            KernelImage { module: "m", source_hash: 7, target: "sm_90", bytes: B },
+            KernelImage { module: "m", source_hash: 7, target: "compute_80", bytes: C },
+        ];
+        assert_eq!(pick(&images, "m", 7, (9, 0)), Some(B));
+        assert_eq!(pick(&images, "m", 7, (8, 6)), Some(A));
+        assert_eq!(pick(&images, "m", 7, (12, 0)), Some(C));
+        assert_eq!(pick(&images, "m", 7, (7, 5)), None, "no image runs on an older GPU");
+        assert_eq!(pick(&images, "m", 8, (9, 0)), None, "an image of another source is never used");
+        assert_eq!(pick(&images, "n", 7, (9, 0)), None);
+    }
+
+    #[test]
+    fn names_the_modules_no_image_runs_for() {
+        let images = [
+            KernelImage { module: "m", source_hash: 7, target: "sm_90", bytes: A },
+            KernelImage { module: "n", source_hash: 5, target: "compute_80", bytes: B },
+        ];
+        assert!(uncovered(&images, (9, 0)).is_empty());
+        assert_eq!(uncovered(&images, (8, 6)), vec!["m"]);
+        assert_eq!(uncovered(&images, (7, 5)), vec!["m", "n"]);
+        assert_eq!(uncovered(&[], (9, 0)), vec!["all"]);
+    }
 }

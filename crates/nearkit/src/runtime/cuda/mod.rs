@@ -137,14 +137,10 @@ impl Gpu {
         let arch = format!("sm_{major}{minor}");
         let cc = (major as u32, minor as u32);
         if !compile::nvrtc_present() {
-            // Without NVRTC every module needs an image compiled ahead of time for this GPU.
-            let missing: Vec<&str> = MODULES
-                .iter()
-                .filter(|m| {
-                    crate::kernels::pick(opts.images, m.name, crate::kernels::source_hash(&m.source()), cc).is_none()
-                })
-                .map(|m| m.name)
-                .collect();
+            // Without NVRTC every module needs an image compiled ahead of time for this GPU
+            // (the images are of every module, built with the library's own sources; an image
+            // of another source is refused when its module loads).
+            let missing = compile::uncovered(opts.images, cc);
             if !missing.is_empty() {
                 let why = if opts.images.is_empty() {
                     String::new()
@@ -219,8 +215,7 @@ impl Gpu {
             return Ok(m.clone());
         }
         let source = module.source();
-        let image =
-            crate::kernels::pick(self.compile.images, module.name, crate::kernels::source_hash(&source), self.cc);
+        let image = compile::pick(self.compile.images, module.name, compile::source_hash(&source), self.cc);
         let bytes = match image {
             Some(b) => b.to_vec(),
             None => compile::compile_cubin(&source, &self.arch, &self.compile)?,
@@ -278,21 +273,6 @@ impl Gpu {
         self.stream.synchronize().map_err(cuda_err)
     }
 }
-
-/// Every kernel module, in the order `kernels::sources` lists them.
-pub(crate) static MODULES: [&KernelModule; 11] = [
-    &radix_sort::KERNELS,
-    &import::KERNELS,
-    &crate::tree::cuda::KERNELS,
-    &crate::pairs::cuda::KERNELS,
-    &crate::knn::grid_cuda::KERNELS,
-    &crate::knn::cuda::KERNELS,
-    &crate::knn::vectors::cuda::KERNELS,
-    &crate::closest_point::cuda::KERNELS,
-    &crate::radius::cuda::KERNELS,
-    &crate::collide::cuda::KERNELS,
-    &crate::collide::ray_cast::cuda::KERNELS,
-];
 
 /// Types, helpers and the instantiation macro every module starts with.
 pub(crate) static COMMON: CudaSource = CudaSource {
