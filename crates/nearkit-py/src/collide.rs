@@ -160,7 +160,8 @@ impl PyWorld {
             }
             None => {
                 let now = &self.world.bodies().orientation;
-                // An id with no body gets a placeholder; set_poses then reports it.
+                // An id with no body keeps the identity orientation here; set_poses then
+                // rejects that id with its own error.
                 ids.iter().map(|id| now.get(id.0 as usize).copied().unwrap_or([0.0, 0.0, 0.0, 1.0])).collect()
             }
         };

@@ -131,11 +131,28 @@ where
             .map_err(cuda_err)?;
         return stream.synchronize().map_err(cuda_err);
     }
+    let dst_ptr = SendPtr(dst.as_mut_ptr() as *mut T);
+    through_staging(gpu, base, n, size, |from, s, e| {
+        // SAFETY: the piece's e - s values are at `from`; they go to s..e of `dst`.
+        copy_parallel(SendPtr(from as *mut T), SendPtr(unsafe { dst_ptr.0.add(s) }), e - s)
+    })
+}
+
+/// Copies `n` values of `size` bytes from device address `base` through the staging buffers,
+/// a piece at a time with the next one's copy in flight: `take(from, s, e)` hands on values
+/// `s..e`, which lie at `from` (valid until `take` returns).
+fn through_staging(
+    gpu: &Gpu,
+    base: u64,
+    n: usize,
+    size: usize,
+    mut take: impl FnMut(*const u8, usize, usize),
+) -> Result<()> {
+    let stream = gpu.stream();
     let mut staging = gpu.staging()?;
     let piece = STAGE_BYTES / size;
     let pieces = n.div_ceil(piece);
     let range = |j: usize| (j * piece, ((j + 1) * piece).min(n));
-    let dst_ptr = SendPtr(dst.as_mut_ptr() as *mut T);
     let enqueue = |staging: &mut Staging, j: usize| -> Result<usize> {
         let (b, (s, e)) = (staging.take(), range(j));
         staging.wait(b)?;
@@ -154,9 +171,7 @@ where
         let next = if j + 1 < pieces { Some(enqueue(&mut staging, j + 1)?) } else { None };
         let (s, e) = range(j);
         staging.wait(b)?;
-        let from = SendPtr(staging.ptr::<T>(b)?);
-        // SAFETY: piece j lies at s..e of `dst`.
-        copy_parallel(from, SendPtr(unsafe { dst_ptr.0.add(s) }), e - s);
+        take(staging.ptr::<u8>(b)? as *const u8, s, e);
         b = next.unwrap_or(b);
     }
     Ok(())
@@ -196,34 +211,11 @@ where
     let (base, _sync) = src.device_ptr(stream);
     let size = std::mem::size_of::<S>();
     let n = dst.len();
-    let mut staging = gpu.staging()?;
-    let piece = STAGE_BYTES / size;
-    let range = |j: usize| (j * piece, ((j + 1) * piece).min(n));
     let dst_ptr = SendPtr(dst.as_mut_ptr() as *mut D);
-    let enqueue = |staging: &mut Staging, j: usize| -> Result<usize> {
-        let (b, (s, e)) = (staging.take(), range(j));
-        staging.wait(b)?;
-        let to = staging.ptr::<u8>(b)?;
-        // SAFETY: the buffer holds STAGE_BYTES >= (e - s) values; its previous transfer is done.
-        unsafe {
-            sys::cuMemcpyDtoHAsync_v2(to as *mut _, base + (s * size) as u64, (e - s) * size, stream.cu_stream())
-        }
-        .result()
-        .map_err(cuda_err)?;
-        staging.done[b] = Some(stream.record_event(None).map_err(cuda_err)?);
-        Ok(b)
-    };
-    let mut b = enqueue(&mut staging, 0)?;
-    for j in 0..n.div_ceil(piece) {
-        let next = if (j + 1) * piece < n { Some(enqueue(&mut staging, j + 1)?) } else { None };
-        let (s, e) = range(j);
-        staging.wait(b)?;
-        let from = SendPtr(staging.ptr::<S>(b)?);
-        // SAFETY: piece j lies at s..e of `dst`.
-        map_parallel(from, SendPtr(unsafe { dst_ptr.0.add(s) }), e - s, &f);
-        b = next.unwrap_or(b);
-    }
-    Ok(())
+    through_staging(gpu, base, n, size, |from, s, e| {
+        // SAFETY: the piece's e - s values are at `from`; they go to s..e of `dst`.
+        map_parallel(SendPtr(from as *mut S), SendPtr(unsafe { dst_ptr.0.add(s) }), e - s, &f)
+    })
 }
 
 /// Copies `src` into the device values `dst` (of the same length).
