@@ -16,7 +16,8 @@ use crate::geometry::mesh::Mesh;
 use crate::geometry::morton::MortonFrame;
 use crate::geometry::real::Real;
 use crate::geometry::vec3::{cross, dot, normalize, sub};
-use crate::tree::{radix_node, CHILD_POINT};
+use crate::tree::radix::{radix_topology, sort_by_key};
+use crate::tree::CHILD_POINT;
 
 /// A node of at most this many triangles is scanned rather than descended.
 pub const TRIANGLE_LEAF: usize = 4;
@@ -199,7 +200,7 @@ impl<T: Real> TriangleBvh<T> {
         let (lo, hi) = mesh.vertices.bounds();
         let frame = MortonFrame::from_bounds(lo, hi);
         let third = T::from_f64(1.0 / 3.0);
-        let mut keyed: Vec<(u64, u32)> = (0..n)
+        let keyed: Vec<(u64, u32)> = (0..n)
             .into_par_iter()
             .map(|t| {
                 let c = mesh.corners(t);
@@ -207,28 +208,20 @@ impl<T: Real> TriangleBvh<T> {
                 (frame.code(m(0), m(1), m(2)), t as u32)
             })
             .collect();
-        keyed.par_sort_unstable();
+        let (keyed, _) = sort_by_key(keyed);
         let keys: Vec<u64> = keyed.iter().map(|&(k, _)| k).collect();
         let ids: Vec<u32> = keyed.into_iter().map(|(_, t)| t).collect();
         let corners: [[Vec<T>; 3]; 3] = std::array::from_fn(|k| {
             std::array::from_fn(|a| ids.iter().map(|&t| mesh.corners(t as usize)[k][a]).collect())
         });
-        let internal = n.saturating_sub(1);
-        let topo: Vec<(u32, u32, u32)> = (0..internal).into_par_iter().map(|i| radix_node(&keys, i)).collect();
+        let (left, right, other_end) = radix_topology(&keys);
         // Each node's box straight from its range: the ranges' total length is n × depth.
-        let boxes = topo
+        let boxes = other_end
             .par_iter()
             .enumerate()
-            .map(|(i, &(_, _, j))| OrientedBox::of_triangles(&corners, i.min(j as usize), i.max(j as usize) + 1))
+            .map(|(i, &j)| OrientedBox::of_triangles(&corners, i.min(j as usize), i.max(j as usize) + 1))
             .collect();
-        Self {
-            ids,
-            left: topo.iter().map(|t| t.0).collect(),
-            right: topo.iter().map(|t| t.1).collect(),
-            other_end: topo.iter().map(|t| t.2).collect(),
-            boxes,
-            corners,
-        }
+        Self { ids, left, right, other_end, boxes, corners }
     }
 
     pub fn len(&self) -> usize {

@@ -18,6 +18,7 @@
 
 pub(crate) mod cuda;
 pub(crate) mod nearest_block;
+pub(crate) mod radix;
 pub(crate) mod search;
 
 use rayon::prelude::*;
@@ -34,7 +35,6 @@ pub const CHILD_POINT: u32 = 1 << 31;
 
 /// Top bits of a Morton code that index `MortonTree::key_table`.
 pub const TABLE_BITS: u32 = 16;
-const TABLE_SHIFT: u32 = 63 - TABLE_BITS;
 
 impl<T: Real> MortonTree<T> {
     /// Indices of `a` in Morton order in the tree's frame: queries in this order walk
@@ -85,7 +85,10 @@ pub fn common_prefix(keys: &[u64], i: usize, j: i64) -> i32 {
     }
 }
 
-/// Karras's construction of internal node `i`: (left child, right child, other end).
+/// Karras's construction of internal node `i`: (left child, right child, other end). The
+/// GPU builds each node this way (`tree_build.cu`); the CPU's linear build
+/// (`radix::radix_tree_bottom_up`) is tested against it.
+#[cfg(test)]
 pub fn radix_node(keys: &[u64], i: usize) -> (u32, u32, u32) {
     let ii = i as i64;
     let d: i64 = if common_prefix(keys, i, ii + 1) > common_prefix(keys, i, ii - 1) { 1 } else { -1 };
@@ -143,27 +146,15 @@ impl<T: Real> MortonTree<T> {
         let (lo, hi) = points.bounds();
         let frame = MortonFrame::from_bounds(lo, hi);
 
-        let mut order: Vec<(u64, u32)> =
+        let keyed: Vec<(u64, u32)> =
             (0..n).into_par_iter().map(|i| (frame.code(points.x[i], points.y[i], points.z[i]), i as u32)).collect();
-        order.par_sort_unstable();
-        let codes: Vec<u64> = order.par_iter().map(|o| o.0).collect();
-        let id: Vec<u32> = order.par_iter().map(|o| o.1).collect();
-        drop(order);
-        let key_table: Vec<u32> = (0..=(1u64 << TABLE_BITS))
-            .into_par_iter()
-            .map(|b| codes.partition_point(|&c| c < (b << TABLE_SHIFT)) as u32)
-            .collect();
+        let (keyed, key_table) = radix::sort_by_key(keyed);
+        let codes: Vec<u64> = keyed.par_iter().map(|o| o.0).collect();
+        let id: Vec<u32> = keyed.par_iter().map(|o| o.1).collect();
+        drop(keyed);
         let gather = |col: &Vec<T>| -> Vec<T> { id.par_iter().map(|&i| col[i as usize]).collect() };
         let (x, y, z) = (gather(&points.x), gather(&points.y), gather(&points.z));
-
         let internal = n.saturating_sub(1);
-        let topology: Vec<(u32, u32, u32)> = (0..internal).into_par_iter().map(|i| radix_node(&codes, i)).collect();
-        drop(codes);
-        let left = topology.par_iter().map(|t| t.0).collect();
-        let right = topology.par_iter().map(|t| t.1).collect();
-        let other_end = topology.par_iter().map(|t| t.2).collect();
-        drop(topology);
-
         let mut tree = MortonTree {
             frame,
             leaf_size,
@@ -172,17 +163,35 @@ impl<T: Real> MortonTree<T> {
             y,
             z,
             id,
-            left,
-            right,
-            other_end,
+            left: vec![0; internal],
+            right: vec![0; internal],
+            other_end: vec![0; internal],
             lo: [vec![T::ZERO; internal], vec![T::ZERO; internal], vec![T::ZERO; internal]],
             hi: [vec![T::ZERO; internal], vec![T::ZERO; internal], vec![T::ZERO; internal]],
             min_id: vec![NO_ID; internal],
         };
-        if internal > 0 {
-            let out = BoxOut::new(&mut tree.lo, &mut tree.hi, &mut tree.min_id);
-            fill_boxes(&tree.left, &tree.right, &tree.other_end, &tree.x, &tree.y, &tree.z, &tree.id, 0, &out);
-        }
+        let out = NodeOut::new(&mut tree);
+        let (x, y, z, id) = (&tree.x, &tree.y, &tree.z, &tree.id);
+        let point = |p: usize| ([x[p], y[p], z[p]], [x[p], y[p], z[p]], id[p]);
+        // Each node once its children are done: its topology, box and smallest id.
+        radix::radix_tree_bottom_up(&codes, |v| {
+            // SAFETY: a child's slot was written before (children are visited first, and
+            // across threads only before a rayon join); `v.node` is written by this call alone.
+            unsafe {
+                let child = |c: u32| {
+                    if c & CHILD_POINT != 0 {
+                        point((c & !CHILD_POINT) as usize)
+                    } else {
+                        out.read(c as usize)
+                    }
+                };
+                let ((la, ha, ma), (lb, hb, mb)) = (child(v.left), child(v.right));
+                let lo = [la[0].min(lb[0]), la[1].min(lb[1]), la[2].min(lb[2])];
+                let hi = [ha[0].max(hb[0]), ha[1].max(hb[1]), ha[2].max(hb[2])];
+                out.write(v.node, (v.left, v.right, v.other_end()), (lo, hi, ma.min(mb)));
+            }
+        });
+        drop(codes);
         tree
     }
 
@@ -201,70 +210,56 @@ impl<T: Real> MortonTree<T> {
     }
 }
 
-/// Raw views of the node box columns, written by the parallel build: each node slot is
-/// written exactly once, by the one task that owns that node.
-struct BoxOut<T> {
+/// Raw views of the node columns, written by the parallel build: each node slot is written
+/// exactly once, and read (as a child) only after.
+struct NodeOut<T> {
+    left: *mut u32,
+    right: *mut u32,
+    other_end: *mut u32,
     lo: [*mut T; 3],
     hi: [*mut T; 3],
     min_id: *mut u32,
 }
-// SAFETY: tasks write disjoint slots and never read them (children's boxes are returned).
-unsafe impl<T: Send> Send for BoxOut<T> {}
-unsafe impl<T: Send> Sync for BoxOut<T> {}
+// SAFETY: tasks write disjoint slots and read only slots written before them (see build).
+unsafe impl<T: Send> Send for NodeOut<T> {}
+unsafe impl<T: Send> Sync for NodeOut<T> {}
 
-impl<T> BoxOut<T> {
-    fn new(lo: &mut [Vec<T>; 3], hi: &mut [Vec<T>; 3], min_id: &mut [u32]) -> Self {
-        let [l0, l1, l2] = lo;
-        let [h0, h1, h2] = hi;
+impl<T: Copy> NodeOut<T> {
+    fn new(tree: &mut MortonTree<T>) -> Self {
+        let [l0, l1, l2] = &mut tree.lo;
+        let [h0, h1, h2] = &mut tree.hi;
         Self {
+            left: tree.left.as_mut_ptr(),
+            right: tree.right.as_mut_ptr(),
+            other_end: tree.other_end.as_mut_ptr(),
             lo: [l0.as_mut_ptr(), l1.as_mut_ptr(), l2.as_mut_ptr()],
             hi: [h0.as_mut_ptr(), h1.as_mut_ptr(), h2.as_mut_ptr()],
-            min_id: min_id.as_mut_ptr(),
+            min_id: tree.min_id.as_mut_ptr(),
         }
     }
-}
 
-/// Computes the box of internal node `node` from its children (recursing in parallel on big
-/// subtrees), writes it, and returns it. min/max are exact, so the bits match the GPU's.
-#[allow(clippy::too_many_arguments)]
-fn fill_boxes<T: Real>(
-    left: &[u32],
-    right: &[u32],
-    other_end: &[u32],
-    x: &[T],
-    y: &[T],
-    z: &[T],
-    id: &[u32],
-    node: usize,
-    out: &BoxOut<T>,
-) -> ([T; 3], [T; 3], u32) {
-    let child = |c: u32| -> ([T; 3], [T; 3], u32) {
-        if c & CHILD_POINT != 0 {
-            let p = (c & !CHILD_POINT) as usize;
-            let v = [x[p], y[p], z[p]];
-            (v, v, id[p])
-        } else {
-            fill_boxes(left, right, other_end, x, y, z, id, c as usize, out)
-        }
-    };
-    let size = (node as i64 - other_end[node] as i64).unsigned_abs();
-    let ((la, ha, ma), (lb, hb, mb)) = if size > 4096 {
-        rayon::join(|| child(left[node]), || child(right[node]))
-    } else {
-        (child(left[node]), child(right[node]))
-    };
-    let lo = [la[0].min(lb[0]), la[1].min(lb[1]), la[2].min(lb[2])];
-    let hi = [ha[0].max(hb[0]), ha[1].max(hb[1]), ha[2].max(hb[2])];
-    let m = ma.min(mb);
-    // SAFETY: `node` < n - 1 = the columns' length, and only this call writes slot `node`.
-    unsafe {
-        for d in 0..3 {
-            *out.lo[d].add(node) = lo[d];
-            *out.hi[d].add(node) = hi[d];
-        }
-        *out.min_id.add(node) = m;
+    /// # Safety
+    /// `node` < n - 1, and its box was written before.
+    #[inline(always)]
+    unsafe fn read(&self, node: usize) -> ([T; 3], [T; 3], u32) {
+        let lo = std::array::from_fn(|d| *self.lo[d].add(node));
+        let hi = std::array::from_fn(|d| *self.hi[d].add(node));
+        (lo, hi, *self.min_id.add(node))
     }
-    (lo, hi, m)
+
+    /// # Safety
+    /// `node` < n - 1, and no one else writes or reads it meanwhile.
+    #[inline(always)]
+    unsafe fn write(&self, node: usize, (l, r, o): (u32, u32, u32), (lo, hi, m): ([T; 3], [T; 3], u32)) {
+        *self.left.add(node) = l;
+        *self.right.add(node) = r;
+        *self.other_end.add(node) = o;
+        for d in 0..3 {
+            *self.lo[d].add(node) = lo[d];
+            *self.hi[d].add(node) = hi[d];
+        }
+        *self.min_id.add(node) = m;
+    }
 }
 
 #[cfg(test)]
@@ -300,6 +295,37 @@ mod tests {
         }
         if n > 1 {
             assert!(covered.iter().all(|&c| c == 1), "each point is the child of exactly one node");
+        }
+    }
+
+    /// The build against its definition: Karras's nodes over the sorted codes, each box the
+    /// exact bounds of its range's points, each `min_id` its smallest id.
+    #[test]
+    fn build_matches_its_definition() {
+        use crate::generate::{generate, Distribution};
+        for (dist, count) in [
+            (Distribution::Uniform, 150_000),
+            (Distribution::Clustered, 90_000),
+            (Distribution::Duplicates, 70_000),
+            (Distribution::Plane, 1_000),
+            (Distribution::UniformInt, 2),
+        ] {
+            let p = generate::<f32>(dist, count, 1000.0, 7);
+            let t = MortonTree::build(&p, DEFAULT_LEAF_SIZE);
+            let codes: Vec<u64> = (0..count).map(|i| t.frame.code(t.x[i], t.y[i], t.z[i])).collect();
+            assert!(codes.windows(2).zip(t.id.windows(2)).all(|(c, i)| (c[0], i[0]) < (c[1], i[1])), "{dist:?}: order");
+            for b in 0..=(1u64 << TABLE_BITS) {
+                assert_eq!(t.key_table[b as usize] as usize, codes.partition_point(|&c| c < (b << (63 - TABLE_BITS))));
+            }
+            for i in 0..count - 1 {
+                assert_eq!((t.left[i], t.right[i], t.other_end[i]), radix_node(&codes, i), "{dist:?}: node {i}");
+                let (s, e) = t.range(i);
+                let lo = [&t.x, &t.y, &t.z].map(|c| c[s..e].iter().fold(f32::INFINITY, |a, &v| a.min(v)));
+                let hi = [&t.x, &t.y, &t.z].map(|c| c[s..e].iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v)));
+                assert_eq!(lo, [t.lo[0][i], t.lo[1][i], t.lo[2][i]], "{dist:?}: node {i}");
+                assert_eq!(hi, [t.hi[0][i], t.hi[1][i], t.hi[2][i]], "{dist:?}: node {i}");
+                assert_eq!(t.min_id[i], *t.id[s..e].iter().min().unwrap(), "{dist:?}: node {i}");
+            }
         }
     }
 

@@ -1,4 +1,4 @@
-//! The trees ray casts search: a binary radix tree (Karras 2012, `tree::radix_node`) over
+//! The trees ray casts search: a binary radix tree (Karras 2012, `tree::radix`) over
 //! the Morton codes of the primitives' centres, each node holding both children's boxes
 //! (f32, rounded outwards: a node's box is the union of its children's, a leaf's the box its
 //! primitive's test uses) and the union of their layer bits. One node is 64 bytes, read in one
@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::geometry::morton::MortonFrame;
 use crate::runtime::cpu::RowPtr;
 use crate::runtime::cuda::launch::c_struct;
-use crate::tree::{radix_node, CHILD_POINT};
+use crate::tree::radix::{radix_topology, sort_by_key};
+use crate::tree::CHILD_POINT;
 
 /// A child reference with this bit set is a leaf: the primitive at that sorted position.
 pub(crate) const LEAF: u32 = CHILD_POINT;
@@ -85,9 +86,9 @@ fn build(centers: &[V3], boxes: &[Boxed]) -> Result<Tree> {
             |x, y| (std::array::from_fn(|a| x.0[a].min(y.0[a])), std::array::from_fn(|a| x.1[a].max(y.1[a]))),
         );
     let frame = MortonFrame::<f64>::from_bounds(lo, hi);
-    let mut keyed: Vec<(u64, u32)> =
+    let keyed: Vec<(u64, u32)> =
         centers.par_iter().enumerate().map(|(i, c)| (frame.code(c[0], c[1], c[2]), i as u32)).collect();
-    keyed.par_sort_unstable();
+    let (keyed, _) = sort_by_key(keyed);
     let keys: Vec<u64> = keyed.iter().map(|k| k.0).collect();
     let order: Vec<u32> = keyed.iter().map(|k| k.1).collect();
     if n == 1 {
@@ -97,7 +98,8 @@ fn build(centers: &[V3], boxes: &[Boxed]) -> Result<Tree> {
         bounds[3..6].copy_from_slice(&hi);
         return Ok(Tree { nodes: vec![BvhNode { bounds, child: [LEAF, EMPTY], layers: [layers, 0] }], order });
     }
-    let topo: Vec<(u32, u32, u32)> = (0..n - 1).into_par_iter().map(|i| radix_node(&keys, i)).collect();
+    let (left, right, other_end) = radix_topology(&keys);
+    let topo: Vec<(u32, u32, u32)> = (0..n - 1).map(|i| (left[i], right[i], other_end[i])).collect();
     let mut nodes = vec![BvhNode { bounds: [0.0; 12], child: [EMPTY; 2], layers: [0; 2] }; n - 1];
     let out = RowPtr(nodes.as_mut_ptr());
     let cx = Fill { topo: &topo, order: &order, boxes, out: &out };
