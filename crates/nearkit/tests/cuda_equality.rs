@@ -21,7 +21,9 @@ fn gpu() -> Option<On> {
 
 fn same_tree<T: Real>(seed: u64) {
     let Some(gpu) = gpu() else { return };
-    for (name, _, b) in point_sets::<T>(seed, 10, 3000) {
+    // Small sets, and sets past the CPU build's bucket pass and its parallel chunks.
+    let sets = point_sets::<T>(seed, 10, 3000).into_iter().chain(point_sets::<T>(seed, 10, 150_000));
+    for (name, _, b) in sets {
         let cpu = MortonTree::build(&b, DEFAULT_LEAF_SIZE);
         let dev = hooks::tree_on_device(&gpu.0, &b).unwrap();
         assert_eq!(cpu.frame, dev.frame, "{name}: frame");
