@@ -52,6 +52,17 @@ pub trait GridData<T: Real>: Sync {
         out.clear();
         out.extend(list.iter().map(|&i| self.d2(a, i as usize)));
     }
+    /// The listed points as columns (`cols[d * list.len() + j]`: axis d of entry j), for
+    /// [`d2_cols`](GridData::d2_cols); false (and `cols` untouched) where the data keeps no
+    /// columns to copy, and the build then uses `d2_list`.
+    fn gather(&self, _list: &[u32], _cols: &mut Vec<T>) -> bool {
+        false
+    }
+    /// `d2` of each of `n` points gathered by `gather` into `out` (cleared first): the same
+    /// values, from contiguous columns.
+    fn d2_cols(&self, _a: &[T; VEC_DIM], _cols: &[T], _n: usize, _out: &mut Vec<T>) {
+        unreachable!("gather returned false")
+    }
     /// The id of the data point at sorted position `i`.
     fn id(&self, i: usize) -> u32;
     /// A bound on |embed(a) - embed(b)| / |a - b|.
@@ -88,6 +99,19 @@ impl<T: Real> GridData<T> for MortonTree<T> {
             *o = dist2(a[0], a[1], a[2], x[i], y[i], z[i]);
         }
     }
+    fn gather(&self, list: &[u32], cols: &mut Vec<T>) -> bool {
+        cols.clear();
+        for c in [&self.x, &self.y, &self.z] {
+            cols.extend(list.iter().map(|&i| c[i as usize]));
+        }
+        true
+    }
+    #[inline]
+    fn d2_cols(&self, a: &[T; VEC_DIM], cols: &[T], n: usize, out: &mut Vec<T>) {
+        out.clear();
+        out.resize(n, T::ZERO);
+        d2_columns(a, &cols[..n], &cols[n..2 * n], &cols[2 * n..3 * n], out);
+    }
     #[inline(always)]
     fn id(&self, i: usize) -> u32 {
         self.id[i]
@@ -95,6 +119,28 @@ impl<T: Real> GridData<T> for MortonTree<T> {
     fn stretch(&self) -> f64 {
         1.0
     }
+}
+
+/// `out[j] = dist2(a, (x[j], y[j], z[j]))`, in vector lanes (AVX2 where the CPU has it): the
+/// same operations in each lane, so the same values.
+#[inline]
+fn d2_columns<T: Real>(a: &[T; VEC_DIM], x: &[T], y: &[T], z: &[T], out: &mut [T]) {
+    #[inline(always)]
+    fn each<T: Real>(a: &[T; VEC_DIM], x: &[T], y: &[T], z: &[T], out: &mut [T]) {
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = dist2(a[0], a[1], a[2], x[j], y[j], z[j]);
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<T: Real>(a: &[T; VEC_DIM], x: &[T], y: &[T], z: &[T], out: &mut [T]) {
+            each(a, x, y, z, out)
+        }
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { avx2(a, x, y, z, out) };
+    }
+    each(a, x, y, z, out)
 }
 
 /// |E(a) - E(b)| / |a - b| of a triangle-box query embedding E (a hair over √2 for min-max).
@@ -390,9 +436,12 @@ pub fn lane_bound<T: Real>(d2s: &[T], k: usize) -> (T, T) {
         keep(chunk);
     }
     keep(chunks.remainder());
-    let mut all: Vec<T> = t0.into_iter().chain(t1).collect();
-    all.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (all[k - 1], all[0])
+    let least = t0.iter().fold(T::INFINITY, |m, &v| if v < m { v } else { m });
+    let mut all = [T::INFINITY; 2 * LANES];
+    all[..LANES].copy_from_slice(&t0);
+    all[LANES..].copy_from_slice(&t1);
+    let (_, kth, _) = all.select_nth_unstable_by(k - 1, |a, b| a.partial_cmp(b).unwrap());
+    (*kth, least)
 }
 
 /// A list entry with its point and id, so that the 3-D scan reads one record per candidate
@@ -490,22 +539,38 @@ impl<T: Real> CandidateGrid<T> {
     fn build_level<G: GridData<T>>(data: &G, frame: GridFrame<T>, parent: Option<&Self>, k_list: usize, r2: T) -> Self {
         let shrink = T::from_f64(1.0 - MARGIN);
         let all: Vec<u32> = if parent.is_none() { (0..data.len() as u32).collect() } else { Vec::new() };
-        // Per cell: its list (bucket after bucket), the buckets' lengths and floors.
-        let cells: Vec<(Vec<u32>, [u32; BUCKETS], [T; BUCKETS])> = (0..frame.cells())
-            .into_par_iter()
-            .with_min_len(16)
-            .map_init(
-                || (Vec::new(), Vec::new()),
-                |(d2s, sel), c| {
-                    let list: &[u32] = match parent {
-                        None => &all,
-                        Some(p) => {
-                            let pc = frame.parent_cell(c);
-                            &p.entry[p.start[pc * BUCKETS] as usize..p.start[(pc + 1) * BUCKETS] as usize]
-                        }
-                    };
+        // The cells grouped by parent (the top level: one group), so that each group reads
+        // its parent's list once, as columns, for all its cells.
+        let ncells = frame.cells();
+        let groups: Vec<(usize, Vec<usize>)> = match parent {
+            None => vec![(0, (0..ncells).collect())],
+            Some(p) => {
+                let mut by: Vec<Vec<usize>> = vec![Vec::new(); p.frame.cells()];
+                for c in 0..ncells {
+                    by[frame.parent_cell(c)].push(c);
+                }
+                by.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).collect()
+            }
+        };
+        type Cell<T> = (Vec<u32>, [u32; BUCKETS], [T; BUCKETS]);
+        let done: Vec<Vec<(usize, Cell<T>)>> = groups
+            .par_iter()
+            .with_min_len(1)
+            .map(|(pc, cells)| {
+                let list: &[u32] = match parent {
+                    None => &all,
+                    Some(p) => &p.entry[p.start[pc * BUCKETS] as usize..p.start[(pc + 1) * BUCKETS] as usize],
+                };
+                let mut cols = Vec::new();
+                let packed = data.gather(list, &mut cols);
+                let (mut d2s, mut sel) = (Vec::new(), Vec::new());
+                let each = |&c: &usize, d2s: &mut Vec<T>, sel: &mut Vec<(u32, u8)>| {
                     let q = data.embed(frame.center(c));
-                    data.d2_list(&q, list, d2s);
+                    if packed {
+                        data.d2_cols(&q, &cols, list.len(), d2s);
+                    } else {
+                        data.d2_list(&q, list, d2s);
+                    }
                     let (dk2, d1) = lane_bound(d2s, k_list);
                     let r_list2 = frame.list_radius2(dk2, r2);
                     let (d_lo, d_hi) = (d1.sqrt(), r_list2.sqrt());
@@ -516,13 +581,19 @@ impl<T: Real> CandidateGrid<T> {
                     sel.clear();
                     let mut count = [0u32; BUCKETS];
                     let mut least = [T::INFINITY; BUCKETS];
-                    for (&i, &d2) in list.iter().zip(d2s.iter()) {
-                        if d2 <= r_list2 {
-                            let b = bucket_of(d2.sqrt(), d_lo, d_hi);
-                            sel.push((i, b as u8));
-                            count[b] += 1;
-                            if d2 < least[b] {
-                                least[b] = d2;
+                    // Few entries are kept: eight at a time, a branch-free test first.
+                    for (ids, d2s) in list.chunks(8).zip(d2s.chunks(8)) {
+                        if !d2s.iter().fold(false, |any, &d2| any | (d2 <= r_list2)) {
+                            continue;
+                        }
+                        for (&i, &d2) in ids.iter().zip(d2s) {
+                            if d2 <= r_list2 {
+                                let b = bucket_of(d2.sqrt(), d_lo, d_hi);
+                                sel.push((i, b as u8));
+                                count[b] += 1;
+                                if d2 < least[b] {
+                                    least[b] = d2;
+                                }
                             }
                         }
                     }
@@ -536,10 +607,25 @@ impl<T: Real> CandidateGrid<T> {
                         at[b as usize] += 1;
                     }
                     let floor = std::array::from_fn(|b| least[b].sqrt() * shrink);
-                    (kept, count, floor)
-                },
-            )
+                    (c, (kept, count, floor))
+                };
+                if parent.is_none() {
+                    // One group of every cell: its cells in parallel.
+                    cells
+                        .par_iter()
+                        .with_min_len(4)
+                        .map_init(|| (Vec::new(), Vec::new()), |(d2s, sel), c| each(c, d2s, sel))
+                        .collect()
+                } else {
+                    cells.iter().map(|c| each(c, &mut d2s, &mut sel)).collect()
+                }
+            })
             .collect();
+        let mut cells: Vec<Cell<T>> = Vec::with_capacity(ncells);
+        cells.resize_with(ncells, || (Vec::new(), [0; BUCKETS], [T::INFINITY; BUCKETS]));
+        for (c, cell) in done.into_iter().flatten() {
+            cells[c] = cell;
+        }
         // Lay the lists out cell after cell: offsets first, then every cell copies its own
         // list into its span in parallel.
         let mut start = Vec::with_capacity(cells.len() * BUCKETS + 1);
