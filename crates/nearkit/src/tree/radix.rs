@@ -51,10 +51,12 @@ pub fn sort_by_key(mut keyed: Vec<(u64, u32)>) -> (Vec<(u64, u32)>, Vec<u32>) {
     }
     table.push(at);
     // Chunk c's first slot in bucket b: the bucket's start, then what earlier chunks put there.
-    let starts: Vec<Vec<u32>> = (0..hist.len())
-        .into_par_iter()
-        .map(|c| (0..buckets).map(|b| table[b] + hist[..c].iter().map(|h| h[b]).sum::<u32>()).collect())
-        .collect();
+    let mut starts: Vec<Vec<u32>> = Vec::with_capacity(hist.len());
+    starts.push(table[..buckets].to_vec());
+    for c in 1..hist.len() {
+        let next = starts[c - 1].iter().zip(&hist[c - 1]).map(|(s, h)| s + h).collect();
+        starts.push(next);
+    }
     drop(hist);
     let mut sorted: Vec<(u64, u32)> = crate::runtime::cpu::big_vec(n);
     let out = RowPtr(sorted.as_mut_ptr());
@@ -288,9 +290,13 @@ mod tests {
             let table_want: Vec<u32> = (0..=(1u64 << TABLE_BITS))
                 .map(|b| want.partition_point(|&(k, _)| k < (b << TABLE_SHIFT)) as u32)
                 .collect();
-            let (got, table) = sort_by_key(keyed);
-            assert_eq!(got, want);
-            assert_eq!(table, table_want);
+            // Chunks per thread: one, two and seven threads.
+            for threads in [1, 2, 7] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                let (got, table) = pool.install(|| sort_by_key(keyed.clone()));
+                assert_eq!(got, want, "{threads} threads");
+                assert_eq!(table, table_want, "{threads} threads");
+            }
         }
     }
 }
