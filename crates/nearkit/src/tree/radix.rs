@@ -7,8 +7,9 @@
 //! `δ_j = common_prefix(j, j + 1)`: the node split at `j` covers the positions between the
 //! nearest smaller `δ` on each side, and its parent is the split at whichever of those two
 //! is larger (the smallest `δ` of any range is unique, since keys extended by their index
-//! are distinct). `Splits` finds the nearest smaller values in chunks, in parallel, and
-//! gives every node of Karras's layout, bit for bit, without a search.
+//! are distinct). `radix_tree_bottom_up` finds the nearest smaller values by a stack scan,
+//! chunks in parallel, and gives every node of Karras's layout, bit for bit, without a
+//! search, each after its children.
 
 use rayon::prelude::*;
 
