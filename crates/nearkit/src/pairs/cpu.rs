@@ -85,12 +85,27 @@ fn nearest_run<T: Real>(
     let mut reach2 = r2;
     let mut block = [([T::ZERO; 3], 0u32); BLOCK];
     let mut out = [(T::ZERO, NO_ID); BLOCK];
-    for (g, ids) in run.chunks(BLOCK).enumerate() {
+    let key = |i: u32| tree.morton_key(a.get(i as usize));
+    let depth = natural_depth(a.len());
+    let mut start = 0;
+    let mut g = 0;
+    while start < run.len() {
+        let mut end = (start + BLOCK).min(run.len());
+        // A block that crosses the boundary of a cell larger than a block's share of A has a
+        // wide box, and its walk finds far more than its queries need: it ends there.
+        let diff = key(run[start]) ^ key(run[end - 1]);
+        if diff != 0 && diff.leading_zeros() / 3 < depth {
+            let bit = 31 - diff.leading_zeros();
+            end = start + run[start..end].partition_point(|&i| key(i) >> bit & 1 == 0);
+        }
+        let ids = &run[start..end];
+        start = end;
+        g += 1;
         for (slot, &i) in block.iter_mut().zip(ids.iter()) {
             *slot = (a.get(i as usize), i);
         }
         let m = ids.len();
-        if g == 0 && reach == Reach::Guess {
+        if g == 1 && reach == Reach::Guess {
             // The first query alone gives the first guess of the reach.
             let (d2, _, _) = search::nearest_hinted(tree, block[0].0, r2, NO_ID, search::NO_POSITION);
             reach2 = d2 * T::from_f64(4.0);
@@ -103,6 +118,15 @@ fn nearest_run<T: Real>(
             found(i, o);
         }
     }
+}
+
+/// The depth of the Morton cells that hold about a block's share of `n` queries, uniform.
+fn natural_depth(n: usize) -> u32 {
+    let mut d = 0;
+    while (n >> (3 * d)) > BLOCK {
+        d += 1;
+    }
+    d
 }
 
 /// The farthest answer of a block.

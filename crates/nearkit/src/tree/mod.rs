@@ -41,7 +41,13 @@ impl<T: Real> MortonTree<T> {
     /// neighbouring parts of the tree one after another. Only the codes' top 32 bits (about
     /// 10 per axis) decide, ties by index: a finer order would not make the walks more coherent.
     pub fn morton_order(&self, a: &Points<T>) -> Vec<u32> {
-        crate::runtime::cpu::order_by_key(a.len(), |i| (self.frame.code(a.x[i], a.y[i], a.z[i]) >> 31) as u32)
+        crate::runtime::cpu::order_by_key(a.len(), |i| self.morton_key(a.get(i)))
+    }
+
+    /// The key `morton_order` sorts by: the top 32 bits of `q`'s Morton code in the tree's frame.
+    #[inline(always)]
+    pub fn morton_key(&self, q: [T; 3]) -> u32 {
+        (self.frame.code(q[0], q[1], q[2]) >> 31) as u32
     }
 }
 
