@@ -99,10 +99,9 @@ fn build(centers: &[V3], boxes: &[Boxed]) -> Result<Tree> {
         return Ok(Tree { nodes: vec![BvhNode { bounds, child: [LEAF, EMPTY], layers: [layers, 0] }], order });
     }
     let (left, right, other_end) = radix_topology(&keys);
-    let topo: Vec<(u32, u32, u32)> = (0..n - 1).map(|i| (left[i], right[i], other_end[i])).collect();
     let mut nodes = vec![BvhNode { bounds: [0.0; 12], child: [EMPTY; 2], layers: [0; 2] }; n - 1];
     let out = RowPtr(nodes.as_mut_ptr());
-    let cx = Fill { topo: &topo, order: &order, boxes, out: &out };
+    let cx = Fill { left: &left, right: &right, other_end: &other_end, order: &order, boxes, out: &out };
     let depth = cx.fill(0).1;
     if depth > STACK {
         return Err(Error::InvalidArgument(format!("a ray-cast tree {depth} deep (the stack holds {STACK})")));
@@ -112,7 +111,9 @@ fn build(centers: &[V3], boxes: &[Boxed]) -> Result<Tree> {
 
 /// What filling the nodes' boxes reads and writes.
 struct Fill<'a> {
-    topo: &'a [(u32, u32, u32)],
+    left: &'a [u32],
+    right: &'a [u32],
+    other_end: &'a [u32],
     order: &'a [u32],
     boxes: &'a [Boxed],
     out: &'a RowPtr<BvhNode>,
@@ -121,7 +122,7 @@ struct Fill<'a> {
 impl Fill<'_> {
     /// Writes node `i` (and its subtree); its box and layers, and its depth.
     fn fill(&self, i: usize) -> (Boxed, usize) {
-        let (l, r, j) = self.topo[i];
+        let (l, r, j) = (self.left[i], self.right[i], self.other_end[i]);
         let big = (j as usize).abs_diff(i) + 1 > PARALLEL_RANGE;
         let child = |c: u32| -> (Boxed, usize) {
             if c & CHILD_POINT != 0 {
