@@ -104,6 +104,59 @@ pub(crate) fn prefetch<V>(at: *const V, len: usize) {
     let _ = (at, len);
 }
 
+/// One stable counting pass: `src` scattered into `dst` (cleared first) by `digit` (below
+/// `digits`), chunks of `chunk` values counted and placed in parallel, each chunk's values of
+/// a digit after those of the chunks before it. Returns each digit's first slot (`digits + 1`
+/// entries). `src` holds fewer than 2^32 values.
+pub(crate) fn scatter_by_digit<V: Copy + Send + Sync>(
+    src: &[V],
+    dst: &mut Vec<V>,
+    digits: usize,
+    chunk: usize,
+    digit: impl Fn(V) -> usize + Sync,
+) -> Vec<u32> {
+    use rayon::prelude::*;
+    let n = src.len();
+    dst.clear();
+    dst.reserve(n);
+    let hist: Vec<Vec<u32>> = src
+        .par_chunks(chunk)
+        .map(|c| {
+            let mut h = vec![0u32; digits];
+            c.iter().for_each(|&v| h[digit(v)] += 1);
+            h
+        })
+        .collect();
+    let mut first = Vec::with_capacity(digits + 1);
+    let mut at = 0u32;
+    for d in 0..digits {
+        first.push(at);
+        at += hist.iter().map(|h| h[d]).sum::<u32>();
+    }
+    first.push(at);
+    // Chunk c's first slot for digit d: the digit's first, then what earlier chunks put there.
+    let mut starts: Vec<Vec<u32>> = Vec::with_capacity(hist.len());
+    starts.push(first[..digits].to_vec());
+    for c in 1..hist.len() {
+        let next = starts[c - 1].iter().zip(&hist[c - 1]).map(|(s, h)| s + h).collect();
+        starts.push(next);
+    }
+    drop(hist);
+    let out = RowPtr(dst.as_mut_ptr());
+    src.par_chunks(chunk).zip(starts).for_each(|(c, mut next)| {
+        for &v in c {
+            let d = digit(v);
+            // SAFETY: the starts tile 0..n (within the reserved capacity); each chunk writes
+            // its own slots of each digit, and every slot once.
+            unsafe { out.write(next[d] as usize, v) };
+            next[d] += 1;
+        }
+    });
+    // SAFETY: every slot of 0..n was written above.
+    unsafe { dst.set_len(n) };
+    first
+}
+
 /// The indices `0..n` ordered by `key` (ties by index): a parallel least-significant-digit
 /// radix sort, three passes of 11 bits over (key, index) packed in a u64. It stands in for a
 /// comparison sort where only an order's locality matters (queries along the Morton curve).
@@ -116,38 +169,11 @@ pub(crate) fn order_by_key(n: usize, key: impl Fn(usize) -> u32 + Sync) -> Vec<u
         a.sort_unstable();
         return a.into_iter().map(|v| v as u32).collect();
     }
-    let mut b = vec![0u64; n];
+    let mut b = Vec::with_capacity(n);
     let chunk = n.div_ceil(rayon::current_num_threads() * 4);
     for pass in 0..3 {
         let shift = 32 + BITS * pass;
-        let digit = |v: u64| ((v >> shift) as usize) & (DIGITS - 1);
-        let hist: Vec<Vec<u32>> = a
-            .par_chunks(chunk)
-            .map(|c| {
-                let mut h = vec![0u32; DIGITS];
-                c.iter().for_each(|&v| h[digit(v)] += 1);
-                h
-            })
-            .collect();
-        // Chunk c's first slot for digit d: every smaller digit, then digit d in earlier chunks.
-        let mut starts = vec![vec![0usize; DIGITS]; hist.len()];
-        let mut at = 0usize;
-        for d in 0..DIGITS {
-            for (c, h) in hist.iter().enumerate() {
-                starts[c][d] = at;
-                at += h[d] as usize;
-            }
-        }
-        let out = RowPtr(b.as_mut_ptr());
-        a.par_chunks(chunk).zip(starts).for_each(|(c, mut next)| {
-            for &v in c {
-                let d = digit(v);
-                // SAFETY: the starts tile 0..n, each chunk writes only its own slots of each
-                // digit, and every slot once.
-                unsafe { out.write(next[d], v) };
-                next[d] += 1;
-            }
-        });
+        scatter_by_digit(&a, &mut b, DIGITS, chunk, |v| ((v >> shift) as usize) & (DIGITS - 1));
         std::mem::swap(&mut a, &mut b);
     }
     a.into_par_iter().map(|v| v as u32).collect()
@@ -160,4 +186,28 @@ pub(crate) fn available_memory() -> Option<u64> {
     let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_by_key_sorts_by_key_then_index() {
+        for (n, spread) in [(10usize, 3u64), (100_000, 1 << 32), (70_000, 5)] {
+            let mut s = 3u64;
+            let keys: Vec<u32> = (0..n)
+                .map(|_| {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    ((s >> 20) % spread) as u32
+                })
+                .collect();
+            let mut want: Vec<u32> = (0..n as u32).collect();
+            want.sort_by_key(|&i| (keys[i as usize], i));
+            for threads in [1, 3] {
+                let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+                assert_eq!(pool.install(|| order_by_key(n, |i| keys[i])), want, "{n} keys, {threads} threads");
+            }
+        }
+    }
 }

@@ -14,7 +14,7 @@
 use rayon::prelude::*;
 
 use super::{common_prefix, CHILD_POINT, TABLE_BITS};
-use crate::runtime::cpu::RowPtr;
+use crate::runtime::cpu::{big_vec, scatter_by_digit, RowPtr};
 
 /// Splits per task of the bottom-up pass.
 const CHUNK: usize = 1 << 14;
@@ -36,41 +36,8 @@ pub fn sort_by_key(mut keyed: Vec<(u64, u32)>) -> (Vec<(u64, u32)>, Vec<u32>) {
         return (keyed, table);
     }
     let chunk = n.div_ceil(rayon::current_num_threads().max(1));
-    let hist: Vec<Vec<u32>> = keyed
-        .par_chunks(chunk)
-        .map(|c| {
-            let mut h = vec![0u32; buckets];
-            c.iter().for_each(|&(k, _)| h[bucket(k)] += 1);
-            h
-        })
-        .collect();
-    let mut table = Vec::with_capacity(buckets + 1);
-    let mut at = 0u32;
-    for b in 0..buckets {
-        table.push(at);
-        at += hist.iter().map(|h| h[b]).sum::<u32>();
-    }
-    table.push(at);
-    // Chunk c's first slot in bucket b: the bucket's start, then what earlier chunks put there.
-    let mut starts: Vec<Vec<u32>> = Vec::with_capacity(hist.len());
-    starts.push(table[..buckets].to_vec());
-    for c in 1..hist.len() {
-        let next = starts[c - 1].iter().zip(&hist[c - 1]).map(|(s, h)| s + h).collect();
-        starts.push(next);
-    }
-    drop(hist);
-    let mut sorted: Vec<(u64, u32)> = crate::runtime::cpu::big_vec(n);
-    let out = RowPtr(sorted.as_mut_ptr());
-    keyed.par_chunks(chunk).zip(starts).for_each(|(c, mut next)| {
-        for &v in c {
-            let b = bucket(v.0);
-            // SAFETY: the starts tile 0..n; each chunk writes its own slots of each bucket, once.
-            unsafe { out.write(next[b] as usize, v) };
-            next[b] += 1;
-        }
-    });
-    // SAFETY: every slot was written above.
-    unsafe { sorted.set_len(n) };
+    let mut sorted: Vec<(u64, u32)> = big_vec(n);
+    let table = scatter_by_digit(&keyed, &mut sorted, buckets, chunk, |v| bucket(v.0));
     drop(keyed);
     let out = RowPtr(sorted.as_mut_ptr());
     (0..buckets).into_par_iter().with_min_len(64).for_each(|b| {
