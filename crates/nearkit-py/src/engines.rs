@@ -122,6 +122,22 @@ pub fn detach_on<R: Send>(py: Python<'_>, engine: &Engine, f: impl FnOnce() -> R
     })
 }
 
+/// [`detach_on`] for a call on several engines: their GPUs' sections taken in ordinal order
+/// (so two such calls never wait for each other's).
+pub fn detach_on_all<R: Send>(py: Python<'_>, engines: &[Engine], f: impl FnOnce() -> R + Send) -> R {
+    py.detach(|| {
+        let mut order: Vec<&Engine> = engines.iter().collect();
+        let ordinal = |e: &&Engine| match e.device() {
+            Device::Cuda(n) => n,
+            _ => usize::MAX,
+        };
+        order.sort_by_key(ordinal);
+        order.dedup_by_key(|e| ordinal(e));
+        let _gpus: Vec<_> = order.into_iter().map(gpu_section).collect();
+        f()
+    })
+}
+
 /// The calling thread's hold on `engine`'s GPU for one call (none on the CPU).
 fn gpu_section(engine: &Engine) -> Option<MutexGuard<'static, ()>> {
     let Device::Cuda(ordinal) = engine.device() else { return None };
@@ -169,4 +185,22 @@ pub fn with_workers<R: Send>(workers: usize, rows: usize, f: impl FnOnce() -> R 
         }
     };
     pool.install(f)
+}
+
+/// What moving `bytes` across `device`'s bus costs, measured now, in seconds: `pinned_up`,
+/// `pinned_down` (the floor an end-to-end call cannot beat), `staged_up`, `staged_down`
+/// (through nearkit's pinned staging buffers, from and to ordinary memory). None on the CPU.
+#[pyfunction]
+#[pyo3(signature = (device, bytes))]
+pub fn bus_floor(py: Python<'_>, device: &str, bytes: usize) -> PyResult<Option<HashMap<&'static str, f64>>> {
+    let engine = engine(py, parse_device(device)?)?;
+    let floor = detach_on(py, &engine, || engine.bus_floor(bytes)).map_err(err)?;
+    Ok(floor.map(|f| {
+        HashMap::from([
+            ("pinned_up", f.pinned_up.as_secs_f64()),
+            ("pinned_down", f.pinned_down.as_secs_f64()),
+            ("staged_up", f.staged_up.as_secs_f64()),
+            ("staged_down", f.staged_down.as_secs_f64()),
+        ])
+    }))
 }

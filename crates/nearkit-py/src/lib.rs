@@ -8,7 +8,7 @@
 //! - `arrays`: numpy (N, 3) rows to `Points` columns and back, in parallel; errors to Python.
 //! - `cuda_arrays`: CuPy / PyTorch arrays in GPU memory, read and answered in place.
 //! - `partition`: nearkit.dask's passes over every row (cutting chunks into cells).
-//! - `point_index`, `mesh_index`, `collide`, `io`: the classes and functions.
+//! - `point_index`, `sharded`, `mesh_index`, `collide`, `io`: the classes and functions.
 
 mod arrays;
 mod collide;
@@ -18,6 +18,7 @@ mod io;
 mod mesh_index;
 mod partition;
 mod point_index;
+mod sharded;
 
 use pyo3::prelude::*;
 
@@ -25,6 +26,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<point_index::PyPointIndex>()?;
     m.add_class::<cuda_arrays::CudaKnn>()?;
+    m.add_class::<sharded::PyShardedIndex>()?;
     m.add_class::<mesh_index::PyMeshIndex>()?;
     m.add_class::<collide::PyWorld>()?;
     m.add_class::<collide::PyCollider>()?;
@@ -32,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(engines::device_info, m)?)?;
     m.add_function(wrap_pyfunction!(engines::kernel_images, m)?)?;
     m.add_function(wrap_pyfunction!(engines::cuda_device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(engines::bus_floor, m)?)?;
     m.add_function(wrap_pyfunction!(point_index::row_lists, m)?)?;
     m.add_function(wrap_pyfunction!(partition::sort_by_cells, m)?)?;
     m.add_function(wrap_pyfunction!(partition::rows_in_box, m)?)?;

@@ -207,3 +207,29 @@ def test_threads_sharing_a_gpu_all_finish(rng):
             want = {"nn": want_nn, "knn": want_knn, "pairs": want_pairs}[what]
             for a, b in zip(got, want):
                 np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["uniform", "clustered", "duplicates", "surface"])
+def test_sharded_index_is_bitwise_the_one_gpu_index(rng, dtype, kind):
+    data = make_points(kind, 60_000, rng, dtype)
+    q = make_points(kind, 100_000, rng, dtype)
+    one = nearkit.PointIndex(data, device="cuda")
+    # One GPU listed three times runs the whole plan; a host with several runs it across them.
+    for devices in [[0, 0, 0], "all"]:
+        # Data and queries in uneven pieces, as a Dask array's chunks come.
+        index = nearkit.ShardedIndex([data[:7_000], data[7_000:40_000], data[40_000:]], devices=devices)
+        assert index.n == len(data) and index.dtype == dtype
+        for bound in [None, 0.05]:
+            want = one.nearest(q, max_distance=bound)
+            got = index.nearest([q[:1], q[1:50_000], q[50_000:]], max_distance=bound)
+            for a, b in zip(want, got):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b)
+
+
+def test_sharded_index_names_a_bad_row():
+    rows = np.random.default_rng(3).random((1000, 3)).astype(np.float32)
+    rows[777, 2] = np.nan
+    with pytest.raises(ValueError, match="777"):
+        nearkit.ShardedIndex([rows[:100], rows[100:]], devices=[0, 0])

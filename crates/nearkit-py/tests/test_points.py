@@ -276,3 +276,17 @@ def test_an_explicit_gpu_that_is_not_there_is_a_runtime_error():
         nearkit.device_info("cuda:1")
     description, note = nearkit.device_info("auto")
     assert description.startswith("cpu") and "CUDA" in note
+
+
+def test_sharded_index_needs_gpus():
+    """Without CUDA the sharded index says so; bad devices are refused before any GPU use."""
+    data = np.zeros((10, 3), np.float32)
+    with pytest.raises(ValueError, match="devices"):
+        nearkit.ShardedIndex(data, devices="some")
+    with pytest.raises(ValueError, match="devices"):
+        nearkit.ShardedIndex(data, devices=[-1])
+    if not nearkit.cuda_available():
+        with pytest.raises(RuntimeError):
+            nearkit.ShardedIndex(data)
+        with pytest.raises(RuntimeError):
+            nearkit.ShardedIndex(data, devices=[0])

@@ -10,6 +10,8 @@
 //! - [`MeshIndex`]: each query's closest point on a triangle mesh, and signed distances.
 //! - [`VectorIndex`]: exact kNN of vectors of any dimension up to 8; [`shifted_sort_knn`] is
 //!   the approximate shifted-sort kNN.
+//! - [`ShardedIndex`]: a point set cut by space across several GPUs of one host, for the
+//!   all-nearest join on all of them at once.
 //! - [`collide`]: a collision world of ellipsoid bodies against a static mesh and each other.
 //!
 //! The free functions ([`closest_pairs`], [`nearest`], [`knn`], [`closest_points`]) build an
@@ -44,6 +46,7 @@ mod pairs;
 mod point_index;
 mod radius;
 mod runtime;
+mod sharded;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod test_hooks;
@@ -66,6 +69,7 @@ pub use radius::cuda::DeviceWithin;
 pub use radius::{RadiusOptions, Within};
 pub use runtime::cuda::transfer::BusFloor;
 pub use runtime::cuda::DevicePoints;
+pub use sharded::ShardedIndex;
 
 /// The k closest A–B pairs (see [`PairMode`]), ascending by distance; ties by smaller A id,
 /// then smaller B id. Indexes B; see [`PointIndex::closest_pairs`].

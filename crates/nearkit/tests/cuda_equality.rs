@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use nearkit::collide::{Collider, ColliderOptions};
 use nearkit::test_hooks::{self as hooks, GridOptions, MortonTree, DEFAULT_LEAF_SIZE};
-use nearkit::{Device, DeviceKnn, Engine, KnnOptions, PairMode, PairsOptions, PointIndex, Points, Real};
+use nearkit::{Device, DeviceKnn, Engine, KnnOptions, PairMode, PairsOptions, PointIndex, Points, Real, ShardedIndex};
 
 fn gpu() -> Option<On> {
     match Engine::open(Device::Cuda(0)) {
@@ -975,4 +975,62 @@ fn gpu_imported_rows_match_host_points_f32() {
 #[test]
 fn gpu_imported_rows_match_host_points_f64() {
     same_imported::<f64>(92);
+}
+
+/// Rows `[x0, y0, z0, …]` of a point set, cut into three uneven pieces.
+fn row_pieces<T: Real>(p: &Points<T>) -> (Vec<T>, [usize; 2]) {
+    let rows: Vec<T> = (0..p.len()).flat_map(|i| [p.x[i], p.y[i], p.z[i]]).collect();
+    let n = p.len();
+    (rows, [3 * (n / 7), 3 * (n / 2)])
+}
+
+fn same_sharded<T: Real>(seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    // One GPU listed several times runs every step of the plan (cuts, peer pulls, re-runs); a
+    // host with several GPUs also runs them across its GPUs.
+    let all: Vec<Engine> = (0..Device::cuda_count()).map(|g| Engine::open(Device::Cuda(g)).unwrap()).collect();
+    let sets: Vec<Vec<Engine>> = vec![vec![gpu.0.clone()], vec![gpu.0.clone(); 2], vec![gpu.0.clone(); 3], all];
+    for (name, a, b) in point_sets::<T>(seed, 20_000, 30_000).into_iter().chain(point_sets::<T>(seed, 7, 5)) {
+        let (b_rows, [s, t]) = row_pieces(&b);
+        let (a_rows, [u, v]) = row_pieces(&a);
+        let b_pieces = [&b_rows[..s], &b_rows[s..t], &b_rows[t..]];
+        let a_pieces = [&a_rows[..u], &a_rows[u..v], &a_rows[v..]];
+        for max_distance in [None, Some(T::from_f64(4.0)), Some(T::ZERO)] {
+            let want = cpu().nearest(&a, &b, max_distance).unwrap();
+            if a.len() * b.len() <= 1 << 22 {
+                let r2 = max_distance.map_or(T::INFINITY, |r| r * r);
+                let brute: Vec<u32> = brute_nearest(&a, &b, r2).iter().map(|w| w.0).collect();
+                assert_eq!(want.b, brute, "{name}: the CPU against brute force");
+            }
+            for engines in &sets {
+                let index = ShardedIndex::from_rows(&b_pieces, engines).unwrap();
+                let got = index.nearest_rows(&a_pieces, max_distance).unwrap();
+                let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+                assert_eq!(want.b, got.b, "{name}: {} GPUs, max {max_distance:?}: ids", engines.len());
+                assert_eq!(bits(&want.distance), bits(&got.distance), "{name}: {} GPUs: distances", engines.len());
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_sharded_index_matches_cpu_f32() {
+    same_sharded::<f32>(61);
+}
+
+#[test]
+fn gpu_sharded_index_matches_cpu_f64() {
+    same_sharded::<f64>(62);
+}
+
+#[test]
+fn gpu_sharded_index_refuses_bad_rows() {
+    let Some(gpu) = gpu() else { return };
+    let engines = vec![gpu.0.clone(); 2];
+    let mut rows = vec![0.5f32; 3 * 100];
+    rows[3 * 77 + 1] = f32::NAN;
+    let err = ShardedIndex::from_rows(&[&rows[..30], &rows[30..]], &engines).err().expect("a NaN is refused");
+    assert!(err.to_string().contains("77"), "the error names the row: {err}");
+    assert!(ShardedIndex::<f32>::from_rows(&[&[]], &engines).is_err(), "no rows");
+    assert!(ShardedIndex::from_rows(&[&[1.0f32, 2.0]], &engines).is_err(), "not rows of three");
 }

@@ -4,6 +4,8 @@ identical answers on both.
 - :class:`PointIndex`: k nearest neighbours and radius queries with scipy ``cKDTree``'s
   conventions, nearest neighbours, kNN graphs, radius queries as compressed rows
   (:class:`Within`); :func:`closest_pairs` between two point sets.
+- :class:`ShardedIndex`: one point set cut across several GPUs, for nearest neighbours on
+  all of them at once.
 - :class:`MeshIndex`: closest points on a triangle mesh, signed distances.
 - :class:`World` and :class:`Collider`: ellipsoid bodies against a static mesh and each other.
 - :func:`read_points`, :func:`read_mesh`: the ``nearkit`` command's file readers.
@@ -41,6 +43,7 @@ from ._collide import (
 from ._io import read_mesh, read_points
 from ._mesh import ClosestPoints, MeshIndex
 from ._points import Pairs, PointIndex, Within, closest_pairs
+from ._sharded import ShardedIndex
 
 __all__ = [
     "AUTO_CPU_BELOW",
@@ -55,6 +58,7 @@ __all__ = [
     "RayHits",
     "Pairs",
     "PointIndex",
+    "ShardedIndex",
     "SweepHits",
     "Within",
     "World",

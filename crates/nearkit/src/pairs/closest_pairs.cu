@@ -5,63 +5,6 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
-#define STACK NK_TREE_STACK
-
-template <typename T>
-__device__ __forceinline__ void scan_points(const Tree<T>& t, u32 s, u32 e, T qx, T qy, T qz, T& bd, u32& bid) {
-    for (u32 i = s; i < e; i++) {
-        T d = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
-        u32 id = t.id[i];
-        if (before(d, id, bd, bid)) { bd = d; bid = id; }
-    }
-}
-
-// search::nearest — nearest point before (bd, bid) in (squared distance, id) order.
-template <typename T>
-__device__ void nearest_search(const Tree<T>& t, T qx, T qy, T qz, T& bd, u32& bid) {
-    if (t.n <= t.leaf_size || t.n == 1) { scan_points(t, 0, t.n, qx, qy, qz, bd, bid); return; }
-    if (!before(box_dist2(t, 0, qx, qy, qz), t.min_id[0], bd, bid)) return;
-    u32 stack_node[STACK];
-    T stack_d[STACK];
-    int sp = 0;
-    u32 node = 0;
-    for (;;) {
-        u32 j = t.other_end[node];
-        u32 s = min(node, j), e = max(node, j) + 1;
-        if (e - s <= t.leaf_size) {
-            scan_points(t, s, e, qx, qy, qz, bd, bid);
-        } else {
-            u32 kid[2]; T kd[2]; u32 km[2];
-            int nk = 0;
-            u32 cs[2] = {t.left[node], t.right[node]};
-            for (int c = 0; c < 2; c++) {
-                if (cs[c] & CHILD_POINT) {
-                    u32 p = cs[c] & ~CHILD_POINT;
-                    scan_points(t, p, p + 1, qx, qy, qz, bd, bid);
-                } else {
-                    kid[nk] = cs[c]; kd[nk] = box_dist2(t, cs[c], qx, qy, qz); km[nk] = t.min_id[cs[c]]; nk++;
-                }
-            }
-            if (nk == 2 && before(kd[1], km[1], kd[0], km[0])) {
-                u32 a = kid[0]; kid[0] = kid[1]; kid[1] = a;
-                T b = kd[0]; kd[0] = kd[1]; kd[1] = b;
-                u32 m = km[0]; km[0] = km[1]; km[1] = m;
-            }
-            if (nk >= 1 && before(kd[0], km[0], bd, bid)) {
-                if (nk == 2 && before(kd[1], km[1], bd, bid)) { stack_node[sp] = kid[1]; stack_d[sp] = kd[1]; sp++; }
-                node = kid[0];
-                continue;
-            }
-        }
-        bool next = false;
-        while (sp > 0) {
-            sp--;
-            if (before(stack_d[sp], t.min_id[stack_node[sp]], bd, bid)) { node = stack_node[sp]; next = true; break; }
-        }
-        if (!next) return;
-    }
-}
-
 // An upper bound of A i's nearest squared distance: the closest of the points within `window`
 // positions of i's place in B's Morton order (a real distance, so the k-th smallest bound over
 // all A bounds their k-th nearest distance), counted straight into a histogram of the top 16

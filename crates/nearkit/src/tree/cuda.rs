@@ -77,6 +77,8 @@ kernels! {
     fn morton_keys<T>(x: In<T>, y: In<T>, z: In<T>, n: u32, frame: In<T>, shift: u32, keys: Out<u64>, vals: Out<u32>);
     /// Points `perm[i]` to place i.
     fn gather_points<T>(x: In<T>, y: In<T>, z: In<T>, perm: In<u32>, n: u32, sx: Out<T>, sy: Out<T>, sz: Out<T>);
+    /// `id[i] = ids[id[i]]`.
+    fn rename_ids(ids: In<u32>, n: u32, id: Out<u32>);
     /// Karras's radix tree over sorted codes; `flags` zeroed for `radix_boxes`.
     fn radix_nodes(
         keys: In<u64>,
@@ -143,6 +145,12 @@ impl<T: Real> DeviceTree<T> {
     /// Builds the tree. Buffers are allocated and freed in an order that keeps the peak low
     /// (an owned input is freed once gathered; full codes before the box pass).
     pub fn build_from(gpu: &Gpu, input: BuildInput<'_, T>) -> Result<Self> {
+        Self::build_with_ids(gpu, input, None)
+    }
+
+    /// [`DeviceTree::build_from`] where point i's id is `ids[i]` (else i). The ids must be
+    /// distinct: searches break distance ties by them, and node boxes keep their smallest.
+    pub fn build_with_ids(gpu: &Gpu, input: BuildInput<'_, T>, ids: Option<&CudaSlice<u32>>) -> Result<Self> {
         let b = match &input {
             BuildInput::Borrowed(b) => *b,
             BuildInput::Owned(b) => b,
@@ -170,6 +178,9 @@ impl<T: Real> DeviceTree<T> {
         let (mut x, mut y, mut z) = (gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?);
         gather_points::<T>(gpu, threads(n, 256), &b.x, &b.y, &b.z, &id, n32, &mut x, &mut y, &mut z)?;
         drop(input);
+        if let Some(ids) = ids {
+            rename_ids(gpu, threads(n, 256), ids, n32, &mut id)?;
+        }
 
         // Radix tree topology, then boxes bottom-up.
         let internal = n.saturating_sub(1);

@@ -79,6 +79,12 @@ __device__ void gather_points_impl(const T* x, const T* y, const T* z, const u32
 NK_INSTANTIATE(gather_points, (const R* x, const R* y, const R* z, const u32* perm, u32 n, R* sx, R* sy, R* sz),
                (x, y, z, perm, n, sx, sy, sz))
 
+// The sorted points' ids renamed: id[i] becomes ids[id[i]] (a sharded index's global ids).
+extern "C" __global__ void rename_ids(const u32* ids, u32 n, u32* id) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) id[i] = ids[id[i]];
+}
+
 // tree/mod.rs: common_prefix (Karras's delta) and radix_node.
 __device__ __forceinline__ int common_prefix(const u64* keys, u32 n, u32 i, long long j) {
     if (j < 0 || j >= (long long)n) return -1;

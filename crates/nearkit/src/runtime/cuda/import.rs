@@ -51,12 +51,24 @@ pub(crate) unsafe fn rows_to_columns<T: Real>(
 /// Rows of three `T` in host memory (`rows.len()` a multiple of 3), uploaded as they are and
 /// turned into columns on the device: no conversion pass on the host.
 pub(crate) fn upload_rows<T: Real>(gpu: &Gpu, rows: &[T], role: Role) -> Result<DevicePoints<T>> {
-    let len = rows.len() / 3;
+    upload_row_pieces(gpu, &[&rows[..rows.len() / 3 * 3]], role)
+}
+
+/// [`upload_rows`] of rows given in pieces (each a multiple of 3 values), one after another:
+/// one point set, without a host copy joining them.
+pub(crate) fn upload_row_pieces<T: Real>(gpu: &Gpu, pieces: &[&[T]], role: Role) -> Result<DevicePoints<T>> {
+    let values: usize = pieces.iter().map(|p| p.len()).sum();
+    let len = values / 3;
     if len == 0 {
         return Err(Error::EmptySet { role });
     }
-    let mut d = gpu.alloc_uninit::<T>(3 * len)?;
-    super::transfer::upload(gpu, &rows[..3 * len], &mut d)?;
+    let mut d = gpu.alloc_uninit::<T>(values)?;
+    let mut at = 0;
+    for p in pieces.iter().filter(|p| !p.is_empty()) {
+        debug_assert_eq!(p.len() % 3, 0, "a piece holds whole rows");
+        super::transfer::upload(gpu, p, &mut d.slice_mut(at..at + p.len()))?;
+        at += p.len();
+    }
     let address = Address::of(&d, gpu.stream()).0;
     // SAFETY: `d` holds the rows and lives until the stream has run the kernel (the stats
     // download below waits for it).

@@ -99,7 +99,7 @@ fn keep_freed_memory(ctx: &CudaContext) -> Result<()> {
 }
 
 /// The default memory pool of the context's device (the context bound to this thread).
-fn device_pool(ctx: &CudaContext) -> Result<cudarc::driver::sys::CUmemoryPool> {
+pub(crate) fn device_pool(ctx: &CudaContext) -> Result<cudarc::driver::sys::CUmemoryPool> {
     let mut pool = std::ptr::null_mut();
     ctx.bind_to_thread().map_err(cuda_err)?;
     // SAFETY: an out-parameter for the context's own device.
