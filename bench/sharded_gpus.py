@@ -68,8 +68,11 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--profile", action="store_true", help="print each call's phase times (the GPUs wait between phases)")
     args = ap.parse_args()
 
+    if args.profile:
+        nearkit.configure_cuda(profile=True)
     n = parse_size(args.n)
     visible = nearkit.cuda_device_count()
     counts = [g for g in map(int, args.gpus.split(",")) if g <= visible]

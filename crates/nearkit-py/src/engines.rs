@@ -21,6 +21,8 @@ pub const CPU_CHUNK: usize = 1 << 20;
 
 struct Engines {
     cuda: CudaOptions,
+    /// Whether GPU engines print each call's phase times.
+    profile: bool,
     /// By the device asked for (`Auto` is cached as what it resolved to).
     open: Vec<(Device, Engine)>,
 }
@@ -32,7 +34,7 @@ fn engines() -> MutexGuard<'static, Engines> {
     ENGINES
         .get_or_init(|| {
             let cuda = CudaOptions { kernel_images: KERNEL_IMAGES, ..CudaOptions::default() };
-            Mutex::new(Engines { cuda, open: Vec::new() })
+            Mutex::new(Engines { cuda, profile: false, open: Vec::new() })
         })
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -54,21 +56,23 @@ pub fn engine(py: Python<'_>, device: Device) -> PyResult<Engine> {
         let engine = if device == Device::Cpu {
             Engine::cpu()
         } else {
-            Engine::with_options(device, &EngineOptions { cuda: e.cuda.clone(), profile: false }).map_err(err)?
+            Engine::with_options(device, &EngineOptions { cuda: e.cuda.clone(), profile: e.profile }).map_err(err)?
         };
         e.open.push((device, engine.clone()));
         Ok(engine)
     })
 }
 
-/// Sets where the CUDA backend finds CUB's headers and keeps compiled kernels, and how many
-/// query points go to the GPU at a time. Only before the first CUDA use in the process.
+/// Sets where the CUDA backend finds CUB's headers and keeps compiled kernels, how many query
+/// points go to the GPU at a time, and whether GPU calls print their phase times. Only before
+/// the first CUDA use in the process.
 #[pyfunction]
-#[pyo3(signature = (cccl_include=None, kernel_cache=None, chunk_points=None))]
+#[pyo3(signature = (cccl_include=None, kernel_cache=None, chunk_points=None, profile=None))]
 pub fn configure_cuda(
     cccl_include: Option<PathBuf>,
     kernel_cache: Option<PathBuf>,
     chunk_points: Option<usize>,
+    profile: Option<bool>,
 ) -> PyResult<()> {
     let mut e = engines();
     if e.open.iter().any(|(_, engine)| engine.is_cuda()) {
@@ -84,6 +88,9 @@ pub fn configure_cuda(
     }
     if let Some(n) = chunk_points {
         e.cuda.chunk_points = n.max(1);
+    }
+    if let Some(p) = profile {
+        e.profile = p;
     }
     // Engines opened before (the CPU, or an `auto` that fell back) are opened again.
     e.open.clear();

@@ -81,13 +81,15 @@ def configure_cuda(
     cccl_include: Optional[str] = None,
     kernel_cache: Optional[str] = None,
     chunk_points: Optional[int] = None,
+    profile: Optional[bool] = None,
 ) -> None:
     """Where the CUDA backend finds CUB's headers (the toolkit's ``include/cccl``, which NVRTC
-    needs to compile the kernels), where it keeps compiled kernels, and how many query points
-    go to the GPU at a time. Call it before the first GPU use in the process (a RuntimeError
-    after). On import, nearkit sets these from the variables the command reads, where set:
+    needs to compile the kernels), where it keeps compiled kernels, how many query points go
+    to the GPU at a time, and whether GPU calls print the time of each phase to stderr
+    (``profile``: the GPU waits between phases, so only for finding where time goes). Call it
+    before the first GPU use in the process (a RuntimeError after). On import, nearkit sets these from the variables the command reads, where set:
     ``NEARKIT_CCCL_INCLUDE`` (else ``$CUDA_HOME/include/cccl``) and ``NEARKIT_CACHE_DIR``."""
-    _native.configure_cuda(cccl_include, kernel_cache, chunk_points)
+    _native.configure_cuda(cccl_include, kernel_cache, chunk_points, profile)
 
 
 def device_info(device: str = "auto") -> Tuple[str, Optional[str]]:
@@ -138,7 +140,7 @@ def _configure_from_environment() -> None:
         include = os.path.join(home, "include", "cccl")
     cache = os.environ.get("NEARKIT_CACHE_DIR")
     if include or cache:
-        _native.configure_cuda(include, cache, None)
+        _native.configure_cuda(include, cache, None, None)
 
 
 _configure_from_environment()
