@@ -196,7 +196,9 @@ pub fn with_workers<R: Send>(workers: usize, rows: usize, f: impl FnOnce() -> R 
 
 /// What moving `bytes` across `device`'s bus costs, measured now, in seconds: `pinned_up`,
 /// `pinned_down` (the floor an end-to-end call cannot beat), `staged_up`, `staged_down`
-/// (through nearkit's pinned staging buffers, from and to ordinary memory). None on the CPU.
+/// (through nearkit's pinned staging buffers, from and to ordinary memory), `plain_up`,
+/// `fresh_down` (through the driver alone) and `registered_down` (into fresh memory
+/// page-locked in place). None on the CPU.
 #[pyfunction]
 #[pyo3(signature = (device, bytes))]
 pub fn bus_floor(py: Python<'_>, device: &str, bytes: usize) -> PyResult<Option<HashMap<&'static str, f64>>> {
@@ -208,6 +210,9 @@ pub fn bus_floor(py: Python<'_>, device: &str, bytes: usize) -> PyResult<Option<
             ("pinned_down", f.pinned_down.as_secs_f64()),
             ("staged_up", f.staged_up.as_secs_f64()),
             ("staged_down", f.staged_down.as_secs_f64()),
+            ("fresh_down", f.fresh_down.as_secs_f64()),
+            ("plain_up", f.plain_up.as_secs_f64()),
+            ("registered_down", f.registered_down.as_secs_f64()),
         ])
     }))
 }

@@ -158,7 +158,7 @@ impl<T: Real> Placed<T> {
                 Err(nearkit::Error::Magnitudes { .. }) => return Ok(None),
                 r => r?,
             };
-            let (mut d, mut ids) = (Vec::with_capacity(nq * k), Vec::with_capacity(nq * k));
+            let (mut d, mut ids) = (nearkit::big_vec(nq * k), nearkit::big_vec(nq * k));
             let (ds, is) = (&mut d.spare_capacity_mut()[..nq * k], &mut ids.spare_capacity_mut()[..nq * k]);
             out.download_i64(engine, (nq, k), ds, is, missing)?;
             // SAFETY: `download_i64` wrote every entry.

@@ -5,7 +5,7 @@ use numpy::PyReadonlyArray2;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
-use nearkit::{Device, Engine, Real, ShardedIndex, NO_ID};
+use nearkit::{big_vec, Device, Engine, Real, ShardedIndex, NO_ID};
 
 use crate::arrays::{err, vector};
 use crate::engines::{detach_on_all, engine};
@@ -104,7 +104,7 @@ fn nearest<'py, T: Real + numpy::Element>(
     let rows = self::pieces(&arrays)?;
     let n: usize = rows.iter().map(|r| r.len() / 3).sum();
     let missing = index.len() as i64;
-    let (mut d, mut ids) = (Vec::<T>::with_capacity(n), Vec::<i64>::with_capacity(n));
+    let (mut d, mut ids) = (big_vec::<T>(n), big_vec::<i64>(n));
     detach_on_all(py, engines, || {
         let (ds, is) = (&mut d.spare_capacity_mut()[..n], &mut ids.spare_capacity_mut()[..n]);
         index.nearest_rows_into(&rows, max_distance.map(T::from_f64), ds, is, |b| {

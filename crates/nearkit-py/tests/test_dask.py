@@ -284,6 +284,11 @@ def test_gpu_workers_match_the_cpu(client, strategy):
     counts, ids, dist = dask.compute(*nkd.within(X, Q, 0.3, device="cuda", strategy=strategy))
     w1 = nearkit.PointIndex(data, device="cpu").within(queries, 0.3)
     assert same(counts, w1.counts()) and same(ids, w1.ids) and same(dist, w1.distances)
+    # nearest on the worker's GPUs at once (a ShardedIndex under the broadcast plan).
+    for bound in [None, 0.01]:
+        d, i = dask.compute(*nkd.nearest(Q, X, max_distance=bound, device="cuda", strategy=strategy))
+        d1, i1 = nearkit.PointIndex(data, device="cpu").nearest(queries, max_distance=bound)
+        assert same(d, d1) and same(i, i1)
 
 
 def test_gpu_cluster_checks_its_arguments():

@@ -21,9 +21,13 @@ against just those cells, the candidates merged in single-machine order. Radius 
 straight to every cell within r. :func:`plan_cells` shows the partition, and ``return_stats=True`` what the re-runs moved.
 
 Install with ``pip install "nearkit[dask]"`` (the core package does not need Dask). On a
-cluster, each worker runs nearkit with its own device choice; on a host with several GPUs run
-one worker per GPU (:func:`gpu_cluster` makes such a cluster; so does
-``dask_cuda.LocalCUDACluster``) and pass ``device="cuda"``.
+cluster, each worker runs nearkit with its own device choice; pass ``device="cuda"`` for GPU
+workers. On a host with several GPUs, :func:`nearest` is fastest from one worker that sees
+them all (``gpu_cluster(g, gpus_per_worker=g)``): with the broadcast plan it cuts the data
+across its GPUs in one :class:`nearkit.ShardedIndex` (peer copies, no host passes) and
+answers every query chunk on all of them at once. The other joins run one worker per GPU
+(:func:`gpu_cluster` makes such a cluster; so does ``dask_cuda.LocalCUDACluster``), or go
+round the GPUs of a worker that sees several.
 
 >>> import numpy as np, dask.array as da, nearkit, nearkit.dask as nkd
 >>> rng = np.random.default_rng(0)
@@ -57,6 +61,7 @@ except ImportError as e:  # pragma: no cover - the message is the point
 from . import _arrays, _native
 from ._mesh import ClosestPoints, MeshIndex
 from ._points import Pairs, PointIndex
+from ._sharded import ShardedIndex
 
 __all__ = [
     "BROADCAST_POINTS",
@@ -412,6 +417,12 @@ def _keep(key, ix) -> None:
 
 def _shared_index(key: str, pts: np.ndarray, device: str):
     """The broadcast data's index, built once per process however many tasks ask at once."""
+    return _shared(key, lambda: PointIndex(pts, device=device))
+
+
+def _shared(key: str, build):
+    """What `build()` makes, kept under `key` and made once per process however many tasks
+    ask at once."""
     with _CACHE_LOCK:
         ix = _CACHE.get(key)
         if ix is not None:
@@ -422,7 +433,7 @@ def _shared_index(key: str, pts: np.ndarray, device: str):
         with _CACHE_LOCK:
             ix = _CACHE.get(key)
         if ix is None:
-            ix = PointIndex(pts, device=device)
+            ix = build()
             _keep(key, ix)
     with _CACHE_LOCK:
         _BUILDING.pop(key, None)
@@ -688,6 +699,15 @@ def _assemble(m: int, k: int, dtype, exp: int, want_d2: bool, *pieces):
 def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, strategy="partition"):
     n = data.shape[0]
     if _use_broadcast(strategy, n, cells, device):
+        if k == 1 and not want_d2 and device in ("cuda", "gpu"):
+            # Every GPU of a worker at once, from the data's chunks as they are.
+            blocks = dask.delayed(_blocks, pure=True)(dtype, *data.to_delayed().ravel())
+            key = "nearkit-broadcast-" + dask.base.tokenize(data.name, str(dtype), "gpus")
+            outs = [
+                dask.delayed(_broadcast_nearest_gpus, pure=True, nout=3)(blocks, key, b, o, bound, dtype)
+                for b, o in zip(queries.to_delayed().ravel(), _offsets(queries.chunks[0]))
+            ]
+            return None, outs, dask.delayed(_broadcast_stats, pure=True)(queries.shape[0], n, np.dtype(dtype).itemsize)
         whole, key = _broadcast_data(data, dtype, device)
         outs = [
             dask.delayed(_broadcast_knn, pure=True, nout=3)(whole, key, b, o, j, k, bound, device, workers, want_d2, dtype)
@@ -768,6 +788,34 @@ def _broadcast_knn(data, key, block, offset, part, k, bound, device, workers, wa
         d2 = _d2(qs, ps[np.where(missing, 0, li)])
         d2[missing] = np.inf
     return d, li.astype(np.int64, copy=False), d2
+
+
+def _broadcast_nearest_gpus(blocks, key, block, offset, bound, dtype):
+    """One query chunk's nearest data points on every GPU this worker sees at once: the data
+    (its chunks, never joined on the host) cut across them by a `ShardedIndex`, built once
+    per process. Data that a sharded index cannot take (coordinates that need scaling) go to
+    one GPU's `PointIndex`, as before; the answers are the same bits either way."""
+    q = _arrays.float_array(block, "queries", dtype)
+    n = sum(len(b) for b in blocks)
+
+    def build():
+        try:
+            return ShardedIndex(list(blocks), devices="all")
+        except ValueError:
+            # A bad row raises again below, named as one machine names it; data far from 1
+            # are indexed by PointIndex, which scales them.
+            return PointIndex(_whole(dtype, *blocks), device="cuda")
+
+    ix = _shared(key + "-gpus", build)
+    if len(q) == 0:
+        return np.empty((0, 1), dtype), np.empty((0, 1), np.int64), None
+    d, li = _checked(lambda: ix.nearest(q, max_distance=bound), block, "queries", offset, dtype)
+    return d.reshape(len(q), 1), li.astype(np.int64, copy=False).reshape(len(q), 1), None
+
+
+def _blocks(dtype: np.dtype, *blocks) -> List[np.ndarray]:
+    """The data's chunks as float arrays, to be sent to every worker as they are."""
+    return [_arrays.float_array(b, "data", dtype) for b in blocks]
 
 
 def _broadcast_stats(nq, n, itemsize):

@@ -67,8 +67,9 @@ pub(crate) fn check_room<V>(rows: usize, per_row: usize, what: &str) -> Result<(
 
 /// An empty vector with room for `n` values, in huge pages where the system grants them on
 /// request (Linux with transparent huge pages set to `madvise`): filling hundreds of MB of
-/// fresh 4 KiB pages took about a tenth of a kNN run in page faults.
-pub(crate) fn big_vec<V>(n: usize) -> Vec<V> {
+/// fresh 4 KiB pages took about a tenth of a kNN run in page faults. For results that a
+/// caller fills (through `spare_capacity_mut`) from a `*_into` call.
+pub fn big_vec<V>(n: usize) -> Vec<V> {
     let v = Vec::with_capacity(n);
     #[cfg(target_os = "linux")]
     {

@@ -368,10 +368,19 @@ impl<T: Real> ShardedIndex<T> {
             if s == e {
                 return Ok(None);
             }
+            let mut clock = Lap::new(self.profile, gpu)?;
             let p = upload_slice(gpu, pieces, s, e, Role::Queries)?;
+            let up = clock.lap(gpu)?;
             let m = p.magnitudes;
             let (mut sorted, keys) = sort_slice(gpu, p, &self.shards[i].frame, None)?;
             sorted.seg = self.segments_of(gpu, &keys, sorted.len)?;
+            if self.profile {
+                eprintln!(
+                    "profile sharded nearest, slice {i}: {} rows up {up:.3} ms, sorted {:.3} ms",
+                    e - s,
+                    clock.lap(gpu)?
+                );
+            }
             Ok(Some((sorted, m)))
         })?;
         for (_, m) in parts.iter().flatten() {
@@ -388,6 +397,7 @@ impl<T: Real> ShardedIndex<T> {
                 return Ok(None);
             }
             let s = gpu.stream();
+            let mut clock = Lap::new(self.profile, gpu)?;
             let (mut x, mut y, mut z) =
                 (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?);
             let mut at = 0;
@@ -399,6 +409,7 @@ impl<T: Real> ShardedIndex<T> {
                 pull(gpu, &mut z, at, &gpus[i], &p.z, st, len)?;
                 at += len;
             }
+            let pulled = clock.lap(gpu)?;
             let r2d = s.clone_htod(&[r2]).map_err(cuda_err)?;
             let (mut bd, mut bid) = (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<u32>(m)?);
             let cfg = threads(m, BLOCK);
@@ -406,6 +417,10 @@ impl<T: Real> ShardedIndex<T> {
             match &self.shards[c].tree {
                 Some(t) => nearest_improve::<T>(gpu, cfg, &x, &y, &z, m32, t.args(gpu), &r2d, 1, &mut bd, &mut bid)?,
                 None => init_best::<T>(gpu, cfg, &r2d, m32, &mut bd, &mut bid)?,
+            }
+            let searched = clock.lap(gpu)?;
+            if self.profile {
+                eprintln!("profile sharded nearest, cell {c}: {m} queries; their pull {pulled:.3} ms, search {searched:.3} ms");
             }
             let sh = &self.shards[c];
             let mut counts = gpu.alloc::<u32>(g)?;
@@ -521,6 +536,7 @@ impl<T: Real> ShardedIndex<T> {
         on_each(&gpus, |i, gpu| {
             let Some(p) = &parts[i] else { return Ok(()) };
             let len = p.len;
+            let mut clock = Lap::new(self.profile, gpu)?;
             let (mut rbd, mut rbid) = (gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<u32>(len)?);
             for (c, h) in homes.iter().enumerate() {
                 let k = p.count(c);
@@ -534,10 +550,17 @@ impl<T: Real> ShardedIndex<T> {
             }
             let (mut od2, mut oid) = (gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<u32>(len)?);
             scatter_best::<T>(gpu, threads(len, BLOCK), &p.perm, len as u32, &rbd, &rbid, &mut od2, &mut oid)?;
+            let back = clock.lap(gpu)?;
             let mut out = outs[i].lock().unwrap();
             let (d_out, id_out) = &mut *out;
             download_mapped(gpu, &od2, d_out, |d: T| d.sqrt())?;
             download_mapped(gpu, &oid, id_out, &id)?;
+            if self.profile {
+                eprintln!(
+                    "profile sharded nearest, slice {i}: answers back {back:.3} ms, down {:.3} ms",
+                    clock.lap(gpu)?
+                );
+            }
             Ok(())
         })?;
         phases.mark("answers down");
@@ -556,6 +579,27 @@ impl<T: Real> ShardedIndex<T> {
         // The last cut is past every key.
         *seg.last_mut().expect("cells + 1 cuts") = len;
         Ok(seg)
+    }
+}
+
+/// One GPU's time between points of a step, when profiling (each lap waits for the GPU).
+struct Lap(Option<std::time::Instant>);
+
+impl Lap {
+    fn new(on: bool, gpu: &Gpu) -> Result<Self> {
+        if on {
+            gpu.synchronize()?;
+        }
+        Ok(Lap(on.then(std::time::Instant::now)))
+    }
+
+    /// Milliseconds since the last lap (0 when not profiling).
+    fn lap(&mut self, gpu: &Gpu) -> Result<f64> {
+        let Some(t) = self.0 else { return Ok(0.0) };
+        gpu.synchronize()?;
+        let now = std::time::Instant::now();
+        self.0 = Some(now);
+        Ok((now - t).as_secs_f64() * 1e3)
     }
 }
 
