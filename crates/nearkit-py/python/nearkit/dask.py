@@ -703,10 +703,16 @@ def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, 
             # Every GPU of a worker at once, from the data's chunks as they are.
             blocks = dask.delayed(_blocks, pure=True)(dtype, *data.to_delayed().ravel())
             key = "nearkit-broadcast-" + dask.base.tokenize(data.name, str(dtype), "gpus")
-            outs = [
-                dask.delayed(_broadcast_nearest_gpus, pure=True, nout=3)(blocks, key, b, o, bound, dtype)
-                for b, o in zip(queries.to_delayed().ravel(), _offsets(queries.chunks[0]))
-            ]
+            # One call per worker's share of the query chunks: a call runs on all of its GPUs.
+            qb, offs = queries.to_delayed().ravel(), _offsets(queries.chunks[0])
+            outs = []
+            for grp in _groups(len(qb), _default_parallelism(device)):
+                if not grp:
+                    continue
+                task = dask.delayed(_broadcast_nearest_gpus, pure=True, nout=len(grp))(
+                    blocks, key, bound, dtype, [offs[j] for j in grp], *[qb[j] for j in grp]
+                )
+                outs.extend(task[j] for j in range(len(grp)))
             return None, outs, dask.delayed(_broadcast_stats, pure=True)(queries.shape[0], n, np.dtype(dtype).itemsize)
         whole, key = _broadcast_data(data, dtype, device)
         outs = [
@@ -790,13 +796,13 @@ def _broadcast_knn(data, key, block, offset, part, k, bound, device, workers, wa
     return d, li.astype(np.int64, copy=False), d2
 
 
-def _broadcast_nearest_gpus(blocks, key, block, offset, bound, dtype):
-    """One query chunk's nearest data points on every GPU this worker sees at once: the data
-    (its chunks, never joined on the host) cut across them by a `ShardedIndex`, built once
-    per process. Data that a sharded index cannot take (coordinates that need scaling) go to
-    one GPU's `PointIndex`, as before; the answers are the same bits either way."""
-    q = _arrays.float_array(block, "queries", dtype)
-    n = sum(len(b) for b in blocks)
+def _broadcast_nearest_gpus(blocks, key, bound, dtype, offsets, *qblocks):
+    """A group of query chunks' nearest data points on every GPU this worker sees at once, in
+    one call: the data (its chunks, never joined on the host) cut across the GPUs by a
+    `ShardedIndex`, built once per process. Data that a sharded index cannot take
+    (coordinates that need scaling) go to one GPU's `PointIndex`, as before; the answers are
+    the same bits either way. Returns each chunk's (d, i, None)."""
+    qs = [_arrays.float_array(b, "queries", dtype) for b in qblocks]
 
     def build():
         try:
@@ -807,10 +813,27 @@ def _broadcast_nearest_gpus(blocks, key, block, offset, bound, dtype):
             return PointIndex(_whole(dtype, *blocks), device="cuda")
 
     ix = _shared(key + "-gpus", build)
-    if len(q) == 0:
-        return np.empty((0, 1), dtype), np.empty((0, 1), np.int64), None
-    d, li = _checked(lambda: ix.nearest(q, max_distance=bound), block, "queries", offset, dtype)
-    return d.reshape(len(q), 1), li.astype(np.int64, copy=False).reshape(len(q), 1), None
+    sizes = [len(q) for q in qs]
+    try:
+        if isinstance(ix, ShardedIndex):
+            d, li = ix.nearest(qs, max_distance=bound)
+        else:
+            d, li = ix.nearest(_whole(dtype, *qs), max_distance=bound)
+    except ValueError:
+        for b, o in zip(qblocks, offsets):
+            _check_block(b, "queries", o, dtype)
+        raise
+    cuts = np.cumsum([0] + sizes)
+    return tuple(
+        (d[s:e].reshape(e - s, 1), li[s:e].astype(np.int64, copy=False).reshape(e - s, 1), None)
+        for s, e in zip(cuts[:-1], cuts[1:])
+    )
+
+
+def _groups(count: int, parts: int) -> List[range]:
+    """`count` chunks in `parts` contiguous groups (as even as can be)."""
+    parts = max(1, min(parts, count))
+    return [range(count * g // parts, count * (g + 1) // parts) for g in range(parts)]
 
 
 def _blocks(dtype: np.dtype, *blocks) -> List[np.ndarray]:

@@ -115,6 +115,8 @@ kernels! {
     fn scatter_best<T>(perm: In<u32>, n: u32, bd: In<T>, bid: In<u32>, od2: Out<T>, oid: Out<u32>);
     /// Bests set to `(*r2, NO_ID)`.
     fn init_best<T>(r2: In<T>, n: u32, bd: Out<T>, bid: Out<u32>);
+    /// Bests from sorted order back to arrival order: place `perm[i]` gets best i.
+    fn unsort_best<T>(perm: In<u32>, n: u32, bd: In<T>, bid: In<u32>, obd: Out<T>, obid: Out<u32>);
 }
 
 /// A point set indexed across several GPUs of one host, each holding one cell of space (a
@@ -409,6 +411,22 @@ impl<T: Real> ShardedIndex<T> {
                 pull(gpu, &mut z, at, &gpus[i], &p.z, st, len)?;
                 at += len;
             }
+            // Several slices' queries arrive as as many sorted runs, each a sparser sample of
+            // the cell than one sorted list: sorted again, neighbouring threads search
+            // neighbouring points (the answers are the same in any order).
+            let runs = (0..g).filter(|&i| count(i, c) > 0).count();
+            let (x, y, z, order) = if runs > 1 {
+                let sorted = sort_slice(
+                    gpu,
+                    DevicePoints { x, y, z, len: m, bounds: None, magnitudes: None },
+                    &self.shards[c].frame,
+                    None,
+                )?
+                .0;
+                (sorted.x, sorted.y, sorted.z, Some(sorted.perm))
+            } else {
+                (x, y, z, None)
+            };
             let pulled = clock.lap(gpu)?;
             let r2d = s.clone_htod(&[r2]).map_err(cuda_err)?;
             let (mut bd, mut bid) = (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<u32>(m)?);
@@ -469,7 +487,7 @@ impl<T: Real> ShardedIndex<T> {
                 )?;
                 packs.push(Some(pk));
             }
-            Ok(Some(Home { bd, bid, lists, m, packs }))
+            Ok(Some(Home { bd, bid, lists, m, packs, order }))
         })?;
         phases.mark("home cells searched");
 
@@ -524,6 +542,11 @@ impl<T: Real> ShardedIndex<T> {
                 pull(gpu, &mut rbid, 0, &gpus[o], &pk.bid, 0, k)?;
                 let list = h.lists.slice(o * h.m..o * h.m + k);
                 merge_best::<T>(gpu, threads(k, BLOCK), &list, k as u32, &rbd, &rbid, &mut h.bd, &mut h.bid)?;
+            }
+            if let Some(perm) = h.order.take() {
+                let (mut bd, mut bid) = (gpu.alloc_uninit::<T>(h.m)?, gpu.alloc_uninit::<u32>(h.m)?);
+                unsort_best::<T>(gpu, threads(h.m, BLOCK), &perm, h.m as u32, &h.bd, &h.bid, &mut bd, &mut bid)?;
+                (h.bd, h.bid) = (bd, bid);
             }
             Ok(())
         })?;
@@ -612,6 +635,8 @@ struct Home<T> {
     m: usize,
     /// Per other cell, those queries packed for it.
     packs: Vec<Option<Pack<T>>>,
+    /// Where the queries were sorted again: sorted position -> arrival position.
+    order: Option<CudaSlice<u32>>,
 }
 
 /// Queries with their bests, packed for a search in another cell.

@@ -129,3 +129,14 @@ __device__ void init_best_impl(const T* r2, u32 n, T* bd, u32* bid) {
     bid[i] = NO_ID;
 }
 NK_INSTANTIATE(init_best, (const R* r2, u32 n, R* bd, u32* bid), (r2, n, bd, bid))
+
+// Bests back from sorted order to the order the queries came in: place perm[i] gets best i.
+template <typename T>
+__device__ void unsort_best_impl(const u32* perm, u32 n, const T* bd, const u32* bid, T* obd, u32* obid) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u32 o = perm[i];
+    obd[o] = bd[i];
+    obid[o] = bid[i];
+}
+NK_INSTANTIATE(unsort_best, (const u32* perm, u32 n, const R* bd, const u32* bid, R* obd, u32* obid), (perm, n, bd, bid, obd, obid))
