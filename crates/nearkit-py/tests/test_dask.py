@@ -300,3 +300,36 @@ def test_gpu_cluster_checks_its_arguments():
             nkd.gpu_cluster()
     with pytest.raises(ValueError, match="gpus must be a positive int"):
         nkd.gpu_cluster(0)
+
+
+class _CpuShards:
+    """A stand-in for ShardedIndex on the CPU (the same answers by contract), so that the
+    GPU nearest graph is tested where there is no GPU."""
+
+    calls = 0
+
+    def __init__(self, blocks, devices):
+        self.ix = nearkit.PointIndex(np.concatenate(blocks), device="cpu")
+
+    def nearest(self, pieces, max_distance=None):
+        type(self).calls += 1
+        return self.ix.nearest(np.concatenate(pieces), max_distance=max_distance)
+
+
+def test_gpu_nearest_graph(monkeypatch):
+    """nearest with device="cuda": one sharded call per worker's share of the query chunks,
+    each chunk's answers cut back out, empty chunks included (run on the local scheduler, with
+    the CPU standing in for the GPUs; a current client's worker count sets the shares)."""
+    monkeypatch.setattr(nkd, "ShardedIndex", _CpuShards)
+    rng = np.random.default_rng(31)
+    data = make_points("clustered", 30_000, rng, np.float32)
+    queries = make_points("uniform", 20_000, rng, np.float32)
+    X, Q = chunked(data, [10_000, 0, 20_000]), chunked(queries, [7_000, 0, 3_000, 10_000])
+    for bound in [None, 0.02]:
+        _CpuShards.calls = 0
+        with dask.config.set(scheduler="threads"):
+            d, i = dask.compute(*nkd.nearest(Q, X, max_distance=bound, device="cuda"))
+        d1, i1 = nearkit.PointIndex(data, device="cpu").nearest(queries, max_distance=bound)
+        assert same(d, d1) and same(i, i1)
+        assert _CpuShards.calls == min(nkd._default_parallelism("cuda"), 4)
+    nkd.clear_cache()

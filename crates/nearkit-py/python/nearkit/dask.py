@@ -699,21 +699,6 @@ def _assemble(m: int, k: int, dtype, exp: int, want_d2: bool, *pieces):
 def _knn_graph(data, queries, k, bound, device, workers, cells, want_d2, dtype, strategy="partition"):
     n = data.shape[0]
     if _use_broadcast(strategy, n, cells, device):
-        if k == 1 and not want_d2 and device in ("cuda", "gpu"):
-            # Every GPU of a worker at once, from the data's chunks as they are.
-            blocks = dask.delayed(_blocks, pure=True)(dtype, *data.to_delayed().ravel())
-            key = "nearkit-broadcast-" + dask.base.tokenize(data.name, str(dtype), "gpus")
-            # One call per worker's share of the query chunks: a call runs on all of its GPUs.
-            qb, offs = queries.to_delayed().ravel(), _offsets(queries.chunks[0])
-            outs = []
-            for grp in _groups(len(qb), _default_parallelism(device)):
-                if not grp:
-                    continue
-                task = dask.delayed(_broadcast_nearest_gpus, pure=True, nout=len(grp))(
-                    blocks, key, bound, dtype, [offs[j] for j in grp], *[qb[j] for j in grp]
-                )
-                outs.extend(task[j] for j in range(len(grp)))
-            return None, outs, dask.delayed(_broadcast_stats, pure=True)(queries.shape[0], n, np.dtype(dtype).itemsize)
         whole, key = _broadcast_data(data, dtype, device)
         outs = [
             dask.delayed(_broadcast_knn, pure=True, nout=3)(whole, key, b, o, j, k, bound, device, workers, want_d2, dtype)
@@ -801,7 +786,7 @@ def _broadcast_nearest_gpus(blocks, key, bound, dtype, offsets, *qblocks):
     one call: the data (its chunks, never joined on the host) cut across the GPUs by a
     `ShardedIndex`, built once per process. Data that a sharded index cannot take
     (coordinates that need scaling) go to one GPU's `PointIndex`, as before; the answers are
-    the same bits either way. Returns each chunk's (d, i, None)."""
+    the same bits either way. Returns each chunk's distances, and each chunk's ids."""
     qs = [_arrays.float_array(b, "queries", dtype) for b in qblocks]
 
     def build():
@@ -824,10 +809,38 @@ def _broadcast_nearest_gpus(blocks, key, bound, dtype, offsets, *qblocks):
             _check_block(b, "queries", o, dtype)
         raise
     cuts = np.cumsum([0] + sizes)
-    return tuple(
-        (d[s:e].reshape(e - s, 1), li[s:e].astype(np.int64, copy=False).reshape(e - s, 1), None)
-        for s, e in zip(cuts[:-1], cuts[1:])
-    )
+    li = li.astype(np.int64, copy=False)
+    return [d[s:e] for s, e in zip(cuts[:-1], cuts[1:])], [li[s:e] for s, e in zip(cuts[:-1], cuts[1:])]
+
+
+def _sharded_nearest(data: da.Array, queries: da.Array, bound, dtype):
+    """`nearest` on GPU workers: each worker cuts the data (its chunks as they are) across
+    every GPU it sees and answers its share of the query chunks in one call. The graph is
+    lean (one task per share, one per output chunk), as Dask's per-task cost would otherwise
+    be a good part of a GPU join's time."""
+    import operator
+
+    from dask.highlevelgraph import HighLevelGraph
+
+    blocks = dask.delayed(_blocks, pure=True)(dtype, *data.to_delayed().ravel())
+    key = "nearkit-broadcast-" + dask.base.tokenize(data.name, str(dtype), "gpus")
+    qb, offs = queries.to_delayed().ravel(), _offsets(queries.chunks[0])
+    shares = [g for g in _groups(len(qb), _default_parallelism("cuda")) if g]
+    tasks = [
+        dask.delayed(_broadcast_nearest_gpus, pure=True)(blocks, key, bound, dtype, [offs[j] for j in g], *[qb[j] for j in g])
+        for g in shares
+    ]
+    token = dask.base.tokenize(key, queries.name, bound)
+    arrays = []
+    for which, name, dt in [(0, "nearkit-nearest-d-", dtype), (1, "nearkit-nearest-i-", np.int64)]:
+        layer = {
+            (name + token, j): (operator.getitem, (operator.getitem, t.key, which), pos)
+            for t, g in zip(tasks, shares)
+            for pos, j in enumerate(g)
+        }
+        graph = HighLevelGraph.from_collections(name + token, layer, dependencies=tasks)
+        arrays.append(da.Array(graph, name + token, chunks=(queries.chunks[0],), dtype=dt))
+    return arrays[0], arrays[1]
 
 
 def _groups(count: int, parts: int) -> List[range]:
@@ -970,6 +983,10 @@ def nearest(
     q = _as_points(a, "a")
     dtype = _working_dtype(x, q)
     bound = _arrays.radius(max_distance, "max_distance")
+    if device in ("cuda", "gpu") and _use_broadcast(strategy, x.shape[0], cells, device):
+        d, i = _sharded_nearest(x, q, bound, dtype)
+        stats = dask.delayed(_broadcast_stats, pure=True)(q.shape[0], x.shape[0], np.dtype(dtype).itemsize)
+        return (d, i, stats) if return_stats else (d, i)
     _, outs, stats = _knn_graph(x, q, 1, bound, device, workers, cells, False, dtype, strategy)
     d = _stack(outs, q.chunks[0], 1, dtype, 0, True)
     i = _stack(outs, q.chunks[0], 1, dtype, 1, True)
