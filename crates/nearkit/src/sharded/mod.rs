@@ -392,6 +392,13 @@ impl<T: Real> ShardedIndex<T> {
         let count = |i: usize, c: usize| parts[i].as_ref().map_or(0, |p| p.count(c));
         phases.mark("queries up and sorted");
 
+        // While the GPUs search, the host faults in the answers' fresh pages (the kernel
+        // zeroes each one), which the download would otherwise wait for.
+        let _touched = Toucher::start(&[
+            (distance.as_mut_ptr() as usize, std::mem::size_of_val(distance)),
+            (ids.as_mut_ptr() as usize, std::mem::size_of_val(ids)),
+        ]);
+
         // Each cell's queries searched at home; those another cell may beat, listed and packed.
         let homes = on_each(&gpus, |c, gpu| {
             let m: usize = (0..g).map(|i| count(i, c)).sum();
@@ -554,6 +561,9 @@ impl<T: Real> ShardedIndex<T> {
         drop(answers);
         phases.mark("merged");
 
+        drop(_touched);
+        phases.mark("pages touched");
+
         // Back to the slice each query came from, into the caller's order, and down.
         let outs: Vec<_> = split_rows(distance, ids, n, g).into_iter().map(std::sync::Mutex::new).collect();
         on_each(&gpus, |i, gpu| {
@@ -602,6 +612,49 @@ impl<T: Real> ShardedIndex<T> {
         // The last cut is past every key.
         *seg.last_mut().expect("cells + 1 cuts") = len;
         Ok(seg)
+    }
+}
+
+/// A thread faulting in the pages of memory about to be written (one write per 4 KiB page,
+/// in parallel), joined when dropped: on every path, before the memory is written or freed.
+struct Toucher(Option<std::thread::JoinHandle<()>>);
+
+impl Toucher {
+    /// Below this many bytes the pages are left to fault in as they are written.
+    const MIN_BYTES: usize = 64 << 20;
+
+    /// Starts touching `(address, bytes)` ranges that the caller owns, does not read, and
+    /// writes only after dropping the toucher.
+    fn start(ranges: &[(usize, usize)]) -> Self {
+        let ranges: Vec<(usize, usize)> = ranges.iter().copied().filter(|r| r.1 >= Self::MIN_BYTES).collect();
+        if ranges.is_empty() {
+            return Toucher(None);
+        }
+        Toucher(Some(std::thread::spawn(move || {
+            use rayon::prelude::*;
+            const HUGE: usize = 2 << 20;
+            for (addr, bytes) in ranges {
+                (0..bytes.div_ceil(HUGE)).into_par_iter().for_each(|c| {
+                    let (s, e) = (c * HUGE, ((c + 1) * HUGE).min(bytes));
+                    for off in (s..e).step_by(4096) {
+                        // SAFETY: inside the caller's range, which nothing else touches until
+                        // this thread is joined; a zero byte in memory that is then overwritten.
+                        unsafe { ((addr + off) as *mut u8).write_volatile(0) };
+                    }
+                });
+            }
+        })))
+    }
+}
+
+impl Drop for Toucher {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            // A panic there is a bug in the loop above, not the caller's: re-raise it.
+            if let Err(e) = t.join() {
+                std::panic::resume_unwind(e);
+            }
+        }
     }
 }
 
