@@ -1,7 +1,7 @@
 //! `ShardedIndex`: nearkit's index cut across several GPUs, from numpy rows in one piece or
 //! many (a Dask array's chunks) to numpy arrays.
 
-use numpy::PyReadonlyArray2;
+use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 
@@ -17,7 +17,18 @@ enum Index {
 
 /// Rows of every piece (C-contiguous (n, 3) arrays of `T`, which the Python side makes sure of).
 fn pieces<'py, T: Real + numpy::Element>(arrays: &'py [PyReadonlyArray2<'py, T>]) -> PyResult<Vec<&'py [T]>> {
-    arrays.iter().map(|a| a.as_slice().map_err(|_| PyTypeError::new_err("rows must be C-contiguous"))).collect()
+    arrays
+        .iter()
+        .map(|a| {
+            a.as_slice().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "rows must be C-contiguous (n, 3) arrays: got shape {:?}, strides {:?}",
+                    a.shape(),
+                    a.strides()
+                ))
+            })
+        })
+        .collect()
 }
 
 #[pyclass(name = "ShardedIndex", module = "nearkit._native")]
@@ -32,19 +43,22 @@ impl PyShardedIndex {
     /// GPUs `devices`.
     #[new]
     fn new(py: Python<'_>, pieces: Vec<Bound<'_, PyAny>>, devices: Vec<usize>) -> PyResult<Self> {
+        let f32s = pieces.iter().map(|p| p.extract::<PyReadonlyArray2<'_, f32>>()).collect::<PyResult<Vec<_>>>();
+        let f64s = pieces.iter().map(|p| p.extract::<PyReadonlyArray2<'_, f64>>()).collect::<PyResult<Vec<_>>>();
+        let (r32, r64) = match (&f32s, &f64s) {
+            (Ok(a), _) => (Some(self::pieces(a)?), None),
+            (_, Ok(a)) => (None, Some(self::pieces(a)?)),
+            _ => return Err(PyTypeError::new_err("data must be float32 or float64 (n, 3) arrays, all of one dtype")),
+        };
         let engines = devices.iter().map(|&d| engine(py, Device::Cuda(d))).collect::<PyResult<Vec<_>>>()?;
-        let index = if let Ok(a) =
-            pieces.iter().map(|p| p.extract::<PyReadonlyArray2<'_, f32>>()).collect::<PyResult<Vec<_>>>()
-        {
-            let rows = self::pieces(&a)?;
-            Index::F32(detach_on_all(py, &engines, || ShardedIndex::from_rows(&rows, &engines)).map_err(err)?)
-        } else if let Ok(a) =
-            pieces.iter().map(|p| p.extract::<PyReadonlyArray2<'_, f64>>()).collect::<PyResult<Vec<_>>>()
-        {
-            let rows = self::pieces(&a)?;
-            Index::F64(detach_on_all(py, &engines, || ShardedIndex::from_rows(&rows, &engines)).map_err(err)?)
-        } else {
-            return Err(PyTypeError::new_err("data must be float32 or float64 (n, 3) arrays, all of one dtype"));
+        let index = match (r32, r64) {
+            (Some(rows), _) => {
+                Index::F32(detach_on_all(py, &engines, || ShardedIndex::from_rows(&rows, &engines)).map_err(err)?)
+            }
+            (_, Some(rows)) => {
+                Index::F64(detach_on_all(py, &engines, || ShardedIndex::from_rows(&rows, &engines)).map_err(err)?)
+            }
+            _ => unreachable!("one of the two"),
         };
         Ok(Self { index, engines })
     }

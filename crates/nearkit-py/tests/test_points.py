@@ -290,3 +290,15 @@ def test_sharded_index_needs_gpus():
             nearkit.ShardedIndex(data)
         with pytest.raises(RuntimeError):
             nearkit.ShardedIndex(data, devices=[0])
+
+
+def test_sharded_index_takes_unaligned_rows():
+    """Arrays that came over the wire (Dask's frames) may start at any byte: they are handed
+    on aligned (a copy), not refused."""
+    from nearkit._sharded import _pieces
+
+    buf = bytearray(12 * 100 + 1)
+    a = np.frombuffer(buf, dtype=np.float32, count=300, offset=1).reshape(100, 3)
+    assert not a.flags.aligned
+    (p,) = _pieces([a], "data")
+    assert p.flags.aligned and p.flags.c_contiguous and np.array_equal(p, a)

@@ -12,13 +12,14 @@ Rows = Union[np.ndarray, Sequence[np.ndarray]]
 
 
 def _pieces(x: Rows, name: str, dtype: Optional[np.dtype] = None) -> List[np.ndarray]:
-    """`x` (one (n, 3) array, or a list of them read one after another) as C-contiguous
-    float rows of one dtype: float64 if any piece is, else float32 (or `dtype` if given)."""
+    """`x` (one (n, 3) array, or a list of them read one after another) as C-contiguous,
+    aligned float rows of one dtype: float64 if any piece is, else float32 (or `dtype` if given)."""
     parts = [x] if not isinstance(x, (list, tuple)) else list(x)
     arrays = [_arrays.points(p, name)[0] for p in parts]
     if dtype is None:
         dtype = np.float32 if arrays and all(a.dtype == np.float32 for a in arrays) else np.float64
-    return [np.ascontiguousarray(a, dtype=dtype) for a in arrays]
+    # Aligned too: arrays that come over the wire (Dask's frames) may start at any byte.
+    return [np.require(a, dtype=dtype, requirements=["C_CONTIGUOUS", "ALIGNED"]) for a in arrays]
 
 
 class ShardedIndex:
