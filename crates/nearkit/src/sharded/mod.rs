@@ -4,18 +4,22 @@
 //! The plan, each step on every GPU at once (a host thread per GPU, a barrier between steps):
 //! 1. GPU i takes slice i of the rows (in order), uploads it and makes columns, checked as any
 //!    input is.
-//! 2. The slices' bounds give one Morton frame. Each GPU sorts its points by the top 32 bits of
-//!    their codes; the histogram of the top 16 bits over all GPUs cuts the curve into one range
+//! 2. The slices' bounds give one Morton frame, and each point a key (the top 32 bits of its
+//!    code). The histogram of the keys' top 16 bits over all GPUs cuts the curve into one range
 //!    per GPU holding an equal share (a cell).
-//! 3. GPU c pulls cell c's points from every GPU (peer copies), with their row numbers, and
-//!    builds its tree from them. The tree answers in row numbers, so ties break as on one GPU.
+//! 3. Each GPU groups its points by cell (one stable radix pass), with their row numbers.
+//! 4. GPU c pulls cell c's points from every GPU (peer copies), in slice order, and builds its
+//!    tree from them. The tree answers in row numbers, so ties break as on one GPU.
 //!
-//! Queries take the same steps 1 and 2 and go to the cell their key falls in. Each is searched
-//! there first, then in any other cell whose box could hold a point before its best so far
-//! (the test every tree search makes at its root: few queries, near a cell's faces), starting
-//! from that best. The answer is the first (distance, id) in the one order every search uses,
-//! whichever cell holds it: the one-GPU index's bits. Answers go back to the GPU each query
-//! came from, into the caller's order, and down into the caller's memory.
+//! With one GPU, steps 2–4 reduce to building the tree of the slice.
+//!
+//! Queries take steps 1–3 and go to the cell their key falls in, where they are sorted along
+//! the curve and searched first. Then each is searched in any other cell whose box could hold
+//! a point before its best so far (the test every tree search makes at its root: few queries,
+//! near a cell's faces), starting from that best. The answer is the first (distance, id) in
+//! the one order every search uses, whichever cell holds it: the one-GPU index's bits. Answers
+//! go back to the GPU each query came from, into the caller's order, and down into the
+//! caller's memory, whose fresh pages the host faults in while the GPUs search.
 
 use std::mem::MaybeUninit;
 use std::sync::Arc;
@@ -32,7 +36,7 @@ use crate::geometry::scale::Scale;
 use crate::pairs::Nearest;
 use crate::runtime::cuda::import::upload_row_pieces;
 use crate::runtime::cuda::launch::{kernels, In, Out};
-use crate::runtime::cuda::radix_sort::sort_pairs;
+use crate::runtime::cuda::radix_sort::{iota_u32, sort_pairs};
 use crate::runtime::cuda::transfer::download_mapped;
 use crate::runtime::cuda::{cuda_err, device_pool, threads, CudaSource, DevicePoints, Gpu, COMMON};
 use crate::runtime::profile::Phases;
@@ -51,6 +55,8 @@ kernels! {
     module KERNELS = "sharded", [&COMMON, &TREE_HEADER, &TREE_SEARCH, &SHARDED];
     /// `bins[key >> shift] += 1` for every key.
     fn key_histogram(keys: In<u64>, n: u32, shift: u32, bins: Out<u32>);
+    /// Each key replaced by its cell: the `c` with `cuts[c] <= key < cuts[c + 1]`.
+    fn cells_of_keys(keys: Out<u64>, n: u32, cuts: In<u64>, cells: u32);
     /// `out[j]`: the first position of the sorted keys at or past `cuts[j]`.
     fn lower_bounds(keys: In<u64>, n: u32, cuts: In<u64>, m: u32, out: Out<u32>);
     /// Points `perm[i]` to place i, with their global ids `offset + perm[i]`.
@@ -157,14 +163,14 @@ struct Shard<T> {
     min_ids: CudaSlice<u32>,
 }
 
-/// One slice of a point set on its GPU, in key order.
+/// One slice of a point set on its GPU, grouped by cell.
 struct Sorted<T> {
     x: CudaSlice<T>,
     y: CudaSlice<T>,
     z: CudaSlice<T>,
     /// Row numbers in the whole set (data only).
     gid: Option<CudaSlice<u32>>,
-    /// Sorted position -> position in the slice.
+    /// Grouped position -> position in the slice.
     perm: CudaSlice<u32>,
     /// Where each cell's points start, and the end (`cells + 1` values).
     seg: Vec<usize>,
@@ -228,53 +234,69 @@ impl<T: Real> ShardedIndex<T> {
         }
         phases.mark("slices up");
 
-        // 2. One frame; each slice sorted by key, with its row numbers; the buckets counted.
-        let mut slices: Vec<Option<DevicePoints<T>>> = slices.into_iter().map(|(p, _)| Some(p)).collect();
-        let taken: Vec<_> = slices.iter_mut().map(|p| std::sync::Mutex::new(p.take())).collect();
-        let sorted = on_each(&gpus, |i, gpu| {
-            let p = taken[i].lock().unwrap().take().expect("each slice is sorted once");
+        // 2. One frame; each point's key; the keys' buckets counted.
+        let slices: Vec<_> = slices.into_iter().map(|(p, _)| std::sync::Mutex::new(Some(p))).collect();
+        let keyed = on_each(&gpus, |i, gpu| {
+            let p = slices[i].lock().unwrap().take().expect("each slice is keyed once");
             let s = gpu.stream();
             let acc = s.clone_htod(&acc).map_err(cuda_err)?;
             let mut fr = gpu.alloc_uninit::<T>(4)?;
             frame::<T>(gpu, threads(1, 1), &acc, &mut fr)?;
-            let (start, _) = slice_of(n, g, i);
-            let sorted = sort_slice(gpu, p, &fr, Some(start))?;
+            if g == 1 {
+                // One cell: the slice is the cell, its rows its ids.
+                return Ok((p, None, fr, Vec::new()));
+            }
+            let (keys, perm) = keys_of(gpu, &p, &fr)?;
             let mut bins = gpu.alloc::<u32>(1 << BUCKET_BITS)?;
-            let len = sorted.0.len;
-            key_histogram(gpu, threads(len, BLOCK), &sorted.1, len as u32, KEY_BITS - BUCKET_BITS, &mut bins)?;
+            key_histogram(gpu, threads(p.len, BLOCK), &keys, p.len as u32, KEY_BITS - BUCKET_BITS, &mut bins)?;
             let bins = s.clone_dtoh(&bins).map_err(cuda_err)?;
-            Ok((sorted.0, fr, bins))
+            Ok((p, Some((keys, perm)), fr, bins))
         })?;
-        let cuts = cut_buckets(sorted.iter().map(|s| &s.2[..]), n, g);
-        let mut parts = Vec::with_capacity(g);
+        let cuts = cut_buckets(keyed.iter().map(|k| &k.3[..]), n, g);
         let mut frames = Vec::with_capacity(g);
-        for (mut s, fr, bins) in sorted {
-            s.seg = segments(&bins, &cuts);
-            parts.push(s);
+        let mut keyed_slices = Vec::with_capacity(g);
+        for (p, keys, fr, _) in keyed {
             frames.push(fr);
+            keyed_slices.push(std::sync::Mutex::new(Some((p, keys))));
         }
-        phases.mark("sorted and cut");
+        phases.mark("keyed and cut");
 
-        // 3. Each cell's points pulled to its GPU; its tree, in row numbers.
+        // 3. Each slice's points grouped by cell (one stable pass), with their row numbers.
+        let parts = on_each(&gpus, |i, gpu| {
+            let (p, keys) = keyed_slices[i].lock().unwrap().take().expect("each slice is grouped once");
+            let Some((keys, perm)) = keys else { return Ok(None) };
+            Ok(Some(partition(gpu, p, keys, perm, &cuts, Some(slice_of(n, g, i).0))?))
+        })?;
+        phases.mark("grouped by cell");
+
+        // 4. Each cell's points pulled to its GPU; its tree, in row numbers.
+        let single = std::sync::Mutex::new(keyed_slices.into_iter().next().and_then(|k| k.into_inner().unwrap()));
         let trees = on_each(&gpus, |c, gpu| {
-            let m: usize = parts.iter().map(|p| p.count(c)).sum();
-            if m == 0 {
-                return Ok((None, [T::ZERO; 6], NO_ID));
-            }
-            let (mut x, mut y, mut z) =
-                (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?);
-            let mut gid = gpu.alloc_uninit::<u32>(m)?;
-            let mut at = 0;
-            for (i, p) in parts.iter().enumerate() {
-                let (s, len) = (p.seg[c], p.count(c));
-                pull(gpu, &mut x, at, &gpus[i], &p.x, s, len)?;
-                pull(gpu, &mut y, at, &gpus[i], &p.y, s, len)?;
-                pull(gpu, &mut z, at, &gpus[i], &p.z, s, len)?;
-                pull(gpu, &mut gid, at, &gpus[i], p.gid.as_ref().expect("data carry ids"), s, len)?;
-                at += len;
-            }
-            let points = DevicePoints { x, y, z, len: m, bounds: None, magnitudes: None };
-            let tree = DeviceTree::build_with_ids(gpu, BuildInput::Owned(points), Some(&gid))?;
+            let tree = if g == 1 {
+                let (p, _) = single.lock().unwrap().take().expect("one slice, one cell");
+                DeviceTree::build_from(gpu, BuildInput::Owned(p))?
+            } else {
+                let count = |p: &Option<Sorted<T>>| p.as_ref().map_or(0, |p| p.count(c));
+                let m: usize = parts.iter().map(count).sum();
+                if m == 0 {
+                    return Ok((None, [T::ZERO; 6], NO_ID));
+                }
+                let (mut x, mut y, mut z) =
+                    (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?);
+                let mut gid = gpu.alloc_uninit::<u32>(m)?;
+                let mut at = 0;
+                for (i, p) in parts.iter().enumerate() {
+                    let Some(p) = p else { continue };
+                    let (s, len) = (p.seg[c], p.count(c));
+                    pull(gpu, &mut x, at, &gpus[i], &p.x, s, len)?;
+                    pull(gpu, &mut y, at, &gpus[i], &p.y, s, len)?;
+                    pull(gpu, &mut z, at, &gpus[i], &p.z, s, len)?;
+                    pull(gpu, &mut gid, at, &gpus[i], p.gid.as_ref().expect("data carry ids"), s, len)?;
+                    at += len;
+                }
+                let points = DevicePoints { x, y, z, len: m, bounds: None, magnitudes: None };
+                DeviceTree::build_with_ids(gpu, BuildInput::Owned(points), Some(&gid))?
+            };
             let (bx, min_id) = root_box(gpu, &tree)?;
             Ok((Some(tree), bx, min_id))
         })?;
@@ -374,11 +396,17 @@ impl<T: Real> ShardedIndex<T> {
             let p = upload_slice(gpu, pieces, s, e, Role::Queries)?;
             let up = clock.lap(gpu)?;
             let m = p.magnitudes;
-            let (mut sorted, keys) = sort_slice(gpu, p, &self.shards[i].frame, None)?;
-            sorted.seg = self.segments_of(gpu, &keys, sorted.len)?;
+            let sorted = if g == 1 {
+                let mut perm = gpu.alloc_uninit::<u32>(p.len)?;
+                iota_u32(gpu, threads(p.len, BLOCK), &mut perm, p.len as u32)?;
+                Sorted { x: p.x, y: p.y, z: p.z, gid: None, perm, seg: vec![0, p.len], len: p.len }
+            } else {
+                let (keys, perm) = keys_of(gpu, &p, &self.shards[i].frame)?;
+                partition(gpu, p, keys, perm, &self.cuts, None)?
+            };
             if self.profile {
                 eprintln!(
-                    "profile sharded nearest, slice {i}: {} rows up {up:.3} ms, sorted {:.3} ms",
+                    "profile sharded nearest, slice {i}: {} rows up {up:.3} ms, grouped {:.3} ms",
                     e - s,
                     clock.lap(gpu)?
                 );
@@ -390,7 +418,7 @@ impl<T: Real> ShardedIndex<T> {
         }
         let parts: Vec<Option<Sorted<T>>> = parts.into_iter().map(|p| p.map(|p| p.0)).collect();
         let count = |i: usize, c: usize| parts[i].as_ref().map_or(0, |p| p.count(c));
-        phases.mark("queries up and sorted");
+        phases.mark("queries up and grouped");
 
         // While the GPUs search, the host faults in the answers' fresh pages (the kernel
         // zeroes each one), which the download would otherwise wait for.
@@ -418,22 +446,14 @@ impl<T: Real> ShardedIndex<T> {
                 pull(gpu, &mut z, at, &gpus[i], &p.z, st, len)?;
                 at += len;
             }
-            // Several slices' queries arrive as as many sorted runs, each a sparser sample of
-            // the cell than one sorted list: sorted again, neighbouring threads search
-            // neighbouring points (the answers are the same in any order).
-            let runs = (0..g).filter(|&i| count(i, c) > 0).count();
-            let (x, y, z, order) = if runs > 1 {
-                let sorted = sort_slice(
-                    gpu,
-                    DevicePoints { x, y, z, len: m, bounds: None, magnitudes: None },
-                    &self.shards[c].frame,
-                    None,
-                )?
-                .0;
-                (sorted.x, sorted.y, sorted.z, Some(sorted.perm))
-            } else {
-                (x, y, z, None)
-            };
+            // Sorted along the curve: neighbouring threads search neighbouring points (the
+            // answers are the same in any order).
+            let sorted = sort_slice(
+                gpu,
+                DevicePoints { x, y, z, len: m, bounds: None, magnitudes: None },
+                &self.shards[c].frame,
+            )?;
+            let (x, y, z, order) = (sorted.x, sorted.y, sorted.z, Some(sorted.perm));
             let pulled = clock.lap(gpu)?;
             let r2d = s.clone_htod(&[r2]).map_err(cuda_err)?;
             let (mut bd, mut bid) = (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<u32>(m)?);
@@ -600,19 +620,6 @@ impl<T: Real> ShardedIndex<T> {
         phases.report();
         Ok(())
     }
-
-    /// Where each cell's keys start in a slice's sorted `keys`.
-    fn segments_of(&self, gpu: &Gpu, keys: &CudaSlice<u64>, len: usize) -> Result<Vec<usize>> {
-        let s = gpu.stream();
-        let cuts = s.clone_htod(&self.cuts).map_err(cuda_err)?;
-        let mut out = gpu.alloc_uninit::<u32>(self.cuts.len())?;
-        let m = self.cuts.len();
-        lower_bounds(gpu, threads(m, 32), keys, len as u32, &cuts, m as u32, &mut out)?;
-        let mut seg: Vec<usize> = s.clone_dtoh(&out).map_err(cuda_err)?.into_iter().map(|v| v as usize).collect();
-        // The last cut is past every key.
-        *seg.last_mut().expect("cells + 1 cuts") = len;
-        Ok(seg)
-    }
 }
 
 /// A thread faulting in the pages of memory about to be written (one write per 4 KiB page,
@@ -750,34 +757,74 @@ fn upload_slice<T: Real>(gpu: &Gpu, pieces: &[&[T]], s: usize, e: usize, role: R
     })
 }
 
-/// A slice sorted by the top `KEY_BITS` of its Morton codes in `frame`, with row numbers
-/// `offset + i` where an offset is given; and its sorted keys.
-fn sort_slice<T: Real>(
+/// Each point's key (the top `KEY_BITS` of its Morton code in `frame`) and its index.
+fn keys_of<T: Real>(gpu: &Gpu, p: &DevicePoints<T>, frame: &CudaSlice<T>) -> Result<(CudaSlice<u64>, CudaSlice<u32>)> {
+    let mut keys = gpu.alloc_uninit::<u64>(p.len)?;
+    let mut perm = gpu.alloc_uninit::<u32>(p.len)?;
+    let cfg = threads(p.len, BLOCK);
+    morton_keys::<T>(gpu, cfg, &p.x, &p.y, &p.z, p.len as u32, frame, 63 - KEY_BITS, &mut keys, &mut perm)?;
+    Ok((keys, perm))
+}
+
+/// Points sorted by key.
+struct SortedPoints<T> {
+    x: CudaSlice<T>,
+    y: CudaSlice<T>,
+    z: CudaSlice<T>,
+    /// Sorted position -> position before.
+    perm: CudaSlice<u32>,
+}
+
+/// Points sorted by their keys in `frame`.
+fn sort_slice<T: Real>(gpu: &Gpu, p: DevicePoints<T>, frame: &CudaSlice<T>) -> Result<SortedPoints<T>> {
+    let (len, cfg) = (p.len, threads(p.len, BLOCK));
+    let (mut keys, mut perm) = keys_of(gpu, &p, frame)?;
+    sort_pairs(gpu, &mut keys, &mut perm, len, KEY_BITS)?;
+    drop(keys);
+    let (mut x, mut y, mut z) = (gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?);
+    gather_points::<T>(gpu, cfg, &p.x, &p.y, &p.z, &perm, len as u32, &mut x, &mut y, &mut z)?;
+    Ok(SortedPoints { x, y, z, perm })
+}
+
+/// A slice's points grouped by cell (`cuts` in key space), in their order within each cell,
+/// with row numbers `offset + i` where an offset is given. `keys` and `perm` are
+/// [`keys_of`]'s.
+fn partition<T: Real>(
     gpu: &Gpu,
     p: DevicePoints<T>,
-    frame: &CudaSlice<T>,
+    mut keys: CudaSlice<u64>,
+    mut perm: CudaSlice<u32>,
+    cuts: &[u64],
     offset: Option<usize>,
-) -> Result<(Sorted<T>, CudaSlice<u64>)> {
-    let len = p.len;
-    let len32 = len as u32;
-    let cfg = threads(len, BLOCK);
-    let mut keys = gpu.alloc_uninit::<u64>(len)?;
-    let mut perm = gpu.alloc_uninit::<u32>(len)?;
-    morton_keys::<T>(gpu, cfg, &p.x, &p.y, &p.z, len32, frame, 63 - KEY_BITS, &mut keys, &mut perm)?;
-    sort_pairs(gpu, &mut keys, &mut perm, len, KEY_BITS)?;
+) -> Result<Sorted<T>> {
+    let (len, cfg) = (p.len, threads(p.len, BLOCK));
+    let cells = cuts.len() - 1;
+    let s = gpu.stream();
+    let cuts_dev = s.clone_htod(cuts).map_err(cuda_err)?;
+    cells_of_keys(gpu, cfg, &mut keys, len as u32, &cuts_dev, cells as u32)?;
+    // Stable: within a cell, points keep their order (and so their ids' order).
+    sort_pairs(gpu, &mut keys, &mut perm, len, crate::runtime::cuda::radix_sort::bits_for(cells))?;
     let (mut x, mut y, mut z) = (gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<T>(len)?);
     let gid = match offset {
         Some(o) => {
             let mut gid = gpu.alloc_uninit::<u32>(len)?;
-            gather_with_ids::<T>(gpu, cfg, &p.x, &p.y, &p.z, &perm, len32, o as u32, &mut x, &mut y, &mut z, &mut gid)?;
+            gather_with_ids::<T>(
+                gpu, cfg, &p.x, &p.y, &p.z, &perm, len as u32, o as u32, &mut x, &mut y, &mut z, &mut gid,
+            )?;
             Some(gid)
         }
         None => {
-            gather_points::<T>(gpu, cfg, &p.x, &p.y, &p.z, &perm, len32, &mut x, &mut y, &mut z)?;
+            gather_points::<T>(gpu, cfg, &p.x, &p.y, &p.z, &perm, len as u32, &mut x, &mut y, &mut z)?;
             None
         }
     };
-    Ok((Sorted { x, y, z, gid, perm, seg: Vec::new(), len }, keys))
+    // Where each cell starts: the first position of cell c's index.
+    let starts: Vec<u64> = (0..=cells as u64).collect();
+    let starts_dev = s.clone_htod(&starts).map_err(cuda_err)?;
+    let mut out = gpu.alloc_uninit::<u32>(cells + 1)?;
+    lower_bounds(gpu, threads(cells + 1, 32), &keys, len as u32, &starts_dev, (cells + 1) as u32, &mut out)?;
+    let seg = s.clone_dtoh(&out).map_err(cuda_err)?.into_iter().map(|v| v as usize).collect();
+    Ok(Sorted { x, y, z, gid, perm, seg, len })
 }
 
 /// The cells' first keys (and the end): cell c starts at the first bucket before which
@@ -802,17 +849,6 @@ fn cut_buckets<'a>(hists: impl Iterator<Item = &'a [u32]>, n: usize, g: usize) -
     }
     cuts.push(1u64 << KEY_BITS);
     cuts
-}
-
-/// Where each cell starts in a slice sorted by key, from the slice's bucket counts.
-fn segments(bins: &[u32], cuts: &[u64]) -> Vec<usize> {
-    let shift = KEY_BITS - BUCKET_BITS;
-    let mut prefix = Vec::with_capacity(bins.len() + 1);
-    prefix.push(0usize);
-    for &v in bins {
-        prefix.push(prefix.last().unwrap() + v as usize);
-    }
-    cuts.iter().map(|&c| prefix[(c >> shift) as usize]).collect()
 }
 
 /// The tree's root box and smallest id.

@@ -140,3 +140,16 @@ __device__ void unsort_best_impl(const u32* perm, u32 n, const T* bd, const u32*
     obid[o] = bid[i];
 }
 NK_INSTANTIATE(unsort_best, (const u32* perm, u32 n, const R* bd, const u32* bid, R* obd, u32* obid), (perm, n, bd, bid, obd, obid))
+
+// Each key replaced by its cell: the c with cuts[c] <= key < cuts[c + 1].
+extern "C" __global__ void cells_of_keys(u64* keys, u32 n, const u64* cuts, u32 cells) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    u64 k = keys[i];
+    u32 lo = 0, hi = cells;  // the last c with cuts[c] <= k
+    while (hi - lo > 1) {
+        u32 mid = (lo + hi) / 2;
+        if (cuts[mid] <= k) lo = mid; else hi = mid;
+    }
+    keys[i] = lo;
+}
