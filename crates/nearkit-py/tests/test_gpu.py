@@ -216,7 +216,7 @@ def test_sharded_index_is_bitwise_the_one_gpu_index(rng, dtype, kind):
     q = make_points(kind, 100_000, rng, dtype)
     one = nearkit.PointIndex(data, device="cuda")
     # One GPU listed three times runs the whole plan; a host with several runs it across them.
-    for devices in [[0, 0, 0], "all"]:
+    for devices in [[0], [0, 0, 0], "all"]:
         # Data and queries in uneven pieces, as a Dask array's chunks come.
         index = nearkit.ShardedIndex([data[:7_000], data[7_000:40_000], data[40_000:]], devices=devices)
         assert index.n == len(data) and index.dtype == dtype

@@ -263,8 +263,11 @@ impl<T: Real> ShardedIndex<T> {
 
         // 3. Each slice's points grouped by cell (one stable pass), with their row numbers.
         let parts = on_each(&gpus, |i, gpu| {
+            if g == 1 {
+                return Ok(None); // the slice stays as it is, for step 4
+            }
             let (p, keys) = keyed_slices[i].lock().unwrap().take().expect("each slice is grouped once");
-            let Some((keys, perm)) = keys else { return Ok(None) };
+            let (keys, perm) = keys.expect("several cells: keyed in step 2");
             Ok(Some(partition(gpu, p, keys, perm, &cuts, Some(slice_of(n, g, i).0))?))
         })?;
         phases.mark("grouped by cell");
@@ -913,7 +916,7 @@ fn on_each<R: Send>(gpus: &[Arc<Gpu>], f: impl Fn(usize, &Gpu) -> Result<R> + Sy
                 })
             })
             .collect();
-        runs.into_iter().map(|r| r.join().expect("a GPU's thread panicked")).collect()
+        runs.into_iter().map(|r| r.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
     })
 }
 
