@@ -26,9 +26,9 @@
 //! assert_eq!((pairs[0].a, pairs[0].b, pairs[0].distance), (1, 1, 0.5));
 //! ```
 //!
-//! Layout: one folder per capability (`pairs`, `knn`, `radius`, `closest_point`, `collide`), each with
-//! its CPU code and its CUDA launcher beside the `.cu` file it launches; `tree` is the point
-//! index pairs and kNN share; `geometry` the types every capability uses; `runtime` what the
+//! Layout: one folder per capability (`pairs`, `knn`, `radius`, `closest_point`, `collide`,
+//! and `sharded`, which is GPUs only), each with its CPU code and its CUDA launcher beside the
+//! `.cu` file it launches; `tree` is the point index pairs and kNN share; `geometry` the types every capability uses; `runtime` what the
 //! backends share (CUDA context, NVRTC, device memory, CPU row writers).
 
 // Every public item is documented (the test hooks expose internals, which are not).
