@@ -8,7 +8,9 @@ import pytest
 
 import nearkit
 
-MODULES = {"sort", "import", "tree", "pairs", "grid", "knn", "vectors", "closest_point", "radius", "collide", "ray_cast"}
+MODULES = {
+    "sort", "import", "tree", "pairs", "grid", "knn", "vectors", "closest_point", "radius", "sharded", "collide", "ray_cast"
+}
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="NVIDIA's NVRTC wheel, which the build uses, is Linux-only")
