@@ -131,10 +131,10 @@ impl<T: Real> Placed<T> {
     }
 
     /// `query` of ranks 1..=k on a GPU index, the fast way: the rows uploaded as they are and
-    /// made columns there, the result downloaded straight into the arrays numpy gets, the ids
-    /// widened on the way. `None` where it does not apply (a CPU index, rows that are not
-    /// contiguous, more queries than a GPU chunk, k beyond the data, coordinates that need
-    /// scaling): the general path answers those.
+    /// made columns there, a GPU chunk at a time, the result downloaded straight into the
+    /// arrays numpy gets, the ids widened on the way. `None` where it does not apply (a CPU
+    /// index, rows that are not contiguous, k beyond the data, coordinates that need scaling):
+    /// the general path answers those.
     fn query_on_gpu(
         &self,
         py: Python<'_>,
@@ -146,22 +146,33 @@ impl<T: Real> Placed<T> {
         let index = self.for_queries(nq).map_err(err)?;
         let engine = index.engine();
         let Some(rows) = q.as_slice() else { return Ok(None) };
-        if !engine.is_cuda() || nq == 0 || nq > engine.options().cuda.chunk_points || k > index.len() {
+        if !engine.is_cuda() || nq == 0 || k > index.len() {
             return Ok(None);
         }
         let missing = index.len() as i64;
+        let chunk = engine.options().cuda.chunk_points.max(1);
         detach_on(py, engine, || {
-            let queries = engine.upload_rows(rows, Role::Queries)?;
-            let mut out = DeviceKnn::new(engine, nq, k)?;
+            let mut out = DeviceKnn::new(engine, chunk.min(nq), k)?;
             let opts = KnnOptions { max_distance, ..KnnOptions::k(k) };
-            match index.knn_device(&queries, &opts, &mut out) {
-                Err(nearkit::Error::Magnitudes { .. }) => return Ok(None),
-                r => r?,
-            };
             let (mut d, mut ids) = (nearkit::big_vec(nq * k), nearkit::big_vec(nq * k));
-            let (ds, is) = (&mut d.spare_capacity_mut()[..nq * k], &mut ids.spare_capacity_mut()[..nq * k]);
-            out.download_i64(engine, (nq, k), ds, is, missing)?;
-            // SAFETY: `download_i64` wrote every entry.
+            for start in (0..nq).step_by(chunk) {
+                let end = (start + chunk).min(nq);
+                // A bad row is named by its place among all the queries.
+                let queries = engine.upload_rows(&rows[3 * start..3 * end], Role::Queries).map_err(|e| match e {
+                    nearkit::Error::NonFinite { role, index, axis, value } => {
+                        nearkit::Error::NonFinite { role, index: index + start, axis, value }
+                    }
+                    e => e,
+                })?;
+                match index.knn_device(&queries, &opts, &mut out) {
+                    Err(nearkit::Error::Magnitudes { .. }) => return Ok(None),
+                    r => r?,
+                };
+                let ds = &mut d.spare_capacity_mut()[start * k..end * k];
+                let is = &mut ids.spare_capacity_mut()[start * k..end * k];
+                out.download_i64(engine, (end - start, k), ds, is, missing)?;
+            }
+            // SAFETY: the chunks' downloads wrote every entry.
             unsafe {
                 d.set_len(nq * k);
                 ids.set_len(nq * k);

@@ -1,6 +1,9 @@
 """CPU and GPU give the same bits. Skipped without a usable CUDA GPU (fails instead with
 NEARKIT_REQUIRE_CUDA=1)."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from conftest import brute_knn, make_points, require_gpu
@@ -233,3 +236,32 @@ def test_sharded_index_names_a_bad_row():
     rows[777, 2] = np.nan
     with pytest.raises(ValueError, match="777"):
         nearkit.ShardedIndex([rows[:100], rows[100:]], devices=[0, 0])
+
+
+def test_queries_in_many_gpu_chunks_match_the_cpu():
+    """More queries than a GPU chunk: each chunk is uploaded, searched and written into the
+    result in place, and a bad row is named by its place among all the queries. A process of
+    its own, as the chunk size is set before the first GPU use."""
+    code = """
+import numpy as np, nearkit
+nearkit.configure_cuda(chunk_points=1000)
+rng = np.random.default_rng(5)
+data = rng.random((20_000, 3)).astype(np.float32)
+q = rng.random((4_321, 3)).astype(np.float32)
+g, c = nearkit.PointIndex(data, device="cuda"), nearkit.PointIndex(data, device="cpu")
+for k in [1, 8]:
+    for bound in [np.inf, 0.02]:
+        a, b = g.query(q, k=k, distance_upper_bound=bound), c.query(q, k=k, distance_upper_bound=bound)
+        assert all(np.array_equal(x, y) for x, y in zip(a, b)), (k, bound)
+assert all(np.array_equal(x, y) for x, y in zip(g.nearest(q), c.nearest(q)))
+q[3_000, 1] = np.nan
+try:
+    g.query(q, k=2)
+except ValueError as e:
+    assert "3000" in str(e), e
+else:
+    raise AssertionError("a NaN query was accepted")
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
