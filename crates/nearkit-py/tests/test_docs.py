@@ -5,10 +5,10 @@ import doctest
 import pytest
 
 import nearkit
-from nearkit import _collide, _io, _mesh, _points
+from nearkit import _collide, _io, _mesh, _points, _sharded
 
 
-@pytest.mark.parametrize("module", [nearkit, _points, _mesh, _collide, _io], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [nearkit, _points, _mesh, _collide, _io, _sharded], ids=lambda m: m.__name__)
 def test_docstring_examples(module):
     failed, attempted = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert failed == 0

@@ -37,9 +37,11 @@ class ShardedIndex:
     devices : "all" or a list of GPU numbers
         The GPUs to cut the set across (a number may repeat, for tests on one GPU).
 
-    >>> import numpy as np, nearkit                                  # doctest: +SKIP
-    >>> index = nearkit.ShardedIndex(np.random.rand(10**8, 3).astype(np.float32))
-    >>> d, i = index.nearest(np.random.rand(10**8, 3).astype(np.float32))
+    >>> import numpy as np, nearkit
+    >>> rng = np.random.default_rng(0)
+    >>> data, queries = rng.random((10**6, 3), np.float32), rng.random((10**6, 3), np.float32)
+    >>> index = nearkit.ShardedIndex(data, devices="all")  # doctest: +SKIP
+    >>> d, i = index.nearest(queries)                      # doctest: +SKIP
     """
 
     def __init__(self, data: Rows, devices: Union[str, Sequence[int]] = "all"):
