@@ -456,7 +456,7 @@ impl<T: Real> ShardedIndex<T> {
                 DevicePoints { x, y, z, len: m, bounds: None, magnitudes: None },
                 &self.shards[c].frame,
             )?;
-            let (x, y, z, order) = (sorted.x, sorted.y, sorted.z, Some(sorted.perm));
+            let (x, y, z, order) = (sorted.x, sorted.y, sorted.z, sorted.perm);
             let pulled = clock.lap(gpu)?;
             let r2d = s.clone_htod(&[r2]).map_err(cuda_err)?;
             let (mut bd, mut bid) = (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<u32>(m)?);
@@ -573,11 +573,10 @@ impl<T: Real> ShardedIndex<T> {
                 let list = h.lists.slice(o * h.m..o * h.m + k);
                 merge_best::<T>(gpu, threads(k, BLOCK), &list, k as u32, &rbd, &rbid, &mut h.bd, &mut h.bid)?;
             }
-            if let Some(perm) = h.order.take() {
-                let (mut bd, mut bid) = (gpu.alloc_uninit::<T>(h.m)?, gpu.alloc_uninit::<u32>(h.m)?);
-                unsort_best::<T>(gpu, threads(h.m, BLOCK), &perm, h.m as u32, &h.bd, &h.bid, &mut bd, &mut bid)?;
-                (h.bd, h.bid) = (bd, bid);
-            }
+            // Back to the order the queries arrived in, which the sources' segments index.
+            let (mut bd, mut bid) = (gpu.alloc_uninit::<T>(h.m)?, gpu.alloc_uninit::<u32>(h.m)?);
+            unsort_best::<T>(gpu, threads(h.m, BLOCK), &h.order, h.m as u32, &h.bd, &h.bid, &mut bd, &mut bid)?;
+            (h.bd, h.bid) = (bd, bid);
             Ok(())
         })?;
         drop(merged);
@@ -698,8 +697,8 @@ struct Home<T> {
     m: usize,
     /// Per other cell, those queries packed for it.
     packs: Vec<Option<Pack<T>>>,
-    /// Where the queries were sorted again: sorted position -> arrival position.
-    order: Option<CudaSlice<u32>>,
+    /// The queries' sort in their cell: sorted position -> arrival position.
+    order: CudaSlice<u32>,
 }
 
 /// Queries with their bests, packed for a search in another cell.
