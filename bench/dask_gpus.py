@@ -133,6 +133,8 @@ def main():
     ap.add_argument("--layout", default="per-gpu", choices=["per-gpu", "one-worker"],
                     help="one worker per GPU, or one worker driving every GPU (with their share of the cores)")
     ap.add_argument("--profile", action="store_true", help="time each kind of task in the last round")
+    ap.add_argument("--cuda-profile", action="store_true",
+                    help="workers print each GPU phase's time to stderr (the GPUs wait between phases)")
     ap.add_argument("--timeout", type=float, default=120, help="seconds a join may take before its stacks are shown")
     ap.add_argument("--device", default="cuda", help="cpu: the same runs on CPU workers (a check of this script)")
     ap.add_argument("--direct-only", help=argparse.SUPPRESS)
@@ -182,6 +184,8 @@ def main():
             cluster = nkd.gpu_cluster(g, gpus_per_worker=per, threads_per_worker=threads * per)
         with cluster, Client(cluster) as client:
             client.wait_for_workers(len(cluster.workers))
+            if args.cuda_profile:
+                client.run(nearkit.configure_cuda, profile=True)
             print(f"-- {g} GPU worker(s) up in {time.perf_counter() - t0:.1f} s", flush=True)
             for what, n in works:
                 data, queries = inputs(n, args.seed, -(-n // args.chunks))

@@ -150,6 +150,21 @@ impl<T: Real> Placed<T> {
             return Ok(None);
         }
         let missing = index.len() as i64;
+        if k == 1 {
+            // Each one's nearest: the nearest-neighbour search, the same bits as k = 1's.
+            return detach_on(py, engine, || {
+                let (mut d, mut ids) = (nearkit::big_vec(nq), nearkit::big_vec(nq));
+                let (ds, is) = (&mut d.spare_capacity_mut()[..nq], &mut ids.spare_capacity_mut()[..nq]);
+                index.nearest_rows_into(rows, max_distance, ds, is, |b| if b == NO_ID { missing } else { b as i64 })?;
+                // SAFETY: `nearest_rows_into` wrote every row.
+                unsafe {
+                    d.set_len(nq);
+                    ids.set_len(nq);
+                }
+                Ok(Some((d, ids)))
+            })
+            .map_err(err);
+        }
         let chunk = engine.options().cuda.chunk_points.max(1);
         detach_on(py, engine, || {
             let mut out = DeviceKnn::new(engine, chunk.min(nq), k)?;

@@ -1,6 +1,10 @@
 //! `PointIndex`: a 3-D point set indexed once, on the CPU or a GPU, for nearest-neighbour,
 //! k-nearest and closest-pair queries from any number of query sets.
 
+use std::mem::MaybeUninit;
+
+use rayon::prelude::*;
+
 use crate::device::{Device, Engine};
 use crate::error::{Error, Result, Role};
 use crate::geometry::points::Points;
@@ -15,6 +19,7 @@ use crate::radius::{RadiusOptions, Within};
 use crate::runtime::cpu::check_room;
 use crate::runtime::cuda::memory::PointSource;
 use crate::runtime::cuda::DevicePoints;
+use crate::sharded::{nearest_rows_on_gpu, NearestRows};
 use crate::tree::cuda::{BuildInput, DeviceTree};
 use crate::tree::{MortonTree, DEFAULT_LEAF_SIZE, MAX_TREE_POINTS};
 
@@ -135,6 +140,51 @@ impl<T: Real> PointIndex<T> {
         };
         self.scale.undo_all(&mut found.distance);
         Ok(found)
+    }
+
+    /// [`PointIndex::nearest`] of query rows (`[x0, y0, z0, x1, …]`: a C-ordered numpy `(n, 3)`
+    /// array) into the caller's memory (one place per row), each id passed through `id` on its
+    /// way (`NO_ID` where none lies within `max_distance`): a widening to the caller's type,
+    /// say. On a GPU the rows go up as they are, a chunk at a time
+    /// ([`CudaOptions::chunk_points`](crate::CudaOptions)), sorted there, and the answers come
+    /// down into place while the host faults in the output's fresh pages. The same answers as
+    /// [`PointIndex::nearest`].
+    pub fn nearest_rows_into<I: Send + Sync>(
+        &self,
+        rows: &[T],
+        max_distance: Option<T>,
+        distance: &mut [MaybeUninit<T>],
+        ids: &mut [MaybeUninit<I>],
+        id: impl Fn(u32) -> I + Sync,
+    ) -> Result<()> {
+        if rows.len() % 3 != 0 {
+            return Err(Error::InvalidArgument(format!("{} values are not rows of three", rows.len())));
+        }
+        let n = rows.len() / 3;
+        if distance.len() != n || ids.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "{n} queries need {n} places for distances and ids, not {} and {}",
+                distance.len(),
+                ids.len()
+            )));
+        }
+        if let (Tree::Cuda(tree), true, false) = (&self.tree, self.scale.is_identity(), n == 0) {
+            let r2 = radius2(max_distance)?;
+            let gpu = self.engine.need_gpu("")?;
+            let _busy = gpu.lock();
+            let job = NearestRows { pieces: &[rows], r2, chunk: self.chunk(), profile: self.engine.options().profile };
+            return nearest_rows_on_gpu(gpu, tree, &tree.frame, &job, distance, ids, &id);
+        }
+        // Elsewhere (the CPU, or coordinates the index scales): the query as columns.
+        let queries = Points::from_rows(&rows.chunks_exact(3).map(|r| [r[0], r[1], r[2]]).collect::<Vec<_>>());
+        let nn = self.nearest(&queries, max_distance)?;
+        distance.par_iter_mut().zip(&nn.distance).for_each(|(o, &d)| {
+            o.write(d);
+        });
+        ids.par_iter_mut().zip(&nn.b).for_each(|(o, &b)| {
+            o.write(id(b));
+        });
+        Ok(())
     }
 
     /// Each query's `k` nearest indexed points, ascending by (distance, id), row-major.

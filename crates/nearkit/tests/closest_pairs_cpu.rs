@@ -41,6 +41,23 @@ fn check_nearest<T: Real>(name: &str, a: &Points<T>, b: &Points<T>, max_distance
             assert_eq!(got.distance[i], w.1.sqrt(), "{name}: distance of A {i}");
         }
     }
+    // The same from query rows, into the caller's memory, ids widened on the way.
+    let index = nearkit::PointIndex::build(b, nearkit::Device::Cpu).unwrap();
+    let rows: Vec<T> = (0..a.len()).flat_map(|i| a.get(i)).collect();
+    let (mut d, mut ids) =
+        (vec![std::mem::MaybeUninit::uninit(); a.len()], vec![std::mem::MaybeUninit::uninit(); a.len()]);
+    index.nearest_rows_into(&rows, max_distance, &mut d, &mut ids, |b| b as u64).unwrap();
+    for (i, w) in want.iter().enumerate() {
+        // SAFETY: `nearest_rows_into` wrote every place.
+        let (d, id) = unsafe { (d[i].assume_init(), ids[i].assume_init()) };
+        assert_eq!(id, w.0 as u64, "{name}: nearest row {i}");
+        assert_eq!(d.to_f64().to_bits(), got.distance[i].to_f64().to_bits(), "{name}: distance of row {i}");
+    }
+    let cut = &rows[..rows.len().saturating_sub(1)];
+    assert!(
+        rows.is_empty() || index.nearest_rows_into(cut, None, &mut d, &mut ids, |b| b as u64).is_err(),
+        "{name}: not rows"
+    );
 }
 
 fn all_checks<T: Real>(seed: u64) {

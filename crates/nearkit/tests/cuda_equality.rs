@@ -1013,6 +1013,59 @@ fn same_sharded<T: Real>(seed: u64) {
     }
 }
 
+/// `PointIndex::nearest_rows_into` on a GPU (rows up as they are, in one chunk and in many)
+/// and on the CPU: the bits of `nearest`, ids widened on the way.
+fn same_nearest_rows<T: Real>(seed: u64) {
+    use nearkit::{EngineOptions, PointIndex, NO_ID};
+    use std::mem::MaybeUninit;
+    let Some(gpu) = gpu() else { return };
+    let small_chunks = Engine::with_options(
+        Device::Cuda(0),
+        &EngineOptions { cuda: nearkit::CudaOptions { chunk_points: 777, ..Default::default() }, ..Default::default() },
+    )
+    .unwrap();
+    let engines = [gpu.0.clone(), small_chunks, Engine::open(Device::Cpu).unwrap()];
+    for (name, a, b) in point_sets::<T>(seed, 20_000, 30_000).into_iter().chain(point_sets::<T>(seed, 7, 5)) {
+        let (rows, _) = row_pieces(&a);
+        for max_distance in [None, Some(T::from_f64(4.0)), Some(T::ZERO)] {
+            let want = cpu().nearest(&a, &b, max_distance).unwrap();
+            for engine in &engines {
+                let index = PointIndex::new(&b, engine).unwrap();
+                let n = a.len();
+                let (mut d, mut ids) = (vec![MaybeUninit::<T>::uninit(); n], vec![MaybeUninit::<i64>::uninit(); n]);
+                index
+                    .nearest_rows_into(
+                        &rows,
+                        max_distance,
+                        &mut d,
+                        &mut ids,
+                        |b| if b == NO_ID { -1 } else { b as i64 },
+                    )
+                    .unwrap();
+                // SAFETY: `nearest_rows_into` wrote every place.
+                let (d, ids): (Vec<T>, Vec<i64>) = unsafe {
+                    (d.iter().map(|v| v.assume_init()).collect(), ids.iter().map(|v| v.assume_init()).collect())
+                };
+                let want_ids: Vec<i64> = want.b.iter().map(|&b| if b == NO_ID { -1 } else { b as i64 }).collect();
+                let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+                let on = engine.describe();
+                assert_eq!(want_ids, ids, "{name} on {on}, max {max_distance:?}: ids");
+                assert_eq!(bits(&want.distance), bits(&d), "{name} on {on}, max {max_distance:?}: distances");
+            }
+        }
+    }
+}
+
+#[test]
+fn gpu_nearest_rows_match_cpu_f32() {
+    same_nearest_rows::<f32>(63);
+}
+
+#[test]
+fn gpu_nearest_rows_match_cpu_f64() {
+    same_nearest_rows::<f64>(64);
+}
+
 #[test]
 fn gpu_sharded_index_matches_cpu_f32() {
     same_sharded::<f32>(61);

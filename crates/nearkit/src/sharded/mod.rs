@@ -36,7 +36,7 @@ use crate::geometry::scale::Scale;
 use crate::pairs::Nearest;
 use crate::runtime::cuda::import::upload_row_pieces;
 use crate::runtime::cuda::launch::{kernels, In, Out};
-use crate::runtime::cuda::radix_sort::{iota_u32, sort_pairs};
+use crate::runtime::cuda::radix_sort::sort_pairs;
 use crate::runtime::cuda::transfer::download_mapped;
 use crate::runtime::cuda::{cuda_err, device_pool, threads, CudaSource, DevicePoints, Gpu, COMMON};
 use crate::runtime::profile::Phases;
@@ -387,6 +387,13 @@ impl<T: Real> ShardedIndex<T> {
         let gpus: Vec<Arc<Gpu>> = self.shards.iter().map(|s| s.gpu.clone()).collect();
         let _busy = lock_all(&gpus);
         let g = gpus.len();
+        if g == 1 {
+            let sh = &self.shards[0];
+            let tree = sh.tree.as_ref().expect("one cell holds every point");
+            sh.gpu.stream().context().bind_to_thread().map_err(cuda_err)?;
+            let job = NearestRows { pieces, r2, chunk: n, profile: self.profile };
+            return nearest_rows_on_gpu(&sh.gpu, tree, &sh.frame, &job, distance, ids, &id);
+        }
         let mut phases = Phases::new("sharded nearest", self.profile);
 
         // Up, sorted, cut by the index's cells.
@@ -399,14 +406,8 @@ impl<T: Real> ShardedIndex<T> {
             let p = upload_slice(gpu, pieces, s, e, Role::Queries)?;
             let up = clock.lap(gpu)?;
             let m = p.magnitudes;
-            let sorted = if g == 1 {
-                let mut perm = gpu.alloc_uninit::<u32>(p.len)?;
-                iota_u32(gpu, threads(p.len, BLOCK), &mut perm, p.len as u32)?;
-                Sorted { x: p.x, y: p.y, z: p.z, gid: None, perm, seg: vec![0, p.len], len: p.len }
-            } else {
-                let (keys, perm) = keys_of(gpu, &p, &self.shards[i].frame)?;
-                partition(gpu, p, keys, perm, &self.cuts, None)?
-            };
+            let (keys, perm) = keys_of(gpu, &p, &self.shards[i].frame)?;
+            let sorted = partition(gpu, p, keys, perm, &self.cuts, None)?;
             if self.profile {
                 eprintln!(
                     "profile sharded nearest, slice {i}: {} rows up {up:.3} ms, grouped {:.3} ms",
@@ -665,6 +666,76 @@ impl Drop for Toucher {
             }
         }
     }
+}
+
+/// What [`nearest_rows_on_gpu`] answers: query rows in pieces, read one after another.
+pub(crate) struct NearestRows<'a, T> {
+    pub pieces: &'a [&'a [T]],
+    /// Squared search radius (infinite for none).
+    pub r2: T,
+    /// Queries on the GPU at a time.
+    pub chunk: usize,
+    pub profile: bool,
+}
+
+/// Each query row's nearest point of `tree` on one GPU, from host rows into the caller's
+/// memory, each id passed through `id` (`NO_ID` for none; distances infinite there): a chunk
+/// of rows at a time goes up as rows, is sorted along the curve of `frame` (neighbouring
+/// threads then search neighbouring points), searched, put back in the caller's order and
+/// downloaded in place, while a host thread faults in the chunk's fresh output pages. The
+/// tree's coordinates must be unscaled (queries needing scaling are refused); the caller
+/// holds the GPU and has its context bound.
+pub(crate) fn nearest_rows_on_gpu<T: Real, I: Send + Sync>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    frame: &CudaSlice<T>,
+    job: &NearestRows<'_, T>,
+    distance: &mut [MaybeUninit<T>],
+    ids: &mut [MaybeUninit<I>],
+    id: &(impl Fn(u32) -> I + Sync),
+) -> Result<()> {
+    let n = rows_in(job.pieces)?;
+    assert!(distance.len() == n && ids.len() == n, "one place per query for each answer");
+    let s = gpu.stream();
+    let r2d = s.clone_htod(&[job.r2]).map_err(cuda_err)?;
+    let chunk = job.chunk.max(1);
+    let mut start = 0;
+    while start < n {
+        let end = (start + chunk).min(n);
+        let len = end - start;
+        let mut clock = Lap::new(job.profile, gpu)?;
+        let p = upload_slice(gpu, job.pieces, start, end, Role::Queries)?;
+        Scale::default().check_point_queries::<T>(p.magnitudes.unwrap_or(Magnitudes::NONE), Role::Queries)?;
+        let up = clock.lap(gpu)?;
+        let (d_out, id_out) = (&mut distance[start..end], &mut ids[start..end]);
+        let touched = Toucher::start(&[
+            (d_out.as_mut_ptr() as usize, std::mem::size_of_val(d_out)),
+            (id_out.as_mut_ptr() as usize, std::mem::size_of_val(id_out)),
+        ]);
+        let sorted = sort_slice(gpu, p, frame)?;
+        let sorted_at = clock.lap(gpu)?;
+        let (cfg, len32) = (threads(len, BLOCK), len as u32);
+        let (mut bd, mut bid) = (gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<u32>(len)?);
+        let t = tree.args(gpu);
+        nearest_improve::<T>(gpu, cfg, &sorted.x, &sorted.y, &sorted.z, len32, t, &r2d, 1, &mut bd, &mut bid)?;
+        drop((sorted.x, sorted.y, sorted.z));
+        let (mut od2, mut oid) = (gpu.alloc_uninit::<T>(len)?, gpu.alloc_uninit::<u32>(len)?);
+        scatter_best::<T>(gpu, cfg, &sorted.perm, len32, &bd, &bid, &mut od2, &mut oid)?;
+        let searched = clock.lap(gpu)?;
+        drop(touched);
+        let touch_wait = clock.lap(gpu)?;
+        download_mapped(gpu, &od2, d_out, |d: T| d.sqrt())?;
+        download_mapped(gpu, &oid, id_out, id)?;
+        if job.profile {
+            eprintln!(
+                "profile nearest rows {start}..{end}: up {up:.3} ms, sorted {sorted_at:.3} ms, searched {searched:.3} \
+                 ms, pages {touch_wait:.3} ms, down {:.3} ms",
+                clock.lap(gpu)?
+            );
+        }
+        start = end;
+    }
+    Ok(())
 }
 
 /// One GPU's time between points of a step, when profiling (each lap waits for the GPU).
