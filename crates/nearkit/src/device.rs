@@ -68,7 +68,9 @@ pub struct CudaOptions {
     /// `include/cccl`; default `/usr/local/cuda/include/cccl`).
     pub cccl_include: PathBuf,
     /// Query points per GPU chunk: larger inputs are streamed through in chunks, so they need
-    /// not fit in GPU memory at once.
+    /// not fit in GPU memory at once. Nearest-neighbour queries from host rows
+    /// (`PointIndex::nearest_rows_into`) take larger chunks where a quarter of the free memory
+    /// holds them: queries sorted together search faster the more there are.
     pub chunk_points: usize,
     /// Most neighbours a radius query holds in GPU memory at once (`None`: what a third of
     /// the free memory holds); larger results are counted and filled batch after batch.

@@ -145,10 +145,10 @@ impl<T: Real> PointIndex<T> {
     /// [`PointIndex::nearest`] of query rows (`[x0, y0, z0, x1, …]`: a C-ordered numpy `(n, 3)`
     /// array) into the caller's memory (one place per row), each id passed through `id` on its
     /// way (`NO_ID` where none lies within `max_distance`): a widening to the caller's type,
-    /// say. On a GPU the rows go up as they are, a chunk at a time
-    /// ([`CudaOptions::chunk_points`](crate::CudaOptions)), sorted there, and the answers come
-    /// down into place while the host faults in the output's fresh pages. The same answers as
-    /// [`PointIndex::nearest`].
+    /// say. On a GPU the rows go up as they are, a chunk at a time (at least
+    /// [`CudaOptions::chunk_points`](crate::CudaOptions), as many as a quarter of the free GPU
+    /// memory holds), sorted there, and the answers come down into place while the host faults
+    /// in the output's fresh pages. The same answers as [`PointIndex::nearest`].
     pub fn nearest_rows_into<I: Send + Sync>(
         &self,
         rows: &[T],
@@ -172,7 +172,11 @@ impl<T: Real> PointIndex<T> {
             let r2 = radius2(max_distance)?;
             let gpu = self.engine.need_gpu("")?;
             let _busy = gpu.lock();
-            let job = NearestRows { pieces: &[rows], r2, chunk: self.chunk(), profile: self.engine.options().profile };
+            // Chunks as large as a quarter of free memory holds, if larger than the option's:
+            // queries sorted along the curve together search faster the more there are.
+            let per_query = 16 * std::mem::size_of::<T>() + 32;
+            let chunk = self.chunk().max(gpu.memory_info()?.0 / 4 / per_query);
+            let job = NearestRows { pieces: &[rows], r2, chunk, profile: self.engine.options().profile };
             return nearest_rows_on_gpu(gpu, tree, &tree.frame, &job, distance, ids, &id);
         }
         // Elsewhere (the CPU, or coordinates the index scales): the query as columns.

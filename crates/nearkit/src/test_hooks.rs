@@ -49,6 +49,37 @@ pub fn tree_on_device<T: Real>(engine: &Engine, points: &Points<T>) -> Result<Mo
     crate::point_index::PointIndex::new(points, engine)?.tree_to_host()
 }
 
+/// Each of `rows`' nearest point of `data` on the engine's GPU, from host rows `chunk` at a
+/// time (`PointIndex::nearest_rows_into` picks its own chunks, mostly one).
+pub fn nearest_rows_in_chunks<T: Real>(
+    engine: &Engine,
+    data: &Points<T>,
+    rows: &[T],
+    max_distance: Option<T>,
+    chunk: usize,
+) -> Result<crate::pairs::Nearest<T>> {
+    let gpu = engine.need_gpu("")?;
+    let _busy = gpu.lock();
+    let tree = DeviceTree::build(gpu, &DevicePoints::upload(gpu, data)?)?;
+    let n = rows.len() / 3;
+    let (mut b, mut distance) = (vec![0u32; n], vec![T::ZERO; n]);
+    // SAFETY: initialised values viewed as possibly uninitialised ones, all overwritten.
+    let (bs, ds) = unsafe {
+        (
+            &mut *(b.as_mut_slice() as *mut [u32] as *mut [std::mem::MaybeUninit<u32>]),
+            &mut *(distance.as_mut_slice() as *mut [T] as *mut [std::mem::MaybeUninit<T>]),
+        )
+    };
+    let job = crate::sharded::NearestRows {
+        pieces: &[rows],
+        r2: crate::geometry::radius2(max_distance)?,
+        chunk,
+        profile: false,
+    };
+    crate::sharded::nearest_rows_on_gpu(gpu, &tree, &tree.frame, &job, ds, bs, &|id| id)?;
+    Ok(crate::pairs::Nearest { b, distance })
+}
+
 /// The kNN candidate grid of `data` built on the engine's GPU, brought back; `None` where it
 /// would not be used.
 pub fn knn_grid_on_device<T: Real>(

@@ -1016,19 +1016,18 @@ fn same_sharded<T: Real>(seed: u64) {
 /// `PointIndex::nearest_rows_into` on a GPU (rows up as they are, in one chunk and in many)
 /// and on the CPU: the bits of `nearest`, ids widened on the way.
 fn same_nearest_rows<T: Real>(seed: u64) {
-    use nearkit::{EngineOptions, PointIndex, NO_ID};
+    use nearkit::{PointIndex, NO_ID};
     use std::mem::MaybeUninit;
+    let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
     let Some(gpu) = gpu() else { return };
-    let small_chunks = Engine::with_options(
-        Device::Cuda(0),
-        &EngineOptions { cuda: nearkit::CudaOptions { chunk_points: 777, ..Default::default() }, ..Default::default() },
-    )
-    .unwrap();
-    let engines = [gpu.0.clone(), small_chunks, Engine::open(Device::Cpu).unwrap()];
+    let engines = [gpu.0.clone(), Engine::open(Device::Cpu).unwrap()];
     for (name, a, b) in point_sets::<T>(seed, 20_000, 30_000).into_iter().chain(point_sets::<T>(seed, 7, 5)) {
         let (rows, _) = row_pieces(&a);
         for max_distance in [None, Some(T::from_f64(4.0)), Some(T::ZERO)] {
             let want = cpu().nearest(&a, &b, max_distance).unwrap();
+            // In chunks of 777 rows, each sorted and searched apart.
+            let got = hooks::nearest_rows_in_chunks(&gpu.0, &b, &rows, max_distance, 777).unwrap();
+            assert_eq!((&want.b, bits(&want.distance)), (&got.b, bits(&got.distance)), "{name}: chunks of 777");
             for engine in &engines {
                 let index = PointIndex::new(&b, engine).unwrap();
                 let n = a.len();
@@ -1047,7 +1046,6 @@ fn same_nearest_rows<T: Real>(seed: u64) {
                     (d.iter().map(|v| v.assume_init()).collect(), ids.iter().map(|v| v.assume_init()).collect())
                 };
                 let want_ids: Vec<i64> = want.b.iter().map(|&b| if b == NO_ID { -1 } else { b as i64 }).collect();
-                let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
                 let on = engine.describe();
                 assert_eq!(want_ids, ids, "{name} on {on}, max {max_distance:?}: ids");
                 assert_eq!(bits(&want.distance), bits(&d), "{name} on {on}, max {max_distance:?}: distances");
