@@ -11,7 +11,7 @@ use crate::device::Engine;
 use crate::error::{Error, Result};
 use crate::geometry::points::{Points, NO_ID};
 use crate::geometry::real::Real;
-use crate::runtime::cpu::big_vec;
+use crate::runtime::cpu::{big_vec, Toucher};
 use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::{DevicePoints, PointSource};
 use crate::runtime::cuda::transfer::{download_to, download_vec, HostMemory};
@@ -119,6 +119,8 @@ impl<T: Real> DeviceKnn<T> {
         }
         let gpu = engine.need_gpu("a kNN result in GPU memory")?;
         let _busy = gpu.lock();
+        // Fresh pages faulted in first, in parallel (and while the query still runs).
+        drop(Toucher::start_on(distances, ids));
         crate::runtime::cuda::transfer::download(gpu, &self.distances.slice(0..n), distances)?;
         let widen = |id: u32| if id == NO_ID { missing } else { id as i64 };
         crate::runtime::cuda::transfer::download_mapped(gpu, &self.ids.slice(0..n), ids, widen)
@@ -224,6 +226,10 @@ pub(crate) fn knn_to<T: Real>(
             &mut dist.as_view_mut(),
         )?;
         let rows = offset * k..(offset + len) * k;
+        if memory == HostMemory::Pageable {
+            // Fresh pages of the rows' place faulted in, in parallel, while the GPU searches.
+            drop(Toucher::start_on(&mut out_ids[rows.clone()], &mut out_distances[rows.clone()]));
+        }
         download_to(gpu, &ids.slice(0..len * k), &mut out_ids[rows.clone()], memory)?;
         download_to(gpu, &dist.slice(0..len * k), &mut out_distances[rows], memory)?;
         Ok(())

@@ -89,6 +89,57 @@ pub fn big_vec<V>(n: usize) -> Vec<V> {
     v
 }
 
+/// A thread faulting in the pages of memory about to be written (one write per 4 KiB page,
+/// in parallel), joined when dropped: on every path, before the memory is written or freed.
+pub(crate) struct Toucher(Option<std::thread::JoinHandle<()>>);
+
+impl Toucher {
+    /// Below this many bytes the pages are left to fault in as they are written.
+    const MIN_BYTES: usize = 64 << 20;
+
+    /// Starts touching `(address, bytes)` ranges that the caller owns, does not read, and
+    /// writes only after dropping the toucher.
+    pub(crate) fn start(ranges: &[(usize, usize)]) -> Self {
+        let ranges: Vec<(usize, usize)> = ranges.iter().copied().filter(|r| r.1 >= Self::MIN_BYTES).collect();
+        if ranges.is_empty() {
+            return Toucher(None);
+        }
+        Toucher(Some(std::thread::spawn(move || {
+            use rayon::prelude::*;
+            const HUGE: usize = 2 << 20;
+            for (addr, bytes) in ranges {
+                (0..bytes.div_ceil(HUGE)).into_par_iter().for_each(|c| {
+                    let (s, e) = (c * HUGE, ((c + 1) * HUGE).min(bytes));
+                    for off in (s..e).step_by(4096) {
+                        // SAFETY: inside the caller's range, which nothing else touches until
+                        // this thread is joined; a zero byte in memory that is then overwritten.
+                        unsafe { ((addr + off) as *mut u8).write_volatile(0) };
+                    }
+                });
+            }
+        })))
+    }
+
+    /// [`Toucher::start`] on the memory of two slices about to be written.
+    pub(crate) fn start_on<A, B>(a: &mut [A], b: &mut [B]) -> Self {
+        Self::start(&[
+            (a.as_mut_ptr() as usize, std::mem::size_of_val(a)),
+            (b.as_mut_ptr() as usize, std::mem::size_of_val(b)),
+        ])
+    }
+}
+
+impl Drop for Toucher {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            // A panic there is a bug in the loop above, not the caller's: re-raise it.
+            if let Err(e) = t.join() {
+                std::panic::resume_unwind(e);
+            }
+        }
+    }
+}
+
 /// Asks for the cache lines of `len` values from `at` (a hint: no memory is touched).
 #[inline(always)]
 pub(crate) fn prefetch<V>(at: *const V, len: usize) {

@@ -34,6 +34,7 @@ use crate::geometry::radius2;
 use crate::geometry::real::Real;
 use crate::geometry::scale::Scale;
 use crate::pairs::Nearest;
+use crate::runtime::cpu::Toucher;
 use crate::runtime::cuda::import::upload_row_pieces;
 use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::radix_sort::sort_pairs;
@@ -426,10 +427,7 @@ impl<T: Real> ShardedIndex<T> {
 
         // While the GPUs search, the host faults in the answers' fresh pages (the kernel
         // zeroes each one), which the download would otherwise wait for.
-        let _touched = Toucher::start(&[
-            (distance.as_mut_ptr() as usize, std::mem::size_of_val(distance)),
-            (ids.as_mut_ptr() as usize, std::mem::size_of_val(ids)),
-        ]);
+        let _touched = Toucher::start_on(distance, ids);
 
         // Each cell's queries searched at home; those another cell may beat, listed and packed.
         let homes = on_each(&gpus, |c, gpu| {
@@ -625,49 +623,6 @@ impl<T: Real> ShardedIndex<T> {
     }
 }
 
-/// A thread faulting in the pages of memory about to be written (one write per 4 KiB page,
-/// in parallel), joined when dropped: on every path, before the memory is written or freed.
-struct Toucher(Option<std::thread::JoinHandle<()>>);
-
-impl Toucher {
-    /// Below this many bytes the pages are left to fault in as they are written.
-    const MIN_BYTES: usize = 64 << 20;
-
-    /// Starts touching `(address, bytes)` ranges that the caller owns, does not read, and
-    /// writes only after dropping the toucher.
-    fn start(ranges: &[(usize, usize)]) -> Self {
-        let ranges: Vec<(usize, usize)> = ranges.iter().copied().filter(|r| r.1 >= Self::MIN_BYTES).collect();
-        if ranges.is_empty() {
-            return Toucher(None);
-        }
-        Toucher(Some(std::thread::spawn(move || {
-            use rayon::prelude::*;
-            const HUGE: usize = 2 << 20;
-            for (addr, bytes) in ranges {
-                (0..bytes.div_ceil(HUGE)).into_par_iter().for_each(|c| {
-                    let (s, e) = (c * HUGE, ((c + 1) * HUGE).min(bytes));
-                    for off in (s..e).step_by(4096) {
-                        // SAFETY: inside the caller's range, which nothing else touches until
-                        // this thread is joined; a zero byte in memory that is then overwritten.
-                        unsafe { ((addr + off) as *mut u8).write_volatile(0) };
-                    }
-                });
-            }
-        })))
-    }
-}
-
-impl Drop for Toucher {
-    fn drop(&mut self) {
-        if let Some(t) = self.0.take() {
-            // A panic there is a bug in the loop above, not the caller's: re-raise it.
-            if let Err(e) = t.join() {
-                std::panic::resume_unwind(e);
-            }
-        }
-    }
-}
-
 /// What [`nearest_rows_on_gpu`] answers: query rows in pieces, read one after another.
 pub(crate) struct NearestRows<'a, T> {
     pub pieces: &'a [&'a [T]],
@@ -708,10 +663,7 @@ pub(crate) fn nearest_rows_on_gpu<T: Real, I: Send + Sync>(
         Scale::default().check_point_queries::<T>(p.magnitudes.unwrap_or(Magnitudes::NONE), Role::Queries)?;
         let up = clock.lap(gpu)?;
         let (d_out, id_out) = (&mut distance[start..end], &mut ids[start..end]);
-        let touched = Toucher::start(&[
-            (d_out.as_mut_ptr() as usize, std::mem::size_of_val(d_out)),
-            (id_out.as_mut_ptr() as usize, std::mem::size_of_val(id_out)),
-        ]);
+        let touched = Toucher::start_on(d_out, id_out);
         let sorted = sort_slice(gpu, p, frame)?;
         let sorted_at = clock.lap(gpu)?;
         let (cfg, len32) = (threads(len, BLOCK), len as u32);
