@@ -353,13 +353,25 @@ fn gpu_closest_points_match_cpu_f64() {
 #[test]
 fn gpu_knn_into_a_reused_buffer_matches_cpu() {
     let Some(gpu) = gpu() else { return };
+    // Chunks of 777 queries: each one's copy runs while the next is searched.
+    let small_chunks = Engine::with_options(
+        Device::Cuda(0),
+        &nearkit::EngineOptions {
+            cuda: nearkit::CudaOptions { chunk_points: 777, ..Default::default() },
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut out = nearkit::KnnBuffer::<f32>::new();
     for (name, a, b) in point_sets::<f32>(97, 3000, 5000) {
         let (on_gpu, on_cpu) = (PointIndex::new(&b, &gpu.0).unwrap(), PointIndex::new(&b, &cpu().0).unwrap());
+        let in_chunks = PointIndex::new(&b, &small_chunks).unwrap();
         for k in [8, 1, 16] {
             let want = on_cpu.knn(&a, &KnnOptions::k(k)).unwrap();
             on_gpu.knn_into(&a, &KnnOptions::k(k), &mut out).unwrap();
             assert_eq!(out.to_knn(), want, "{name} k={k}");
+            in_chunks.knn_into(&a, &KnnOptions::k(k), &mut out).unwrap();
+            assert_eq!(out.to_knn(), want, "{name} k={k}, chunks of 777");
             on_cpu.knn_into(&a, &KnnOptions::k(k), &mut out).unwrap();
             assert_eq!(out.to_knn(), want, "{name} k={k}, CPU into the same buffer");
         }

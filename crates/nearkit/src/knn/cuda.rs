@@ -14,7 +14,7 @@ use crate::geometry::real::Real;
 use crate::runtime::cpu::{big_vec, Toucher};
 use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::{DevicePoints, PointSource};
-use crate::runtime::cuda::transfer::{download_to, download_vec, HostMemory};
+use crate::runtime::cuda::transfer::{download_to, download_vec, HostMemory, Overlapped};
 use crate::runtime::cuda::{threads, CudaSource, Gpu, COMMON};
 use crate::tree::cuda::{
     for_each_chunk_ordered, for_each_chunk_sorted_by, DeviceTree, SortedChunk, TreeArgs, TREE_HEADER, TREE_SEARCH,
@@ -165,6 +165,10 @@ impl<T: Real> DeviceKnn<T> {
 
 /// Output entries (queries × k) per chunk: bounds the device buffers for large k.
 const MAX_CHUNK_ENTRIES: usize = 1 << 26;
+/// Results into page-locked memory of at least this many entries go in this many chunks, so
+/// that each chunk's copy overlaps the next one's search.
+const OVERLAP_ENTRIES: usize = 1 << 22;
+const OVERLAP_CHUNKS: usize = 4;
 
 /// Each query's `k` nearest points of `tree` within squared radius `r2`, the queries in
 /// chunks of `chunk` (fewer for large k).
@@ -208,7 +212,19 @@ pub(crate) fn knn_to<T: Real>(
 ) -> Result<()> {
     let n = queries.len();
     let grid = DeviceGrid::build(gpu, tree, n, k + usize::from(opts.exclude_self), r2, &opts.grid)?;
-    let chunk = chunk.min((MAX_CHUNK_ENTRIES / k).max(1));
+    let mut chunk = chunk.min((MAX_CHUNK_ENTRIES / k).max(1));
+    // The chunks' device rows, kept until their copies are done (declared first, so that on
+    // an error `overlapped` waits for the copies before these are freed).
+    let mut copied = Vec::new();
+    // Into page-locked memory the device writes directly, on a stream of its own: in a few
+    // chunks, each one's copy overlaps the next one's search.
+    let overlapped = match memory {
+        HostMemory::Pinned => Some(Overlapped::new(gpu)?),
+        HostMemory::Pageable => None,
+    };
+    if overlapped.is_some() && n * k >= OVERLAP_ENTRIES {
+        chunk = chunk.min(n.div_ceil(OVERLAP_CHUNKS));
+    }
     for_each_sorted_chunk(gpu, &PointSource::Host(queries), tree, grid.as_ref(), chunk, |offset, c| {
         let len = c.len();
         let mut ids = gpu.alloc_uninit::<u32>(len * k)?;
@@ -226,6 +242,12 @@ pub(crate) fn knn_to<T: Real>(
             &mut dist.as_view_mut(),
         )?;
         let rows = offset * k..(offset + len) * k;
+        if let Some(o) = &overlapped {
+            o.download(gpu, &ids.slice(0..len * k), &mut out_ids[rows.clone()])?;
+            o.download(gpu, &dist.slice(0..len * k), &mut out_distances[rows])?;
+            copied.push((ids, dist));
+            return Ok(());
+        }
         if memory == HostMemory::Pageable {
             // Fresh pages of the rows' place faulted in, in parallel, while the GPU searches.
             drop(Toucher::start_on(&mut out_ids[rows.clone()], &mut out_distances[rows.clone()]));
@@ -233,7 +255,12 @@ pub(crate) fn knn_to<T: Real>(
         download_to(gpu, &ids.slice(0..len * k), &mut out_ids[rows.clone()], memory)?;
         download_to(gpu, &dist.slice(0..len * k), &mut out_distances[rows], memory)?;
         Ok(())
-    })
+    })?;
+    if let Some(o) = overlapped {
+        o.finish()?;
+    }
+    drop(copied);
+    Ok(())
 }
 
 /// kNN with everything on the device: the queries already uploaded, the results left there

@@ -138,6 +138,57 @@ where
     })
 }
 
+/// Downloads into page-locked host memory on a stream of their own, so that they overlap the
+/// work queued after them on the GPU's stream: each copy starts once the work queued before
+/// it is done. The sources must live until [`Overlapped::finish`] returns.
+pub(crate) struct Overlapped {
+    copies: std::sync::Arc<cudarc::driver::CudaStream>,
+}
+
+impl Overlapped {
+    pub(crate) fn new(gpu: &Gpu) -> Result<Self> {
+        Ok(Overlapped { copies: gpu.stream().fork().map_err(cuda_err)? })
+    }
+
+    /// Queues the copy of `src` into `dst` (page-locked, of the same length) after the work
+    /// queued on the GPU's stream so far.
+    pub(crate) fn download<T: DeviceRepr, S: DevicePtr<T>>(
+        &self,
+        gpu: &Gpu,
+        src: &S,
+        dst: &mut [MaybeUninit<T>],
+    ) -> Result<()> {
+        assert_eq!(src.len(), dst.len(), "a download fills its destination exactly");
+        let ready = gpu.stream().record_event(None).map_err(cuda_err)?;
+        self.copies.wait(&ready).map_err(cuda_err)?;
+        let (base, _sync) = src.device_ptr(&self.copies);
+        // SAFETY: `dst` is page-locked and holds the values; the caller keeps `src` alive and
+        // `dst` untouched until `finish`.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                dst.as_mut_ptr() as *mut _,
+                base,
+                std::mem::size_of_val(dst),
+                self.copies.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(cuda_err)
+    }
+
+    /// Waits for every queued copy.
+    pub(crate) fn finish(self) -> Result<()> {
+        self.copies.synchronize().map_err(cuda_err)
+    }
+}
+
+impl Drop for Overlapped {
+    /// On every path (an error too), no copy outlives this: its memory may go right after.
+    fn drop(&mut self) {
+        let _ = self.copies.synchronize();
+    }
+}
+
 /// Copies `n` values of `size` bytes from device address `base` through the staging buffers,
 /// a piece at a time with the next one's copy in flight: `take(from, s, e)` hands on values
 /// `s..e`, which lie at `from` (valid until `take` returns).
