@@ -268,9 +268,9 @@ impl<T: Real> PointIndex<T> {
         let r2 = crate::radius::radius2(self.scale, r)?;
         let mut rows = match &self.tree {
             Tree::Cpu(tree) => {
-                let order = tree.morton_order(queries);
+                let order = crate::radius::cpu::search_order(tree, queries, r2);
                 let query = |i: usize| (queries.get(order[i] as usize), order[i]);
-                crate::radius::cpu::within(tree, queries.len(), query, r2, false, opts)?
+                crate::radius::cpu::within(tree, queries.len(), order.len(), query, r2, false, opts)?
             }
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
@@ -335,7 +335,7 @@ impl<T: Real> PointIndex<T> {
         let mut rows = match &self.tree {
             Tree::Cpu(tree) => {
                 let query = |i: usize| ([tree.x[i], tree.y[i], tree.z[i]], tree.id[i]);
-                crate::radius::cpu::within(tree, self.len, query, r2, true, opts)?
+                crate::radius::cpu::within(tree, self.len, self.len, query, r2, true, opts)?
             }
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
@@ -359,7 +359,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cpu(tree) => {
                 let other_tree = MortonTree::build(other, DEFAULT_LEAF_SIZE);
                 let query = |i: usize| ([tree.x[i], tree.y[i], tree.z[i]], tree.id[i]);
-                crate::radius::cpu::within(&other_tree, self.len, query, r2, false, opts)?
+                crate::radius::cpu::within(&other_tree, self.len, self.len, query, r2, false, opts)?
             }
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;

@@ -219,3 +219,48 @@ fn within_each_delivers_the_same_rows_in_batches() {
     let e = index.within_each(&queries, -1.0, &RadiusOptions::default(), 10, |_, _| Ok(())).unwrap_err();
     assert!(matches!(e, Error::BadRadius(_)));
 }
+
+/// Data on surfaces and in clusters, queries uniform in a larger box: most queries have no
+/// point within r, and the coarse test that leaves their rows empty must never skip one that
+/// has (queries r from a data point along an axis, on the boundary, included).
+fn far_queries<T: Real>(seed: u64) {
+    use nearkit::generate::{generate, Distribution};
+    for dist in [Distribution::Sphere, Distribution::Plane, Distribution::Clustered] {
+        let data = generate::<T>(dist, 2000, 1000.0, seed);
+        let mut queries = generate::<T>(Distribution::Uniform, 3000, 1400.0, seed + 1);
+        let shift = T::from_f64(200.0);
+        for c in [&mut queries.x, &mut queries.y, &mut queries.z] {
+            c.iter_mut().for_each(|v| *v = *v - shift);
+        }
+        let index = PointIndex::build(&data, Device::Cpu).unwrap();
+        for r in [0.0, 1.0, 7.5, 30.0] {
+            let rt = T::from_f64(r);
+            let mut q = queries.clone();
+            for i in 0..60 {
+                let p = data.get(i * 7);
+                for (axis, sign) in [(0, 1.0), (1, -1.0), (2, 1.0), (0, -1.0)] {
+                    let mut v = p;
+                    v[axis] = v[axis] + T::from_f64(sign) * rt;
+                    q.push(v[0], v[1], v[2]);
+                }
+            }
+            let want = brute_within(&data, &q, rt * rt, None);
+            let got = index.within(&q, rt, &RadiusOptions::default()).unwrap();
+            let name = format!("{} data, {} r={r}", dist.name(), T::NAME);
+            check_rows(&name, &got, &want, true);
+            assert!(want.iter().filter(|w| w.is_empty()).count() > 0, "{name}: some rows are empty");
+            let counts: Vec<u32> = want.iter().map(|w| w.len() as u32).collect();
+            assert_eq!(index.count_within(&q, rt).unwrap(), counts, "{name}: counts");
+        }
+    }
+}
+
+#[test]
+fn queries_far_from_the_data_have_empty_rows_f32() {
+    far_queries::<f32>(81);
+}
+
+#[test]
+fn queries_far_from_the_data_have_empty_rows_f64() {
+    far_queries::<f64>(82);
+}

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 
 use super::{beyond_memory, check_total, memory_limit, too_many, RadiusOptions, Within};
 use crate::error::Result;
+use crate::geometry::points::Points;
 use crate::geometry::real::Real;
 use crate::runtime::cpu::{big_vec, prefetch, RowPtr};
 use crate::tree::search;
@@ -32,12 +33,14 @@ struct Block<T> {
     entries: Vec<(T, u32)>,
 }
 
-/// The rows of `n_rows` queries: `query(i)` gives the i-th query in search order and its row.
-/// With `above`, a row lists only ids greater than the row's own (each pair of a self-join
-/// once).
+/// The rows of `n_rows` queries, of which `n_search` are searched: `query(i)` gives the i-th
+/// searched query (in search order) and its row; the rows of the others are empty. With
+/// `above`, a row lists only ids greater than the row's own (each pair of a self-join once).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn within<T: Real>(
     tree: &MortonTree<T>,
     n_rows: usize,
+    n_search: usize,
     query: impl Fn(usize) -> ([T; 3], u32) + Sync,
     r2: T,
     above: bool,
@@ -48,13 +51,13 @@ pub(crate) fn within<T: Real>(
     // Without a limit, the rows stop where free memory would run out (they are held here
     // before they are copied into the result).
     let limit = opts.max_results.unwrap_or_else(memory_limit::<T>);
-    let blocks: Vec<Block<T>> = (0..n_rows.div_ceil(BLOCK))
+    let blocks: Vec<Block<T>> = (0..n_search.div_ceil(BLOCK))
         .into_par_iter()
         .map(|b| {
             if stop.load(Ordering::Relaxed) {
                 return Block { rows: Vec::new(), entries: Vec::new() };
             }
-            let range = b * BLOCK..((b + 1) * BLOCK).min(n_rows);
+            let range = b * BLOCK..((b + 1) * BLOCK).min(n_search);
             let block = block_rows_fast(tree, range, &query, r2, above, opts.sorted);
             if total.fetch_add(block.entries.len() as u64, Ordering::Relaxed) + block.entries.len() as u64 > limit {
                 stop.store(true, Ordering::Relaxed);
@@ -184,7 +187,7 @@ pub(crate) fn count_within<T: Real>(
     queries: &crate::geometry::points::Points<T>,
     r2: T,
 ) -> Vec<u32> {
-    let order = tree.morton_order(queries);
+    let order = search_order(tree, queries, r2);
     let mut counts = vec![0u32; queries.len()];
     let at = RowPtr(counts.as_mut_ptr());
     order.par_chunks(GROUP).for_each_init(Vec::new, |runs, chunk| {
@@ -235,4 +238,187 @@ pub(crate) fn offsets_of(counts: &[u32]) -> Vec<u64> {
         offsets.push(sum);
     }
     offsets
+}
+
+/// The queries to search for points within `r2`, in the tree's Morton order: those that may
+/// have one. A query far from every data point (most of a box around a surface, say) has
+/// none, and a coarse grid of the cells near the data tells so in one look: its row stays
+/// empty without a sort or a tree walk. Where nearly every query may have one, all are
+/// searched.
+pub(crate) fn search_order<T: Real>(tree: &MortonTree<T>, queries: &Points<T>, r2: T) -> Vec<u32> {
+    match NearData::build(tree, r2) {
+        Some(near) => {
+            let maybe: Vec<u32> =
+                (0..queries.len() as u32).into_par_iter().filter(|&q| near.may_hold(queries.get(q as usize))).collect();
+            if maybe.len() as f64 > 0.9 * queries.len() as f64 {
+                return tree.morton_order(queries);
+            }
+            let order =
+                crate::runtime::cpu::order_by_key(maybe.len(), |i| tree.morton_key(queries.get(maybe[i] as usize)));
+            order.into_par_iter().map(|i| maybe[i as usize]).collect()
+        }
+        None => tree.morton_order(queries),
+    }
+}
+
+/// Cells of a coarse grid over the data's box: marked where a point within r of the data may
+/// lie (a superset: every point within r of a data point lies in a marked cell). One bit a
+/// cell, x along the bits of a row of words, so that the grid stays in cache and is
+/// dilated a word at a time.
+struct NearData {
+    lo: [f64; 3],
+    /// 1 / the cell's width.
+    inv: f64,
+    dims: [usize; 3],
+    /// Words of a row of cells along x.
+    row: usize,
+    bits: Vec<u64>,
+}
+
+impl NearData {
+    /// Cells per axis of the grid at most (besides the margins).
+    const CELLS: f64 = 128.0;
+
+    /// `None` where the test would mark nearly everything or cannot be set up (no finite
+    /// bounds, a radius beyond a quarter of the data's size).
+    fn build<T: Real>(tree: &MortonTree<T>, r2: T) -> Option<Self> {
+        let n = tree.len();
+        if n == 0 {
+            return None;
+        }
+        let bound = |c: &[T]| {
+            c.par_iter()
+                .with_min_len(1 << 14)
+                .fold(|| (f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v.to_f64()), b.max(v.to_f64())))
+                .reduce(|| (f64::INFINITY, f64::NEG_INFINITY), |x, y| (x.0.min(y.0), x.1.max(y.1)))
+        };
+        let b = [bound(&tree.x), bound(&tree.y), bound(&tree.z)];
+        // r widened past any rounding of a squared distance (a few ulps of T) and past the
+        // underflow of a tiny one, so that "within r" in T implies |dx| <= r' on each axis.
+        let tiny = if T::NAME == "f32" { 1e-18 } else { 1e-150 };
+        let r = r2.to_f64().sqrt() * (1.0 + 1e-5) + tiny;
+        let extent = (0..3).map(|d| b[d].1 - b[d].0).fold(0.0, f64::max);
+        if !r.is_finite() || !extent.is_finite() || r * 4.0 > extent {
+            return None;
+        }
+        // Cells half as wide as r where the grid allows: a mark then reaches about 1.5 r.
+        let cell = (r / 2.0).max(extent / Self::CELLS);
+        // A point within r of data point p lies within ceil(r / cell) cells of p's on each
+        // axis; one more covers any rounding of the cell indices.
+        let reach = (r / cell).ceil() as usize + 1;
+        // Cells beyond the box by the reach of a mark on each side.
+        let lo = [0, 1, 2].map(|d| b[d].0 - reach as f64 * cell);
+        let dims = [0, 1, 2].map(|d| ((b[d].1 - lo[d]) / cell) as usize + reach + 1);
+        let inv = 1.0 / cell;
+        let row = dims[0].div_ceil(64);
+        let mut grid = NearData { lo, inv, dims, row, bits: vec![0u64; row * dims[1] * dims[2]] };
+        let cells: Vec<[usize; 3]> = (0..n)
+            .into_par_iter()
+            .with_min_len(1 << 14)
+            .map(|i| grid.cell([tree.x[i], tree.y[i], tree.z[i]]).expect("the grid holds the data"))
+            .collect();
+        for c in cells {
+            grid.bits[(c[2] * dims[1] + c[1]) * row + c[0] / 64] |= 1 << (c[0] % 64);
+        }
+        grid.dilate(reach);
+        let marked: u64 = grid.bits.iter().map(|w| w.count_ones() as u64).sum();
+        if marked as f64 > 0.8 * (dims[0] * dims[1] * dims[2]) as f64 {
+            return None;
+        }
+        Some(grid)
+    }
+
+    /// Marks every cell within `reach` cells (on each axis) of a marked one: along x by
+    /// shifts of each row's words, along y and z by ORs of neighbouring rows.
+    fn dilate(&mut self, reach: usize) {
+        let (row, [nx, ny, nz]) = (self.row, self.dims);
+        // Along x, one bit at a time, `reach` times (reach is 2 or 3).
+        for _ in 0..reach {
+            for r in self.bits.chunks_mut(row) {
+                let mut carry_left = 0u64; // bit 63 of the previous word, moving up
+                for w in 0..row {
+                    let v = r[w];
+                    let next = if w + 1 < row { r[w + 1] } else { 0 };
+                    r[w] = v | (v << 1) | carry_left | (v >> 1) | (next << 63);
+                    carry_left = v >> 63;
+                }
+            }
+        }
+        // Bits past the last cell of a row stay clear (no cell there).
+        if nx % 64 != 0 {
+            let keep = (1u64 << (nx % 64)) - 1;
+            for r in self.bits.chunks_mut(row) {
+                r[row - 1] &= keep;
+            }
+        }
+        // Along y (rows of a plane) and z (planes), each line ORs the lines within reach.
+        for (stride, count, lines) in [(row, ny, nz), (row * ny, nz, 1)] {
+            let before = self.bits.clone();
+            let plane = stride * count;
+            for block in 0..lines {
+                for k in 0..count {
+                    let (s, e) = (k.saturating_sub(reach), (k + reach).min(count - 1));
+                    for w in 0..stride {
+                        let mut v = 0;
+                        for j in s..=e {
+                            v |= before[block * plane + j * stride + w];
+                        }
+                        self.bits[block * plane + k * stride + w] = v;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The cell of `q`, if inside the grid.
+    #[inline(always)]
+    fn cell<T: Real>(&self, q: [T; 3]) -> Option<[usize; 3]> {
+        let mut idx = [0usize; 3];
+        for d in 0..3 {
+            let t = (q[d].to_f64() - self.lo[d]) * self.inv;
+            if !(t >= 0.0 && t < self.dims[d] as f64) {
+                return None;
+            }
+            idx[d] = t as usize;
+        }
+        Some(idx)
+    }
+
+    /// Whether `q` may have a data point within r (outside the grid it has none).
+    #[inline]
+    fn may_hold<T: Real>(&self, q: [T; 3]) -> bool {
+        self.cell(q)
+            .is_some_and(|c| self.bits[(c[2] * self.dims[1] + c[1]) * self.row + c[0] / 64] >> (c[0] % 64) & 1 != 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{generate, Distribution};
+    use crate::tree::DEFAULT_LEAF_SIZE;
+
+    #[test]
+    fn queries_far_from_the_data_are_not_searched() {
+        let data = generate::<f32>(Distribution::Plane, 5000, 1000.0, 1);
+        let queries = generate::<f32>(Distribution::Uniform, 20_000, 1000.0, 2);
+        let tree = MortonTree::build(&data, DEFAULT_LEAF_SIZE);
+        let order = search_order(&tree, &queries, 4.0 * 4.0);
+        assert!(order.len() < queries.len() / 4, "{} of {} searched", order.len(), queries.len());
+        // Every query within r of a data point is among them.
+        let searched: std::collections::HashSet<u32> = order.iter().copied().collect();
+        for q in 0..queries.len() {
+            let p = queries.get(q);
+            let near = (0..data.len()).any(|j| {
+                let d = data.get(j);
+                crate::geometry::real::dist2(p[0], p[1], p[2], d[0], d[1], d[2]) <= 16.0
+            });
+            assert!(!near || searched.contains(&(q as u32)), "query {q} has a neighbour but was skipped");
+        }
+        // Data filling the box, at a radius that reaches some point from anywhere: every
+        // query is searched, in Morton order.
+        let full = generate::<f32>(Distribution::Uniform, 5000, 1000.0, 3);
+        let tree = MortonTree::build(&full, DEFAULT_LEAF_SIZE);
+        assert_eq!(search_order(&tree, &queries, 100.0 * 100.0), tree.morton_order(&queries));
+    }
 }
