@@ -442,14 +442,25 @@ pub fn row_lists<'py>(
     if offsets.first().is_some_and(|&o| o != 0) || offsets.last().is_some_and(|&o| o as usize != ids.len()) {
         return Err(bad());
     }
+    // A million new lists would set the cyclic garbage collector off again and again (each
+    // pass walking every list made so far): it waits until they are all made. Lists of ints
+    // form no cycles.
+    let gc = py.import("gc")?;
+    let was_on = gc.call_method0("isenabled")?.is_truthy()?;
+    if was_on {
+        gc.call_method0("disable")?;
+    }
     let lists = offsets
         .windows(2)
         .map(|o| {
             let row = ids.get(o[0] as usize..o[1] as usize).ok_or_else(bad)?;
             Ok(PyList::new(py, row)?.into_any().unbind())
         })
-        .collect::<PyResult<Vec<_>>>()?;
-    Ok(PyArray1::from_vec(py, lists))
+        .collect::<PyResult<Vec<_>>>();
+    if was_on {
+        gc.call_method0("enable")?;
+    }
+    Ok(PyArray1::from_vec(py, lists?))
 }
 
 enum Index {

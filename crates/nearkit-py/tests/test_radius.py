@@ -379,3 +379,20 @@ def test_help_teaches():
     ]:
         for word in words:
             assert word in method.__doc__, (method.__name__, word)
+
+
+def test_query_ball_point_leaves_the_garbage_collector_as_it_was(rng):
+    # The lists are made with the collector paused; it must come back as the caller left it.
+    import gc
+
+    data = rng.random((500, 3))
+    index = nearkit.PointIndex(data, device="cpu")
+    assert gc.isenabled()
+    lists = index.query_ball_point(rng.random((200, 3)), r=0.2)
+    assert gc.isenabled() and len(lists) == 200
+    gc.disable()
+    try:
+        index.query_ball_point(rng.random((200, 3)), r=0.2)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -13,7 +13,7 @@ use crate::device::EngineOptions;
 use crate::error::{Error, Result};
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
-use crate::runtime::cpu::big_vec;
+use crate::runtime::cpu::{big_vec, Toucher};
 use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::{DevicePoints, PointSource};
 use crate::runtime::cuda::radix_sort::{exclusive_scan, gather_u32_as_u64, iota_u32, sort_pairs};
@@ -436,6 +436,10 @@ impl<T: Real> HostRows<'_, T> {
         self.out.ids.reserve(n);
         self.out.distances.reserve(n);
         if n > 0 {
+            // Fresh pages of the rows' place faulted in, in parallel, while the rows are filled.
+            let (ids, distances) =
+                (&mut self.out.ids.spare_capacity_mut()[..n], &mut self.out.distances.spare_capacity_mut()[..n]);
+            drop(Toucher::start_on(ids, distances));
             download(gpu, &batch.ids.slice(0..n), &mut self.out.ids.spare_capacity_mut()[..n])?;
             download(gpu, &batch.distances.slice(0..n), &mut self.out.distances.spare_capacity_mut()[..n])?;
         }

@@ -95,7 +95,7 @@ pub(crate) struct Toucher(Option<std::thread::JoinHandle<()>>);
 
 impl Toucher {
     /// Below this many bytes the pages are left to fault in as they are written.
-    const MIN_BYTES: usize = 64 << 20;
+    const MIN_BYTES: usize = 16 << 20;
 
     /// Starts touching `(address, bytes)` ranges that the caller owns, does not read, and
     /// writes only after dropping the toucher.
