@@ -1,7 +1,7 @@
 //! Writing results and points. Files are written to a temporary name and renamed into place,
 //! so a failed run never leaves a partial output file behind.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use nearkit::{ClosestPoints, Knn, Nearest, Pair, Points, Real, NO_ID};
@@ -32,6 +32,11 @@ impl OutputFormat {
 /// not a regular file (`/dev/null`, a pipe) cannot be renamed over and is written straight to.
 /// Every failure, a full disk included, is an error naming `path`.
 pub fn write_atomically(path: &Path, f: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<()> {
+    write_file(path, |w| f(w))
+}
+
+/// [`write_atomically`] handing `f` the file itself (buffered), which can also seek.
+fn write_file(path: &Path, f: impl FnOnce(&mut BufWriter<std::fs::File>) -> io::Result<()>) -> Result<()> {
     let target = resolve_links(path).map_err(|e| write_error(path, &e))?;
     let existing = std::fs::metadata(&target).ok();
     if let Some(m) = &existing {
@@ -252,16 +257,13 @@ fn write_npy_f64(
     write_npy(w, rows, cols, values)
 }
 
-fn write_npy<V: npyz::Serialize + npyz::AutoSerialize>(
+fn write_npy<V: NpyValue>(
     w: &mut dyn Write,
     rows: usize,
     cols: usize,
     values: impl Iterator<Item = V>,
-) -> std::io::Result<()> {
-    use npyz::WriterBuilder;
-    let mut out = npyz::WriteOptions::new().default_dtype().shape(&[rows as u64, cols as u64]).writer(w).begin_nd()?;
-    out.extend(values)?;
-    out.finish()
+) -> io::Result<()> {
+    write_npy_shape(w, &[rows as u64, cols as u64], values)
 }
 
 /// k-nearest neighbours: `.csv` (`query,rank,id,distance`, ranks from 1; missing neighbours
@@ -278,21 +280,14 @@ pub fn write_knn<T: Real>(path: &Path, knn: &Knn<T>) -> Result<()> {
             }
             Ok(())
         }),
-        Some("npz") => write_atomically(path, |w| {
-            let rows = (knn.ids.len() / k.max(1)) as u64;
-            // The zip format needs to seek back; build it in memory, then write it out.
-            let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-            let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-            let zerr = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
-            zip.start_file("ids.npy", stored).map_err(zerr)?;
-            write_npy_shape(&mut zip, &[rows, k as u64], (0..knn.ids.len()).map(|i| id(i) as i32))?;
-            zip.start_file("distances.npy", stored).map_err(zerr)?;
+        Some("npz") => write_npz(path, |npz| {
+            let shape = [(knn.ids.len() / k.max(1)) as u64, k as u64];
+            npz.array("ids", &shape, (0..knn.ids.len()).map(|i| id(i) as i32))?;
             if T::NAME == "f32" {
-                write_npy_shape(&mut zip, &[rows, k as u64], knn.distances.iter().map(|d| d.to_f64() as f32))?;
+                npz.array("distances", &shape, knn.distances.iter().map(|d| d.to_f64() as f32))
             } else {
-                write_npy_shape(&mut zip, &[rows, k as u64], knn.distances.iter().map(|d| d.to_f64()))?;
+                npz.array("distances", &shape, knn.distances.iter().map(|d| d.to_f64()))
             }
-            w.write_all(&zip.finish().map_err(zerr)?.into_inner())
         }),
         _ => Err(IoError::new(path, "unknown extension for neighbours: use .csv or .npz")),
     }
@@ -328,48 +323,154 @@ pub fn write_closest_points<T: Real>(path: &Path, c: &ClosestPoints<T>) -> Resul
             }
             Ok(())
         }),
-        Some("npz") => write_atomically(path, |w| {
-            let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-            let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-            let zerr = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
+        Some("npz") => write_npz(path, |npz| {
             let rows = n as u64;
-            zip.start_file("triangle.npy", stored).map_err(zerr)?;
-            write_npy_shape(&mut zip, &[rows], (0..n).map(|i| tri(i) as i32))?;
+            npz.array("triangle", &[rows], (0..n).map(|i| tri(i) as i32))?;
             fn cols3<T: Real>(a: [&[T]; 3]) -> impl Iterator<Item = f64> + '_ {
                 (0..3 * a[0].len()).map(move |j| a[j % 3][j / 3].to_f64())
             }
             let point: [&[T]; 3] = [&c.point.x, &c.point.y, &c.point.z];
             let bary: [&[T]; 3] = [&c.bary[0], &c.bary[1], &c.bary[2]];
             if T::NAME == "f32" {
-                zip.start_file("distance.npy", stored).map_err(zerr)?;
-                write_npy_shape(&mut zip, &[rows], c.distance.iter().map(|d| d.to_f64() as f32))?;
-                zip.start_file("point.npy", stored).map_err(zerr)?;
-                write_npy_shape(&mut zip, &[rows, 3], cols3(point).map(|v| v as f32))?;
-                zip.start_file("bary.npy", stored).map_err(zerr)?;
-                write_npy_shape(&mut zip, &[rows, 3], cols3(bary).map(|v| v as f32))?;
+                npz.array("distance", &[rows], c.distance.iter().map(|d| d.to_f64() as f32))?;
+                npz.array("point", &[rows, 3], cols3(point).map(|v| v as f32))?;
+                npz.array("bary", &[rows, 3], cols3(bary).map(|v| v as f32))
             } else {
-                zip.start_file("distance.npy", stored).map_err(zerr)?;
-                write_npy_shape(&mut zip, &[rows], c.distance.iter().map(|d| d.to_f64()))?;
-                zip.start_file("point.npy", stored).map_err(zerr)?;
-                write_npy_shape(&mut zip, &[rows, 3], cols3(point))?;
-                zip.start_file("bary.npy", stored).map_err(zerr)?;
-                write_npy_shape(&mut zip, &[rows, 3], cols3(bary))?;
+                npz.array("distance", &[rows], c.distance.iter().map(|d| d.to_f64()))?;
+                npz.array("point", &[rows, 3], cols3(point))?;
+                npz.array("bary", &[rows, 3], cols3(bary))
             }
-            w.write_all(&zip.finish().map_err(zerr)?.into_inner())
         }),
         _ => Err(IoError::new(path, "unknown extension for closest points: use .csv or .npz")),
     }
 }
 
-fn write_npy_shape<V: npyz::Serialize + npyz::AutoSerialize, W: Write>(
-    w: W,
-    shape: &[u64],
-    values: impl Iterator<Item = V>,
-) -> std::io::Result<()> {
-    use npyz::WriterBuilder;
-    let mut out = npyz::WriteOptions::new().default_dtype().shape(shape).writer(w).begin_nd()?;
-    out.extend(values)?;
-    out.finish()
+/// A value of an `.npy` array: its dtype and its little-endian bytes.
+trait NpyValue: Copy {
+    const DESCR: &'static str;
+    const SIZE: u64;
+    fn put(self, out: &mut Vec<u8>);
+}
+
+macro_rules! npy_value {
+    ($($t:ty => $d:literal),*) => {$(
+        impl NpyValue for $t {
+            const DESCR: &'static str = $d;
+            const SIZE: u64 = std::mem::size_of::<$t>() as u64;
+            #[inline(always)]
+            fn put(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+npy_value!(i32 => "<i4", i64 => "<i8", f32 => "<f4", f64 => "<f8");
+
+/// An `.npy` array (format 1.0) of `shape` holding `values` in C order: the header, then the
+/// values' bytes a block at a time (about disk speed; a call per value was 20× slower).
+fn write_npy_shape<V: NpyValue, W: Write>(mut w: W, shape: &[u64], values: impl Iterator<Item = V>) -> io::Result<()> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape_text = if dims.len() == 1 { format!("({},)", dims[0]) } else { format!("({})", dims.join(", ")) };
+    let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape_text}, }}", V::DESCR);
+    // Padded with spaces and ended by a newline so that the data start on a 64-byte boundary.
+    let unpadded = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - unpadded % 64) % 64));
+    header.push('\n');
+    w.write_all(b"\x93NUMPY\x01\x00")?;
+    w.write_all(&(header.len() as u16).to_le_bytes())?;
+    w.write_all(header.as_bytes())?;
+    const BLOCK: usize = 1 << 20;
+    let mut buf = Vec::with_capacity(BLOCK + 16);
+    let mut count = 0u64;
+    for v in values {
+        v.put(&mut buf);
+        if buf.len() >= BLOCK {
+            w.write_all(&buf)?;
+            buf.clear();
+        }
+        count += 1;
+    }
+    debug_assert_eq!(count, shape.iter().product::<u64>(), "an array holds its shape's values");
+    w.write_all(&buf)
+}
+
+/// A `.npz` being written (numpy's `np.savez`: a zip of `.npy` arrays, stored uncompressed),
+/// streamed into its file, or made in memory where the output cannot seek (a pipe).
+struct Npz<'a> {
+    zip: zip::ZipWriter<NpzOut<'a>>,
+}
+
+enum NpzOut<'a> {
+    File(&'a mut BufWriter<std::fs::File>),
+    Memory(io::Cursor<Vec<u8>>),
+}
+
+impl Write for NpzOut<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            NpzOut::File(f) => f.write(buf),
+            NpzOut::Memory(m) => m.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            NpzOut::File(f) => f.write_all(buf),
+            NpzOut::Memory(m) => m.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            NpzOut::File(f) => f.flush(),
+            NpzOut::Memory(m) => m.flush(),
+        }
+    }
+}
+
+impl Seek for NpzOut<'_> {
+    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
+        match self {
+            NpzOut::File(f) => f.seek(pos),
+            NpzOut::Memory(m) => m.seek(pos),
+        }
+    }
+}
+
+fn zip_error(e: zip::result::ZipError) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+impl Npz<'_> {
+    /// Adds `name`.npy.
+    fn array<V: NpyValue>(&mut self, name: &str, shape: &[u64], values: impl Iterator<Item = V>) -> io::Result<()> {
+        let bytes = shape.iter().product::<u64>() * V::SIZE;
+        let stored = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored)
+            .large_file(bytes >= 1 << 31);
+        self.zip.start_file(format!("{name}.npy"), stored).map_err(zip_error)?;
+        write_npy_shape(&mut self.zip, shape, values)
+    }
+}
+
+/// A `.npz` file written as [`write_atomically`] writes: `f` adds its arrays.
+fn write_npz(path: &Path, f: impl FnOnce(&mut Npz<'_>) -> io::Result<()>) -> Result<()> {
+    let regular = resolve_links(path).ok().and_then(|t| std::fs::metadata(t).ok()).is_none_or(|m| m.is_file());
+    if regular {
+        write_file(path, |w| {
+            let mut npz = Npz { zip: zip::ZipWriter::new(NpzOut::File(w)) };
+            f(&mut npz)?;
+            npz.zip.finish().map_err(zip_error)?;
+            Ok(())
+        })
+    } else {
+        write_atomically(path, |w| {
+            let mut npz = Npz { zip: zip::ZipWriter::new(NpzOut::Memory(io::Cursor::new(Vec::new()))) };
+            f(&mut npz)?;
+            match npz.zip.finish().map_err(zip_error)? {
+                NpzOut::Memory(m) => w.write_all(&m.into_inner()),
+                NpzOut::File(_) => unreachable!("made in memory"),
+            }
+        })
+    }
 }
 
 /// How radius rows are written: each row as a query's, or as an indexed point's pairs.
@@ -400,30 +501,21 @@ pub fn write_within<T: Real>(path: &Path, rows: &nearkit::Within<T>, layout: Wit
             }
             Ok(())
         }),
-        Some("npz") => write_atomically(path, |w| {
+        Some("npz") => write_npz(path, |npz| {
             let n = rows.total() as u64;
-            let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-            let stored = zip::write::SimpleFileOptions::default()
-                .compression_method(zip::CompressionMethod::Stored)
-                .large_file(n.max(rows.offsets.len() as u64) > (1 << 26));
-            let zerr = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
-            zip.start_file("offsets.npy", stored).map_err(zerr)?;
-            write_npy_shape(&mut zip, &[rows.offsets.len() as u64], rows.offsets.iter().map(|&o| o as i64))?;
+            npz.array("offsets", &[rows.offsets.len() as u64], rows.offsets.iter().map(|&o| o as i64))?;
             if layout == WithinLayout::Pairs {
-                zip.start_file("i.npy", stored).map_err(zerr)?;
                 let row_of = (0..rows.rows())
                     .flat_map(|r| std::iter::repeat_n(r as i32, (rows.offsets[r + 1] - rows.offsets[r]) as usize));
-                write_npy_shape(&mut zip, &[n], row_of)?;
+                npz.array("i", &[n], row_of)?;
             }
-            zip.start_file(if layout == WithinLayout::Pairs { "j.npy" } else { "ids.npy" }, stored).map_err(zerr)?;
-            write_npy_shape(&mut zip, &[n], rows.ids.iter().map(|&i| i as i32))?;
-            zip.start_file("distances.npy", stored).map_err(zerr)?;
+            let ids = if layout == WithinLayout::Pairs { "j" } else { "ids" };
+            npz.array(ids, &[n], rows.ids.iter().map(|&i| i as i32))?;
             if T::NAME == "f32" {
-                write_npy_shape(&mut zip, &[n], rows.distances.iter().map(|d| d.to_f64() as f32))?;
+                npz.array("distances", &[n], rows.distances.iter().map(|d| d.to_f64() as f32))
             } else {
-                write_npy_shape(&mut zip, &[n], rows.distances.iter().map(|d| d.to_f64()))?;
+                npz.array("distances", &[n], rows.distances.iter().map(|d| d.to_f64()))
             }
-            w.write_all(&zip.finish().map_err(zerr)?.into_inner())
         }),
         _ => Err(IoError::new(path, "unknown extension for radius results: use .csv or .npz")),
     }
@@ -439,14 +531,9 @@ pub fn write_counts(path: &Path, counts: &[u32]) -> Result<()> {
             }
             Ok(())
         }),
-        Some("npz") => write_atomically(path, |w| {
-            let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
-            let stored = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
-            let zerr = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
-            zip.start_file("counts.npy", stored).map_err(zerr)?;
-            write_npy_shape(&mut zip, &[counts.len() as u64], counts.iter().map(|&c| c as i64))?;
-            w.write_all(&zip.finish().map_err(zerr)?.into_inner())
-        }),
+        Some("npz") => {
+            write_npz(path, |npz| npz.array("counts", &[counts.len() as u64], counts.iter().map(|&c| c as i64)))
+        }
         _ => Err(IoError::new(path, "unknown extension for counts: use .csv or .npz")),
     }
 }

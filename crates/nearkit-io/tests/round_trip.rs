@@ -90,3 +90,89 @@ fn result_files_are_well_formed() {
     write_nearest(&csv, &nn).unwrap();
     assert_eq!(std::fs::read_to_string(&csv).unwrap(), "a,b,distance\n0,5,2\n1,-1,inf\n");
 }
+
+/// An `.npy` array parsed by hand (format 1.0, little-endian): its descriptor, shape and bytes.
+fn parse_npy(bytes: &[u8]) -> (String, Vec<u64>, Vec<u8>) {
+    assert_eq!(&bytes[..8], b"\x93NUMPY\x01\x00", "magic and version");
+    let len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    assert_eq!((10 + len) % 64, 0, "the data start on a 64-byte boundary");
+    let header = std::str::from_utf8(&bytes[10..10 + len]).unwrap();
+    assert!(header.ends_with('\n') && header.contains("'fortran_order': False"), "{header}");
+    let descr = header.split("'descr': '").nth(1).unwrap().split('\'').next().unwrap().to_string();
+    let shape = header.split("'shape': (").nth(1).unwrap().split(')').next().unwrap();
+    let shape = shape.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    (descr, shape, bytes[10 + len..].to_vec())
+}
+
+/// Every array of an `.npz`, by name.
+fn read_npz(path: &Path) -> std::collections::HashMap<String, (String, Vec<u64>, Vec<u8>)> {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    (0..zip.len())
+        .map(|i| {
+            let mut f = zip.by_index(i).unwrap();
+            let name = f.name().trim_end_matches(".npy").to_string();
+            let mut b = Vec::new();
+            f.read_to_end(&mut b).unwrap();
+            (name, parse_npy(&b))
+        })
+        .collect()
+}
+
+fn le<V: Copy, const N: usize>(values: &[V], bytes: impl Fn(V) -> [u8; N]) -> Vec<u8> {
+    values.iter().flat_map(|&v| bytes(v)).collect()
+}
+
+#[test]
+fn npz_results_hold_their_arrays_bit_for_bit() {
+    let d = tempfile::tempdir().unwrap();
+    // kNN rows of 3 over more values than one write block, a missing neighbour among them.
+    let n = 400_000;
+    let ids: Vec<u32> = (0..3 * n as u32).map(|i| if i == 7 { NO_ID } else { i * 2 }).collect();
+    let distances: Vec<f32> = (0..3 * n).map(|i| i as f32 * 0.25).collect();
+    let knn = nearkit::Knn { k: 3, ids: ids.clone(), distances: distances.clone() };
+    let path = d.path().join("k.npz");
+    nearkit_io::write_knn(&path, &knn).unwrap();
+    let a = read_npz(&path);
+    let want_ids: Vec<i32> = ids.iter().map(|&i| if i == NO_ID { -1 } else { i as i32 }).collect();
+    assert_eq!(a["ids"], ("<i4".into(), vec![n as u64, 3], le(&want_ids, i32::to_le_bytes)));
+    assert_eq!(a["distances"], ("<f4".into(), vec![n as u64, 3], le(&distances, f32::to_le_bytes)));
+
+    // Radius rows as pairs, in f64.
+    let rows = nearkit::Within { offsets: vec![0, 2, 2, 3], ids: vec![5, 6, 9], distances: vec![0.5f64, 1.5, 2.5] };
+    let path = d.path().join("w.npz");
+    nearkit_io::write_within(&path, &rows, nearkit_io::WithinLayout::Pairs).unwrap();
+    let a = read_npz(&path);
+    assert_eq!(a["offsets"], ("<i8".into(), vec![4], le(&[0i64, 2, 2, 3], i64::to_le_bytes)));
+    assert_eq!(a["i"], ("<i4".into(), vec![3], le(&[0i32, 0, 2], i32::to_le_bytes)));
+    assert_eq!(a["j"], ("<i4".into(), vec![3], le(&[5i32, 6, 9], i32::to_le_bytes)));
+    assert_eq!(a["distances"], ("<f8".into(), vec![3], le(&[0.5f64, 1.5, 2.5], f64::to_le_bytes)));
+
+    let path = d.path().join("c.npz");
+    nearkit_io::write_counts(&path, &[3, 0, 7]).unwrap();
+    assert_eq!(read_npz(&path)["counts"], ("<i8".into(), vec![3], le(&[3i64, 0, 7], i64::to_le_bytes)));
+}
+
+#[test]
+fn npy_results_hold_their_values() {
+    let d = tempfile::tempdir().unwrap();
+    let nn = Nearest { b: vec![4, NO_ID], distance: vec![0.5f32, f32::INFINITY] };
+    let path = d.path().join("n.npy");
+    write_nearest(&path, &nn).unwrap();
+    let (descr, shape, data) = parse_npy(&std::fs::read(&path).unwrap());
+    assert_eq!((descr.as_str(), shape), ("<f8", vec![2, 3]));
+    let v: Vec<f64> = data.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(v[..3], [0.0, 4.0, 0.5]);
+    assert_eq!((v[3], v[5]), (1.0, f64::INFINITY));
+}
+
+#[cfg(unix)]
+#[test]
+fn npz_into_what_cannot_seek_is_made_in_memory() {
+    // A link to /dev/null: written through, as `write_atomically` does for such targets.
+    let d = tempfile::tempdir().unwrap();
+    let link = d.path().join("sink.npz");
+    std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+    nearkit_io::write_counts(&link, &[1, 2, 3]).unwrap();
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is kept");
+}
