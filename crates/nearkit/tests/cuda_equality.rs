@@ -19,6 +19,11 @@ fn gpu() -> Option<On> {
     }
 }
 
+/// GPU 0 with these CUDA options (small chunks and batches, to run every path on small sets).
+fn cuda_engine(cuda: nearkit::CudaOptions) -> Engine {
+    Engine::with_options(Device::Cuda(0), &nearkit::EngineOptions { cuda, ..Default::default() }).unwrap()
+}
+
 fn same_tree<T: Real>(seed: u64) {
     let Some(gpu) = gpu() else { return };
     // Small sets, and sets past the CPU build's bucket pass and its parallel chunks.
@@ -354,14 +359,7 @@ fn gpu_closest_points_match_cpu_f64() {
 fn gpu_knn_into_a_reused_buffer_matches_cpu() {
     let Some(gpu) = gpu() else { return };
     // Chunks of 777 queries: each one's copy runs while the next is searched.
-    let small_chunks = Engine::with_options(
-        Device::Cuda(0),
-        &nearkit::EngineOptions {
-            cuda: nearkit::CudaOptions { chunk_points: 777, ..Default::default() },
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let small_chunks = cuda_engine(nearkit::CudaOptions { chunk_points: 777, ..Default::default() });
     let mut out = nearkit::KnnBuffer::<f32>::new();
     for (name, a, b) in point_sets::<f32>(97, 3000, 5000) {
         let (on_gpu, on_cpu) = (PointIndex::new(&b, &gpu.0).unwrap(), PointIndex::new(&b, &cpu().0).unwrap());
@@ -790,16 +788,10 @@ fn gpu_exclusive_scan_matches_host() {
 /// of every sorting path (in the thread, a block, the device sort), in small query chunks,
 /// and through the batches a result too big for one pass takes.
 fn same_radius<T: Real>(seed: u64) {
-    use nearkit::{EngineOptions, RadiusOptions};
+    use nearkit::RadiusOptions;
     let Some(gpu) = gpu() else { return };
-    let small_chunks = Engine::with_options(
-        Device::Cuda(0),
-        &EngineOptions {
-            cuda: nearkit::CudaOptions { chunk_points: 777, radius_batch: Some(20_000), ..Default::default() },
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let small_chunks =
+        cuda_engine(nearkit::CudaOptions { chunk_points: 777, radius_batch: Some(20_000), ..Default::default() });
     let mut sets = point_sets::<T>(seed, 600, 2000);
     // A few rows longer than a block sorts (4,096): the device sort's path.
     let many = nearkit::generate::generate::<T>(nearkit::generate::Distribution::Clustered, 4200, 1000.0, seed);

@@ -248,12 +248,10 @@ pub(crate) fn knn_to<T: Real>(
             copied.push((ids, dist));
             return Ok(());
         }
-        if memory == HostMemory::Pageable {
-            // Fresh pages of the rows' place faulted in, in parallel, while the GPU searches.
-            drop(Toucher::start_on(&mut out_ids[rows.clone()], &mut out_distances[rows.clone()]));
-        }
-        download_to(gpu, &ids.slice(0..len * k), &mut out_ids[rows.clone()], memory)?;
-        download_to(gpu, &dist.slice(0..len * k), &mut out_distances[rows], memory)?;
+        // Pageable memory: its fresh pages faulted in, in parallel, while the GPU searches.
+        drop(Toucher::start_on(&mut out_ids[rows.clone()], &mut out_distances[rows.clone()]));
+        download_to(gpu, &ids.slice(0..len * k), &mut out_ids[rows.clone()], HostMemory::Pageable)?;
+        download_to(gpu, &dist.slice(0..len * k), &mut out_distances[rows], HostMemory::Pageable)?;
         Ok(())
     })?;
     if let Some(o) = overlapped {

@@ -285,21 +285,8 @@ impl<T: Real> ShardedIndex<T> {
                 if m == 0 {
                     return Ok((None, [T::ZERO; 6], NO_ID));
                 }
-                let (mut x, mut y, mut z) =
-                    (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?);
-                let mut gid = gpu.alloc_uninit::<u32>(m)?;
-                let mut at = 0;
-                for (i, p) in parts.iter().enumerate() {
-                    let Some(p) = p else { continue };
-                    let (s, len) = (p.seg[c], p.count(c));
-                    pull(gpu, &mut x, at, &gpus[i], &p.x, s, len)?;
-                    pull(gpu, &mut y, at, &gpus[i], &p.y, s, len)?;
-                    pull(gpu, &mut z, at, &gpus[i], &p.z, s, len)?;
-                    pull(gpu, &mut gid, at, &gpus[i], p.gid.as_ref().expect("data carry ids"), s, len)?;
-                    at += len;
-                }
-                let points = DevicePoints { x, y, z, len: m, bounds: None, magnitudes: None };
-                DeviceTree::build_with_ids(gpu, BuildInput::Owned(points), Some(&gid))?
+                let (points, gid) = pull_cell(gpu, &gpus, &parts, c, m, true)?;
+                DeviceTree::build_with_ids(gpu, BuildInput::Owned(points), gid.as_ref())?
             };
             let (bx, min_id) = root_box(gpu, &tree)?;
             Ok((Some(tree), bx, min_id))
@@ -437,24 +424,10 @@ impl<T: Real> ShardedIndex<T> {
             }
             let s = gpu.stream();
             let mut clock = Lap::new(self.profile, gpu)?;
-            let (mut x, mut y, mut z) =
-                (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?);
-            let mut at = 0;
-            for (i, p) in parts.iter().enumerate() {
-                let Some(p) = p else { continue };
-                let (st, len) = (p.seg[c], p.count(c));
-                pull(gpu, &mut x, at, &gpus[i], &p.x, st, len)?;
-                pull(gpu, &mut y, at, &gpus[i], &p.y, st, len)?;
-                pull(gpu, &mut z, at, &gpus[i], &p.z, st, len)?;
-                at += len;
-            }
+            let (points, _) = pull_cell(gpu, &gpus, &parts, c, m, false)?;
             // Sorted along the curve: neighbouring threads search neighbouring points (the
             // answers are the same in any order).
-            let sorted = sort_slice(
-                gpu,
-                DevicePoints { x, y, z, len: m, bounds: None, magnitudes: None },
-                &self.shards[c].frame,
-            )?;
+            let sorted = sort_slice(gpu, points, &self.shards[c].frame)?;
             let (x, y, z, order) = (sorted.x, sorted.y, sorted.z, sorted.perm);
             let pulled = clock.lap(gpu)?;
             let r2d = s.clone_htod(&[r2]).map_err(cuda_err)?;
@@ -948,6 +921,33 @@ fn lock_all(gpus: &[Arc<Gpu>]) -> Vec<std::sync::MutexGuard<'_, ()>> {
     order.sort_by_key(|g| g.ordinal());
     order.dedup_by_key(|g| g.ordinal());
     order.into_iter().map(|g| g.lock()).collect()
+}
+
+/// Cell `c`'s `m` points pulled to `gpu` from every slice (`parts`, on `gpus`), in slice
+/// order, with their row numbers where `ids` (the data's slices carry them).
+fn pull_cell<T: Real>(
+    gpu: &Gpu,
+    gpus: &[Arc<Gpu>],
+    parts: &[Option<Sorted<T>>],
+    c: usize,
+    m: usize,
+    ids: bool,
+) -> Result<(DevicePoints<T>, Option<CudaSlice<u32>>)> {
+    let (mut x, mut y, mut z) = (gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?, gpu.alloc_uninit::<T>(m)?);
+    let mut gid = if ids { Some(gpu.alloc_uninit::<u32>(m)?) } else { None };
+    let mut at = 0;
+    for (i, p) in parts.iter().enumerate() {
+        let Some(p) = p else { continue };
+        let (s, len) = (p.seg[c], p.count(c));
+        pull(gpu, &mut x, at, &gpus[i], &p.x, s, len)?;
+        pull(gpu, &mut y, at, &gpus[i], &p.y, s, len)?;
+        pull(gpu, &mut z, at, &gpus[i], &p.z, s, len)?;
+        if let Some(g) = &mut gid {
+            pull(gpu, g, at, &gpus[i], p.gid.as_ref().expect("data carry ids"), s, len)?;
+        }
+        at += len;
+    }
+    Ok((DevicePoints { x, y, z, len: m, bounds: None, magnitudes: None }, gid))
 }
 
 /// `len` values at `src_at` of `src` (on `src_gpu`) to `dst_at` of `dst` (on `gpu`), queued on
