@@ -2,7 +2,7 @@
 //! bulk from arrays) and `Collider` (its contacts and sweeps on the CPU or a GPU).
 
 use nearkit::collide::{
-    scene, Body, BodyId, Collider, ColliderOptions, ContactKind, Heightfield, Overlap, Ray, Sweep, World,
+    scene, Body, BodyId, Collider, ColliderOptions, ContactKind, Heightfield, Overlap, Ray, RayHit, Sweep, World,
 };
 use nearkit::Engine;
 use numpy::{PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -447,20 +447,22 @@ impl PyCollider {
             )));
         }
         let (o, d, m, k) = (origins.as_array(), directions.as_array(), max_distance.as_array(), masks.as_array());
-        let rays: Vec<Ray> =
-            (0..n).map(|i| Ray { origin: row(&o, i), direction: row(&d, i), max_distance: m[i], mask: k[i] }).collect();
+        let rays: Vec<Ray> = (0..n)
+            .into_par_iter()
+            .with_min_len(1 << 12)
+            .map(|i| Ray { origin: row(&o, i), direction: row(&d, i), max_distance: m[i], mask: k[i] })
+            .collect();
         let (collider, world, engine) = (SameThread(&mut self.collider), &world.world, &self.engine);
-        let found = detach_on(py, engine, move || -> nearkit::Result<(Vec<usize>, Vec<nearkit::collide::RayHit>)> {
+        let found = detach_on(py, engine, move || -> nearkit::Result<(Vec<usize>, Vec<RayHit>)> {
             let collider = collider.into_inner();
             if limit == 0 {
                 let first = collider.ray_casts(world, &rays)?;
                 let mut offsets = Vec::with_capacity(n + 1);
                 offsets.push(0);
-                let mut hits = Vec::new();
-                for h in first {
-                    hits.extend(h);
-                    offsets.push(hits.len());
+                for h in &first {
+                    offsets.push(offsets.last().expect("one at least") + usize::from(h.is_some()));
                 }
+                let hits: Vec<RayHit> = first.par_iter().with_min_len(1 << 12).filter_map(|h| *h).collect();
                 Ok((offsets, hits))
             } else {
                 let all = collider.ray_casts_all(world, &rays, limit)?;
@@ -470,12 +472,13 @@ impl PyCollider {
         .map_err(err)?;
         let (offsets, hits) = found;
         let h = hits.len();
-        let offsets: Vec<i64> = offsets.iter().map(|&v| v as i64).collect();
-        let distance: Vec<f64> = hits.iter().map(|x| x.distance).collect();
-        let kind: Vec<u8> = hits.iter().map(|x| kind_code(x.kind)).collect();
-        let id: Vec<i64> = hits.iter().map(|x| x.id as i64).collect();
-        let point: Vec<f64> = hits.iter().flat_map(|x| x.point).collect();
-        let normal: Vec<f64> = hits.iter().flat_map(|x| x.normal).collect();
+        // The columns, each in parallel (a million rays' worth is tens of MB).
+        let offsets: Vec<i64> = offsets.par_iter().with_min_len(1 << 14).map(|&v| v as i64).collect();
+        let distance: Vec<f64> = hits.par_iter().with_min_len(1 << 12).map(|x| x.distance).collect();
+        let kind: Vec<u8> = hits.par_iter().with_min_len(1 << 12).map(|x| kind_code(x.kind)).collect();
+        let id: Vec<i64> = hits.par_iter().with_min_len(1 << 12).map(|x| x.id as i64).collect();
+        let point: Vec<f64> = hits.par_iter().with_min_len(1 << 12).flat_map_iter(|x| x.point).collect();
+        let normal: Vec<f64> = hits.par_iter().with_min_len(1 << 12).flat_map_iter(|x| x.normal).collect();
         let (point, normal) = (matrix(py, point, h, 3)?, matrix(py, normal, h, 3)?);
         (vector(py, offsets), vector(py, distance), vector(py, kind), vector(py, id), point, normal).into_pyobject(py)
     }

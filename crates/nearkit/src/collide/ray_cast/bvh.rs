@@ -8,6 +8,7 @@
 use rayon::prelude::*;
 
 use super::intersect::{body_box_f32, degenerate, triangle_box};
+use super::wide::{collapse, WideNode};
 use crate::collide::ellipsoid::{Shape, V3};
 use crate::collide::world::{check_center, World};
 use crate::error::{Error, Result};
@@ -149,6 +150,8 @@ impl Fill<'_> {
 /// The static mesh's tree: its non-degenerate triangles, in the leaves' order.
 pub(crate) struct MeshBvh {
     pub nodes: Vec<BvhNode>,
+    /// The same tree in nodes of four (the CPU's search).
+    pub wide: Vec<WideNode>,
     /// The corners of the triangle at each sorted position.
     pub corners: Vec<[V3; 3]>,
     /// Its index in the mesh.
@@ -177,7 +180,12 @@ impl MeshBvh {
             .collect();
         let tree = build(&centers, &boxes)?;
         let ids: Vec<u32> = tree.order.iter().map(|&k| kept[k as usize]).collect();
-        Ok(MeshBvh { nodes: tree.nodes, corners: ids.iter().map(|&t| corners[t as usize]).collect(), ids })
+        Ok(MeshBvh {
+            wide: collapse(&tree.nodes),
+            nodes: tree.nodes,
+            corners: ids.iter().map(|&t| corners[t as usize]).collect(),
+            ids,
+        })
     }
 }
 
@@ -185,6 +193,8 @@ impl MeshBvh {
 /// leaves' order.
 pub(crate) struct BodyBvh {
     pub nodes: Vec<BvhNode>,
+    /// The same tree in nodes of four (the CPU's search).
+    pub wide: Vec<WideNode>,
     pub center: Vec<V3>,
     /// S⁻¹·Rᵀ of each body (`Shape::unit`).
     pub unit: Vec<[[f64; 3]; 3]>,
@@ -210,6 +220,7 @@ impl BodyBvh {
         let centers: Vec<V3> = live.iter().map(|&i| b.center[i as usize]).collect();
         let tree = build(&centers, &boxes)?;
         Ok(BodyBvh {
+            wide: collapse(&tree.nodes),
             nodes: tree.nodes,
             center: tree.order.iter().map(|&k| centers[k as usize]).collect(),
             unit: tree.order.iter().map(|&k| shapes[k as usize].unit).collect(),

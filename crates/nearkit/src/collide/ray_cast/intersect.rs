@@ -21,17 +21,9 @@ impl UnitRay {
     /// (no overflow or underflow), then by its length; components below 2^-1022 become 0 (so
     /// that their reciprocals are finite). An error message for an unusable ray.
     pub fn new(r: &Ray) -> Result<Self, String> {
-        if !r.origin.iter().all(|v| v.is_finite()) {
-            return Err(format!("origin {:?} is not finite", r.origin));
-        }
+        Self::check(r)?;
         let d = r.direction;
         let m = d[0].abs().max(d[1].abs()).max(d[2].abs());
-        if !(m.is_finite() && m > 0.0) {
-            return Err(format!("direction {d:?} must be finite and not zero"));
-        }
-        if r.max_distance.is_nan() || r.max_distance < 0.0 {
-            return Err(format!("max_distance {} must be 0 or more", r.max_distance));
-        }
         let u = [d[0] / m, d[1] / m, d[2] / m];
         let l = dot(u, u).sqrt();
         let dir = u.map(|v| {
@@ -43,6 +35,22 @@ impl UnitRay {
             }
         });
         Ok(UnitRay { origin: r.origin, dir, max_distance: r.max_distance, mask: r.mask })
+    }
+
+    /// Whether `r` can be made unit (`new` succeeds), or what is wrong with it.
+    pub fn check(r: &Ray) -> Result<(), String> {
+        if !r.origin.iter().all(|v| v.is_finite()) {
+            return Err(format!("origin {:?} is not finite", r.origin));
+        }
+        let d = r.direction;
+        let m = d[0].abs().max(d[1].abs()).max(d[2].abs());
+        if !(m.is_finite() && m > 0.0) {
+            return Err(format!("direction {d:?} must be finite and not zero"));
+        }
+        if r.max_distance.is_nan() || r.max_distance < 0.0 {
+            return Err(format!("max_distance {} must be 0 or more", r.max_distance));
+        }
+        Ok(())
     }
 }
 
@@ -90,6 +98,7 @@ impl RayFrame {
     /// enter > exit when it misses. For a box holding another, the interval holds the other's
     /// (each step rounds monotonically), which is what makes pruning by boxes exact.
     #[inline(always)]
+    #[cfg_attr(not(any(test, feature = "test-hooks")), allow(dead_code))]
     pub fn slab(&self, lo: &[f32; 3], hi: &[f32; 3]) -> (f64, f64) {
         let (mut enter, mut exit) = (f64::NEG_INFINITY, f64::INFINITY);
         for a in 0..3 {

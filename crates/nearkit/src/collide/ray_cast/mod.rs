@@ -27,6 +27,7 @@ pub(crate) mod bvh;
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub(crate) mod intersect;
+pub(crate) mod wide;
 
 use std::sync::{Arc, Weak};
 
@@ -148,10 +149,13 @@ impl TaggedHit {
     }
 }
 
-/// The rays checked and made unit, as both backends take them.
-pub(crate) fn unit_rays(rays: &[Ray]) -> Result<Vec<UnitRay>> {
+/// An error naming the first ray that cannot be made unit (`UnitRay::new`), if any.
+pub(crate) fn check_rays(rays: &[Ray]) -> Result<()> {
     use rayon::prelude::*;
-    rays.par_iter().with_min_len(4096).enumerate().map(|(i, r)| UnitRay::new(r).map_err(|m| ray_error(i, m))).collect()
+    match rays.par_iter().with_min_len(4096).position_first(|r| UnitRay::check(r).is_err()) {
+        Some(i) => Err(ray_error(i, UnitRay::check(&rays[i]).expect_err("a bad ray"))),
+        None => Ok(()),
+    }
 }
 
 pub(crate) fn ray_error(i: usize, m: String) -> Error {
@@ -196,12 +200,15 @@ impl RayCaster {
 
     /// Each ray's first hit (see [`crate::collide::Collider::ray_casts`]).
     pub fn first_hits(&mut self, world: &World, rays: &[Ray]) -> Result<Vec<Option<RayHit>>> {
-        // The GPU makes the rays unit as it flattens them for the upload.
-        let unit = if self.cuda.is_none() { unit_rays(rays)? } else { Vec::new() };
+        // The GPU makes the rays unit as it flattens them for the upload, the CPU as it casts
+        // each.
+        if self.cuda.is_none() {
+            check_rays(rays)?;
+        }
         let mesh = self.mesh_bvh(world)?;
         let bodies = bvh::BodyBvh::build(world)?;
         match &mut self.cuda {
-            None => Ok(cpu::first_hits(world, mesh.as_deref(), &bodies, &unit)),
+            None => Ok(cpu::first_hits(world, mesh.as_deref(), &bodies, rays)),
             Some(c) => c.first_hits(world, mesh.as_ref(), &bodies, rays),
         }
     }
@@ -209,11 +216,13 @@ impl RayCaster {
     /// Each ray's hits, nearest first, at most `limit` a ray (see
     /// [`crate::collide::Collider::ray_casts_all`]).
     pub fn all_hits(&mut self, world: &World, rays: &[Ray], limit: usize) -> Result<RayHits> {
-        let unit = if self.cuda.is_none() { unit_rays(rays)? } else { Vec::new() };
+        if self.cuda.is_none() {
+            check_rays(rays)?;
+        }
         let mesh = self.mesh_bvh(world)?;
         let bodies = bvh::BodyBvh::build(world)?;
         match &mut self.cuda {
-            None => cpu::all_hits(world, mesh.as_deref(), &bodies, &unit, limit),
+            None => cpu::all_hits(world, mesh.as_deref(), &bodies, rays, limit),
             Some(c) => c.all_hits(world, mesh.as_ref(), &bodies, rays, limit),
         }
     }
