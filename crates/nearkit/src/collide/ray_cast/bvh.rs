@@ -3,12 +3,12 @@
 //! (f32, rounded outwards: a node's box is the union of its children's, a leaf's the box its
 //! primitive's test uses) and the union of their layer bits. One node is 64 bytes, read in one
 //! go by either backend. `MeshBvh` is built once per mesh (over its non-degenerate
-//! triangles); `BodyBvh` per call (over the live bodies).
+//! triangles); `BodyBvh` per call (over the live bodies). The CPU searches each in its wide
+//! form (`WideNode`, nodes of four children collapsed from the binary ones).
 
 use rayon::prelude::*;
 
 use super::intersect::{body_box_f32, degenerate, triangle_box};
-use super::wide::{collapse, WideNode};
 use crate::collide::ellipsoid::{Shape, V3};
 use crate::collide::world::{check_center, World};
 use crate::error::{Error, Result};
@@ -147,6 +147,78 @@ impl Fill<'_> {
     }
 }
 
+/// Children of a node of the CPU's form of a tree (searched by `wide`).
+pub(crate) const WIDTH: usize = 4;
+
+/// A node of four children: their boxes as columns (`lo[axis][k]`), what each is (a node
+/// index, `LEAF | position`, or `EMPTY`), and their layer bits. An empty slot has the box
+/// (+∞, −∞), which no ray enters, and no layers.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+pub(crate) struct WideNode {
+    pub lo: [[f32; WIDTH]; 3],
+    pub hi: [[f32; WIDTH]; 3],
+    pub child: [u32; WIDTH],
+    pub layers: [u32; WIDTH],
+}
+
+/// The binary tree `nodes` (node 0 the root) as wide nodes (node 0 the root; none for an
+/// empty tree). Each wide node takes a binary node's children and opens the largest (by
+/// surface) of those that are nodes until it has four.
+pub(crate) fn collapse(nodes: &[BvhNode]) -> Vec<WideNode> {
+    let mut out = Vec::with_capacity(nodes.len() / 2 + 1);
+    if !nodes.is_empty() {
+        add(nodes, 0, &mut out);
+    }
+    out
+}
+
+/// A child of a binary node: its reference and box, and its layers.
+type Slot = (u32, [f32; 3], [f32; 3], u32);
+
+fn half_area(lo: &[f32; 3], hi: &[f32; 3]) -> f64 {
+    let d: [f64; 3] = std::array::from_fn(|a| (hi[a] as f64 - lo[a] as f64).max(0.0));
+    d[0] * d[1] + d[1] * d[2] + d[2] * d[0]
+}
+
+fn children(node: &BvhNode) -> impl Iterator<Item = Slot> + '_ {
+    (0..2).filter(|&k| node.child[k] != EMPTY).map(|k| {
+        let (lo, hi) = node.child_box(k);
+        (node.child[k], lo, hi, node.layers[k])
+    })
+}
+
+/// Adds the wide node for binary node `i` (and, after it, its subtrees); returns its index.
+fn add(nodes: &[BvhNode], i: usize, out: &mut Vec<WideNode>) -> u32 {
+    let mut slots: Vec<Slot> = children(&nodes[i]).collect();
+    while slots.len() < WIDTH {
+        let open = (0..slots.len())
+            .filter(|&k| slots[k].0 & LEAF == 0)
+            .max_by(|&a, &b| half_area(&slots[a].1, &slots[a].2).total_cmp(&half_area(&slots[b].1, &slots[b].2)));
+        let Some(k) = open else { break };
+        let node = &nodes[slots[k].0 as usize];
+        slots.splice(k..k + 1, children(node));
+    }
+    let at = out.len();
+    out.push(WideNode {
+        lo: [[f32::INFINITY; WIDTH]; 3],
+        hi: [[f32::NEG_INFINITY; WIDTH]; 3],
+        child: [EMPTY; WIDTH],
+        layers: [0; WIDTH],
+    });
+    for (k, &(c, lo, hi, layers)) in slots.iter().enumerate() {
+        let c = if c & LEAF != 0 { c } else { add(nodes, c as usize, out) };
+        let node = &mut out[at];
+        for a in 0..3 {
+            node.lo[a][k] = lo[a];
+            node.hi[a][k] = hi[a];
+        }
+        node.child[k] = c;
+        node.layers[k] = layers;
+    }
+    at as u32
+}
+
 /// The static mesh's tree: its non-degenerate triangles, in the leaves' order.
 pub(crate) struct MeshBvh {
     pub nodes: Vec<BvhNode>,
@@ -226,5 +298,46 @@ impl BodyBvh {
             unit: tree.order.iter().map(|&k| shapes[k as usize].unit).collect(),
             ids: tree.order.iter().map(|&k| live[k as usize]).collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn collapsing_keeps_every_leaf_once_under_its_boxes() {
+        let mut g = rand_pcg::Pcg64::seed_from_u64(8);
+        for n in [1usize, 2, 3, 5, 17, 1000] {
+            let corners: Vec<[[f64; 3]; 3]> = (0..n)
+                .map(|_| {
+                    let c: [f64; 3] = std::array::from_fn(|_| g.random_range(-50.0..50.0));
+                    std::array::from_fn(|_| std::array::from_fn(|a| c[a] + g.random_range(-1.0..1.0)))
+                })
+                .collect();
+            let bvh = MeshBvh::build(&corners).unwrap();
+            let mut seen = vec![0u32; bvh.corners.len()];
+            // Every child's box holds the boxes below it.
+            fn walk(nodes: &[WideNode], i: usize, lo: [f32; 3], hi: [f32; 3], seen: &mut [u32]) {
+                let node = &nodes[i];
+                for k in 0..WIDTH {
+                    let c = node.child[k];
+                    if c == EMPTY {
+                        continue;
+                    }
+                    let (clo, chi) = ([0, 1, 2].map(|a| node.lo[a][k]), [0, 1, 2].map(|a| node.hi[a][k]));
+                    assert!((0..3).all(|a| lo[a] <= clo[a] && chi[a] <= hi[a]));
+                    if c & LEAF != 0 {
+                        seen[(c & !LEAF) as usize] += 1;
+                    } else {
+                        walk(nodes, c as usize, clo, chi, seen);
+                    }
+                }
+            }
+            walk(&bvh.wide, 0, [f32::NEG_INFINITY; 3], [f32::INFINITY; 3], &mut seen);
+            assert!(seen.iter().all(|&s| s == 1), "{n} triangles: each leaf once");
+            assert!(bvh.wide.len() <= bvh.nodes.len().max(1));
+        }
     }
 }

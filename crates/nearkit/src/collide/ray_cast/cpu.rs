@@ -6,20 +6,12 @@ use rayon::prelude::*;
 
 use super::bvh::{BodyBvh, MeshBvh};
 use super::intersect::{RayFrame, UnitRay};
-use super::wide;
+use super::wide::{self, Visit};
 use super::{Ray, RayHit, RayHits, TaggedHit};
 use crate::collide::world::{World, KIND_BODY};
 use crate::error::{Error, Result};
 use crate::geometry::morton::MortonFrame;
 use crate::runtime::cpu::{order_by_key, prefetch, RowPtr};
-
-/// What a search does at the leaves it reaches.
-pub(crate) trait Visit {
-    /// Nodes entered beyond this t are skipped.
-    fn limit(&self) -> f64;
-    /// A hit (already in [0, max_distance]).
-    fn hit(&mut self, h: TaggedHit);
-}
 
 /// Searches the mesh (if the ray's mask meets its layer) and the bodies, in their wide
 /// trees; compiled for AVX2 where the CPU has it (four boxes a step, the same bits).

@@ -1,91 +1,27 @@
-//! The CPU's form of a ray-cast tree: the binary tree (`bvh`) collapsed into nodes of four
-//! children, whose four boxes a ray tests together, a lane each (AVX2 where the CPU has it).
+//! The CPU's search of a ray-cast tree in its wide form (`bvh::WideNode`: the binary tree
+//! collapsed into nodes of four children), whose four boxes a ray tests together, a lane each
+//! (AVX2 where the CPU has it).
 //!
 //! Each lane does the scalar `RayFrame::slab`'s operations on the same f32 boxes, so the
 //! intervals, and with them every pruning decision and every hit, are those of the binary
 //! tree's search: a wide node only saves the levels in between (half the nodes, a quarter of
 //! the stack traffic) and tests four boxes in the time of one.
 
-use super::bvh::{BvhNode, EMPTY, LEAF, STACK};
-use super::cpu::Visit;
+use super::bvh::{WideNode, EMPTY, LEAF, STACK, WIDTH};
 use super::intersect::RayFrame;
 use super::TaggedHit;
 use crate::runtime::cpu::prefetch;
 
-/// Children of a wide node.
-pub(crate) const WIDTH: usize = 4;
-
-/// A node of four children: their boxes as columns (`lo[axis][k]`), what each is (a node
-/// index, `LEAF | position`, or `EMPTY`), and their layer bits. An empty slot has the box
-/// (+∞, −∞), which no ray enters, and no layers.
-#[derive(Clone, Copy, Debug)]
-#[repr(C, align(64))]
-pub(crate) struct WideNode {
-    lo: [[f32; WIDTH]; 3],
-    hi: [[f32; WIDTH]; 3],
-    child: [u32; WIDTH],
-    layers: [u32; WIDTH],
+/// What a search does at the leaves it reaches.
+pub(crate) trait Visit {
+    /// Nodes entered beyond this t are skipped.
+    fn limit(&self) -> f64;
+    /// A hit (already in [0, max_distance]).
+    fn hit(&mut self, h: TaggedHit);
 }
 
 /// A wide search's stack: each node popped pushes at most `WIDTH - 1` more than it takes.
 const WIDE_STACK: usize = (WIDTH - 1) * STACK + 1;
-
-/// The binary tree `nodes` (node 0 the root) as wide nodes (node 0 the root; none for an
-/// empty tree). Each wide node takes a binary node's children and opens the largest (by
-/// surface) of those that are nodes until it has four.
-pub(crate) fn collapse(nodes: &[BvhNode]) -> Vec<WideNode> {
-    let mut out = Vec::with_capacity(nodes.len() / 2 + 1);
-    if !nodes.is_empty() {
-        add(nodes, 0, &mut out);
-    }
-    out
-}
-
-/// A child of a binary node: its reference and box, and its layers.
-type Slot = (u32, [f32; 3], [f32; 3], u32);
-
-fn half_area(lo: &[f32; 3], hi: &[f32; 3]) -> f64 {
-    let d: [f64; 3] = std::array::from_fn(|a| (hi[a] as f64 - lo[a] as f64).max(0.0));
-    d[0] * d[1] + d[1] * d[2] + d[2] * d[0]
-}
-
-fn children(node: &BvhNode) -> impl Iterator<Item = Slot> + '_ {
-    (0..2).filter(|&k| node.child[k] != EMPTY).map(|k| {
-        let (lo, hi) = node.child_box(k);
-        (node.child[k], lo, hi, node.layers[k])
-    })
-}
-
-/// Adds the wide node for binary node `i` (and, after it, its subtrees); returns its index.
-fn add(nodes: &[BvhNode], i: usize, out: &mut Vec<WideNode>) -> u32 {
-    let mut slots: Vec<Slot> = children(&nodes[i]).collect();
-    while slots.len() < WIDTH {
-        let open = (0..slots.len())
-            .filter(|&k| slots[k].0 & LEAF == 0)
-            .max_by(|&a, &b| half_area(&slots[a].1, &slots[a].2).total_cmp(&half_area(&slots[b].1, &slots[b].2)));
-        let Some(k) = open else { break };
-        let node = &nodes[slots[k].0 as usize];
-        slots.splice(k..k + 1, children(node));
-    }
-    let at = out.len();
-    out.push(WideNode {
-        lo: [[f32::INFINITY; WIDTH]; 3],
-        hi: [[f32::NEG_INFINITY; WIDTH]; 3],
-        child: [EMPTY; WIDTH],
-        layers: [0; WIDTH],
-    });
-    for (k, &(c, lo, hi, layers)) in slots.iter().enumerate() {
-        let c = if c & LEAF != 0 { c } else { add(nodes, c as usize, out) };
-        let node = &mut out[at];
-        for a in 0..3 {
-            node.lo[a][k] = lo[a];
-            node.hi[a][k] = hi[a];
-        }
-        node.child[k] = c;
-        node.layers[k] = layers;
-    }
-    at as u32
-}
 
 /// The four boxes' intervals (enter, exit) for the ray: `RayFrame::slab` in each lane.
 #[inline(always)]
@@ -243,41 +179,6 @@ mod tests {
                     assert!(!RayFrame::meets(enter[k], exit[k], f64::INFINITY), "an empty slot is never met");
                 }
             }
-        }
-    }
-
-    #[test]
-    fn collapsing_keeps_every_leaf_once_under_its_boxes() {
-        let mut g = rand_pcg::Pcg64::seed_from_u64(8);
-        for n in [1usize, 2, 3, 5, 17, 1000] {
-            let corners: Vec<[[f64; 3]; 3]> = (0..n)
-                .map(|_| {
-                    let c: [f64; 3] = std::array::from_fn(|_| g.random_range(-50.0..50.0));
-                    std::array::from_fn(|_| std::array::from_fn(|a| c[a] + g.random_range(-1.0..1.0)))
-                })
-                .collect();
-            let bvh = super::super::bvh::MeshBvh::build(&corners).unwrap();
-            let mut seen = vec![0u32; bvh.corners.len()];
-            // Every child's box holds the boxes below it.
-            fn walk(nodes: &[WideNode], i: usize, lo: [f32; 3], hi: [f32; 3], seen: &mut [u32]) {
-                let node = &nodes[i];
-                for k in 0..WIDTH {
-                    let c = node.child[k];
-                    if c == EMPTY {
-                        continue;
-                    }
-                    let (clo, chi) = ([0, 1, 2].map(|a| node.lo[a][k]), [0, 1, 2].map(|a| node.hi[a][k]));
-                    assert!((0..3).all(|a| lo[a] <= clo[a] && chi[a] <= hi[a]));
-                    if c & LEAF != 0 {
-                        seen[(c & !LEAF) as usize] += 1;
-                    } else {
-                        walk(nodes, c as usize, clo, chi, seen);
-                    }
-                }
-            }
-            walk(&bvh.wide, 0, [f32::NEG_INFINITY; 3], [f32::INFINITY; 3], &mut seen);
-            assert!(seen.iter().all(|&s| s == 1), "{n} triangles: each leaf once");
-            assert!(bvh.wide.len() <= bvh.nodes.len().max(1));
         }
     }
 }
