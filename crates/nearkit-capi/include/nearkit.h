@@ -162,6 +162,37 @@ typedef struct NkOverlapHit {
     uint32_t id;
 } NkOverlapHit;
 
+// A ray: the points `origin + t * direction / |direction|` for t from 0 to `max_distance`
+// (distances are in world units whatever the direction's length).
+typedef struct NkRay {
+    // Where it starts.
+    double origin[3];
+    // Which way it goes: finite and not zero.
+    double direction[3];
+    // How far it reaches: 0 or more; `INFINITY` for no limit.
+    double max_distance;
+    // It hits the mesh when `mask` meets the world's mesh layer, and a body when `mask`
+    // meets the body's layer (not the heightfield, as yet).
+    uint32_t mask;
+} NkRay;
+
+// Where a ray meets a triangle of the mesh or a body.
+typedef struct NkRayHit {
+    // Whether the ray hits anything. If not, `id` is `NK_NO_TRIANGLE`, `distance` is
+    // `INFINITY`, and `point` and `normal` are zero.
+    bool hit;
+    // What was hit: `NK_CONTACT_TRIANGLE` or `NK_CONTACT_BODY`.
+    NkContactKind kind;
+    // The triangle's index in the mesh, or the body's id.
+    uint32_t id;
+    // The distance from the ray's origin (0 for a ray that starts inside a body).
+    double distance;
+    // The hit point, `origin + distance * unit direction`.
+    double point[3];
+    // The unit surface normal there, facing the ray.
+    double normal[3];
+} NkRayHit;
+
 // A body as `nk_world_add_body` takes it and `nk_world_get_body` gives it.
 typedef struct NkBody {
     // The center (x, y, z), in world coordinates.
@@ -296,6 +327,35 @@ enum NkStatus nk_collider_overlaps(struct NkCollider *collider,
                                    size_t limit,
                                    struct NkOverlapHit *hits,
                                    uint32_t *totals);
+
+// Each ray's first hit on the mesh and the bodies, exact (the same bits on the CPU and a
+// GPU): `results[i]` for `rays[i]`. Ties go to triangles before bodies, then smaller ids. A
+// bad ray (not finite, a zero direction, a negative or NaN `max_distance`) fails the call,
+// naming it.
+//
+// # Safety
+// `rays` and `results` are NULL (with `count` 0) or point to `count` values; `collider` and
+// `world` are NULL or live handles.
+enum NkStatus nk_collider_ray_casts(struct NkCollider *collider,
+                                    const struct NkWorld *world,
+                                    const struct NkRay *rays,
+                                    size_t count,
+                                    struct NkRayHit *results);
+
+// Each ray's hits in order, nearest first (by distance, then triangles before bodies, then
+// smaller ids): `hits[i * limit ..]` receives ray i's first `counts[i]` hits, at most
+// `limit` (1 or more).
+//
+// # Safety
+// `rays` and `counts` are NULL (with `count` 0) or point to `count` values, `hits` to
+// `count * limit`; `collider` and `world` are NULL or live handles.
+enum NkStatus nk_collider_ray_casts_all(struct NkCollider *collider,
+                                        const struct NkWorld *world,
+                                        const struct NkRay *rays,
+                                        size_t count,
+                                        size_t limit,
+                                        struct NkRayHit *hits,
+                                        uint32_t *counts);
 
 // Makes an empty world whose broad-phase grid has cubic cells of `cell_size` (1 m suits
 // human-sized bodies; cells should be about the size of a body). `*out` receives the handle

@@ -1,8 +1,11 @@
-//! `NkCollider`: where a world's contacts and sweeps are computed (nearkit's `Collider`).
+//! `NkCollider`: where a world's contacts, sweeps, overlaps and ray casts are computed
+//! (nearkit's `Collider`).
 
 use std::ffi::{c_char, CString};
 
-use nearkit_core::collide::{Collider, ColliderOptions, Contact, ContactKind, Overlap, Sweep, SweepResult};
+use nearkit_core::collide::{
+    Collider, ColliderOptions, Contact, ContactKind, Overlap, Ray, RayHit, Sweep, SweepResult,
+};
 use nearkit_core::{Device, Engine};
 
 use crate::status::{guard, out_ok, put, slice, slice_mut, Fail, NkStatus, Outcome};
@@ -182,6 +185,8 @@ pub struct NkCollider {
     contacts: Vec<NkContact>,
     /// The sweeps of the last call, kept for their memory.
     sweeps: Vec<Sweep>,
+    /// The rays of the last call, kept for their memory.
+    rays: Vec<Ray>,
     description: CString,
     poisoned: bool,
 }
@@ -275,8 +280,14 @@ unsafe fn new_collider(function: &'static str, o: &NkColliderOptions, out: *mut 
         };
         let collider = Collider::new(&Engine::open(device)?, &options)?;
         let description = CString::new(collider.describe().replace('\0', " ")).unwrap_or_default();
-        let handle =
-            Box::new(NkCollider { collider, contacts: Vec::new(), sweeps: Vec::new(), description, poisoned: false });
+        let handle = Box::new(NkCollider {
+            collider,
+            contacts: Vec::new(),
+            sweeps: Vec::new(),
+            rays: Vec::new(),
+            description,
+            poisoned: false,
+        });
         unsafe { put(out, Box::into_raw(handle)) };
         Ok(())
     })
@@ -455,6 +466,153 @@ pub unsafe extern "C" fn nk_collider_overlaps(
                 out_totals[i] = found.total[i];
                 for (k, (kind, id)) in found.row(i).enumerate() {
                     out_hits[i * limit + k] = NkOverlapHit { kind: contact_kind_code(kind), id };
+                }
+            }
+            Ok(())
+        })
+    })
+}
+
+/// A ray: the points `origin + t * direction / |direction|` for t from 0 to `max_distance`
+/// (distances are in world units whatever the direction's length).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NkRay {
+    /// Where it starts.
+    pub origin: [f64; 3],
+    /// Which way it goes: finite and not zero.
+    pub direction: [f64; 3],
+    /// How far it reaches: 0 or more; `INFINITY` for no limit.
+    pub max_distance: f64,
+    /// It hits the mesh when `mask` meets the world's mesh layer, and a body when `mask`
+    /// meets the body's layer (not the heightfield, as yet).
+    pub mask: u32,
+}
+
+impl From<&NkRay> for Ray {
+    fn from(r: &NkRay) -> Ray {
+        Ray { origin: r.origin, direction: r.direction, max_distance: r.max_distance, mask: r.mask }
+    }
+}
+
+/// Where a ray meets a triangle of the mesh or a body.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NkRayHit {
+    /// Whether the ray hits anything. If not, `id` is `NK_NO_TRIANGLE`, `distance` is
+    /// `INFINITY`, and `point` and `normal` are zero.
+    pub hit: bool,
+    /// What was hit: `NK_CONTACT_TRIANGLE` or `NK_CONTACT_BODY`.
+    pub kind: NkContactKind,
+    /// The triangle's index in the mesh, or the body's id.
+    pub id: u32,
+    /// The distance from the ray's origin (0 for a ray that starts inside a body).
+    pub distance: f64,
+    /// The hit point, `origin + distance * unit direction`.
+    pub point: [f64; 3],
+    /// The unit surface normal there, facing the ray.
+    pub normal: [f64; 3],
+}
+
+impl From<Option<RayHit>> for NkRayHit {
+    fn from(h: Option<RayHit>) -> NkRayHit {
+        match h {
+            Some(h) => NkRayHit {
+                hit: true,
+                kind: contact_kind_code(h.kind),
+                id: h.id,
+                distance: h.distance,
+                point: h.point,
+                normal: h.normal,
+            },
+            None => NkRayHit {
+                hit: false,
+                kind: NK_CONTACT_TRIANGLE,
+                id: NK_NO_TRIANGLE,
+                distance: f64::INFINITY,
+                point: [0.0; 3],
+                normal: [0.0; 3],
+            },
+        }
+    }
+}
+
+/// Each ray's first hit on the mesh and the bodies, exact (the same bits on the CPU and a
+/// GPU): `results[i]` for `rays[i]`. Ties go to triangles before bodies, then smaller ids. A
+/// bad ray (not finite, a zero direction, a negative or NaN `max_distance`) fails the call,
+/// naming it.
+///
+/// # Safety
+/// `rays` and `results` are NULL (with `count` 0) or point to `count` values; `collider` and
+/// `world` are NULL or live handles.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_ray_casts(
+    collider: *mut NkCollider,
+    world: *const NkWorld,
+    rays: *const NkRay,
+    count: usize,
+    results: *mut NkRayHit,
+) -> NkStatus {
+    guard("nk_collider_ray_casts", || unsafe {
+        let input = slice(rays, count, "rays")?;
+        let output = slice_mut(results, count, "results")?;
+        let w = world_ref(world)?;
+        with_collider(collider, |c| {
+            c.rays.clear();
+            c.rays.try_reserve(count)?;
+            c.rays.extend(input.iter().map(Ray::from));
+            let hits = c.collider.ray_casts(&w.world, &c.rays)?;
+            if hits.len() != count {
+                return Err(Fail::new(NkStatus::Panic, format!("{} results for {count} rays", hits.len())));
+            }
+            for (o, h) in output.iter_mut().zip(hits) {
+                *o = h.into();
+            }
+            Ok(())
+        })
+    })
+}
+
+/// Each ray's hits in order, nearest first (by distance, then triangles before bodies, then
+/// smaller ids): `hits[i * limit ..]` receives ray i's first `counts[i]` hits, at most
+/// `limit` (1 or more).
+///
+/// # Safety
+/// `rays` and `counts` are NULL (with `count` 0) or point to `count` values, `hits` to
+/// `count * limit`; `collider` and `world` are NULL or live handles.
+#[no_mangle]
+pub unsafe extern "C" fn nk_collider_ray_casts_all(
+    collider: *mut NkCollider,
+    world: *const NkWorld,
+    rays: *const NkRay,
+    count: usize,
+    limit: usize,
+    hits: *mut NkRayHit,
+    counts: *mut u32,
+) -> NkStatus {
+    guard("nk_collider_ray_casts_all", || unsafe {
+        if limit == 0 || limit > u32::MAX as usize {
+            return Err(Fail::new(NkStatus::InvalidArgument, format!("limit {limit} must be 1 to 2^32 - 1")));
+        }
+        let input = slice(rays, count, "rays")?;
+        let cells =
+            count.checked_mul(limit).ok_or_else(|| Fail::new(NkStatus::InvalidArgument, "count * limit overflows"))?;
+        let out_hits = slice_mut(hits, cells, "hits")?;
+        let out_counts = slice_mut(counts, count, "counts")?;
+        let w = world_ref(world)?;
+        with_collider(collider, |c| {
+            c.rays.clear();
+            c.rays.try_reserve(count)?;
+            c.rays.extend(input.iter().map(Ray::from));
+            let found = c.collider.ray_casts_all(&w.world, &c.rays, limit)?;
+            if found.len() != count {
+                return Err(Fail::new(NkStatus::Panic, format!("{} rows for {count} rays", found.len())));
+            }
+            for i in 0..count {
+                let row = found.row(i);
+                out_counts[i] = row.len() as u32;
+                for (k, h) in row.iter().enumerate() {
+                    out_hits[i * limit + k] = Some(*h).into();
                 }
             }
             Ok(())

@@ -4,7 +4,8 @@
 //! - `NkWorld` (nearkit's `World`): the static triangle mesh and the ellipsoid bodies; add,
 //!   remove and move them (`nk_world_*`).
 //! - `NkCollider` (nearkit's `Collider`): the CPU or a CUDA GPU; every contact of a tick
-//!   (`nk_collider_contacts`) and batched sweeps (`nk_collider_sweeps`).
+//!   (`nk_collider_contacts`), batched sweeps (`nk_collider_sweeps`), overlap queries
+//!   (`nk_collider_overlaps`) and ray casts (`nk_collider_ray_casts`, `..._all`).
 //!
 //! Conventions, for every `nk_` function:
 //!
@@ -44,9 +45,9 @@ use std::ffi::c_char;
 pub use collider::{
     contact_kind_code, nk_collider_contacts, nk_collider_describe, nk_collider_free, nk_collider_is_cuda,
     nk_collider_new, nk_collider_new_with_options, nk_collider_options_default, nk_collider_overlaps,
-    nk_collider_sweeps, NkCollider, NkColliderOptions, NkContact, NkContactKind, NkDevice, NkOverlap, NkOverlapHit,
-    NkSweep, NkSweepResult, NK_CONTACT_BODY, NK_CONTACT_HEIGHTFIELD, NK_CONTACT_TRIANGLE, NK_DEVICE_AUTO,
-    NK_DEVICE_CPU, NK_DEVICE_CUDA, NK_NO_TRIANGLE,
+    nk_collider_ray_casts, nk_collider_ray_casts_all, nk_collider_sweeps, NkCollider, NkColliderOptions, NkContact,
+    NkContactKind, NkDevice, NkOverlap, NkOverlapHit, NkRay, NkRayHit, NkSweep, NkSweepResult, NK_CONTACT_BODY,
+    NK_CONTACT_HEIGHTFIELD, NK_CONTACT_TRIANGLE, NK_DEVICE_AUTO, NK_DEVICE_CPU, NK_DEVICE_CUDA, NK_NO_TRIANGLE,
 };
 pub use status::NkStatus;
 pub use world::{

@@ -67,6 +67,9 @@ fn layout_is_what_the_header_says() {
     assert_eq!(std::mem::size_of::<NkOverlap>(), 88);
     assert_eq!(std::mem::size_of::<NkOverlapHit>(), 8);
     assert_eq!(std::mem::size_of::<NkBody>(), 112);
+    assert_eq!(std::mem::size_of::<NkRay>(), 64);
+    assert_eq!(std::mem::size_of::<NkRayHit>(), 72);
+    assert_eq!(std::mem::offset_of!(NkRayHit, distance), 16);
     assert_eq!(std::mem::size_of::<NkStatus>(), std::mem::size_of::<std::ffi::c_int>());
 }
 
@@ -450,4 +453,101 @@ fn new_world_without_mesh() -> *mut NkWorld {
     let mut w = null_mut();
     unsafe { ok(nk_world_new(1.0, &mut w)) };
     w
+}
+
+#[test]
+fn ray_casts_match_the_rust_api() {
+    use nearkit_core::collide::Ray;
+    let scene = nearkit_core::collide::scene::Scene::crater(400, 11);
+    let reference = scene.world(1.0).unwrap();
+    let w = unsafe {
+        let mut w = null_mut();
+        ok(nk_world_new(1.0, &mut w));
+        let m = &scene.mesh;
+        let v: Vec<f64> =
+            (0..m.vertices.len()).flat_map(|i| [m.vertices.x[i], m.vertices.y[i], m.vertices.z[i]]).collect();
+        let t: Vec<u32> = m.triangles.iter().flatten().copied().collect();
+        ok(nk_world_set_mesh(w, v.as_ptr(), m.vertices.len(), t.as_ptr(), m.triangles.len()));
+        for b in &scene.bodies {
+            let mut id = u32::MAX;
+            ok(nk_world_add_ellipsoid(w, b.center.as_ptr(), b.radii.as_ptr(), b.orientation.as_ptr(), 1, !0, &mut id));
+        }
+        w
+    };
+    let c = cpu_collider();
+    // Rays down onto the terrain and its bodies, some sideways, some short, some masked off
+    // the bodies.
+    let b = reference.bodies();
+    let rays: Vec<NkRay> = (0..500)
+        .map(|i| {
+            let k = i * 7 % b.len();
+            let at = b.center[k];
+            NkRay {
+                origin: [at[0] + (i % 5) as f64 * 0.05 + if i % 3 == 0 { 3.0 } else { 0.0 }, at[1], at[2] + 5.0],
+                direction: [((i % 3) as f64 - 1.0) * 0.02, 0.01, -1.0],
+                max_distance: if i % 4 == 0 { 3.0 } else { f64::INFINITY },
+                mask: if i % 6 == 0 { 1 << 31 } else { u32::MAX },
+            }
+        })
+        .collect();
+    let rust_rays: Vec<Ray> = rays.iter().map(Ray::from).collect();
+    let mut rust = Collider::cpu();
+    let want: Vec<NkRayHit> = rust.ray_casts(&reference, &rust_rays).unwrap().into_iter().map(NkRayHit::from).collect();
+    let mut got = vec![NkRayHit::from(None); rays.len()];
+    unsafe { ok(nk_collider_ray_casts(c, w, rays.as_ptr(), rays.len(), got.as_mut_ptr())) };
+    let hit = |kind| want.iter().filter(|h| h.hit && h.kind == kind).count();
+    assert!(
+        hit(NK_CONTACT_BODY) > 50 && hit(NK_CONTACT_TRIANGLE) > 50,
+        "{} {}",
+        hit(NK_CONTACT_BODY),
+        hit(NK_CONTACT_TRIANGLE)
+    );
+    assert!(want.iter().any(|h| !h.hit && h.id == NK_NO_TRIANGLE && h.distance == f64::INFINITY));
+    assert_eq!(got, want);
+
+    let limit = 3;
+    let mut hits = vec![NkRayHit::from(None); rays.len() * limit];
+    let mut counts = vec![u32::MAX; rays.len()];
+    unsafe {
+        ok(nk_collider_ray_casts_all(c, w, rays.as_ptr(), rays.len(), limit, hits.as_mut_ptr(), counts.as_mut_ptr()))
+    };
+    let all = rust.ray_casts_all(&reference, &rust_rays, limit).unwrap();
+    assert!(counts.iter().any(|&n| n as usize == limit));
+    for i in 0..rays.len() {
+        let row: Vec<NkRayHit> = all.row(i).iter().map(|h| NkRayHit::from(Some(*h))).collect();
+        assert_eq!(counts[i] as usize, row.len(), "ray {i}");
+        assert_eq!(&hits[i * limit..i * limit + row.len()], &row[..], "ray {i}");
+        // A ray's first hit is its first in order.
+        assert_eq!(row.first().copied().unwrap_or(NkRayHit::from(None)), got[i]);
+    }
+
+    // Bad rays are named, and nothing is written.
+    let mut bad = rays.clone();
+    bad[17].direction = [0.0; 3];
+    let before = got.clone();
+    unsafe {
+        fails(
+            nk_collider_ray_casts(c, w, bad.as_ptr(), bad.len(), got.as_mut_ptr()),
+            NkStatus::InvalidArgument,
+            "ray 17: direction",
+        );
+        assert_eq!(got, before);
+        bad[17] = rays[17];
+        bad[3].max_distance = f64::NAN;
+        fails(
+            nk_collider_ray_casts_all(c, w, bad.as_ptr(), bad.len(), 2, hits.as_mut_ptr(), counts.as_mut_ptr()),
+            NkStatus::InvalidArgument,
+            "ray 3: max_distance",
+        );
+        fails(
+            nk_collider_ray_casts_all(c, w, rays.as_ptr(), rays.len(), 0, hits.as_mut_ptr(), counts.as_mut_ptr()),
+            NkStatus::InvalidArgument,
+            "limit 0",
+        );
+        fails(nk_collider_ray_casts(c, w, null(), 3, got.as_mut_ptr()), NkStatus::NullPointer, "rays");
+        fails(nk_collider_ray_casts(c, w, rays.as_ptr(), 3, null_mut()), NkStatus::NullPointer, "results");
+        ok(nk_collider_ray_casts(c, w, null(), 0, null_mut()));
+        ok(nk_collider_free(c));
+        ok(nk_world_free(w));
+    }
 }

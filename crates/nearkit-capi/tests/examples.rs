@@ -110,7 +110,7 @@ fn the_readme_example_runs() {
     let output = Command::new(&program).output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    assert_eq!(stdout, "body 0 touches triangle 0, depth 0.100\n");
+    assert_eq!(stdout, "body 0 touches triangle 0, depth 0.100\nthe ray hits body 0 at distance 4.100\n");
 }
 
 #[test]

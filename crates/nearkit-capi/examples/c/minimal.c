@@ -1,4 +1,5 @@
-/* The README's C example: a sphere resting on a triangle. */
+/* The README's C example: a sphere resting on a triangle, and a ray cast down onto it. */
+#include <math.h>
 #include <stdio.h>
 
 #include "nearkit.h"
@@ -23,6 +24,12 @@ int main(void) {
         return 1;
     for (size_t i = 0; i < n; i++)
         printf("body %u touches triangle %u, depth %.3f\n", contacts[i].body, contacts[i].other, contacts[i].depth);
+    /* A ray straight down from 5 m: origin, direction, reach, mask. */
+    NkRay ray = {{0, 0, 5}, {0, 0, -1}, INFINITY, 0xffffffffu};
+    NkRayHit hit;
+    if (!ok(nk_collider_ray_casts(collider, world, &ray, 1, &hit))) return 1;
+    printf("the ray hits %s %u at distance %.3f\n", hit.kind == NK_CONTACT_BODY ? "body" : "triangle", hit.id,
+           hit.distance);
     nk_collider_free(collider);
     nk_world_free(world);
     return 0;
