@@ -884,6 +884,12 @@ fn gpu_ray_casts_match_cpu() {
     for round in 0..3 {
         let rays = make_rays(&mut r, &world, 100_000);
         let (a, b) = (cpu.ray_casts(&world, &rays).unwrap(), cuda.ray_casts(&world, &rays).unwrap());
+        // Into a vector kept from call to call, longer and shorter batches in turn.
+        let mut kept = Vec::new();
+        for n in [rays.len(), 777, 30_001] {
+            cuda.ray_casts_into(&world, &rays[..n], &mut kept).unwrap();
+            assert!(kept == a[..n], "round {round}: {n} rays into a kept vector");
+        }
         let hit = a.iter().filter(|h| h.is_some()).count();
         assert!(hit > 15_000, "round {round}: {hit} rays hit");
         for (i, (x, y)) in a.iter().zip(&b).enumerate() {

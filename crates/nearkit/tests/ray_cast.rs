@@ -444,6 +444,12 @@ fn ties_go_to_triangles_then_smaller_ids() {
             (5.0, ContactKind::Body, 1)
         ]
     );
+    // Into a kept vector, batch after batch: the same hits as fresh calls.
+    let mut kept = Vec::new();
+    for batch in [&[ray, ray][..], &[ray][..], &[][..]] {
+        c.ray_casts_into(&world, batch, &mut kept).unwrap();
+        assert_eq!(kept, c.ray_casts(&world, batch).unwrap());
+    }
     let two = c.ray_casts_all(&world, &[ray], 2).unwrap();
     assert_eq!(two.row(0), &all.row(0)[..2]);
     assert!(c.ray_casts_all(&world, &[ray], 0).unwrap().hits.is_empty());
@@ -477,6 +483,9 @@ fn a_changed_mesh_is_searched_afresh_and_bad_rays_are_refused() {
     ] {
         let e = c.ray_casts(&world, &[ray, bad]).unwrap_err().to_string();
         assert!(e.contains("ray 1") && e.contains(says), "{e}");
+        // Into a kept vector: the same error, and the vector left empty.
+        let mut kept = vec![None; 3];
+        assert!(c.ray_casts_into(&world, &[ray, bad], &mut kept).is_err() && kept.is_empty());
         assert!(c.ray_casts_all(&world, &[bad], 3).is_err());
     }
     // A body whose centre was made not finite through the bulk access is named.

@@ -28,7 +28,8 @@ vertical. Each batch is one call: every ray's first hit on the mesh or a body (o
 --limit, its hits in order), exact and the same bits on every device; the checksum (of every
 hit's distance, kind, id, point and normal) shows it. The first call, which builds the mesh's
 tree (and on a GPU uploads it), is timed apart; each batch includes building the bodies' tree,
-the transfers and unpacking the hits.")]
+the transfers and unpacking the hits. First hits go into one vector kept from batch to batch
+(`Collider::ray_casts_into`), as a server casting every tick would keep it.")]
 pub struct RaycastArgs {
     /// A mesh file (.ply, .off, .obj, .stl); without one, the crater terrain (19,440
     /// triangles, 108 × 90 m).
@@ -152,7 +153,15 @@ struct Batch {
     checksum: u64,
 }
 
-fn run_batch(collider: &mut Collider, world: &World, rays: &[Ray], limit: Option<usize>) -> CliResult<Batch> {
+/// One batch: `first` is the vector of first hits kept from batch to batch, as a server
+/// casting every tick would keep it.
+fn run_batch(
+    collider: &mut Collider,
+    world: &World,
+    rays: &[Ray],
+    limit: Option<usize>,
+    first: &mut Vec<Option<RayHit>>,
+) -> CliResult<Batch> {
     let start = Instant::now();
     let batch = |time: Duration, rows: &mut dyn Iterator<Item = &[RayHit]>| {
         let (mut rays_hit, mut hits) = (0, [0usize; 2]);
@@ -168,7 +177,7 @@ fn run_batch(collider: &mut Collider, world: &World, rays: &[Ray], limit: Option
     };
     Ok(match limit {
         None => {
-            let first = collider.ray_casts(world, rays)?;
+            collider.ray_casts_into(world, rays, first)?;
             batch(start.elapsed(), &mut first.iter().map(|h| h.as_slice()))
         }
         Some(limit) => {
@@ -217,10 +226,11 @@ pub fn run(args: &RaycastArgs) -> CliResult {
         if args.from_above { "from above" } else { "from random points, random directions," },
         collider.describe()
     );
-    let first = run_batch(&mut collider, &world, &rays, args.limit)?;
+    let mut kept = Vec::new();
+    let first = run_batch(&mut collider, &world, &rays, args.limit, &mut kept)?;
     let mut batches = Vec::with_capacity(args.batches);
     for _ in 0..args.batches {
-        let b = run_batch(&mut collider, &world, &rays, args.limit)?;
+        let b = run_batch(&mut collider, &world, &rays, args.limit, &mut kept)?;
         if b.checksum != first.checksum {
             return Err(CliError(format!(
                 "a batch's checksum {:016x} differs from the first's {:016x}",
@@ -241,6 +251,19 @@ pub fn run(args: &RaycastArgs) -> CliResult {
         ms(times[times.len() - 1]),
         rays.len() as f64 / p50.as_secs_f64() / 1e6
     );
+    // On a GPU, the pinned bus's time for a batch's bytes, measured now: each ray goes up as
+    // 7 f64 and a mask, and its first hit comes down as a tag and 7 f64.
+    if args.limit.is_none() {
+        if let Some(f) = engine.bus_floor(60 * rays.len())? {
+            let floor = f.pinned_up + f.pinned_down;
+            out!(
+                "transfer floor (pinned, {} up and down, measured now): {}; p50 / floor = {:.2}",
+                crate::common::bytes(60 * rays.len() as u128),
+                ms(floor),
+                p50.as_secs_f64() / floor.as_secs_f64()
+            );
+        }
+    }
     let what = if args.limit.is_some() { "hits" } else { "first hits" };
     out!(
         "{} of {} rays hit something; {what}: {} on triangles, {} on bodies; checksum {:016x}",

@@ -112,7 +112,21 @@ impl Collider {
     /// bits on the CPU and CUDA. See [`Ray`] for what a ray hits, and [`RayHit`] for what a
     /// hit holds.
     pub fn ray_casts(&mut self, world: &World, rays: &[Ray]) -> Result<Vec<Option<RayHit>>> {
-        self.1.first_hits(world, rays)
+        let mut out = Vec::new();
+        self.1.first_hits_into(world, rays, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Collider::ray_casts`] into `out` (cleared first): a server casting every tick keeps
+    /// one vector, whose memory is then reused instead of found afresh (on a GPU, the rays and
+    /// hits also go through page-locked buffers the collider keeps). On an error `out` is
+    /// left empty.
+    pub fn ray_casts_into(&mut self, world: &World, rays: &[Ray], out: &mut Vec<Option<RayHit>>) -> Result<()> {
+        let r = self.1.first_hits_into(world, rays, out);
+        if r.is_err() {
+            out.clear();
+        }
+        r
     }
 
     /// Every ray's hits within its `max_distance`, sorted by (distance, kind, id), at most

@@ -150,12 +150,25 @@ fn coherent_order(rays: &[Ray]) -> Vec<u32> {
 /// `cast` of every ray (made unit: the rays were checked), in the rays' order, computed in a
 /// coherent order (for big batches).
 fn cast_all<T: Send + Default>(rays: &[Ray], min_len: usize, cast: impl Fn(&UnitRay) -> T + Sync + Send) -> Vec<T> {
+    let mut out = Vec::new();
+    cast_all_into(rays, min_len, &mut out, cast);
+    out
+}
+
+/// [`cast_all`] into `out` (cleared first, its memory reused).
+fn cast_all_into<T: Send + Default>(
+    rays: &[Ray],
+    min_len: usize,
+    out: &mut Vec<T>,
+    cast: impl Fn(&UnitRay) -> T + Sync + Send,
+) {
     let unit = |r: &Ray| UnitRay::new(r).expect("rays are checked before they are cast");
+    out.clear();
     if rays.len() < REORDER_FROM {
-        return rays.par_iter().with_min_len(min_len).map(|r| cast(&unit(r))).collect();
+        out.par_extend(rays.par_iter().with_min_len(min_len).map(|r| cast(&unit(r))));
+        return;
     }
     let order = coherent_order(rays);
-    let mut out: Vec<T> = Vec::with_capacity(rays.len());
     out.resize_with(rays.len(), T::default);
     let dst = RowPtr(out.as_mut_ptr());
     // The rays (and their slots) are read in random places: each asks for those of the ray
@@ -173,13 +186,18 @@ fn cast_all<T: Send + Default>(rays: &[Ray], min_len: usize, cast: impl Fn(&Unit
             slot[0] = v;
         }
     });
-    out
 }
 
-/// Each ray's nearest hit.
-pub(crate) fn first_hits(world: &World, mesh: Option<&MeshBvh>, bodies: &BodyBvh, rays: &[Ray]) -> Vec<Option<RayHit>> {
+/// Each ray's nearest hit, into `out` (its memory reused).
+pub(crate) fn first_hits_into(
+    world: &World,
+    mesh: Option<&MeshBvh>,
+    bodies: &BodyBvh,
+    rays: &[Ray],
+    out: &mut Vec<Option<RayHit>>,
+) {
     let layer = world.mesh_layer();
-    cast_all(rays, 256, |u| {
+    cast_all_into(rays, 256, out, |u| {
         let r = RayFrame::new(u);
         let mut v = First(None, r.max_distance);
         search_world(&r, mesh, layer, bodies, &mut v);

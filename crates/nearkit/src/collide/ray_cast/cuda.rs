@@ -1,11 +1,13 @@
 //! Launches ray_cast.cu: ray casts on the device. The mesh's tree is uploaded once per mesh,
 //! the bodies' tree (made on the host) per call; rays go up and hits come down in chunks, a
-//! thread per ray. All hits take two passes: a count per ray (cut at the limit), then, with
-//! the rows' offsets from the host, each ray's nearest hits kept sorted in its row.
+//! thread per ray. First hits go in pieces through page-locked buffers the caster keeps, the
+//! host's work on one piece beside the GPU's on the next. All hits take two passes: a count
+//! per ray (cut at the limit), then, with the rows' offsets from the host, each ray's nearest
+//! hits kept sorted in its row.
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr};
+use cudarc::driver::{sys, CudaSlice, DevicePtr, DeviceRepr, PinnedHostSlice};
 use rayon::prelude::*;
 
 use super::bvh::{BodyBvh, BvhNode, MeshBvh, EMPTY, LEAF, STACK};
@@ -14,9 +16,10 @@ use super::{ray_error, Ray, RayHit, RayHits, TaggedHit};
 use crate::collide::world::{World, KIND_BODY};
 use crate::error::{Error, Result};
 use crate::geometry::points::NO_ID;
-use crate::runtime::cuda::launch::{c_definitions, c_struct, kernels, In, Out};
-use crate::runtime::cuda::transfer::{download, download_vec, upload};
-use crate::runtime::cuda::{threads, CudaSource, Gpu, COMMON};
+use crate::runtime::cpu::RowPtr;
+use crate::runtime::cuda::launch::{c_definitions, c_struct, kernels, Address, In, Out};
+use crate::runtime::cuda::transfer::{download_vec, upload};
+use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 
 static RAY_CAST: CudaSource = CudaSource {
     file: "ray_cast.cu",
@@ -183,16 +186,14 @@ pub(crate) struct CudaRayCaster {
     gpu: Arc<Gpu>,
     mesh: Option<(Arc<MeshBvh>, DeviceTree)>,
     host: HostBuffers,
+    pipeline: Pipeline,
 }
 
-/// Host memory a call reuses: the rays flattened, their masks, and the hits as they come
-/// down (tags and 7 values each).
+/// Host memory all hits reuse: the rays flattened, and their masks.
 #[derive(Default)]
 struct HostBuffers {
     flat: Vec<f64>,
     masks: Vec<u32>,
-    tags: Vec<u32>,
-    vals: Vec<f64>,
 }
 
 /// `v` holding `n` values (old ones or zeros: every use overwrites them).
@@ -201,19 +202,6 @@ fn sized<T: Copy + Default>(v: &mut Vec<T>, n: usize) -> &mut [T] {
         v.resize(n, T::default());
     }
     &mut v[..n]
-}
-
-/// Downloads `src` into the first `src.len()` values of `v`.
-fn download_into<T: DeviceRepr + Copy + Default + Send + Sync>(
-    gpu: &Gpu,
-    src: &cudarc::driver::CudaView<'_, T>,
-    v: &mut Vec<T>,
-) -> Result<()> {
-    let n = src.len();
-    let dst = sized(v, n);
-    // SAFETY: initialised values viewed as possibly uninitialised ones, all overwritten.
-    let dst = unsafe { &mut *(dst as *mut [T] as *mut [std::mem::MaybeUninit<T>]) };
-    download(gpu, src, dst)
 }
 
 /// One chunk of rays on the device: 7 values each (origin, unit direction, max distance)
@@ -246,6 +234,138 @@ impl DeviceRays {
     }
 }
 
+/// Rays per piece of a chunk of `n`: a quarter of it, so that the host's work on one piece
+/// hides behind the GPU's on another, within bounds that keep a piece's fixed costs (copies,
+/// a launch) small beside its work.
+fn piece_len(n: usize) -> usize {
+    n.div_ceil(4).clamp(1 << 12, 1 << 18)
+}
+
+/// The buffers first hits reuse from call to call, sized for the largest chunk so far: rays
+/// (7 values each) and masks, tags and hits (7 values each), in page-locked host memory and on
+/// the device.
+#[derive(Default)]
+struct Pipeline {
+    cap: usize,
+    held: Option<PipelineBuffers>,
+}
+
+struct PipelineBuffers {
+    flat: PinnedHostSlice<f64>,
+    masks: PinnedHostSlice<u32>,
+    tags: PinnedHostSlice<u32>,
+    vals: PinnedHostSlice<f64>,
+    dev_rays: CudaSlice<f64>,
+    dev_masks: CudaSlice<u32>,
+    dev_tags: CudaSlice<u32>,
+    dev_vals: CudaSlice<f64>,
+}
+
+/// The host buffers' addresses, for the host's threads.
+struct HostPtrs {
+    flat: RowPtr<f64>,
+    masks: RowPtr<u32>,
+    tags: RowPtr<u32>,
+    vals: RowPtr<f64>,
+}
+
+/// The device buffers' addresses.
+struct DeviceAddresses {
+    rays: u64,
+    masks: u64,
+    tags: u64,
+    vals: u64,
+}
+
+impl Pipeline {
+    /// Buffers for `n` rays at least.
+    fn hold(&mut self, gpu: &Gpu, n: usize) -> Result<&mut PipelineBuffers> {
+        let n = n.max(1);
+        if self.held.is_none() || self.cap < n {
+            self.held = None;
+            let ctx = gpu.stream().context().clone();
+            // SAFETY: every value is written (by the host or a copy) before it is read.
+            let (flat, masks, tags, vals) = unsafe {
+                (
+                    ctx.alloc_pinned_with_flags::<f64>(7 * n, 0).map_err(cuda_err)?,
+                    ctx.alloc_pinned_with_flags::<u32>(n, 0).map_err(cuda_err)?,
+                    ctx.alloc_pinned_with_flags::<u32>(n, 0).map_err(cuda_err)?,
+                    ctx.alloc_pinned_with_flags::<f64>(7 * n, 0).map_err(cuda_err)?,
+                )
+            };
+            self.held = Some(PipelineBuffers {
+                flat,
+                masks,
+                tags,
+                vals,
+                dev_rays: gpu.alloc_uninit::<f64>(7 * n)?,
+                dev_masks: gpu.alloc_uninit::<u32>(n)?,
+                dev_tags: gpu.alloc_uninit::<u32>(n)?,
+                dev_vals: gpu.alloc_uninit::<f64>(7 * n)?,
+            });
+            self.cap = n;
+        }
+        Ok(self.held.as_mut().expect("held above"))
+    }
+}
+
+impl PipelineBuffers {
+    fn host_ptrs(&mut self) -> Result<HostPtrs> {
+        Ok(HostPtrs {
+            flat: RowPtr(self.flat.as_mut_ptr().map_err(cuda_err)?),
+            masks: RowPtr(self.masks.as_mut_ptr().map_err(cuda_err)?),
+            tags: RowPtr(self.tags.as_mut_ptr().map_err(cuda_err)?),
+            vals: RowPtr(self.vals.as_mut_ptr().map_err(cuda_err)?),
+        })
+    }
+
+    fn device_addresses(&self, gpu: &Gpu) -> DeviceAddresses {
+        let s = gpu.stream();
+        DeviceAddresses {
+            rays: self.dev_rays.device_ptr(s).0,
+            masks: self.dev_masks.device_ptr(s).0,
+            tags: self.dev_tags.device_ptr(s).0,
+            vals: self.dev_vals.device_ptr(s).0,
+        }
+    }
+}
+
+impl HostPtrs {
+    /// `rays` made unit (they were checked) into slots `off..` of the rays and masks.
+    ///
+    /// # Safety
+    /// The slots lie inside the buffers, and nothing else touches them meanwhile.
+    unsafe fn flatten(&self, rays: &[Ray], off: usize) {
+        rays.par_iter().enumerate().with_min_len(4096).for_each(|(i, r)| {
+            let u = UnitRay::new(r).expect("rays are checked before they are cast");
+            let at = 7 * (off + i);
+            // SAFETY: the caller's promise; each ray writes its own slots.
+            unsafe {
+                let d = self.flat.span(at, 7);
+                d[..3].copy_from_slice(&u.origin);
+                d[3..6].copy_from_slice(&u.dir);
+                d[6] = u.max_distance;
+                self.masks.write(off + i, u.mask);
+            }
+        });
+    }
+
+    /// The hits of slots `off..off + n` into `out`'s slots from `to`.
+    ///
+    /// # Safety
+    /// The slots lie inside the buffers and `out`'s capacity; nothing else touches them.
+    unsafe fn unpack(&self, off: usize, n: usize, out: &RowPtr<Option<RayHit>>, to: usize) {
+        (0..n).into_par_iter().with_min_len(4096).for_each(|i| {
+            // SAFETY: the caller's promise; each ray reads and writes its own slots.
+            unsafe {
+                let tag = *self.tags.span(off + i, 1).first().expect("one");
+                let hit = (tag != NO_ID).then(|| unpack(tag, self.vals.span(7 * (off + i), 7)));
+                out.write(to + i, hit);
+            }
+        });
+    }
+}
+
 /// The hit from a tagged id and its 7 values (t, point, normal), as the kernels write them.
 fn unpack(tag: u32, v: &[f64]) -> RayHit {
     let h = TaggedHit { t: v[0], tagged: tag, at: 0 };
@@ -254,7 +374,7 @@ fn unpack(tag: u32, v: &[f64]) -> RayHit {
 
 impl CudaRayCaster {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        CudaRayCaster { gpu, mesh: None, host: HostBuffers::default() }
+        CudaRayCaster { gpu, mesh: None, host: HostBuffers::default(), pipeline: Pipeline::default() }
     }
 
     /// The mesh's tree on the device (uploaded when it is not the one held).
@@ -272,14 +392,18 @@ impl CudaRayCaster {
         Ok(())
     }
 
-    /// Each ray's nearest hit, as the CPU finds it.
-    pub fn first_hits(
+    /// Each ray's nearest hit, as the CPU finds it, into `out` (cleared first; its memory is
+    /// reused). The rays were checked (`check_rays`). A chunk goes in pieces: the host makes
+    /// piece p + 1's rays unit (into page-locked memory, which the device copies directly)
+    /// and unpacks piece p − 1's hits while the GPU copies and searches piece p.
+    pub fn first_hits_into(
         &mut self,
         world: &World,
         mesh: Option<&Arc<MeshBvh>>,
         bodies: &BodyBvh,
         rays: &[Ray],
-    ) -> Result<Vec<Option<RayHit>>> {
+        out: &mut Vec<Option<RayHit>>,
+    ) -> Result<()> {
         let gpu_arc = self.gpu.clone();
         let gpu = &*gpu_arc;
         let _busy = gpu.lock();
@@ -288,35 +412,90 @@ impl CudaRayCaster {
         let m = self.mesh.as_ref().map_or(&none, |(_, d)| d);
         let b = DeviceTree::bodies(gpu, bodies)?;
         let (mv, bv) = (m.mesh_view(gpu, world.mesh_layer()), b.body_view(gpu));
-        let mut out = Vec::with_capacity(rays.len());
+        out.clear();
+        out.try_reserve(rays.len()).map_err(|_| Error::OutOfMemory(format!("the hits of {} rays", rays.len())))?;
+        let dst = RowPtr(out.as_mut_ptr());
+        let bufs = self.pipeline.hold(gpu, rays.len().min(CHUNK))?;
+        let stream = gpu.stream();
+        let host = bufs.host_ptrs()?;
+        let dev = bufs.device_addresses(gpu);
         for (k, chunk) in rays.chunks(CHUNK).enumerate() {
-            let r = DeviceRays::upload(gpu, chunk, k * CHUNK, &mut self.host)?;
-            let mut tags = gpu.alloc_uninit::<u32>(r.n)?;
-            let mut vals = gpu.alloc_uninit::<f64>(7 * r.n)?;
-            ray_first_hits(
-                gpu,
-                threads(r.n, BLOCK),
-                &r.rays,
-                &r.masks,
-                r.n as u32,
-                mv,
-                &m.ids,
-                bv,
-                &b.ids,
-                &mut tags,
-                &mut vals,
-            )?;
-            download_into(gpu, &tags.slice(0..r.n), &mut self.host.tags)?;
-            download_into(gpu, &vals.slice(0..7 * r.n), &mut self.host.vals)?;
-            let (tags, vals) = (&self.host.tags[..r.n], &self.host.vals[..7 * r.n]);
-            out.par_extend(
-                tags.par_iter()
-                    .zip(vals.par_chunks_exact(7))
-                    .with_min_len(4096)
-                    .map(|(&t, v)| (t != NO_ID).then(|| unpack(t, v))),
-            );
+            let mut pending: Option<(usize, usize, cudarc::driver::CudaEvent)> = None;
+            let piece_len = piece_len(chunk.len());
+            for (p, piece) in chunk.chunks(piece_len).enumerate() {
+                let (off, n) = (p * piece_len, piece.len());
+                // SAFETY: the piece's slots lie inside the buffers (sized for a chunk), and the
+                // device is done with them: each chunk waits for its last piece.
+                unsafe { host.flatten(piece, off) };
+                let bytes = |count: usize, size: usize| (count * size) as u64;
+                // SAFETY: page-locked host memory and device memory holding the piece; the
+                // host does not touch the piece again before its event.
+                unsafe {
+                    sys::cuMemcpyHtoDAsync_v2(
+                        dev.rays + bytes(7 * off, 8),
+                        host.flat.0.add(7 * off) as *const _,
+                        7 * n * 8,
+                        stream.cu_stream(),
+                    )
+                    .result()
+                    .map_err(cuda_err)?;
+                    sys::cuMemcpyHtoDAsync_v2(
+                        dev.masks + bytes(off, 4),
+                        host.masks.0.add(off) as *const _,
+                        n * 4,
+                        stream.cu_stream(),
+                    )
+                    .result()
+                    .map_err(cuda_err)?;
+                }
+                ray_first_hits(
+                    gpu,
+                    threads(n, BLOCK),
+                    Address::<f64>::raw(dev.rays + bytes(7 * off, 8)),
+                    Address::<u32>::raw(dev.masks + bytes(off, 4)),
+                    n as u32,
+                    mv,
+                    &m.ids,
+                    bv,
+                    &b.ids,
+                    Address::<u32>::raw(dev.tags + bytes(off, 4)),
+                    Address::<f64>::raw(dev.vals + bytes(7 * off, 8)),
+                )?;
+                // SAFETY: as for the uploads.
+                unsafe {
+                    sys::cuMemcpyDtoHAsync_v2(
+                        host.tags.0.add(off) as *mut _,
+                        dev.tags + bytes(off, 4),
+                        n * 4,
+                        stream.cu_stream(),
+                    )
+                    .result()
+                    .map_err(cuda_err)?;
+                    sys::cuMemcpyDtoHAsync_v2(
+                        host.vals.0.add(7 * off) as *mut _,
+                        dev.vals + bytes(7 * off, 8),
+                        7 * n * 8,
+                        stream.cu_stream(),
+                    )
+                    .result()
+                    .map_err(cuda_err)?;
+                }
+                let done = stream.record_event(None).map_err(cuda_err)?;
+                if let Some((off, n, e)) = pending.replace((off, n, done)) {
+                    e.synchronize().map_err(cuda_err)?;
+                    // SAFETY: the piece's hits are down; its slots of `out` are in capacity.
+                    unsafe { host.unpack(off, n, &dst, k * CHUNK + off) };
+                }
+            }
+            if let Some((off, n, e)) = pending {
+                e.synchronize().map_err(cuda_err)?;
+                // SAFETY: as above.
+                unsafe { host.unpack(off, n, &dst, k * CHUNK + off) };
+            }
         }
-        Ok(out)
+        // SAFETY: every ray's slot was written by the unpacking of its piece.
+        unsafe { out.set_len(rays.len()) };
+        Ok(())
     }
 
     /// Each ray's `limit` nearest hits, as the CPU finds them.

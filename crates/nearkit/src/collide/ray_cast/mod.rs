@@ -198,18 +198,17 @@ impl RayCaster {
         Ok(Some(bvh))
     }
 
-    /// Each ray's first hit (see [`crate::collide::Collider::ray_casts`]).
-    pub fn first_hits(&mut self, world: &World, rays: &[Ray]) -> Result<Vec<Option<RayHit>>> {
-        // The GPU makes the rays unit as it flattens them for the upload, the CPU as it casts
-        // each.
-        if self.cuda.is_none() {
-            check_rays(rays)?;
-        }
+    /// Each ray's first hit into `out` (see [`crate::collide::Collider::ray_casts_into`]).
+    pub fn first_hits_into(&mut self, world: &World, rays: &[Ray], out: &mut Vec<Option<RayHit>>) -> Result<()> {
+        check_rays(rays)?;
         let mesh = self.mesh_bvh(world)?;
         let bodies = bvh::BodyBvh::build(world)?;
         match &mut self.cuda {
-            None => Ok(cpu::first_hits(world, mesh.as_deref(), &bodies, rays)),
-            Some(c) => c.first_hits(world, mesh.as_ref(), &bodies, rays),
+            None => {
+                cpu::first_hits_into(world, mesh.as_deref(), &bodies, rays, out);
+                Ok(())
+            }
+            Some(c) => c.first_hits_into(world, mesh.as_ref(), &bodies, rays, out),
         }
     }
 
