@@ -137,15 +137,36 @@ impl DeviceTree {
         })
     }
 
-    fn bodies(gpu: &Gpu, b: &BodyBvh) -> Result<Self> {
-        let center: Vec<f64> = b.center.as_flattened().to_vec();
+    /// `b` in `held`'s buffers (made, or remade larger, when they are short).
+    fn hold_bodies<'a>(held: &'a mut Option<Self>, gpu: &Gpu, b: &BodyBvh) -> Result<&'a Self> {
+        let need = [b.nodes.len(), 3 * b.center.len(), 9 * b.unit.len(), b.ids.len()].map(|n| n.max(1));
+        let fits = |t: &Self| {
+            t.nodes.len() >= need[0]
+                && t.data[0].len() >= need[1]
+                && t.data[1].len() >= need[2]
+                && t.ids.len() >= need[3]
+        };
+        if !held.as_ref().is_some_and(fits) {
+            // Room for a quarter more, so that a world that grows a little is not remade.
+            let room = need.map(|n| n + n / 4);
+            *held = None;
+            *held = Some(DeviceTree {
+                nodes: gpu.alloc_uninit::<BvhNode>(room[0])?,
+                data: [gpu.alloc_uninit::<f64>(room[1])?, gpu.alloc_uninit::<f64>(room[2])?],
+                ids: gpu.alloc_uninit::<u32>(room[3])?,
+                n_nodes: 0,
+            });
+        }
+        let t = held.as_mut().expect("made above");
         let unit: Vec<f64> = b.unit.par_iter().flat_map_iter(|u| u.iter().flatten().copied()).collect();
-        Ok(DeviceTree {
-            nodes: upload_new(gpu, &b.nodes)?,
-            data: [upload_new(gpu, &center)?, upload_new(gpu, &unit)?],
-            ids: upload_new(gpu, &b.ids)?,
-            n_nodes: b.nodes.len() as u32,
-        })
+        if !b.nodes.is_empty() {
+            upload(gpu, &b.nodes, &mut t.nodes.slice_mut(0..b.nodes.len()))?;
+            upload(gpu, b.center.as_flattened(), &mut t.data[0].slice_mut(0..3 * b.center.len()))?;
+            upload(gpu, &unit, &mut t.data[1].slice_mut(0..unit.len()))?;
+            upload(gpu, &b.ids, &mut t.ids.slice_mut(0..b.ids.len()))?;
+        }
+        t.n_nodes = b.nodes.len() as u32;
+        Ok(t)
     }
 
     fn empty(gpu: &Gpu) -> Result<Self> {
@@ -185,8 +206,20 @@ impl DeviceTree {
 pub(crate) struct CudaRayCaster {
     gpu: Arc<Gpu>,
     mesh: Option<(Arc<MeshBvh>, DeviceTree)>,
+    /// The tree searched where the world has no mesh.
+    none: Option<DeviceTree>,
+    /// The last call's bodies' tree (its buffers reused).
+    bodies: Option<DeviceTree>,
     host: HostBuffers,
     pipeline: Pipeline,
+}
+
+/// What the kernels take of the trees.
+struct Trees {
+    mesh: RayMeshView,
+    mesh_ids: Address<u32>,
+    bodies: RayBodyView,
+    body_ids: Address<u32>,
 }
 
 /// Host memory all hits reuse: the rays flattened, and their masks.
@@ -374,7 +407,28 @@ fn unpack(tag: u32, v: &[f64]) -> RayHit {
 
 impl CudaRayCaster {
     pub fn new(gpu: Arc<Gpu>) -> Self {
-        CudaRayCaster { gpu, mesh: None, host: HostBuffers::default(), pipeline: Pipeline::default() }
+        CudaRayCaster {
+            gpu,
+            mesh: None,
+            none: None,
+            bodies: None,
+            host: HostBuffers::default(),
+            pipeline: Pipeline::default(),
+        }
+    }
+
+    /// The trees a call searches, on the device: the mesh's (uploaded when it is not the one
+    /// held; an empty tree, made once, for none) and the bodies' (into buffers kept from call
+    /// to call: device memory allocated and freed per call cost more than a small batch).
+    fn trees(&mut self, gpu: &Gpu, world: &World, mesh: Option<&Arc<MeshBvh>>, bodies: &BodyBvh) -> Result<Trees> {
+        self.hold_mesh(mesh)?;
+        if self.none.is_none() {
+            self.none = Some(DeviceTree::empty(gpu)?);
+        }
+        let m = self.mesh.as_ref().map(|(_, d)| d).or(self.none.as_ref()).expect("made above");
+        let (mesh, mesh_ids) = (m.mesh_view(gpu, world.mesh_layer()), Address::of(&m.ids, gpu.stream()));
+        let b = DeviceTree::hold_bodies(&mut self.bodies, gpu, bodies)?;
+        Ok(Trees { mesh, mesh_ids, bodies: b.body_view(gpu), body_ids: Address::of(&b.ids, gpu.stream()) })
     }
 
     /// The mesh's tree on the device (uploaded when it is not the one held).
@@ -407,11 +461,7 @@ impl CudaRayCaster {
         let gpu_arc = self.gpu.clone();
         let gpu = &*gpu_arc;
         let _busy = gpu.lock();
-        self.hold_mesh(mesh)?;
-        let none = DeviceTree::empty(gpu)?;
-        let m = self.mesh.as_ref().map_or(&none, |(_, d)| d);
-        let b = DeviceTree::bodies(gpu, bodies)?;
-        let (mv, bv) = (m.mesh_view(gpu, world.mesh_layer()), b.body_view(gpu));
+        let t = self.trees(gpu, world, mesh, bodies)?;
         out.clear();
         out.try_reserve(rays.len()).map_err(|_| Error::OutOfMemory(format!("the hits of {} rays", rays.len())))?;
         let dst = RowPtr(out.as_mut_ptr());
@@ -454,10 +504,10 @@ impl CudaRayCaster {
                     Address::<f64>::raw(dev.rays + bytes(7 * off, 8)),
                     Address::<u32>::raw(dev.masks + bytes(off, 4)),
                     n as u32,
-                    mv,
-                    &m.ids,
-                    bv,
-                    &b.ids,
+                    t.mesh,
+                    t.mesh_ids,
+                    t.bodies,
+                    t.body_ids,
                     Address::<u32>::raw(dev.tags + bytes(off, 4)),
                     Address::<f64>::raw(dev.vals + bytes(7 * off, 8)),
                 )?;
@@ -510,11 +560,7 @@ impl CudaRayCaster {
         let gpu_arc = self.gpu.clone();
         let gpu = &*gpu_arc;
         let _busy = gpu.lock();
-        self.hold_mesh(mesh)?;
-        let none = DeviceTree::empty(gpu)?;
-        let m = self.mesh.as_ref().map_or(&none, |(_, d)| d);
-        let b = DeviceTree::bodies(gpu, bodies)?;
-        let (mv, bv) = (m.mesh_view(gpu, world.mesh_layer()), b.body_view(gpu));
+        let t = self.trees(gpu, world, mesh, bodies)?;
         let limit32 = limit.min(u32::MAX as usize) as u32;
         let mut offsets = Vec::with_capacity(rays.len() + 1);
         offsets.push(0usize);
@@ -523,7 +569,19 @@ impl CudaRayCaster {
             let r = DeviceRays::upload(gpu, chunk, k * CHUNK, &mut self.host)?;
             let mut counts = gpu.alloc_uninit::<u32>(r.n)?;
             let cfg = threads(r.n, BLOCK);
-            ray_hit_counts(gpu, cfg, &r.rays, &r.masks, r.n as u32, mv, &m.ids, bv, &b.ids, limit32, &mut counts)?;
+            ray_hit_counts(
+                gpu,
+                cfg,
+                &r.rays,
+                &r.masks,
+                r.n as u32,
+                t.mesh,
+                t.mesh_ids,
+                t.bodies,
+                t.body_ids,
+                limit32,
+                &mut counts,
+            )?;
             let host_counts: Vec<u32> = download_vec(gpu, &counts.slice(0..r.n))?;
             let mut starts = Vec::with_capacity(r.n);
             let mut total = 0u64;
@@ -542,7 +600,8 @@ impl CudaRayCaster {
             let mut tags = gpu.alloc_uninit::<u32>(total)?;
             let mut vals = gpu.alloc_uninit::<f64>(7 * total)?;
             ray_all_hits(
-                gpu, cfg, &r.rays, &r.masks, r.n as u32, mv, &m.ids, bv, &b.ids, &starts, &counts, &mut tags, &mut vals,
+                gpu, cfg, &r.rays, &r.masks, r.n as u32, t.mesh, t.mesh_ids, t.bodies, t.body_ids, &starts, &counts,
+                &mut tags, &mut vals,
             )?;
             let tags: Vec<u32> = download_vec(gpu, &tags.slice(0..total))?;
             let vals: Vec<f64> = download_vec(gpu, &vals.slice(0..7 * total))?;
