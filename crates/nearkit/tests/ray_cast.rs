@@ -494,3 +494,33 @@ fn a_changed_mesh_is_searched_afresh_and_bad_rays_are_refused() {
     let e = c.ray_casts(&world, &[ray]).unwrap_err().to_string();
     assert!(e.contains("body 0"), "{e}");
 }
+
+#[test]
+fn changed_bodies_are_searched_afresh() {
+    // The collider keeps the bodies' tree while the world's bodies do not change: every change
+    // (a pose, many poses, the bulk access, layers, an added or removed body) is seen.
+    let mut world = World::new(1.0).unwrap();
+    let mut c = Collider::cpu();
+    let ray = Ray::new([0.0, 0.0, 10.0], [0.0, 0.0, -1.0], f64::INFINITY);
+    let first = |c: &mut Collider, w: &World| c.ray_casts(w, &[ray]).unwrap()[0].map(|h| (h.distance, h.id));
+    let a = world.add_body(Body::sphere([0.0, 0.0, 0.0], 1.0)).unwrap();
+    assert_eq!(first(&mut c, &world), Some((9.0, a.0)));
+    assert_eq!(first(&mut c, &world), Some((9.0, a.0)), "the same world again");
+    world.set_pose(a, [0.0, 0.0, 2.0], [0.0, 0.0, 0.0, 1.0]).unwrap();
+    assert_eq!(first(&mut c, &world), Some((7.0, a.0)));
+    world.set_poses(&[a], &[[0.0, 0.0, 3.0]], &[[0.0, 0.0, 0.0, 1.0]]).unwrap();
+    assert_eq!(first(&mut c, &world), Some((6.0, a.0)));
+    world.poses_mut().0[0] = [0.0, 0.0, 4.0];
+    assert_eq!(first(&mut c, &world), Some((5.0, a.0)));
+    let b = world.add_body(Body::sphere([0.0, 0.0, 6.0], 1.0)).unwrap();
+    assert_eq!(first(&mut c, &world), Some((3.0, b.0)));
+    world.set_layers(b, 2, u32::MAX).unwrap();
+    assert_eq!(c.ray_casts(&world, &[ray.with_mask(1)]).unwrap()[0].map(|h| h.id), Some(a.0));
+    world.remove_body(b).unwrap();
+    assert_eq!(first(&mut c, &world), Some((5.0, a.0)));
+    // Another world with the same bodies' versions is another world.
+    let mut other = World::new(1.0).unwrap();
+    other.add_body(Body::sphere([0.0, 0.0, 8.0], 1.0)).unwrap();
+    assert_eq!(first(&mut c, &other), Some((1.0, 0)));
+    assert_eq!(first(&mut c, &world), Some((5.0, a.0)));
+}

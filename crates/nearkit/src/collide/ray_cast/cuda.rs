@@ -208,8 +208,9 @@ pub(crate) struct CudaRayCaster {
     mesh: Option<(Arc<MeshBvh>, DeviceTree)>,
     /// The tree searched where the world has no mesh.
     none: Option<DeviceTree>,
-    /// The last call's bodies' tree (its buffers reused).
+    /// The last call's bodies' tree (its buffers reused), and the host tree it holds.
     bodies: Option<DeviceTree>,
+    bodies_held: Option<Arc<BodyBvh>>,
     host: HostBuffers,
     pipeline: Pipeline,
 }
@@ -412,6 +413,7 @@ impl CudaRayCaster {
             mesh: None,
             none: None,
             bodies: None,
+            bodies_held: None,
             host: HostBuffers::default(),
             pipeline: Pipeline::default(),
         }
@@ -420,14 +422,20 @@ impl CudaRayCaster {
     /// The trees a call searches, on the device: the mesh's (uploaded when it is not the one
     /// held; an empty tree, made once, for none) and the bodies' (into buffers kept from call
     /// to call: device memory allocated and freed per call cost more than a small batch).
-    fn trees(&mut self, gpu: &Gpu, world: &World, mesh: Option<&Arc<MeshBvh>>, bodies: &BodyBvh) -> Result<Trees> {
+    fn trees(&mut self, gpu: &Gpu, world: &World, mesh: Option<&Arc<MeshBvh>>, bodies: &Arc<BodyBvh>) -> Result<Trees> {
         self.hold_mesh(mesh)?;
         if self.none.is_none() {
             self.none = Some(DeviceTree::empty(gpu)?);
         }
         let m = self.mesh.as_ref().map(|(_, d)| d).or(self.none.as_ref()).expect("made above");
         let (mesh, mesh_ids) = (m.mesh_view(gpu, world.mesh_layer()), Address::of(&m.ids, gpu.stream()));
-        let b = DeviceTree::hold_bodies(&mut self.bodies, gpu, bodies)?;
+        // The same host tree as last time (the world's bodies did not change): already there.
+        if !self.bodies_held.as_ref().is_some_and(|h| Arc::ptr_eq(h, bodies)) {
+            self.bodies_held = None;
+            DeviceTree::hold_bodies(&mut self.bodies, gpu, bodies)?;
+            self.bodies_held = Some(bodies.clone());
+        }
+        let b = self.bodies.as_ref().expect("held above");
         Ok(Trees { mesh, mesh_ids, bodies: b.body_view(gpu), body_ids: Address::of(&b.ids, gpu.stream()) })
     }
 
@@ -454,7 +462,7 @@ impl CudaRayCaster {
         &mut self,
         world: &World,
         mesh: Option<&Arc<MeshBvh>>,
-        bodies: &BodyBvh,
+        bodies: &Arc<BodyBvh>,
         rays: &[Ray],
         out: &mut Vec<Option<RayHit>>,
     ) -> Result<()> {
@@ -553,7 +561,7 @@ impl CudaRayCaster {
         &mut self,
         world: &World,
         mesh: Option<&Arc<MeshBvh>>,
-        bodies: &BodyBvh,
+        bodies: &Arc<BodyBvh>,
         rays: &[Ray],
         limit: usize,
     ) -> Result<RayHits> {

@@ -32,7 +32,7 @@ pub(crate) mod wide;
 use std::sync::{Arc, Weak};
 
 use crate::collide::ellipsoid::V3;
-use crate::collide::world::{ContactKind, StaticMesh, World, KIND_BODY};
+use crate::collide::world::{ContactKind, StaticMesh, Versions, World, KIND_BODY};
 use crate::error::{Error, Result};
 use crate::runtime::cuda::Gpu;
 
@@ -173,13 +173,16 @@ pub(crate) struct CachedMeshBvh {
 /// changes) and, on a GPU, its device copy and buffers.
 pub(crate) struct RayCaster {
     mesh: Option<CachedMeshBvh>,
+    /// The bodies' tree, and the world (id and versions) it was built for: a world whose
+    /// bodies did not change since the last call is not searched afresh.
+    bodies: Option<((u64, Versions), Arc<bvh::BodyBvh>)>,
     cuda: Option<Box<cuda::CudaRayCaster>>,
 }
 
 impl RayCaster {
     /// A ray caster on the CPU, or on `gpu`.
     pub fn new(gpu: Option<&Arc<Gpu>>) -> Self {
-        RayCaster { mesh: None, cuda: gpu.map(|g| Box::new(cuda::CudaRayCaster::new(g.clone()))) }
+        RayCaster { mesh: None, bodies: None, cuda: gpu.map(|g| Box::new(cuda::CudaRayCaster::new(g.clone()))) }
     }
 
     /// The tree of `world`'s mesh (`None` without one), built if the mesh changed.
@@ -198,11 +201,25 @@ impl RayCaster {
         Ok(Some(bvh))
     }
 
+    /// The tree of `world`'s live bodies, built if they changed since the last call.
+    fn body_bvh(&mut self, world: &World) -> Result<Arc<bvh::BodyBvh>> {
+        let key = (world.id(), world.versions());
+        if let Some((k, b)) = &self.bodies {
+            if *k == key {
+                return Ok(b.clone());
+            }
+        }
+        self.bodies = None;
+        let b = Arc::new(bvh::BodyBvh::build(world)?);
+        self.bodies = Some((key, b.clone()));
+        Ok(b)
+    }
+
     /// Each ray's first hit into `out` (see [`crate::collide::Collider::ray_casts_into`]).
     pub fn first_hits_into(&mut self, world: &World, rays: &[Ray], out: &mut Vec<Option<RayHit>>) -> Result<()> {
         check_rays(rays)?;
         let mesh = self.mesh_bvh(world)?;
-        let bodies = bvh::BodyBvh::build(world)?;
+        let bodies = self.body_bvh(world)?;
         match &mut self.cuda {
             None => {
                 cpu::first_hits_into(world, mesh.as_deref(), &bodies, rays, out);
@@ -219,7 +236,7 @@ impl RayCaster {
             check_rays(rays)?;
         }
         let mesh = self.mesh_bvh(world)?;
-        let bodies = bvh::BodyBvh::build(world)?;
+        let bodies = self.body_bvh(world)?;
         match &mut self.cuda {
             None => cpu::all_hits(world, mesh.as_deref(), &bodies, rays, limit),
             Some(c) => c.all_hits(world, mesh.as_ref(), &bodies, rays, limit),
