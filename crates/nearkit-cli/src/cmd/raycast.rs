@@ -27,8 +27,9 @@ directions (uniform on the sphere), with no length limit unless --max-distance s
 vertical. Each batch is one call: every ray's first hit on the mesh or a body (or, with
 --limit, its hits in order), exact and the same bits on every device; the checksum (of every
 hit's distance, kind, id, point and normal) shows it. The first call, which builds the mesh's
-tree (and on a GPU uploads it), is timed apart; each batch includes building the bodies' tree,
-the transfers and unpacking the hits. First hits go into one vector kept from batch to batch
+tree (and on a GPU uploads it), is timed apart; each batch includes the transfers and
+unpacking the hits, and, with --moving, building the bodies' tree (the collider keeps it while
+the bodies do not change). First hits go into one vector kept from batch to batch
 (`Collider::ray_casts_into`), as a server casting every tick would keep it.")]
 pub struct RaycastArgs {
     /// A mesh file (.ply, .off, .obj, .stl); without one, the crater terrain (19,440
@@ -56,6 +57,10 @@ pub struct RaycastArgs {
     /// Every hit of each ray, up to this many, nearest first (instead of the first hit only).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Mark every body moved before each batch, as a server's tick would: the bodies' tree is
+    /// then built (and on a GPU uploaded) in every batch, not only when they change.
+    #[arg(long)]
+    pub moving: bool,
     /// Seed of the scene and the rays.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -201,7 +206,7 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     check_memory(&format!("--bodies {}", args.bodies), args.bodies, 256)?;
     let spinner = Spinner::start("building the scene", args.quiet);
     let scene = build_scene(args)?;
-    let world = scene.world(args.cell_size)?;
+    let mut world = scene.world(args.cell_size)?;
     let (mut lo, mut hi) = scene.mesh.vertices.bounds();
     for b in &scene.bodies {
         for a in 0..3 {
@@ -230,6 +235,10 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     let first = run_batch(&mut collider, &world, &rays, args.limit, &mut kept)?;
     let mut batches = Vec::with_capacity(args.batches);
     for _ in 0..args.batches {
+        if args.moving {
+            // The same poses, marked changed.
+            world.poses_mut();
+        }
         let b = run_batch(&mut collider, &world, &rays, args.limit, &mut kept)?;
         if b.checksum != first.checksum {
             return Err(CliError(format!(
