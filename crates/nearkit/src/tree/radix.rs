@@ -31,8 +31,16 @@ pub fn sort_by_key(mut keyed: Vec<(u64, u32)>) -> (Vec<(u64, u32)>, Vec<u32>) {
     let bucket = |k: u64| (k >> TABLE_SHIFT) as usize;
     if n < BUCKET_MIN {
         keyed.par_sort_unstable();
-        let table =
-            (0..=buckets as u64).map(|b| keyed.partition_point(|&(k, _)| k < (b << TABLE_SHIFT)) as u32).collect();
+        // Each bucket's first position, in one pass over the sorted keys (a search per bucket
+        // cost more than the sort for a few thousand keys).
+        let mut table = Vec::with_capacity(buckets + 1);
+        let mut p = 0;
+        for b in 0..=buckets as u64 {
+            while p < n && keyed[p].0 < b << TABLE_SHIFT {
+                p += 1;
+            }
+            table.push(p as u32);
+        }
         return (keyed, table);
     }
     let chunk = n.div_ceil(rayon::current_num_threads().max(1));
