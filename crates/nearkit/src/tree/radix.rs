@@ -30,7 +30,11 @@ pub fn sort_by_key(mut keyed: Vec<(u64, u32)>) -> (Vec<(u64, u32)>, Vec<u32>) {
     let buckets = 1usize << TABLE_BITS;
     let bucket = |k: u64| (k >> TABLE_SHIFT) as usize;
     if n < BUCKET_MIN {
-        keyed.par_sort_unstable();
+        if n < 1 << 12 {
+            keyed.sort_unstable();
+        } else {
+            keyed.par_sort_unstable();
+        }
         // Each bucket's first position, in one pass over the sorted keys (a search per bucket
         // cost more than the sort for a few thousand keys).
         let mut table = Vec::with_capacity(buckets + 1);

@@ -63,6 +63,10 @@ struct Tree {
     order: Vec<u32>,
 }
 
+/// Primitives a parallel task takes at least: a few thousand bodies, rebuilt every tick, are
+/// cheaper on one thread than spread over many.
+const GRAIN: usize = 2048;
+
 /// Ranges of more primitives than this fill their two halves in parallel.
 const PARALLEL_RANGE: usize = 1 << 13;
 
@@ -87,8 +91,12 @@ fn build(centers: &[V3], boxes: &[Boxed]) -> Result<Tree> {
             |x, y| (std::array::from_fn(|a| x.0[a].min(y.0[a])), std::array::from_fn(|a| x.1[a].max(y.1[a]))),
         );
     let frame = MortonFrame::<f64>::from_bounds(lo, hi);
-    let keyed: Vec<(u64, u32)> =
-        centers.par_iter().enumerate().map(|(i, c)| (frame.code(c[0], c[1], c[2]), i as u32)).collect();
+    let keyed: Vec<(u64, u32)> = centers
+        .par_iter()
+        .with_min_len(GRAIN)
+        .enumerate()
+        .map(|(i, c)| (frame.code(c[0], c[1], c[2]), i as u32))
+        .collect();
     let (keyed, _) = sort_by_key(keyed);
     let keys: Vec<u64> = keyed.iter().map(|k| k.0).collect();
     let order: Vec<u32> = keyed.iter().map(|k| k.1).collect();
@@ -278,10 +286,12 @@ impl BodyBvh {
     /// The tree of `world`'s live bodies; an error naming a body whose centre is not finite.
     pub fn build(world: &World) -> Result<Self> {
         let b = world.bodies();
-        let live: Vec<u32> = (0..b.len() as u32).into_par_iter().filter(|&i| b.alive[i as usize]).collect();
+        let live: Vec<u32> =
+            (0..b.len() as u32).into_par_iter().with_min_len(GRAIN).filter(|&i| b.alive[i as usize]).collect();
         live.par_iter().with_min_len(4096).try_for_each(|&i| check_center(i as usize, b.center[i as usize]))?;
         let (shapes, boxes): (Vec<Shape>, Vec<Boxed>) = live
             .par_iter()
+            .with_min_len(GRAIN)
             .map(|&i| {
                 let i = i as usize;
                 let s = b.shape(i);
