@@ -73,12 +73,9 @@ fn layout_is_what_the_header_says() {
     assert_eq!(std::mem::size_of::<NkStatus>(), std::mem::size_of::<std::ffi::c_int>());
 }
 
-#[test]
-fn a_tick_matches_the_rust_api() {
-    let scene = nearkit_core::collide::scene::Scene::crater(600, 7);
-    let mut reference = scene.world(1.0).unwrap();
-    let mut rust = Collider::cpu();
-    let w = unsafe {
+/// `scene` (its mesh and bodies, in layer 1) as a world made through the C API.
+fn world_of(scene: &nearkit_core::collide::scene::Scene) -> *mut NkWorld {
+    unsafe {
         let mut w = null_mut();
         ok(nk_world_new(1.0, &mut w));
         let m = &scene.mesh;
@@ -92,7 +89,15 @@ fn a_tick_matches_the_rust_api() {
             assert_eq!(id, i as u32);
         }
         w
-    };
+    }
+}
+
+#[test]
+fn a_tick_matches_the_rust_api() {
+    let scene = nearkit_core::collide::scene::Scene::crater(600, 7);
+    let mut reference = scene.world(1.0).unwrap();
+    let mut rust = Collider::cpu();
+    let w = world_of(&scene);
     let c = cpu_collider();
     for tick in 0..3 {
         scene.advance(&mut reference, tick);
@@ -460,20 +465,7 @@ fn ray_casts_match_the_rust_api() {
     use nearkit_core::collide::Ray;
     let scene = nearkit_core::collide::scene::Scene::crater(400, 11);
     let reference = scene.world(1.0).unwrap();
-    let w = unsafe {
-        let mut w = null_mut();
-        ok(nk_world_new(1.0, &mut w));
-        let m = &scene.mesh;
-        let v: Vec<f64> =
-            (0..m.vertices.len()).flat_map(|i| [m.vertices.x[i], m.vertices.y[i], m.vertices.z[i]]).collect();
-        let t: Vec<u32> = m.triangles.iter().flatten().copied().collect();
-        ok(nk_world_set_mesh(w, v.as_ptr(), m.vertices.len(), t.as_ptr(), m.triangles.len()));
-        for b in &scene.bodies {
-            let mut id = u32::MAX;
-            ok(nk_world_add_ellipsoid(w, b.center.as_ptr(), b.radii.as_ptr(), b.orientation.as_ptr(), 1, !0, &mut id));
-        }
-        w
-    };
+    let w = world_of(&scene);
     let c = cpu_collider();
     // Rays down onto the terrain and its bodies, some sideways, some short, some masked off
     // the bodies.

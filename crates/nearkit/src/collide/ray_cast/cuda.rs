@@ -138,7 +138,7 @@ impl DeviceTree {
     }
 
     /// `b` in `held`'s buffers (made, or remade larger, when they are short).
-    fn hold_bodies<'a>(held: &'a mut Option<Self>, gpu: &Gpu, b: &BodyBvh) -> Result<&'a Self> {
+    fn hold_bodies(held: &mut Option<Self>, gpu: &Gpu, b: &BodyBvh) -> Result<()> {
         let need = [b.nodes.len(), 3 * b.center.len(), 9 * b.unit.len(), b.ids.len()].map(|n| n.max(1));
         let fits = |t: &Self| {
             t.nodes.len() >= need[0]
@@ -166,7 +166,7 @@ impl DeviceTree {
             upload(gpu, &b.ids, &mut t.ids.slice_mut(0..b.ids.len()))?;
         }
         t.n_nodes = b.nodes.len() as u32;
-        Ok(t)
+        Ok(())
     }
 
     fn empty(gpu: &Gpu) -> Result<Self> {
