@@ -35,7 +35,7 @@ pub fn sources() -> Vec<KernelSource> {
 
 /// Every kernel module, in the order [`sources`] lists them: each capability's own, and the
 /// runtime's shared ones.
-pub(crate) static MODULES: [&KernelModule; 12] = [
+pub(crate) static MODULES: [&KernelModule; 13] = [
     &crate::runtime::cuda::radix_sort::KERNELS,
     &crate::runtime::cuda::import::KERNELS,
     &crate::tree::cuda::KERNELS,
@@ -44,6 +44,7 @@ pub(crate) static MODULES: [&KernelModule; 12] = [
     &crate::knn::cuda::KERNELS,
     &crate::knn::vectors::cuda::KERNELS,
     &crate::closest_point::cuda::KERNELS,
+    &crate::closest_point::bvh_cuda::KERNELS,
     &crate::radius::cuda::KERNELS,
     &crate::sharded::KERNELS,
     &crate::collide::cuda::KERNELS,

@@ -61,20 +61,24 @@ enum Tree<T> {
 impl<T: Real> PointIndex<T> {
     /// Indexes `points` on the engine's device.
     pub fn new(points: &Points<T>, engine: &Engine) -> Result<Self> {
+        let mut phases = crate::runtime::profile::Phases::new("point index", engine.options().profile);
         let scale = Scale::for_points::<T>(points.validate(Role::Data)?, Role::Data)?;
         check_size(points.len())?;
         let points = &*scale.points(points);
+        phases.mark("checked");
         let tree = match engine.gpu() {
             None => Tree::Cpu(Box::new(MortonTree::build(points, DEFAULT_LEAF_SIZE))),
             Some(gpu) => {
                 let _busy = gpu.lock();
+                let up = DevicePoints::upload(gpu, points)?;
+                phases.mark_after("up", || gpu.synchronize())?;
                 // The unsorted copy is freed as soon as the tree has gathered it.
-                Tree::Cuda(Box::new(DeviceTree::build_from(
-                    gpu,
-                    BuildInput::Owned(DevicePoints::upload(gpu, points)?),
-                )?))
+                let tree = DeviceTree::build_from(gpu, BuildInput::Owned(up))?;
+                phases.mark_after("tree built", || gpu.synchronize())?;
+                Tree::Cuda(Box::new(tree))
             }
         };
+        phases.report();
         Ok(Self { engine: engine.clone(), len: points.len(), tree, scale })
     }
 

@@ -177,3 +177,21 @@ pub fn foreign_array<T: Real>(engine: &Engine, values: &[T]) -> Result<ForeignAr
     let gpu = engine.need_gpu("")?;
     gpu.stream().clone_htod(values).map(ForeignArray).map_err(cuda_err)
 }
+
+/// A mesh's closest-point index on the engine's GPU, as its arrays (box records, children,
+/// triangle records, ids, stack size): built on the host and uploaded, then built on the
+/// device. `mesh` must be valid (`Mesh::validate`).
+#[allow(clippy::type_complexity)]
+pub fn mesh_index_host_and_device<T: Real>(
+    engine: &Engine,
+    mesh: &crate::geometry::mesh::Mesh<T>,
+) -> Result<[(Vec<T>, Vec<u32>, Vec<T>, Vec<u32>, usize); 2]> {
+    use crate::closest_point::cuda::DeviceTriangleBvh;
+    let gpu = engine.need_gpu("")?;
+    let _busy = gpu.lock();
+    let (lo, hi) = mesh.vertices.bounds();
+    let host = DeviceTriangleBvh::upload(gpu, &TriangleBvh::build(mesh), lo, hi)?.to_host(gpu)?;
+    let off = &mut crate::runtime::profile::Phases::new("", false);
+    let device = DeviceTriangleBvh::build(gpu, mesh, lo, hi, off)?.to_host(gpu)?;
+    Ok([host, device])
+}

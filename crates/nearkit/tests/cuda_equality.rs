@@ -324,7 +324,12 @@ fn same_closest_points<T: Real>(seed: u64) {
             (0..n).for_each(|i| p.push(q.x[i], q.y[i], q.z[i]));
             p
         };
-        let cases = [(None, q.clone()), (Some(2.0), q.clone()), (None, few(1)), (Some(2.0), few(45))];
+        let mut cases = vec![(None, q.clone()), (Some(2.0), q.clone()), (None, few(1)), (Some(2.0), few(45))];
+        if name == "sphere" {
+            // Results of more than 8 pieces of 4 MB: the download's staging slots are reused.
+            let many = nearkit::generate::generate(nearkit::generate::Distribution::Uniform, 1_100_003, 30.0, seed + 2);
+            cases.push((None, many));
+        }
         for (r, q) in cases {
             let opts = ClosestPointOptions { max_distance: r.map(T::from_f64) };
             let c = cpu().closest_points(&mesh, &q, &opts).unwrap();
@@ -341,6 +346,93 @@ fn same_closest_points<T: Real>(seed: u64) {
             }
         }
     }
+}
+
+/// The mesh index built on the GPU has the host build's shape (children, sorted triangles,
+/// ids, stack), and every box holds the triangles under it, as rounded in T.
+fn same_mesh_index<T: Real>(seed: u64) {
+    let Some(gpu) = gpu() else { return };
+    use nearkit::test_hooks::{WIDE, WIDE_EMPTY, WIDE_LEAF, WIDE_START};
+    use nearkit::Mesh;
+    let soup = |n: u32, seed: u64| {
+        let p: Points<T> =
+            nearkit::generate::generate(nearkit::generate::Distribution::Clustered, 3 * n as usize, 100.0, seed);
+        let mut tris: Vec<[u32; 3]> = (0..n).map(|t| [3 * t, 3 * t + 1, 3 * t + 2]).collect();
+        tris.extend([[0, 0, 1], [5, 5, 5], [0, 1, 0]]); // degenerate ones
+        Mesh { vertices: p, triangles: tris }
+    };
+    let first = |m: &Mesh<T>, n: usize| Mesh { vertices: m.vertices.clone(), triangles: m.triangles[..n].to_vec() };
+    let small = soup(1000, seed);
+    let twice = {
+        let mut m = first(&small, 300);
+        m.triangles.extend(m.triangles.clone());
+        m
+    };
+    let meshes = [
+        ("sphere", Mesh::<T>::uv_sphere(60, 120, 10.0, [1.0, 2.0, 3.0])),
+        ("one triangle", first(&small, 1)),
+        ("two triangles", first(&small, 2)),
+        ("9 triangles", first(&small, 9)),
+        ("70 triangles", first(&small, 70)),
+        ("doubled triangles", twice),
+        ("clustered soup", small),
+        ("large clustered soup", soup(200_000, seed + 1)),
+    ];
+    for (name, mesh) in meshes {
+        let [host, dev] = hooks::mesh_index_host_and_device(&gpu.0, &mesh).unwrap();
+        let bits = |v: &[T]| v.iter().map(|x| x.ordered_bits()).collect::<Vec<_>>();
+        assert_eq!(host.1, dev.1, "{name}: children");
+        assert_eq!(bits(&host.2), bits(&dev.2), "{name}: triangles");
+        assert_eq!(host.3, dev.3, "{name}: ids");
+        assert_eq!(host.4, dev.4, "{name}: stack");
+        assert_eq!(host.0.len(), dev.0.len(), "{name}: boxes");
+        // Each slot's sorted range, children before parents (nodes are numbered breadth first).
+        let (children, tris) = (&dev.1, &dev.2);
+        let mut range = vec![(0usize, 0usize); children.len()];
+        for slot in (0..children.len()).rev() {
+            let c = children[slot];
+            range[slot] = if c == WIDE_EMPTY {
+                (0, 0)
+            } else if c & WIDE_LEAF != 0 {
+                let s = (c & WIDE_START) as usize;
+                (s, s + ((c >> 28) & 7) as usize + 1)
+            } else {
+                let kids = &range[c as usize * WIDE..(c as usize + 1) * WIDE];
+                let used = kids.iter().filter(|r| r.1 > r.0);
+                (used.clone().map(|r| r.0).min().unwrap(), used.map(|r| r.1).max().unwrap())
+            };
+        }
+        for (built, boxes) in [("host", &host.0), ("device", &dev.0)] {
+            for (slot, &(s, e)) in range.iter().enumerate() {
+                let b = &boxes[slot * 16..slot * 16 + 16];
+                for t in s..e {
+                    for k in 0..3 {
+                        let x = &tris[t * 12 + 3 * k..t * 12 + 3 * k + 3];
+                        for j in 0..3 {
+                            let p = x[0] * b[3 * j] + x[1] * b[3 * j + 1] + x[2] * b[3 * j + 2];
+                            assert!(
+                                b[9 + j] <= p && p <= b[12 + j],
+                                "{name}, {built}: slot {slot} misses triangle {t}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let same =
+            (0..range.len()).filter(|&i| bits(&host.0[i * 16..i * 16 + 16]) == bits(&dev.0[i * 16..i * 16 + 16]));
+        eprintln!("{name}: {} slots, {} boxes bitwise the host's", range.len(), same.count());
+    }
+}
+
+#[test]
+fn gpu_built_mesh_index_matches_host_build_f32() {
+    same_mesh_index::<f32>(93);
+}
+
+#[test]
+fn gpu_built_mesh_index_matches_host_build_f64() {
+    same_mesh_index::<f64>(94);
 }
 
 #[test]

@@ -24,7 +24,7 @@ pub const TRIANGLE_LEAF: usize = 4;
 
 /// A node whose summed (area-weighted) normal is at least this share of its area is boxed
 /// along that normal; a more curved one gets the principal axes of its corners.
-const FLAT_ENOUGH: f64 = 0.7;
+pub(crate) const FLAT_ENOUGH: f64 = 0.7;
 
 /// A box along three (near-)orthonormal axes: the corners of a node's triangles x satisfy
 /// `lo[k] ≤ x·axis[k] ≤ hi[k]`. One record (16 values) so a node's bound is one load.

@@ -1,5 +1,5 @@
-//! Launches closest_point.cu: closest points on a mesh for many queries. The `TriangleBvh` is
-//! built on the host (one sort of the triangles), collapsed to a `WideBvh` and uploaded;
+//! Launches closest_point.cu: closest points on a mesh for many queries. The `TriangleBvh`,
+//! collapsed to a `WideBvh`, is built on the device (bvh_cuda.rs);
 //! queries are ordered on the device by Morton code and searched in packets of 32, a warp
 //! walking the tree once for its 32 queries.
 
@@ -10,12 +10,15 @@ use cudarc::driver::{CudaSlice, DevicePtr};
 use super::{query_frame, ClosestPoints};
 use crate::closest_point::bvh::{TriangleBvh, WideBvh, WIDE, WIDE_EMPTY, WIDE_LEAF, WIDE_START};
 use crate::error::{Error, Result};
+use crate::geometry::mesh::Mesh;
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
-use crate::runtime::cuda::launch::{c_definitions, c_struct, kernels, In, Out};
+use crate::runtime::cpu::{big_vec, Toucher};
+use crate::runtime::cuda::launch::{c_definitions, c_struct, kernels, Address, In, Out};
 use crate::runtime::cuda::radix_sort::sort_pairs;
-use crate::runtime::cuda::transfer::download_vec;
+use crate::runtime::cuda::transfer::{download_columns, download_vec, Column};
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, DevicePoints, Gpu, COMMON};
+use crate::runtime::profile::Phases;
 use crate::tree::cuda::TREE_HEADER;
 
 /// Shared memory a block of the closest-point kernel may take for its warps' stacks.
@@ -127,6 +130,43 @@ impl<T: Real> DeviceTriangleBvh<T> {
         })
     }
 
+    /// The index of `mesh` (validated; its vertices' box `lo`, `hi`), built on the GPU.
+    pub(crate) fn build(gpu: &Gpu, mesh: &Mesh<T>, lo: [T; 3], hi: [T; 3], phases: &mut Phases) -> Result<Self> {
+        if mesh.triangles.is_empty() {
+            return Self::upload(gpu, &TriangleBvh::build(mesh), lo, hi);
+        }
+        let frame = query_frame(lo, hi);
+        let wide = super::bvh_cuda::build(gpu, mesh, lo, hi, phases)?;
+        Ok(Self {
+            boxes: wide.boxes,
+            children: wide.children,
+            tris: wide.tris,
+            ids: wide.ids,
+            stack_cap: 1 + (WIDE - 1) * wide.depth + 2,
+            n: mesh.triangles.len(),
+            frame: gpu
+                .stream()
+                .clone_htod(&[frame.origin[0], frame.origin[1], frame.origin[2], frame.scale])
+                .map_err(cuda_err)?,
+        })
+    }
+
+    /// The index's arrays, brought back: box records, children, triangle records, ids and
+    /// the stack size (for tests).
+    #[allow(clippy::type_complexity)]
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn to_host(&self, gpu: &Gpu) -> Result<(Vec<T>, Vec<u32>, Vec<T>, Vec<u32>, usize)> {
+        let s = gpu.stream();
+        let ids = if self.n == 0 { Vec::new() } else { s.clone_dtoh(&self.ids).map_err(cuda_err)? };
+        Ok((
+            s.clone_dtoh(&self.boxes).map_err(cuda_err)?,
+            s.clone_dtoh(&self.children).map_err(cuda_err)?,
+            s.clone_dtoh(&self.tris).map_err(cuda_err)?,
+            ids,
+            self.stack_cap,
+        ))
+    }
+
     fn args(&self, gpu: &Gpu) -> WideBvhArgs<T> {
         let s = gpu.stream();
         WideBvhArgs {
@@ -198,12 +238,34 @@ pub(crate) fn closest_points_resident<T: Real>(
     out: &mut DeviceClosestPoints<T>,
 ) -> Result<()> {
     let nq = queries.len;
-    let nq32 = nq as u32;
     let mut keys = gpu.alloc_uninit::<u64>(nq)?;
     let mut order = gpu.alloc_uninit::<u32>(nq)?;
-    let q = queries;
-    cp_query_keys::<T>(gpu, threads(nq, 256), &q.x, &q.y, &q.z, nq32, &bvh.frame, &mut keys, &mut order)?;
-    sort_pairs(gpu, &mut keys, &mut order, nq, 30)?;
+    let s = gpu.stream();
+    let at = |c: &CudaSlice<T>| Address::of(c, s);
+    let q = [at(&queries.x), at(&queries.y), at(&queries.z)];
+    let [d, x, y, z, u, v, w] = &out.values;
+    let found = [at(d), at(x), at(y), at(z), at(u), at(v), at(w)];
+    search(gpu, bvh, q, nq, &mut keys, &mut order, r2, slack, Address::of(&out.triangle, s), found)
+}
+
+/// Queries `q` (`nq` of them, device columns x, y, z) ordered along the curve and searched,
+/// their triangles into `tri` and their distance, point and barycentrics into `found`.
+#[allow(clippy::too_many_arguments)]
+fn search<T: Real>(
+    gpu: &Gpu,
+    bvh: &DeviceTriangleBvh<T>,
+    q: [Address<T>; 3],
+    nq: usize,
+    keys: &mut CudaSlice<u64>,
+    order: &mut CudaSlice<u32>,
+    r2: T,
+    slack: T,
+    tri: Address<u32>,
+    found: [Address<T>; 7],
+) -> Result<()> {
+    let nq32 = nq as u32;
+    cp_query_keys::<T>(gpu, threads(nq, 256), q[0], q[1], q[2], nq32, &bvh.frame, &mut *keys, &mut *order)?;
+    sort_pairs(gpu, keys, order, nq, 30)?;
     // A warp per 32 queries, each warp's stack (4 bytes an entry) in shared memory. Four warps
     // a block were as fast as two and a little faster than eight or sixteen.
     let warps = (STACK_BYTES / (4 * bvh.stack_cap)).clamp(1, 4);
@@ -212,40 +274,65 @@ pub(crate) fn closest_points_resident<T: Real>(
     }
     let mut cfg = threads(nq, (warps * 32) as u32);
     cfg.shared_mem_bytes = (warps * 4 * bvh.stack_cap) as u32;
-    let [d, x, y, z, u, v, w] = &mut out.values;
+    let [d, x, y, z, u, v, w] = found;
     let args = bvh.args(gpu);
-    closest_points::<T>(
-        gpu,
-        cfg,
-        &q.x,
-        &q.y,
-        &q.z,
-        &order,
-        nq32,
-        args,
-        r2,
-        slack,
-        &mut out.triangle,
-        d,
-        x,
-        y,
-        z,
-        u,
-        v,
-        w,
-    )
+    closest_points::<T>(gpu, cfg, q[0], q[1], q[2], &*order, nq32, args, r2, slack, tri, d, x, y, z, u, v, w)
 }
 
-/// Each query's closest point on the mesh of `bvh` within squared radius `r2`.
+/// Each query's closest point on the mesh of `bvh` within squared radius `r2`, from host
+/// memory into fresh vectors, whose pages other threads fault in while the GPU searches.
 pub(crate) fn closest_points_host<T: Real>(
     gpu: &Gpu,
     bvh: &DeviceTriangleBvh<T>,
     queries: &Points<T>,
     r2: T,
     slack: T,
+    phases: &mut Phases,
 ) -> Result<ClosestPoints<T>> {
+    let n = queries.len();
     let dq = DevicePoints::upload(gpu, queries)?;
-    let mut out = DeviceClosestPoints::alloc(gpu, queries.len())?;
+    let mut out = DeviceClosestPoints::alloc(gpu, n)?;
+    phases.mark_after("queries up", || gpu.synchronize())?;
+    let mut found = ClosestPoints {
+        triangle: big_vec::<u32>(n),
+        distance: big_vec(n),
+        point: Points { x: big_vec(n), y: big_vec(n), z: big_vec(n) },
+        bary: [big_vec(n), big_vec(n), big_vec(n)],
+    };
+    let s = gpu.stream();
+    let size = std::mem::size_of::<T>();
+    let [bu, bv, bw] = &mut found.bary;
+    let column = |host: &mut Vec<T>, dev: &CudaSlice<T>| Column {
+        size,
+        device: dev.device_ptr(s).0,
+        host: host.as_mut_ptr() as usize,
+    };
+    let [d, x, y, z, u, v, w] = &out.values;
+    let down = [
+        Column { size: 4, device: out.triangle.device_ptr(s).0, host: found.triangle.as_mut_ptr() as usize },
+        column(&mut found.distance, d),
+        column(&mut found.point.x, x),
+        column(&mut found.point.y, y),
+        column(&mut found.point.z, z),
+        column(bu, u),
+        column(bv, v),
+        column(bw, w),
+    ];
+    let touched = Toucher::start(&down.map(|c| (c.host, n * c.size)));
     closest_points_resident(gpu, bvh, &dq, r2, slack, &mut out)?;
-    out.download(gpu)
+    drop(touched);
+    phases.mark_after("searched", || gpu.synchronize())?;
+    download_columns(gpu, n, &down)?;
+    // SAFETY: `download_columns` wrote all n values of every column.
+    unsafe {
+        found.triangle.set_len(n);
+        for c in [&mut found.distance, &mut found.point.x, &mut found.point.y, &mut found.point.z] {
+            c.set_len(n);
+        }
+        for c in &mut found.bary {
+            c.set_len(n);
+        }
+    }
+    phases.mark("results down");
+    Ok(found)
 }

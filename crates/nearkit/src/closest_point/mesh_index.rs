@@ -15,6 +15,7 @@ use crate::geometry::radius2;
 use crate::geometry::real::Real;
 use crate::geometry::scale::Scale;
 use crate::runtime::cuda::DevicePoints;
+use crate::runtime::profile::Phases;
 
 /// A triangle mesh indexed for exact closest-point queries: per query the nearest triangle
 /// (ties to the smaller id), distance, point and barycentric coordinates, bitwise the same on
@@ -57,23 +58,27 @@ enum Index<T> {
 impl<T: Real> MeshIndex<T> {
     /// Indexes `mesh` for queries on the engine's device. Degenerate triangles are allowed.
     pub fn new(mesh: &Mesh<T>, engine: &Engine) -> Result<Self> {
+        let mut phases = Phases::new("mesh index", engine.options().profile);
         let magnitudes = mesh.validate()?;
         let scale = Scale::for_mesh::<T>(magnitudes);
         let scaled = (!scale.is_identity()).then(|| scale.mesh(mesh).into_owned());
         let held = scaled.as_ref().unwrap_or(mesh);
         let bounds = held.vertices.bounds();
-        let bvh = TriangleBvh::build(held);
+        phases.mark("checked, box");
         let index = match engine.gpu() {
             None => {
+                let bvh = TriangleBvh::build(held);
                 // f32 queries are searched by packets over the tree collapsed to 8 children.
                 let wide = (&bvh as &dyn std::any::Any).downcast_ref::<TriangleBvh<f32>>().and_then(WideBvh::of);
                 Index::Cpu { bvh, wide }
             }
             Some(gpu) => {
                 let _busy = gpu.lock();
-                Index::Cuda(DeviceTriangleBvh::upload(gpu, &bvh, bounds.0, bounds.1)?)
+                Index::Cuda(DeviceTriangleBvh::build(gpu, held, bounds.0, bounds.1, &mut phases)?)
             }
         };
+        phases.mark("built");
+        phases.report();
         Ok(Self {
             engine: engine.clone(),
             mesh: mesh.clone(),
@@ -104,25 +109,37 @@ impl<T: Real> MeshIndex<T> {
     /// Each query's closest point on the mesh; with a `max_distance`, queries with no triangle
     /// within it get `NO_ID`, an infinite distance and NaN point and barycentrics.
     pub fn closest_points(&self, queries: &Points<T>, opts: &ClosestPointOptions<T>) -> Result<ClosestPoints<T>> {
-        let queries = self.scaled_queries(queries)?;
-        let mut found = self.search(&queries, opts)?;
+        let mut phases = Phases::new("closest points", self.engine.options().profile);
+        let (queries, query_max) = self.scaled_queries(queries)?;
+        phases.mark("queries checked");
+        let mut found = self.search(&queries, query_max, opts, &mut phases)?;
         self.scale.undo_all(&mut found.distance);
         for c in [&mut found.point.x, &mut found.point.y, &mut found.point.z] {
             self.scale.undo_all(c);
         }
+        phases.mark("unscaled");
+        phases.report();
         Ok(found)
     }
 
-    /// The queries checked, and scaled as the mesh is.
-    fn scaled_queries<'a>(&self, queries: &'a Points<T>) -> Result<std::borrow::Cow<'a, Points<T>>> {
-        self.scale.check_mesh_queries::<T>(self.mesh_max, queries.validate(Role::Queries)?)?;
-        Ok(self.scale.points(queries))
+    /// The queries checked, and scaled as the mesh is; and their largest magnitude, scaled.
+    fn scaled_queries<'a>(&self, queries: &'a Points<T>) -> Result<(std::borrow::Cow<'a, Points<T>>, T)> {
+        let m = queries.validate(Role::Queries)?;
+        self.scale.check_mesh_queries::<T>(self.mesh_max, m)?;
+        // Scaling by a power of two keeps the order of magnitudes: the largest stays largest.
+        Ok((self.scale.points(queries), self.scale.apply(T::from_f64(m.max))))
     }
 
     /// The search, in the index's (scaled) coordinates.
-    fn search(&self, queries: &Points<T>, opts: &ClosestPointOptions<T>) -> Result<ClosestPoints<T>> {
+    fn search(
+        &self,
+        queries: &Points<T>,
+        query_max: T,
+        opts: &ClosestPointOptions<T>,
+        phases: &mut Phases,
+    ) -> Result<ClosestPoints<T>> {
         let r2 = radius2(self.scale.max_distance(opts.max_distance)?)?;
-        let slack = rounding_slack(self.bounds.0, self.bounds.1, queries.bounds());
+        let slack = rounding_slack(self.bounds.0, self.bounds.1, query_max);
         match &self.index {
             Index::Cpu { bvh, wide } => {
                 Ok(super::cpu::closest_points(bvh, wide.as_ref(), self.bounds, queries, r2, slack))
@@ -130,7 +147,7 @@ impl<T: Real> MeshIndex<T> {
             Index::Cuda(bvh) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                super::cuda::closest_points_host(gpu, bvh, queries, r2, slack)
+                super::cuda::closest_points_host(gpu, bvh, queries, r2, slack, phases)
             }
         }
     }
@@ -145,8 +162,8 @@ impl<T: Real> MeshIndex<T> {
     /// and consistently oriented.
     pub fn signed_distances(&self, queries: &Points<T>, opts: &ClosestPointOptions<T>) -> Result<Vec<T>> {
         let normals = self.normals()?;
-        let queries = self.scaled_queries(queries)?;
-        let found = self.search(&queries, opts)?;
+        let (queries, query_max) = self.scaled_queries(queries)?;
+        let found = self.search(&queries, query_max, opts, &mut Phases::new("", false))?;
         let mut signed = normals.sign(self.held(), &queries, &found);
         self.scale.undo_all(&mut signed);
         Ok(signed)
@@ -167,7 +184,7 @@ impl<T: Real> MeshIndex<T> {
             return Ok(normals.sign(&self.mesh, queries, found));
         }
         // The sign is found in the index's coordinates; the distances it signs are the caller's.
-        let queries = self.scaled_queries(queries)?;
+        let (queries, _) = self.scaled_queries(queries)?;
         let point = self.scale.points(&found.point).into_owned();
         Ok(normals.sign(self.held(), &queries, &ClosestPoints { point, ..found.clone() }))
     }
@@ -205,7 +222,9 @@ impl<T: Real> MeshIndex<T> {
         let (lo, hi) = self.bounds;
         let r2 = radius2(opts.max_distance)?;
         let queries_box = queries.bounds.expect("points uploaded by Engine::upload carry their box");
-        let slack = rounding_slack(lo, hi, queries_box);
+        let query_max =
+            queries_box.0.iter().chain(&queries_box.1).fold(T::ZERO, |m, &v| m.max(T::from_f64(v.to_f64().abs())));
+        let slack = rounding_slack(lo, hi, query_max);
         let _busy = gpu.lock();
         super::cuda::closest_points_resident(gpu, bvh, queries, r2, slack, out)
     }

@@ -6,6 +6,7 @@
 //! the GPU by warps of 32 (`cuda`); triangles are tested by `triangle`.
 
 pub(crate) mod bvh;
+pub(crate) mod bvh_cuda;
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 mod mesh_index;
@@ -44,9 +45,10 @@ pub struct ClosestPoints<T> {
 }
 
 /// An absolute bound (with a wide margin) on the rounding error of a computed closest point:
-/// its coordinates come from a few products and sums of values no larger than `scale`.
-pub(crate) fn rounding_slack<T: Real>(lo: [T; 3], hi: [T; 3], (qlo, qhi): ([T; 3], [T; 3])) -> T {
-    let scale = (0..3).flat_map(|a| [lo[a], hi[a], qlo[a], qhi[a]]).map(|v| v.to_f64().abs()).fold(0.0, f64::max);
+/// its coordinates come from a few products and sums of values no larger than `scale`, the
+/// largest magnitude of the mesh's box (`lo`, `hi`) and of the queries (`query_max`).
+pub(crate) fn rounding_slack<T: Real>(lo: [T; 3], hi: [T; 3], query_max: T) -> T {
+    let scale = lo.iter().chain(&hi).map(|v| v.to_f64().abs()).fold(query_max.to_f64().abs(), f64::max);
     let ulp = if T::NAME == "f32" { f32::EPSILON as f64 } else { f64::EPSILON };
     T::from_f64(scale * ulp * 64.0)
 }

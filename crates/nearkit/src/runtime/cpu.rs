@@ -94,29 +94,33 @@ pub fn big_vec<V>(n: usize) -> Vec<V> {
 pub(crate) struct Toucher(Option<std::thread::JoinHandle<()>>);
 
 impl Toucher {
-    /// Below this many bytes the pages are left to fault in as they are written.
+    /// Below this many bytes in all the pages are left to fault in as they are written.
     const MIN_BYTES: usize = 16 << 20;
 
     /// Starts touching `(address, bytes)` ranges that the caller owns, does not read, and
     /// writes only after dropping the toucher.
     pub(crate) fn start(ranges: &[(usize, usize)]) -> Self {
-        let ranges: Vec<(usize, usize)> = ranges.iter().copied().filter(|r| r.1 >= Self::MIN_BYTES).collect();
-        if ranges.is_empty() {
+        if ranges.iter().map(|r| r.1).sum::<usize>() < Self::MIN_BYTES {
             return Toucher(None);
         }
+        let ranges = ranges.to_vec();
         Toucher(Some(std::thread::spawn(move || {
             use rayon::prelude::*;
             const HUGE: usize = 2 << 20;
-            for (addr, bytes) in ranges {
-                (0..bytes.div_ceil(HUGE)).into_par_iter().for_each(|c| {
-                    let (s, e) = (c * HUGE, ((c + 1) * HUGE).min(bytes));
-                    for off in (s..e).step_by(4096) {
-                        // SAFETY: inside the caller's range, which nothing else touches until
-                        // this thread is joined; a zero byte in memory that is then overwritten.
-                        unsafe { ((addr + off) as *mut u8).write_volatile(0) };
-                    }
-                });
-            }
+            // Every range's 2 MiB parts in one parallel loop.
+            let parts: Vec<(usize, usize)> = ranges
+                .iter()
+                .flat_map(|&(addr, bytes)| {
+                    (0..bytes.div_ceil(HUGE)).map(move |c| (addr + c * HUGE, ((c + 1) * HUGE).min(bytes) - c * HUGE))
+                })
+                .collect();
+            parts.into_par_iter().for_each(|(addr, bytes)| {
+                for off in (0..bytes).step_by(4096) {
+                    // SAFETY: inside the caller's range, which nothing else touches until this
+                    // thread is joined; a zero byte in memory that is then overwritten.
+                    unsafe { ((addr + off) as *mut u8).write_volatile(0) };
+                }
+            });
         })))
     }
 

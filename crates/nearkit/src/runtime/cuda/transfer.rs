@@ -228,6 +228,81 @@ fn through_staging(
     Ok(())
 }
 
+/// One column of a transfer in pieces: `size` bytes an item, at device address `device` and
+/// host address `host` (the caller's memory, which outlives the call; a download's may be
+/// uninitialised).
+#[derive(Clone, Copy)]
+pub(crate) struct Column {
+    pub size: usize,
+    pub device: u64,
+    pub host: usize,
+}
+
+/// Copies of `bytes` from `src` to `dst` (addresses), all in one parallel loop by parts.
+fn copy_all_parallel(copies: &[(usize, usize, usize)]) {
+    let parts: Vec<(usize, usize, usize)> = copies
+        .iter()
+        .flat_map(|&(src, dst, bytes)| {
+            (0..bytes.div_ceil(PART_BYTES)).map(move |p| {
+                let (s, e) = (p * PART_BYTES, ((p + 1) * PART_BYTES).min(bytes));
+                (src + s, dst + s, e - s)
+            })
+        })
+        .collect();
+    parts.into_par_iter().for_each(|(src, dst, bytes)| {
+        // SAFETY: the callers' columns lie inside their buffers and no two parts overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) };
+    });
+}
+
+/// Copies `n` items of each of `columns` from the device into host memory (which may be
+/// uninitialised): every column is cut into pieces of a quarter of a staging buffer, and the
+/// eight quarters of the two buffers are filled in turn, so that while the host copies one
+/// piece out the bus brings the next seven.
+pub(crate) fn download_columns(gpu: &Gpu, n: usize, columns: &[Column]) -> Result<()> {
+    const SLOT: usize = STAGE_BYTES / 4;
+    const SLOTS: usize = 8;
+    let stream = gpu.stream();
+    let mut staging = gpu.staging()?;
+    staging.wait(0)?;
+    staging.wait(1)?;
+    let bufs = [staging.ptr::<u8>(0)? as usize, staging.ptr::<u8>(1)? as usize];
+    let slot = |k: usize| bufs[(k % SLOTS) / 4] + (k % 4) * SLOT;
+    // (column, first byte, bytes)
+    let pieces: Vec<(usize, usize, usize)> = columns
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| {
+            let total = n * c.size;
+            (0..total.div_ceil(SLOT)).map(move |p| (i, p * SLOT, SLOT.min(total - p * SLOT)))
+        })
+        .collect();
+    let mut done: std::collections::VecDeque<CudaEvent> = std::collections::VecDeque::new();
+    let enqueue = |k: usize, done: &mut std::collections::VecDeque<CudaEvent>| -> Result<()> {
+        let (i, at, bytes) = pieces[k];
+        // SAFETY: the slot holds SLOT >= bytes; the host copied its last piece out already.
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(slot(k) as *mut _, columns[i].device + at as u64, bytes, stream.cu_stream())
+        }
+        .result()
+        .map_err(cuda_err)?;
+        done.push_back(stream.record_event(None).map_err(cuda_err)?);
+        Ok(())
+    };
+    for k in 0..pieces.len().min(SLOTS) {
+        enqueue(k, &mut done)?;
+    }
+    for k in 0..pieces.len() {
+        done.pop_front().expect("one event per piece").synchronize().map_err(cuda_err)?;
+        let (i, at, bytes) = pieces[k];
+        copy_all_parallel(&[(slot(k), columns[i].host + at, bytes)]);
+        if k + SLOTS < pieces.len() {
+            enqueue(k + SLOTS, &mut done)?;
+        }
+    }
+    Ok(())
+}
+
 /// `len` values of `src` mapped by `f` into `dst`, by parts in parallel.
 fn map_parallel<S: Copy, D>(src: SendPtr<S>, dst: SendPtr<D>, len: usize, f: &(impl Fn(S) -> D + Sync)) {
     let part = (PART_BYTES / std::mem::size_of::<D>().max(1)).max(1);
