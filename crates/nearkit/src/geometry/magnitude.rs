@@ -18,26 +18,33 @@ impl Magnitudes {
     /// Of no coordinates at all.
     pub const NONE: Self = Self { max: 0.0, min_nonzero: f64::INFINITY };
 
-    /// Of one coordinate column, in parallel; `None` if a value is not finite.
-    pub(crate) fn of_column<T: Real>(col: &[T]) -> Option<Self> {
+    /// Of each coordinate column, in one parallel pass over them all; `None` for a column
+    /// with a value that is not finite.
+    pub(crate) fn of_columns<T: Real>(cols: &[&[T]]) -> Vec<Option<Self>> {
         // On the bits of |v| (sign cleared), which order as the magnitudes do, and exceed
         // every finite value's for infinities and NaNs: one vectorised max and min per
-        // column, on every query set.
-        let (max, min_nonzero, inf) = if std::mem::size_of::<T>() == 4 {
+        // column part, on every query set.
+        if std::mem::size_of::<T>() == 4 {
             // SAFETY: T is f32 (the only 4-byte Real): same size and alignment as u32.
-            let bits = unsafe { std::slice::from_raw_parts(col.as_ptr() as *const u32, col.len()) };
-            let (hi, lo) = abs_bits_range(bits, 0x7fff_ffff);
-            (f32::from_bits(hi) as f64, f32::from_bits(lo) as f64, hi >= 0x7f80_0000)
+            let bits: Vec<&[u32]> =
+                cols.iter().map(|c| unsafe { std::slice::from_raw_parts(c.as_ptr() as *const u32, c.len()) }).collect();
+            let of = |(hi, lo): (u32, u32)| {
+                (hi < 0x7f80_0000).then(|| Self::of_range(f32::from_bits(hi) as f64, f32::from_bits(lo) as f64))
+            };
+            abs_bits_ranges(&bits, 0x7fff_ffff).into_iter().map(of).collect()
         } else {
             // SAFETY: T is f64 (the only 8-byte Real): same size and alignment as u64.
-            let bits = unsafe { std::slice::from_raw_parts(col.as_ptr() as *const u64, col.len()) };
-            let (hi, lo) = abs_bits_range(bits, 0x7fff_ffff_ffff_ffff);
-            (f64::from_bits(hi), f64::from_bits(lo), hi >= 0x7ff0_0000_0000_0000)
-        };
-        if inf {
-            return None;
+            let bits: Vec<&[u64]> =
+                cols.iter().map(|c| unsafe { std::slice::from_raw_parts(c.as_ptr() as *const u64, c.len()) }).collect();
+            let of = |(hi, lo): (u64, u64)| {
+                (hi < 0x7ff0_0000_0000_0000).then(|| Self::of_range(f64::from_bits(hi), f64::from_bits(lo)))
+            };
+            abs_bits_ranges(&bits, 0x7fff_ffff_ffff_ffff).into_iter().map(of).collect()
         }
-        Some(Self { max, min_nonzero: if min_nonzero.is_finite() { min_nonzero } else { f64::INFINITY } })
+    }
+
+    fn of_range(max: f64, min_nonzero: f64) -> Self {
+        Self { max, min_nonzero: if min_nonzero.is_finite() { min_nonzero } else { f64::INFINITY } }
     }
 
     /// Both sets' together.
@@ -46,23 +53,32 @@ impl Magnitudes {
     }
 }
 
-/// The largest and the smallest nonzero of `bits & mask` (the smallest is `mask`'s infinity
-/// pattern's neighbour, all ones, when every value is zero).
-fn abs_bits_range<U>(bits: &[U], mask: U) -> (U, U)
+/// Per column, the largest and the smallest nonzero of `bits & mask` (the smallest is all
+/// ones when every value is zero), in one parallel loop over every column's parts.
+fn abs_bits_ranges<U>(cols: &[&[U]], mask: U) -> Vec<(U, U)>
 where
     U: Copy + Ord + Send + Sync + std::ops::BitAnd<Output = U> + Default + MaxValue,
 {
-    bits.par_chunks(1 << 16)
-        .map(|c| {
+    const PART: usize = 1 << 16;
+    let parts: Vec<(usize, &[U])> =
+        cols.iter().enumerate().flat_map(|(i, c)| c.chunks(PART).map(move |p| (i, p))).collect();
+    let found: Vec<(usize, U, U)> = parts
+        .into_par_iter()
+        .map(|(i, c)| {
             let (mut hi, mut lo) = (U::default(), U::MAX_VALUE);
             for &b in c {
                 let a = b & mask;
                 hi = hi.max(a);
                 lo = lo.min(if a == U::default() { U::MAX_VALUE } else { a });
             }
-            (hi, lo)
+            (i, hi, lo)
         })
-        .reduce(|| (U::default(), U::MAX_VALUE), |x, y| (x.0.max(y.0), x.1.min(y.1)))
+        .collect();
+    let mut out = vec![(U::default(), U::MAX_VALUE); cols.len()];
+    for (i, hi, lo) in found {
+        out[i] = (out[i].0.max(hi), out[i].1.min(lo));
+    }
+    out
 }
 
 /// `MAX` of the unsigned types.

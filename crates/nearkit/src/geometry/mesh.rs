@@ -1,5 +1,7 @@
 //! Triangle meshes: shared vertices (structure of arrays) and triangles as vertex indices.
 
+use rayon::prelude::*;
+
 use crate::error::{Error, Result};
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
@@ -22,12 +24,12 @@ impl<T: Real> Mesh<T> {
             return Err(Error::InvalidArgument("the mesh has no triangles".into()));
         }
         let n = self.vertices.len();
-        for (t, tri) in self.triangles.iter().enumerate() {
-            if let Some(&v) = tri.iter().find(|&&v| v as usize >= n) {
-                return Err(Error::InvalidArgument(format!(
-                    "triangle {t} uses vertex {v}, but the mesh has {n} vertices (indices are 0-based)"
-                )));
-            }
+        let out_of_range = |tri: &[u32; 3]| tri.iter().any(|&v| v as usize >= n);
+        if let Some(t) = self.triangles.par_iter().with_min_len(1 << 14).position_first(out_of_range) {
+            let v = self.triangles[t].iter().find(|&&v| v as usize >= n).copied().unwrap_or_default();
+            return Err(Error::InvalidArgument(format!(
+                "triangle {t} uses vertex {v}, but the mesh has {n} vertices (indices are 0-based)"
+            )));
         }
         self.vertices.validate(crate::Role::Data)
     }

@@ -93,8 +93,9 @@ impl<T: Real> Points<T> {
             return Err(Error::TooLarge { role, len: self.len(), max: MAX_POINTS });
         }
         let mut all = Magnitudes::NONE;
-        for (axis, col) in [('x', &self.x), ('y', &self.y), ('z', &self.z)] {
-            match Magnitudes::of_column(col) {
+        let found = Magnitudes::of_columns(&[&self.x, &self.y, &self.z]);
+        for ((axis, col), m) in [('x', &self.x), ('y', &self.y), ('z', &self.z)].into_iter().zip(found) {
+            match m {
                 Some(m) => all = all.union(m),
                 None => {
                     // The exact row is looked for only when something is wrong.
@@ -108,13 +109,22 @@ impl<T: Real> Points<T> {
 
     /// Axis-aligned bounds `(lo, hi)`, computed in parallel; empty sets give `(+inf, -inf)`.
     pub fn bounds(&self) -> ([T; 3], [T; 3]) {
-        let col = |c: &Vec<T>| {
-            c.par_iter()
-                .with_min_len(1 << 14)
-                .fold(|| (T::INFINITY, -T::INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)))
-                .reduce(|| (T::INFINITY, -T::INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
-        };
-        let (x, y, z) = (col(&self.x), col(&self.y), col(&self.z));
-        ([x.0, y.0, z.0], [x.1, y.1, z.1])
+        // Every column's parts in one parallel loop.
+        let cols = [&self.x, &self.y, &self.z];
+        let parts: Vec<(usize, &[T])> =
+            cols.iter().enumerate().flat_map(|(a, c)| c.chunks(1 << 15).map(move |p| (a, p))).collect();
+        let found: Vec<(usize, T, T)> = parts
+            .into_par_iter()
+            .map(|(a, c)| {
+                let (lo, hi) = c.iter().fold((T::INFINITY, -T::INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+                (a, lo, hi)
+            })
+            .collect();
+        let (mut lo, mut hi) = ([T::INFINITY; 3], [-T::INFINITY; 3]);
+        for (a, l, h) in found {
+            lo[a] = lo[a].min(l);
+            hi[a] = hi[a].max(h);
+        }
+        (lo, hi)
     }
 }

@@ -92,8 +92,9 @@ impl<T: Real> Vectors<T> {
             return Err(Error::TooLarge { role, len: self.len(), max: MAX_POINTS });
         }
         let mut all = Magnitudes::NONE;
-        for (a, col) in self.cols.iter().enumerate() {
-            match Magnitudes::of_column(col) {
+        let cols: Vec<&[T]> = self.cols.iter().map(|c| &c[..]).collect();
+        for ((a, col), m) in self.cols.iter().enumerate().zip(Magnitudes::of_columns(&cols)) {
+            match m {
                 Some(m) => all = all.union(m),
                 None => {
                     let index = col.iter().position(|v| !v.is_finite()).unwrap_or(0);

@@ -82,9 +82,10 @@ NK_INSTANTIATE(select_threshold, (const u32* hist, const u32* sums, u32 k, R* ta
 
 // Every query's nearest point within *r2 (inclusive); NO_ID and +inf when none.
 // Queries arrive in Morton order; a_ids[i] is query i's position in the caller's order.
+// The distance is the root of the squared one, correctly rounded, as the CPU takes it.
 template <typename T>
 __device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u32* a_ids, u32 na, Tree<T> t, const T* r2,
-                                 u32* out_b, T* out_d2) {
+                                 u32* out_b, T* out_d) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= na) return;
     T bd = *r2;
@@ -92,10 +93,10 @@ __device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u3
     nearest_search(t, ax[i], ay[i], az[i], bd, bid);
     u32 o = a_ids[i];
     out_b[o] = bid;
-    out_d2[o] = bid == NO_ID ? t_inf<T>() : bd;
+    out_d[o] = bid == NO_ID ? t_inf<T>() : sqrt(bd);
 }
-NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, Tree<R> t, const R* r2, u32* out_b, R* out_d2),
-               (ax, ay, az, a_ids, na, t, r2, out_b, out_d2))
+NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, Tree<R> t, const R* r2, u32* out_b, R* out_d),
+               (ax, ay, az, a_ids, na, t, r2, out_b, out_d))
 
 // Queries whose nearest point lies within *tau append (d2, a_offset + a_ids[i], b) to the candidates.
 template <typename T>

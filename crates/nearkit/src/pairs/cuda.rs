@@ -7,18 +7,17 @@
 //! work; B and its tree stay resident. Candidates are pruned to the best k
 //! between chunks, so their buffer never exceeds one chunk plus k.
 
-use cudarc::driver::CudaSlice;
-use rayon::prelude::*;
+use cudarc::driver::{CudaSlice, DevicePtr};
 
 use super::{to_pairs, Candidate, Nearest, Pair, PairMode};
 use crate::error::Result;
 use crate::geometry::points::Points;
 use crate::geometry::real::{from_ordered_bits, Real};
-use crate::runtime::cpu::big_vec;
+use crate::runtime::cpu::{big_vec, Toucher};
 use crate::runtime::cuda::launch::{kernels, In, Out};
 use crate::runtime::cuda::memory::PointSource;
 use crate::runtime::cuda::radix_sort::{bits_for, gather_u32_as_u64, gather_u64, iota_u32, sort_pairs};
-use crate::runtime::cuda::transfer::download;
+use crate::runtime::cuda::transfer::{download_columns, Column};
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 use crate::runtime::profile::Phases;
 use crate::tree::cuda::{for_each_chunk, gather_points, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
@@ -51,7 +50,7 @@ kernels! {
     fn select_threshold_sums(hist: In<u32>, sums: Out<u32>);
     /// Lowers `tau` to the largest value of the bin holding the k-th smallest bound.
     fn select_threshold<T>(hist: In<u32>, sums: In<u32>, k: u32, tau: Out<T>);
-    /// Every query's nearest point within `r2`.
+    /// Every query's nearest point within `r2`, and its distance.
     fn nearest_all<T>(
         ax: In<T>,
         ay: In<T>,
@@ -61,7 +60,7 @@ kernels! {
         t: TreeArgs<T>,
         r2: In<T>,
         out_b: Out<u32>,
-        out_d2: Out<T>,
+        out_d: Out<T>,
     );
     /// Queries whose nearest point lies within `tau` append a candidate.
     fn nearest_candidates<T>(
@@ -130,9 +129,13 @@ pub(crate) fn nearest<T: Real>(
     chunk: usize,
 ) -> Result<Nearest<T>> {
     let args = tree.args(gpu);
-    let r2_dev = gpu.stream().clone_htod(&[r2]).map_err(cuda_err)?;
+    let s = gpu.stream();
+    let r2_dev = s.clone_htod(&[r2]).map_err(cuda_err)?;
     let n = a.len();
     let mut out = Nearest { b: big_vec(n), distance: big_vec(n) };
+    let (b_at, d_at) = (out.b.as_mut_ptr() as usize, out.distance.as_mut_ptr() as usize);
+    // The answers' fresh pages are faulted in by other threads while the first chunk is searched.
+    let mut touched = Some(Toucher::start(&[(b_at, 4 * n), (d_at, n * std::mem::size_of::<T>())]));
     let mut done = 0;
     for_each_chunk(gpu, &PointSource::Host(a), tree, chunk, |c| {
         let len = c.points.len;
@@ -142,9 +145,17 @@ pub(crate) fn nearest<T: Real>(
         let p = &c.points;
         let cfg = threads(len, BLOCK);
         nearest_all::<T>(gpu, cfg, &p.x, &p.y, &p.z, &c.ids, len32, args, &r2_dev, &mut ob, &mut od)?;
+        drop(touched.take());
         // Chunks come in order: each one's rows follow the last one's.
-        download(gpu, &ob.slice(0..len), &mut out.b.spare_capacity_mut()[done..done + len])?;
-        download(gpu, &od.slice(0..len), &mut out.distance.spare_capacity_mut()[done..done + len])?;
+        let size = std::mem::size_of::<T>();
+        download_columns(
+            gpu,
+            len,
+            &[
+                Column { size: 4, device: ob.device_ptr(s).0, host: b_at + 4 * done },
+                Column { size, device: od.device_ptr(s).0, host: d_at + size * done },
+            ],
+        )?;
         done += len;
         Ok(())
     })?;
@@ -154,8 +165,6 @@ pub(crate) fn nearest<T: Real>(
         out.b.set_len(n);
         out.distance.set_len(n);
     }
-    // Squared distances come down; the roots are taken here, in parallel.
-    out.distance.par_iter_mut().with_min_len(1 << 14).for_each(|d| *d = d.sqrt());
     Ok(out)
 }
 
