@@ -77,22 +77,34 @@ pub(crate) struct DeviceWideBvh<T> {
     /// 16 values per slot, `WIDE` slots per node.
     pub boxes: CudaSlice<T>,
     pub children: CudaSlice<u32>,
-    /// 12 values per sorted triangle.
-    pub tris: CudaSlice<T>,
-    pub ids: CudaSlice<u32>,
     /// Nodes on the longest root-to-leaf path.
     pub depth: usize,
 }
 
-/// `WideBvh::of(&TriangleBvh::build(mesh))` on the GPU, for a validated mesh of at least one
-/// triangle whose vertices' box is `(lo, hi)`.
+/// A build queued on the GPU: the sorted triangles are final; the wide tree's boxes are
+/// gathered once its size is known on the host (`finish`), which waits for the build, so the
+/// host goes on meanwhile (checking and uploading the queries, say).
+pub(crate) struct QueuedBuild<T> {
+    n: usize,
+    /// Every internal node's box, then every triangle's.
+    boxes: CudaSlice<T>,
+    children: CudaSlice<u32>,
+    slot_ref: CudaSlice<u32>,
+    cap: usize,
+    /// {nodes, depth, overflow} of the collapse, in device memory.
+    info: CudaSlice<u32>,
+}
+
+/// `WideBvh::of(&TriangleBvh::build(mesh))` queued on the GPU, for a validated mesh of at
+/// least one triangle whose vertices' box is `(lo, hi)`: the sorted triangles' records (12
+/// values each) and ids, and the rest of the build.
 pub(crate) fn build<T: Real>(
     gpu: &Gpu,
     mesh: &Mesh<T>,
     lo: [T; 3],
     hi: [T; 3],
     phases: &mut Phases,
-) -> Result<DeviceWideBvh<T>> {
+) -> Result<(CudaSlice<T>, CudaSlice<u32>, QueuedBuild<T>)> {
     let n = mesh.triangles.len();
     assert!(n > 0, "an empty mesh's index is made on the host");
     if n as u64 > WIDE_START as u64 {
@@ -175,20 +187,29 @@ pub(crate) fn build<T: Real>(
         &mut slot_ref,
         &mut out,
     )?;
-    let [nodes, depth, overflow] = s.clone_dtoh(&out).map_err(cuda_err)?[..] else {
-        unreachable!("three values were asked for")
-    };
-    phases.mark("collapse");
-    if overflow != 0 {
-        return Err(Error::Cuda(format!(
-            "the wide tree of {n} triangles outgrew its {cap} nodes (a bug: please report it)"
-        )));
+    phases.mark_after("collapse", || gpu.synchronize())?;
+    Ok((recs, ids, QueuedBuild { n, boxes, children: children_all, slot_ref, cap, info: out }))
+}
+
+impl<T: Real> QueuedBuild<T> {
+    /// The wide tree, its boxes gathered into place once its size is known (this waits for
+    /// the build).
+    pub(crate) fn finish(self, gpu: &Gpu) -> Result<DeviceWideBvh<T>> {
+        let (n, cap, s) = (self.n, self.cap, gpu.stream());
+        let [nodes, depth, overflow] = s.clone_dtoh(&self.info).map_err(cuda_err)?[..] else {
+            unreachable!("three values were asked for")
+        };
+        if overflow != 0 {
+            return Err(Error::Cuda(format!(
+                "the wide tree of {n} triangles outgrew its {cap} nodes (a bug: please report it)"
+            )));
+        }
+        let slots = nodes as usize * WIDE;
+        let mut wide = gpu.alloc_uninit::<T>(16 * slots)?;
+        let values = 16 * slots as u64;
+        cpb_wide_boxes::<T>(gpu, threads(16 * slots, 256), &self.boxes, &self.slot_ref, n as u32, values, &mut wide)?;
+        let mut children = gpu.alloc_uninit::<u32>(slots)?;
+        s.memcpy_dtod(&self.children.slice(..slots), &mut children).map_err(cuda_err)?;
+        Ok(DeviceWideBvh { boxes: wide, children, depth: depth as usize })
     }
-    let slots = nodes as usize * WIDE;
-    let mut wide = gpu.alloc_uninit::<T>(16 * slots)?;
-    cpb_wide_boxes::<T>(gpu, threads(16 * slots, 256), &boxes, &slot_ref, n32, 16 * slots as u64, &mut wide)?;
-    let mut children = gpu.alloc_uninit::<u32>(slots)?;
-    s.memcpy_dtod(&children_all.slice(..slots), &mut children).map_err(cuda_err)?;
-    phases.mark_after("wide boxes", || gpu.synchronize())?;
-    Ok(DeviceWideBvh { boxes: wide, children, tris: recs, ids, depth: depth as usize })
 }

@@ -4,9 +4,11 @@
 //! walking the tree once for its 32 queries.
 
 use std::marker::PhantomData;
+use std::sync::{Mutex, OnceLock};
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 
+use super::bvh_cuda::QueuedBuild;
 use super::{query_frame, ClosestPoints};
 use crate::closest_point::bvh::{TriangleBvh, WideBvh, WIDE, WIDE_EMPTY, WIDE_LEAF, WIDE_START};
 use crate::error::{Error, Result};
@@ -82,17 +84,32 @@ kernels! {
 
 /// A mesh's closest-point index in device memory: the `TriangleBvh` collapsed to a `WideBvh`.
 pub(crate) struct DeviceTriangleBvh<T> {
-    /// `OrientedBox` records of every node's `WIDE` children, 16 values each.
-    boxes: CudaSlice<T>,
-    children: CudaSlice<u32>,
+    /// The wide tree, once its build has finished (the first search waits for it).
+    wide: OnceLock<Wide<T>>,
+    /// A build still on its way: the host goes on meanwhile.
+    queued: Mutex<Option<QueuedBuild<T>>>,
     /// Per sorted triangle {a, b, c, pad}: 12 values.
     tris: CudaSlice<T>,
     ids: CudaSlice<u32>,
-    /// Stack entries a warp's search may need.
-    stack_cap: usize,
     n: usize,
     /// origin x, y, z and scale of the Morton frame that orders the queries.
     frame: CudaSlice<T>,
+}
+
+/// The wide tree's nodes.
+struct Wide<T> {
+    /// `OrientedBox` records of every node's `WIDE` children, 16 values each.
+    boxes: CudaSlice<T>,
+    children: CudaSlice<u32>,
+    /// Stack entries a warp's search may need.
+    stack_cap: usize,
+}
+
+impl<T> Wide<T> {
+    fn of(boxes: CudaSlice<T>, children: CudaSlice<u32>, depth: usize) -> Self {
+        // The depth-first bound, plus two to spare.
+        Wide { boxes, children, stack_cap: 1 + (WIDE - 1) * depth + 2 }
+    }
 }
 
 impl<T: Real> DeviceTriangleBvh<T> {
@@ -119,30 +136,28 @@ impl<T: Real> DeviceTriangleBvh<T> {
         let up = |v: &[T]| s.clone_htod(v).map_err(cuda_err);
         let up32 = |v: &[u32]| s.clone_htod(if v.is_empty() { &[0u32][..] } else { v }).map_err(cuda_err);
         Ok(Self {
-            boxes: up(&boxes)?,
-            children: up32(&wide.children)?,
+            wide: OnceLock::from(Wide::of(up(&boxes)?, up32(&wide.children)?, wide.depth)),
+            queued: Mutex::new(None),
             tris: up(&tris)?,
             ids: up32(&bvh.ids)?,
-            // The depth-first bound, plus two to spare.
-            stack_cap: 1 + (WIDE - 1) * wide.depth + 2,
             n: bvh.len(),
             frame: up(&[frame.origin[0], frame.origin[1], frame.origin[2], frame.scale])?,
         })
     }
 
-    /// The index of `mesh` (validated; its vertices' box `lo`, `hi`), built on the GPU.
+    /// The index of `mesh` (validated; its vertices' box `lo`, `hi`), built on the GPU. The
+    /// build is queued: the first search waits for its end.
     pub(crate) fn build(gpu: &Gpu, mesh: &Mesh<T>, lo: [T; 3], hi: [T; 3], phases: &mut Phases) -> Result<Self> {
         if mesh.triangles.is_empty() {
             return Self::upload(gpu, &TriangleBvh::build(mesh), lo, hi);
         }
         let frame = query_frame(lo, hi);
-        let wide = super::bvh_cuda::build(gpu, mesh, lo, hi, phases)?;
+        let (tris, ids, queued) = super::bvh_cuda::build(gpu, mesh, lo, hi, phases)?;
         Ok(Self {
-            boxes: wide.boxes,
-            children: wide.children,
-            tris: wide.tris,
-            ids: wide.ids,
-            stack_cap: 1 + (WIDE - 1) * wide.depth + 2,
+            wide: OnceLock::new(),
+            tris,
+            ids,
+            queued: Mutex::new(Some(queued)),
             n: mesh.triangles.len(),
             frame: gpu
                 .stream()
@@ -151,30 +166,44 @@ impl<T: Real> DeviceTriangleBvh<T> {
         })
     }
 
+    /// The wide tree, its build finished first if it was queued. The GPU must be held.
+    fn wide(&self, gpu: &Gpu) -> Result<&Wide<T>> {
+        if let Some(w) = self.wide.get() {
+            return Ok(w);
+        }
+        let mut queued = self.queued.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(q) = queued.take() {
+            let w = q.finish(gpu)?;
+            let _ = self.wide.set(Wide::of(w.boxes, w.children, w.depth));
+        }
+        self.wide.get().ok_or_else(|| Error::Cuda("the closest-point index's build failed earlier".into()))
+    }
+
     /// The index's arrays, brought back: box records, children, triangle records, ids and
     /// the stack size (for tests).
     #[allow(clippy::type_complexity)]
     #[cfg(feature = "test-hooks")]
     pub(crate) fn to_host(&self, gpu: &Gpu) -> Result<(Vec<T>, Vec<u32>, Vec<T>, Vec<u32>, usize)> {
         let s = gpu.stream();
+        let w = self.wide(gpu)?;
         let ids = if self.n == 0 { Vec::new() } else { s.clone_dtoh(&self.ids).map_err(cuda_err)? };
         Ok((
-            s.clone_dtoh(&self.boxes).map_err(cuda_err)?,
-            s.clone_dtoh(&self.children).map_err(cuda_err)?,
+            s.clone_dtoh(&w.boxes).map_err(cuda_err)?,
+            s.clone_dtoh(&w.children).map_err(cuda_err)?,
             s.clone_dtoh(&self.tris).map_err(cuda_err)?,
             ids,
-            self.stack_cap,
+            w.stack_cap,
         ))
     }
 
-    fn args(&self, gpu: &Gpu) -> WideBvhArgs<T> {
+    fn args(&self, gpu: &Gpu, w: &Wide<T>) -> WideBvhArgs<T> {
         let s = gpu.stream();
         WideBvhArgs {
-            boxes: self.boxes.device_ptr(s).0,
-            children: self.children.device_ptr(s).0,
+            boxes: w.boxes.device_ptr(s).0,
+            children: w.children.device_ptr(s).0,
             tris: self.tris.device_ptr(s).0,
             ids: self.ids.device_ptr(s).0,
-            stack_cap: self.stack_cap as u32,
+            stack_cap: w.stack_cap as u32,
             n: self.n as u32,
             _real: PhantomData,
         }
@@ -268,14 +297,15 @@ fn search<T: Real>(
     sort_pairs(gpu, keys, order, nq, 30)?;
     // A warp per 32 queries, each warp's stack (4 bytes an entry) in shared memory. Four warps
     // a block were as fast as two and a little faster than eight or sixteen.
-    let warps = (STACK_BYTES / (4 * bvh.stack_cap)).clamp(1, 4);
-    if 4 * bvh.stack_cap > STACK_BYTES {
+    let wide = bvh.wide(gpu)?;
+    let warps = (STACK_BYTES / (4 * wide.stack_cap)).clamp(1, 4);
+    if 4 * wide.stack_cap > STACK_BYTES {
         return Err(Error::InvalidArgument("the mesh's index is too deep for the CUDA closest-point search".into()));
     }
     let mut cfg = threads(nq, (warps * 32) as u32);
-    cfg.shared_mem_bytes = (warps * 4 * bvh.stack_cap) as u32;
+    cfg.shared_mem_bytes = (warps * 4 * wide.stack_cap) as u32;
     let [d, x, y, z, u, v, w] = found;
-    let args = bvh.args(gpu);
+    let args = bvh.args(gpu, wide);
     closest_points::<T>(gpu, cfg, q[0], q[1], q[2], &*order, nq32, args, r2, slack, tri, d, x, y, z, u, v, w)
 }
 
