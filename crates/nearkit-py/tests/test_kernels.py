@@ -9,7 +9,8 @@ import pytest
 import nearkit
 
 MODULES = {
-    "sort", "import", "tree", "pairs", "grid", "knn", "vectors", "closest_point", "radius", "sharded", "collide", "ray_cast"
+    "sort", "import", "tree", "pairs", "grid", "knn", "vectors", "closest_point", "closest_point_build", "radius", "sharded",
+    "collide", "ray_cast",
 }
 
 
