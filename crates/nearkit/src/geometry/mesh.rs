@@ -1,7 +1,5 @@
 //! Triangle meshes: shared vertices (structure of arrays) and triangles as vertex indices.
 
-use rayon::prelude::*;
-
 use crate::error::{Error, Result};
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
@@ -24,16 +22,8 @@ impl<T: Real> Mesh<T> {
             return Err(Error::InvalidArgument("the mesh has no triangles".into()));
         }
         let n = self.vertices.len();
-        // Parts of many triangles, each scanned in order (a parallel search by triangle took
-        // 30 times as long).
-        const PART: usize = 1 << 16;
         let out_of_range = |tri: &[u32; 3]| tri.iter().any(|&v| v as usize >= n);
-        let bad = self
-            .triangles
-            .par_chunks(PART)
-            .enumerate()
-            .find_map_first(|(p, part)| part.iter().position(out_of_range).map(|t| p * PART + t));
-        if let Some(t) = bad {
+        if let Some(t) = crate::runtime::cpu::first_where(&self.triangles, out_of_range) {
             let v = self.triangles[t].iter().find(|&&v| v as usize >= n).copied().unwrap_or_default();
             return Err(Error::InvalidArgument(format!(
                 "triangle {t} uses vertex {v}, but the mesh has {n} vertices (indices are 0-based)"
@@ -118,5 +108,22 @@ impl<T: Real> Mesh<T> {
             }
         }
         Self { vertices, triangles }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mesh_index_past_its_vertices_is_named() {
+        let vertices = Points::<f32>::from_rows(&[[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]);
+        for (n, bad) in [(5, 3), (200_000, 70_000), (200_000, 199_999)] {
+            let mut triangles = vec![[0u32, 1, 2]; n];
+            triangles[bad] = [0, 3, 1];
+            triangles[n - 1][2] = if bad == n - 1 { 3 } else { 9 };
+            let err = Mesh { vertices: vertices.clone(), triangles }.validate().expect_err("a bad index").to_string();
+            assert!(err.contains(&format!("triangle {bad} uses vertex 3")), "{err}");
+        }
     }
 }

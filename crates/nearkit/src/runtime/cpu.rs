@@ -65,6 +65,19 @@ pub(crate) fn check_room<V>(rows: usize, per_row: usize, what: &str) -> Result<(
     )))
 }
 
+/// The position of the first item for which `bad` holds, searched in parallel by parts of
+/// 65,536 items, each scanned in order: rayon's `position_first` by item took 2 to 30 times as
+/// long as a plain loop (1M rays on 2 cores: 5.3 against 2.8 ms; the 75,408 triangles of the
+/// bunny: 0.6-0.9 ms against 26 µs).
+pub(crate) fn first_where<T: Sync>(items: &[T], bad: impl Fn(&T) -> bool + Sync) -> Option<usize> {
+    use rayon::prelude::*;
+    const PART: usize = 1 << 16;
+    if items.len() <= PART {
+        return items.iter().position(bad);
+    }
+    items.par_chunks(PART).enumerate().find_map_first(|(p, part)| part.iter().position(&bad).map(|i| p * PART + i))
+}
+
 /// An empty vector with room for `n` values, in huge pages where the system grants them on
 /// request (Linux with transparent huge pages set to `madvise`): filling hundreds of MB of
 /// fresh 4 KiB pages took about a tenth of a kNN run in page faults. For results that a
@@ -247,6 +260,18 @@ pub(crate) fn available_memory() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_where_finds_the_first_of_several() {
+        for n in [0usize, 1, 1000, 65_536, 65_537, 300_001] {
+            let items: Vec<usize> = (0..n).collect();
+            assert_eq!(first_where(&items, |_| false), None, "{n}");
+            for bad in [[0, 7], [65_535, 65_536], [65_536, 200_000], [131_073, 299_999], [n.saturating_sub(1), n]] {
+                let want = bad.iter().copied().filter(|&b| b < n).min();
+                assert_eq!(first_where(&items, |v| bad.contains(v)), want, "{n} {bad:?}");
+            }
+        }
+    }
 
     #[test]
     fn order_by_key_sorts_by_key_then_index() {

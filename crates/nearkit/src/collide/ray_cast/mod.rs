@@ -151,8 +151,7 @@ impl TaggedHit {
 
 /// An error naming the first ray that cannot be made unit (`UnitRay::new`), if any.
 pub(crate) fn check_rays(rays: &[Ray]) -> Result<()> {
-    use rayon::prelude::*;
-    match rays.par_iter().with_min_len(4096).position_first(|r| UnitRay::check(r).is_err()) {
+    match crate::runtime::cpu::first_where(rays, |r| UnitRay::check(r).is_err()) {
         Some(i) => Err(ray_error(i, UnitRay::check(&rays[i]).expect_err("a bad ray"))),
         None => Ok(()),
     }
