@@ -45,13 +45,17 @@ pub(crate) fn knn<T: Real>(
     // Through the grid, queries go cell by cell (each cell's list stays in cache) and read
     // packed records; the tree search wants Morton order.
     let (order, cand) = match &grid {
-        Some(g) => (g.sorted_queries(queries), g.packed(tree)),
+        Some(g) => {
+            let order = g.sorted_queries(queries);
+            prof.mark("query order");
+            (order, g.packed(tree))
+        }
         None => {
             let order = tree.morton_order(queries);
             (order.par_iter().map(|&i| GridCand { p: queries.get(i as usize), id: i }).collect(), Vec::new())
         }
     };
-    prof.mark("query order");
+    prof.mark(if grid.is_some() { "packed lists" } else { "query order" });
     let n = queries.len();
     // Queries run in a coherent order (cache reuse) and write their rows in place: each query
     // owns its row, so the parallel writes never overlap, and every row is written whole, so

@@ -675,7 +675,9 @@ impl<T: Real> CandidateGrid<T> {
         );
         // A stable counting sort in parallel: each chunk of queries counts its cells, the
         // chunks' slots follow one another within every cell, then each chunk places its own.
-        let chunk = cell.len().div_ceil(rayon::current_num_threads().max(1) * 4).max(1 << 14);
+        // A chunk a thread: the offsets below are (chunks × cells), laid out by chunk and
+        // filled cell by cell, so more chunks cost more than they balance.
+        let chunk = cell.len().div_ceil(rayon::current_num_threads().max(1)).max(1 << 14);
         let counts: Vec<Vec<u32>> = cell
             .par_chunks(chunk)
             .map(|part| {
