@@ -552,8 +552,11 @@ impl<T: Real> CandidateGrid<T> {
                 by.into_iter().enumerate().filter(|(_, v)| !v.is_empty()).collect()
             }
         };
-        type Cell<T> = (Vec<u32>, [u32; BUCKETS], [T; BUCKETS]);
-        let done: Vec<Vec<(usize, Cell<T>)>> = groups
+        // A group's lists one after another in one vector, and per cell: the cell, where its
+        // list starts there, its bucket counts and floors (one allocation a group, not a cell:
+        // per-cell vectors took milliseconds to place and free on 16 cores).
+        type Cell<T> = (usize, usize, [u32; BUCKETS], [T; BUCKETS]);
+        let done: Vec<(Vec<u32>, Vec<Cell<T>>)> = groups
             .par_iter()
             .with_min_len(1)
             .map(|(pc, cells)| {
@@ -564,7 +567,8 @@ impl<T: Real> CandidateGrid<T> {
                 let mut cols = Vec::new();
                 let packed = data.gather(list, &mut cols);
                 let (mut d2s, mut sel) = (Vec::new(), Vec::new());
-                let each = |&c: &usize, d2s: &mut Vec<T>, sel: &mut Vec<(u32, u8)>| {
+                // Cell c's list, appended to `kept`.
+                let each = |&c: &usize, d2s: &mut Vec<T>, sel: &mut Vec<(u32, u8)>, kept: &mut Vec<u32>| {
                     let q = data.embed(frame.center(c));
                     if packed {
                         data.d2_cols(&q, &cols, list.len(), d2s);
@@ -601,38 +605,62 @@ impl<T: Real> CandidateGrid<T> {
                     for b in 1..BUCKETS {
                         at[b] = at[b - 1] + count[b - 1];
                     }
-                    let mut kept = vec![0u32; sel.len()];
+                    let first = kept.len();
+                    kept.resize(first + sel.len(), 0);
                     for &(i, b) in sel.iter() {
-                        kept[at[b as usize] as usize] = i;
+                        kept[first + at[b as usize] as usize] = i;
                         at[b as usize] += 1;
                     }
                     let floor = std::array::from_fn(|b| least[b].sqrt() * shrink);
-                    (c, (kept, count, floor))
+                    (c, first, count, floor)
                 };
                 if parent.is_none() {
-                    // One group of every cell: its cells in parallel.
-                    cells
+                    // One group of every cell: its cells in parallel, each its own list.
+                    let lists: Vec<(Vec<u32>, Cell<T>)> = cells
                         .par_iter()
                         .with_min_len(4)
-                        .map_init(|| (Vec::new(), Vec::new()), |(d2s, sel), c| each(c, d2s, sel))
-                        .collect()
+                        .map_init(
+                            || (Vec::new(), Vec::new()),
+                            |(d2s, sel), c| {
+                                let mut kept = Vec::new();
+                                let cell = each(c, d2s, sel, &mut kept);
+                                (kept, cell)
+                            },
+                        )
+                        .collect();
+                    let mut kept = Vec::with_capacity(lists.iter().map(|l| l.0.len()).sum());
+                    let mut out = Vec::with_capacity(lists.len());
+                    for (list, (c, _, count, floor)) in lists {
+                        out.push((c, kept.len(), count, floor));
+                        kept.extend_from_slice(&list);
+                    }
+                    (kept, out)
                 } else {
-                    cells.iter().map(|c| each(c, &mut d2s, &mut sel)).collect()
+                    let mut kept = Vec::new();
+                    let out = cells.iter().map(|c| each(c, &mut d2s, &mut sel, &mut kept)).collect();
+                    (kept, out)
                 }
             })
             .collect();
-        let mut cells: Vec<Cell<T>> = Vec::with_capacity(ncells);
-        cells.resize_with(ncells, || (Vec::new(), [0; BUCKETS], [T::INFINITY; BUCKETS]));
-        for (c, cell) in done.into_iter().flatten() {
-            cells[c] = cell;
+        // Where each cell's list lies: (group, place in the group's cells).
+        let mut place = vec![(u32::MAX, 0u32); ncells];
+        for (g, (_, cells)) in done.iter().enumerate() {
+            for (i, &(c, ..)) in cells.iter().enumerate() {
+                place[c] = (g as u32, i as u32);
+            }
         }
+        let cell = |c: usize| -> Option<&Cell<T>> {
+            let (g, i) = place[c];
+            done.get(g as usize).map(|d| &d.1[i as usize])
+        };
         // Lay the lists out cell after cell: offsets first, then every cell copies its own
-        // list into its span in parallel.
-        let mut start = Vec::with_capacity(cells.len() * BUCKETS + 1);
-        let mut floor = Vec::with_capacity(cells.len() * BUCKETS);
+        // list into its span in parallel. A cell no group had keeps an empty list.
+        let mut start = Vec::with_capacity(ncells * BUCKETS + 1);
+        let mut floor = Vec::with_capacity(ncells * BUCKETS);
         start.push(0u32);
         let mut total = 0usize;
-        for (_, lens, fl) in &cells {
+        for c in 0..ncells {
+            let (lens, fl) = cell(c).map_or(([0; BUCKETS], [T::INFINITY; BUCKETS]), |&(_, _, l, f)| (l, f));
             for b in 0..BUCKETS {
                 total += lens[b] as usize;
                 assert!(total < u32::MAX as usize, "candidate lists exceed 2^32 entries");
@@ -642,9 +670,13 @@ impl<T: Real> CandidateGrid<T> {
         }
         let mut entry = crate::runtime::cpu::big_vec::<u32>(total);
         let at = crate::runtime::cpu::RowPtr(entry.as_mut_ptr());
-        cells.par_iter().enumerate().with_min_len(64).for_each(|(c, (list, _, _))| {
-            // SAFETY: cell c owns entry[start[c * BUCKETS]..start[(c + 1) * BUCKETS]], of its length.
-            unsafe { at.copy_from(start[c * BUCKETS] as usize, list) };
+        (0..ncells).into_par_iter().with_min_len(64).for_each(|c| {
+            if let Some(&(_, first, ..)) = cell(c) {
+                let (s, e) = (start[c * BUCKETS] as usize, start[(c + 1) * BUCKETS] as usize);
+                let list = &done[place[c].0 as usize].0[first..first + (e - s)];
+                // SAFETY: cell c owns entry[s..e], of its list's length.
+                unsafe { at.copy_from(s, list) };
+            }
         });
         // SAFETY: the cells' spans tile 0..total, and each was written above.
         unsafe { entry.set_len(total) };
