@@ -51,6 +51,20 @@ pub fn run<T: Real>(args: &BenchClosestPointArgs) -> CliResult {
     }
     out!("{:>12} {:>12}", "resident", "end to end");
     out!("{:>12} {:>12}", resident.map(ms).unwrap_or_else(|| "-".into()), ms(e2e));
+    // The same bytes copied pinned, measured now: the mesh and the queries up, the answers
+    // (triangle, distance, point, barycentrics) down.
+    let up = (mesh.vertices.len() * 3 + n * 3) * size as usize + mesh.triangles.len() * 12;
+    let down = n * (4 + 7 * size as usize);
+    if let (Some(u), Some(d)) = (engine.bus_floor(up)?, engine.bus_floor(down)?) {
+        let floor = u.pinned_up + d.pinned_down;
+        out!(
+            "transfer floor {} ({:.1} MB up, {:.1} MB down, pinned); end to end = {:.1}× the floor",
+            ms(floor),
+            up as f64 / 1e6,
+            down as f64 / 1e6,
+            e2e.as_secs_f64() / floor.as_secs_f64()
+        );
+    }
     for e in [Aabb6::MinMax, Aabb6::MinExtent] {
         box_approximation(&engine, &mesh, &q, &got, e)?;
     }

@@ -94,6 +94,23 @@ fn workload<T: Real>(args: &BenchPairsArgs, engine: &Engine, dist: Distribution)
             check: "-".into(),
         });
     }
+    // The same bytes copied pinned, measured now: points up, answers down.
+    let size = std::mem::size_of::<T>();
+    let up = (a.len() + b.len()) * 3 * size;
+    for (row, down) in rows.iter().zip([args.k * (8 + size), a.len() * (4 + size)]) {
+        if let (Some(u), Some(d)) = (engine.bus_floor(up)?, engine.bus_floor(down)?) {
+            let floor = u.pinned_up + d.pinned_down;
+            out!(
+                "  {}, {}: transfer floor {} ({:.1} MB up, {:.1} MB down, pinned); end to end = {:.1}× the floor",
+                row.workload,
+                row.what,
+                ms(floor),
+                up as f64 / 1e6,
+                down as f64 / 1e6,
+                row.end_to_end.as_secs_f64() / floor.as_secs_f64()
+            );
+        }
+    }
     if !args.dev.quiet {
         let p = &reference[0];
         note!("  closest pair: a {} b {} distance {}", p.a, p.b, p.distance);
