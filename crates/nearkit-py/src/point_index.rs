@@ -98,8 +98,13 @@ impl<T: Real> Placed<T> {
                 return Ok(out);
             }
         }
-        let mut out: Option<(Vec<T>, Vec<i64>)> = None;
         let k = ranks.iter().copied().max().unwrap_or(1);
+        if let (Some(q), true) = (q, whole_ranks) {
+            if self.main.knn_k(nq, &KnnOptions { k, ..opts }).map_err(err)? == m {
+                return self.query_into(py, q, m, opts, workers);
+            }
+        }
+        let mut out: Option<(Vec<T>, Vec<i64>)> = None;
         self.in_blocks(py, nq, q.is_none(), workers, |index, range| {
             let points = q.map(|q| columns(q, range.clone()));
             let knn = index.knn(points.as_ref().unwrap_or(&self.data), &KnnOptions { k, ..opts })?;
@@ -128,6 +133,36 @@ impl<T: Real> Placed<T> {
             Ok(())
         })?;
         Ok(out.unwrap_or_default())
+    }
+
+    /// `query` of ranks 1..=k (all of them there are): the library writes each row straight
+    /// into the arrays numpy gets, the ids widened to intp on the way.
+    fn query_into(
+        &self,
+        py: Python<'_>,
+        q: ArrayView2<'_, T>,
+        k: usize,
+        opts: KnnOptions<T>,
+        workers: usize,
+    ) -> PyResult<(Vec<T>, Vec<i64>)> {
+        let nq = q.nrows();
+        let missing = self.main.len() as i64;
+        let (mut d, mut ids) = (nearkit::big_vec::<T>(nq * k), nearkit::big_vec::<i64>(nq * k));
+        let (d_out, ids_out) = (&mut d.spare_capacity_mut()[..nq * k], &mut ids.spare_capacity_mut()[..nq * k]);
+        self.in_blocks(py, nq, false, workers, |index, range| {
+            let points = columns(q, range.clone());
+            let places = range.start * k..range.end * k;
+            let (ds, is) = (&mut d_out[places.clone()], &mut ids_out[places]);
+            let opts = KnnOptions { k, ..opts };
+            index.knn_into_slices(&points, &opts, ds, is, |id| if id == NO_ID { missing } else { id as i64 })?;
+            Ok(())
+        })?;
+        // SAFETY: the blocks cover every query, and each wrote its k places.
+        unsafe {
+            d.set_len(nq * k);
+            ids.set_len(nq * k);
+        }
+        Ok((d, ids))
     }
 
     /// `query` of ranks 1..=k on a GPU index, the fast way: the rows uploaded as they are and

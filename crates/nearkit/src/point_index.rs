@@ -213,6 +213,62 @@ impl<T: Real> PointIndex<T> {
         Ok(found)
     }
 
+    /// [`PointIndex::knn`] into the caller's memory: query `q`'s neighbours go to places
+    /// `q*k..(q+1)*k` of `distances` and `ids` (uninitialised memory is fine: every place is
+    /// written), each id passed through `id` on its way (`NO_ID` where there is none): a
+    /// widening to the caller's type, say, with no intermediate array. `k` is the effective
+    /// one, `opts.k` capped at the points a query can have as neighbours (see
+    /// [`PointIndex::knn_k`]); the slices must hold exactly `queries.len() * k`. Returns `k`.
+    pub fn knn_into_slices<I: Send + Sync>(
+        &self,
+        queries: &Points<T>,
+        opts: &KnnOptions<T>,
+        distances: &mut [MaybeUninit<T>],
+        ids: &mut [MaybeUninit<I>],
+        id: impl Fn(u32) -> I + Sync,
+    ) -> Result<usize> {
+        let queries = &*self.scaled_queries(queries, Role::Queries)?;
+        let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
+        let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
+        let places = queries.len() * k;
+        if distances.len() != places || ids.len() != places {
+            return Err(Error::InvalidArgument(format!(
+                "{} queries with k = {k} need {places} places for distances and ids, not {} and {}",
+                queries.len(),
+                distances.len(),
+                ids.len()
+            )));
+        }
+        match &self.tree {
+            Tree::Cpu(tree) => {
+                let profile = self.engine.options().profile;
+                crate::knn::cpu::knn_to(tree, queries, opts, k, r2, profile, ids, distances, &id);
+            }
+            Tree::Cuda(tree) => {
+                let gpu = self.engine.need_gpu("")?;
+                let _busy = gpu.lock();
+                let found = crate::knn::cuda::knn(gpu, tree, queries, opts, k, r2, self.chunk())?;
+                let grain = 1 << 14;
+                ids.par_iter_mut().with_min_len(grain).zip(&found.ids).for_each(|(o, &b)| {
+                    o.write(id(b));
+                });
+                distances.par_iter_mut().with_min_len(grain).zip(&found.distances).for_each(|(o, &d)| {
+                    o.write(d);
+                });
+            }
+        }
+        // SAFETY: every place was written above.
+        let distances = unsafe { &mut *(distances as *mut [MaybeUninit<T>] as *mut [T]) };
+        self.scale.undo_all(distances);
+        Ok(k)
+    }
+
+    /// The k a kNN query of `n_queries` with `opts` returns: `opts.k` capped at the points a
+    /// query can have as neighbours (one fewer when it excludes itself).
+    pub fn knn_k(&self, n_queries: usize, opts: &KnnOptions<T>) -> Result<usize> {
+        Ok(knn_limits(self.len, n_queries, opts)?.0)
+    }
+
     /// [`PointIndex::knn`] into `out`, host memory reused from call to call: on a GPU engine
     /// it is page-locked when it first grows, and later results are copied into it by the
     /// device directly (the fastest way to bring many neighbours back to the host).

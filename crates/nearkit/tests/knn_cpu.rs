@@ -168,3 +168,46 @@ fn knn_into_a_reused_buffer_matches_knn() {
         }
     }
 }
+
+/// `knn_into_slices` writes `knn`'s answer into the caller's memory, ids mapped on the way
+/// (the grid, the block search and k = 1 alike), and refuses slices of the wrong size.
+#[test]
+fn knn_into_slices_matches_knn() {
+    use nearkit::{Device, PointIndex};
+    use std::mem::MaybeUninit;
+    let widen = |id: u32| if id == NO_ID { -1i64 } else { i64::from(id) };
+    for (name, a, b) in point_sets::<f64>(35, 40_000, 3_000).into_iter().chain(point_sets::<f64>(36, 500, 2_000)) {
+        let index = PointIndex::build(&b, Device::Cpu).unwrap();
+        for opts in
+            [KnnOptions::k(1), KnnOptions::k(8), KnnOptions { k: 5, max_distance: Some(30.0), ..Default::default() }]
+        {
+            let want = index.knn(&a, &opts).unwrap();
+            let k = index.knn_k(a.len(), &opts).unwrap();
+            assert_eq!(k, want.k);
+            let mut d = vec![MaybeUninit::<f64>::uninit(); a.len() * k];
+            let mut ids = vec![MaybeUninit::<i64>::uninit(); a.len() * k];
+            assert_eq!(index.knn_into_slices(&a, &opts, &mut d, &mut ids, widen).unwrap(), k);
+            // SAFETY: every place was written.
+            let (d, ids): (Vec<f64>, Vec<i64>) =
+                unsafe { (d.iter().map(|v| v.assume_init()).collect(), ids.iter().map(|v| v.assume_init()).collect()) };
+            assert_eq!(d, want.distances, "{name} {opts:?}");
+            assert_eq!(ids, want.ids.iter().map(|&i| widen(i)).collect::<Vec<_>>(), "{name} {opts:?}");
+        }
+        let wrong = a.len() * index.knn_k(a.len(), &KnnOptions::k(2)).unwrap() + 1;
+        let mut short = vec![MaybeUninit::<f64>::uninit(); wrong];
+        let mut ids = vec![MaybeUninit::<i64>::uninit(); wrong];
+        let err = index.knn_into_slices(&a, &KnnOptions::k(2), &mut short, &mut ids, widen).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{name}: {err}");
+    }
+    // A graph (each point's neighbours but itself) through the same path.
+    let (_, _, b) = point_sets::<f64>(37, 10, 50_000).swap_remove(0);
+    let index = PointIndex::build(&b, Device::Cpu).unwrap();
+    let opts = KnnOptions { k: 4, exclude_self: true, ..Default::default() };
+    let want = index.knn(&b, &opts).unwrap();
+    let mut d = vec![MaybeUninit::<f64>::uninit(); b.len() * 4];
+    let mut ids = vec![MaybeUninit::<u32>::uninit(); b.len() * 4];
+    index.knn_into_slices(&b, &opts, &mut d, &mut ids, |i| i).unwrap();
+    // SAFETY: every place was written.
+    let ids: Vec<u32> = unsafe { ids.iter().map(|v| v.assume_init()).collect() };
+    assert_eq!(ids, want.ids);
+}

@@ -5,6 +5,8 @@
 //! the rest (few queries, large k) take a bounded best-first search of the data's
 //! `MortonTree`. All give the same exact answer.
 
+use std::mem::MaybeUninit;
+
 use rayon::prelude::*;
 
 use super::{Knn, KnnOptions};
@@ -34,13 +36,53 @@ pub(crate) fn knn<T: Real>(
         let found = crate::pairs::cpu::nearest(tree, queries, r2, profile);
         return Knn { k, ids: found.b, distances: found.distance };
     }
+    let len = queries.len() * k;
+    let (mut ids, mut distances) = (big_vec::<u32>(len), big_vec::<T>(len));
+    knn_to(tree, queries, opts, k, r2, profile, ids.spare_capacity_mut(), distances.spare_capacity_mut(), &|id| id);
+    // SAFETY: `knn_to` wrote every row.
+    unsafe {
+        ids.set_len(len);
+        distances.set_len(len);
+    }
+    Knn { k, ids, distances }
+}
+
+/// [`knn`] into the caller's memory (`queries.len() * k` places each, which may be
+/// uninitialised; every one is written), each id passed through `id` on its way (a widening
+/// to the caller's type, say): the rows are written once, where they belong.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn knn_to<T: Real, I: Send + Sync>(
+    tree: &MortonTree<T>,
+    queries: &Points<T>,
+    opts: &KnnOptions<T>,
+    k: usize,
+    r2: T,
+    profile: bool,
+    ids: &mut [MaybeUninit<I>],
+    distances: &mut [MaybeUninit<T>],
+    id: &(impl Fn(u32) -> I + Sync),
+) {
+    let n = queries.len();
+    assert!(ids.len() == n * k && distances.len() == n * k, "k places a query");
+    if k == 1 && !opts.exclude_self {
+        let found = crate::pairs::cpu::nearest(tree, queries, r2, profile);
+        let grain = 1 << 14;
+        ids.par_iter_mut().with_min_len(grain).zip(&found.b).for_each(|(o, &b)| {
+            o.write(id(b));
+        });
+        distances.par_iter_mut().with_min_len(grain).zip(&found.distance).for_each(|(o, &d)| {
+            o.write(d);
+        });
+        return;
+    }
     let mut prof = Phases::new("cpu knn", profile);
     let grid = CandidateGrid::for_queries(tree, queries.len(), k + usize::from(opts.exclude_self), r2, &opts.grid);
     prof.mark("grid");
+    let at = RowWriter { k, ids: RowPtr(ids.as_mut_ptr()), distances: RowPtr(distances.as_mut_ptr()), id };
     if grid.is_none() && k <= BLOCK_MAX_K && tree.len() <= BLOCK_MAX_DATA_PER_QUERY * queries.len() {
-        let found = knn_blocks(tree, queries, k, r2, opts.exclude_self, &mut prof);
+        knn_blocks(tree, queries, k, r2, opts.exclude_self, &mut prof, &at);
         prof.report();
-        return found;
+        return;
     }
     // Through the grid, queries go cell by cell (each cell's list stays in cache) and read
     // packed records; the tree search wants Morton order.
@@ -56,14 +98,11 @@ pub(crate) fn knn<T: Real>(
         }
     };
     prof.mark(if grid.is_some() { "packed lists" } else { "query order" });
-    let n = queries.len();
     // Queries run in a coherent order (cache reuse) and write their rows in place: each query
     // owns its row, so the parallel writes never overlap, and every row is written whole, so
     // the arrays need no filling first. The rows land in random places: each query prefetches
     // the rows of the query `AHEAD` of it, so that those misses overlap the scans.
     const AHEAD: usize = 16;
-    let mut rows = Rows::new(n, k);
-    let at = rows.writer();
     order.par_chunks(256).for_each_init(
         || (Vec::new(), vec![(T::ZERO, NO_ID); k]),
         |(buf, best), chunk| {
@@ -84,11 +123,8 @@ pub(crate) fn knn<T: Real>(
             }
         },
     );
-    // SAFETY: `order` holds every query once, and each wrote its row.
-    let found = unsafe { rows.finish() };
     prof.mark("search");
     prof.report();
-    found
 }
 
 /// The block search lists every candidate near a group of 16 queries, and each goes down
@@ -99,67 +135,36 @@ const BLOCK_MAX_DATA_PER_QUERY: usize = 2;
 
 /// The kNN rows through the block search (`tree::nearest_block::knn_block`), queries in
 /// Morton order, each block reaching as far as the previous one's farthest k-th neighbour.
-fn knn_blocks<T: Real>(
+fn knn_blocks<T: Real, I: Send + Sync, F: Fn(u32) -> I + Sync>(
     tree: &MortonTree<T>,
     queries: &Points<T>,
     k: usize,
     r2: T,
     skip_self: bool,
     prof: &mut Phases,
-) -> Knn<T> {
+    at: &RowWriter<'_, T, I, F>,
+) {
     let order = tree.morton_order(queries);
     prof.mark("query order");
-    let n = queries.len();
-    let mut rows = Rows::new(n, k);
-    let at = rows.writer();
     order.par_chunks(QUERY_GRAIN).for_each(|run| {
         knn_run_fast(tree, queries, run, k, r2, skip_self, &mut |q, row| {
             // SAFETY: each query appears once in `order`, so only this task writes its row.
             unsafe { at.write_row(q, row) };
         });
     });
-    // SAFETY: `order` holds every query once, and each wrote its row.
-    let found = unsafe { rows.finish() };
     prof.mark("search");
-    found
 }
 
-/// The result's arrays, `k` slots a query, written row by row in parallel and left
-/// uninitialised until then (each row is written whole).
-struct Rows<T> {
+/// Where the parallel searches write their rows: the caller's arrays, `k` slots a query,
+/// uninitialised until then (each row is written whole), ids mapped by `id`.
+struct RowWriter<'a, T, I, F> {
     k: usize,
-    len: usize,
-    ids: Vec<u32>,
-    distances: Vec<T>,
+    ids: RowPtr<MaybeUninit<I>>,
+    distances: RowPtr<MaybeUninit<T>>,
+    id: &'a F,
 }
 
-/// Where the parallel searches write their rows.
-#[derive(Clone, Copy)]
-struct RowWriter<T> {
-    k: usize,
-    ids: RowPtr<u32>,
-    distances: RowPtr<T>,
-}
-
-impl<T: Real> Rows<T> {
-    fn new(n: usize, k: usize) -> Self {
-        Self { k, len: n * k, ids: big_vec(n * k), distances: big_vec(n * k) }
-    }
-
-    fn writer(&mut self) -> RowWriter<T> {
-        RowWriter { k: self.k, ids: RowPtr(self.ids.as_mut_ptr()), distances: RowPtr(self.distances.as_mut_ptr()) }
-    }
-
-    /// # Safety
-    /// Every one of the `n` rows must have been written.
-    unsafe fn finish(mut self) -> Knn<T> {
-        self.ids.set_len(self.len);
-        self.distances.set_len(self.len);
-        Knn { k: self.k, ids: self.ids, distances: self.distances }
-    }
-}
-
-impl<T: Real> RowWriter<T> {
+impl<T: Real, I: Send + Sync, F: Fn(u32) -> I + Sync> RowWriter<'_, T, I, F> {
     /// Query `q`'s row: the entries of `found` (squared distance, id) in order as (id,
     /// distance), then empty slots (`NO_ID`, infinite) up to k.
     ///
@@ -173,8 +178,8 @@ impl<T: Real> RowWriter<T> {
                 _ => (NO_ID, T::INFINITY),
             };
             let at = q as usize * self.k + j;
-            self.ids.write(at, id);
-            self.distances.write(at, d);
+            self.ids.write(at, MaybeUninit::new((self.id)(id)));
+            self.distances.write(at, MaybeUninit::new(d));
         }
     }
 

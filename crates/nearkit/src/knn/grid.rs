@@ -805,7 +805,7 @@ impl<T: Real> CandidateGrid<T> {
         mut visit: impl FnMut(std::ops::Range<usize>, &mut TopK<'_, T>),
     ) {
         best.fill((r2, crate::geometry::points::NO_ID));
-        let mut top = TopK { bound: r2, bound_id: crate::geometry::points::NO_ID, skip, best };
+        let mut top = TopK { bound: r2, bound_id: crate::geometry::points::NO_ID, skip, filled: 0, best };
         let (m, tiny) = (T::from_f64(1.0 + MARGIN), tiny::<T>());
         for b in c * BUCKETS..(c + 1) * BUCKETS {
             let g = self.floor[b] - e;
@@ -829,6 +829,9 @@ pub struct TopK<'a, T> {
     bound: T,
     bound_id: u32,
     skip: u32,
+    /// Slots taken so far; the others hold `(r2, NO_ID)`, and the bound is the radius's
+    /// until every slot is taken.
+    filled: usize,
     best: &'a mut [(T, u32)],
 }
 
@@ -840,13 +843,26 @@ impl<T: Real> TopK<'_, T> {
             return;
         }
         let best = &mut *self.best;
-        let mut pos = best.len() - 1;
-        while pos > 0 && (d < best[pos - 1].0 || (d == best[pos - 1].0 && id < best[pos - 1].1)) {
-            best[pos] = best[pos - 1];
-            pos -= 1;
+        let k = best.len();
+        // A new entry enters at the end of the taken slots (the first k offers shift only
+        // past those, not past every empty slot), then moves up past the larger ones.
+        let mut pos = self.filled.min(k - 1);
+        self.filled += usize::from(self.filled < k);
+        // SAFETY: 0 <= pos - 1 < pos <= k - 1 while the loop runs.
+        unsafe {
+            while pos > 0 {
+                let above = *best.get_unchecked(pos - 1);
+                if !(d < above.0 || (d == above.0 && id < above.1)) {
+                    break;
+                }
+                *best.get_unchecked_mut(pos) = above;
+                pos -= 1;
+            }
+            *best.get_unchecked_mut(pos) = (d, id);
         }
-        best[pos] = (d, id);
-        (self.bound, self.bound_id) = best[best.len() - 1];
+        if self.filled == k {
+            (self.bound, self.bound_id) = best[k - 1];
+        }
     }
 }
 
