@@ -478,16 +478,38 @@ pub fn worth_it(n_data: usize, n_queries: usize, k: usize, opts: &GridOptions) -
     k <= GRID_MAX_K && n_data >= 64 && cells >= 512 && n_data as f64 <= cells as f64 * opts.max_points_per_cell
 }
 
-/// Bucket of a point at distance `d` from a centre whose list spans `d_lo..=d_hi`.
-#[inline(always)]
-pub fn bucket_of<T: Real>(d: T, d_lo: T, d_hi: T) -> usize {
-    let t = (d - d_lo) / (d_hi - d_lo) * T::from_f64(BUCKETS as f64);
-    let t = t.to_f64();
-    if t >= 0.0 {
-        (t as usize).min(BUCKETS - 1)
-    } else {
-        0
+/// A cell's kept entries while its list is built: ids, squared distances, buckets.
+#[derive(Default)]
+struct Kept<T> {
+    ids: Vec<u32>,
+    d2: Vec<T>,
+    bucket: Vec<u8>,
+}
+
+/// The bucket of every entry of `d2s` (squared distances from a centre whose list spans
+/// `d_lo..=d_hi`), into `out`: `BUCKETS` equal steps of distance (grid_bucket of
+/// grid_levels.cuh, the same values), in a loop the compiler vectorizes (AVX2 where the CPU
+/// has it).
+fn buckets_of<T: Real>(d2s: &[T], d_lo: T, d_hi: T, out: &mut Vec<u8>) {
+    #[inline(always)]
+    fn each<T: Real>(d2s: &[T], d_lo: T, d_hi: T, out: &mut [u8]) {
+        let (span, n) = (d_hi - d_lo, T::from_f64(BUCKETS as f64));
+        for (o, &d2) in out.iter_mut().zip(d2s) {
+            let t = ((d2.sqrt() - d_lo) / span * n).to_f64();
+            *o = if t >= 0.0 { t.min((BUCKETS - 1) as f64) as u8 } else { 0 };
+        }
     }
+    out.resize(d2s.len(), 0);
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<T: Real>(d2s: &[T], d_lo: T, d_hi: T, out: &mut [u8]) {
+            each(d2s, d_lo, d_hi, out)
+        }
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { avx2(d2s, d_lo, d_hi, out) };
+    }
+    each(d2s, d_lo, d_hi, out)
 }
 
 impl<T: Real> CandidateGrid<T> {
@@ -566,9 +588,9 @@ impl<T: Real> CandidateGrid<T> {
                 };
                 let mut cols = Vec::new();
                 let packed = data.gather(list, &mut cols);
-                let (mut d2s, mut sel) = (Vec::new(), Vec::new());
+                let (mut d2s, mut sel) = (Vec::new(), Kept::default());
                 // Cell c's list, appended to `kept`.
-                let each = |&c: &usize, d2s: &mut Vec<T>, sel: &mut Vec<(u32, u8)>, kept: &mut Vec<u32>| {
+                let each = |&c: &usize, d2s: &mut Vec<T>, sel: &mut Kept<T>, kept: &mut Vec<u32>| {
                     let q = data.embed(frame.center(c));
                     if packed {
                         data.d2_cols(&q, &cols, list.len(), d2s);
@@ -582,32 +604,45 @@ impl<T: Real> CandidateGrid<T> {
                     // that keeps the parent's order within a bucket. The floor is taken on
                     // squared distances: sqrt and the shrink are monotone, so it is the same
                     // value as the smallest of d * shrink.
-                    sel.clear();
-                    let mut count = [0u32; BUCKETS];
-                    let mut least = [T::INFINITY; BUCKETS];
-                    // Few entries are kept: eight at a time, a branch-free test first.
+                    // Few entries are kept: their ids and squared distances gathered eight at
+                    // a time (a branch-free test, then branch-free appends), then their buckets
+                    // in one vector pass (the roots and divisions were most of a cell's time).
+                    sel.ids.clear();
+                    sel.d2.clear();
                     for (ids, d2s) in list.chunks(8).zip(d2s.chunks(8)) {
                         if !d2s.iter().fold(false, |any, &d2| any | (d2 <= r_list2)) {
                             continue;
                         }
+                        let n = sel.ids.len();
+                        sel.ids.resize(n + ids.len(), 0);
+                        sel.d2.resize(n + ids.len(), T::ZERO);
+                        let mut m = n;
                         for (&i, &d2) in ids.iter().zip(d2s) {
-                            if d2 <= r_list2 {
-                                let b = bucket_of(d2.sqrt(), d_lo, d_hi);
-                                sel.push((i, b as u8));
-                                count[b] += 1;
-                                if d2 < least[b] {
-                                    least[b] = d2;
-                                }
-                            }
+                            sel.ids[m] = i;
+                            sel.d2[m] = d2;
+                            m += usize::from(d2 <= r_list2);
                         }
+                        sel.ids.truncate(m);
+                        sel.d2.truncate(m);
+                    }
+                    buckets_of(&sel.d2, d_lo, d_hi, &mut sel.bucket);
+                    // A counting sort into one list that keeps the parent's order within a
+                    // bucket. The floor is taken on squared distances: sqrt and the shrink are
+                    // monotone, so it is the same value as the smallest of d * shrink.
+                    let mut count = [0u32; BUCKETS];
+                    let mut least = [T::INFINITY; BUCKETS];
+                    for (&b, &d2) in sel.bucket.iter().zip(&sel.d2) {
+                        let b = b as usize;
+                        count[b] += 1;
+                        least[b] = if d2 < least[b] { d2 } else { least[b] };
                     }
                     let mut at = [0u32; BUCKETS];
                     for b in 1..BUCKETS {
                         at[b] = at[b - 1] + count[b - 1];
                     }
                     let first = kept.len();
-                    kept.resize(first + sel.len(), 0);
-                    for &(i, b) in sel.iter() {
+                    kept.resize(first + sel.ids.len(), 0);
+                    for (&i, &b) in sel.ids.iter().zip(&sel.bucket) {
                         kept[first + at[b as usize] as usize] = i;
                         at[b as usize] += 1;
                     }
@@ -620,7 +655,7 @@ impl<T: Real> CandidateGrid<T> {
                         .par_iter()
                         .with_min_len(4)
                         .map_init(
-                            || (Vec::new(), Vec::new()),
+                            || (Vec::new(), Kept::default()),
                             |(d2s, sel), c| {
                                 let mut kept = Vec::new();
                                 let cell = each(c, d2s, sel, &mut kept);

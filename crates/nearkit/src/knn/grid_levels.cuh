@@ -51,7 +51,7 @@ __device__ __forceinline__ T grid_list_radius2(const GridFrame<T>& f, T dk2, T r
     return r * r * m;
 }
 
-// grid::bucket_of.
+// grid::buckets_of, for one distance.
 template <typename T>
 __device__ __forceinline__ u32 grid_bucket(T d, T d_lo, T d_hi) {
     T t = (d - d_lo) / (d_hi - d_lo) * (T)GRID_BUCKETS;
