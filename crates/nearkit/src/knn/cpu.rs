@@ -76,8 +76,20 @@ pub(crate) fn knn_to<T: Real, I: Send + Sync>(
         return;
     }
     let mut prof = Phases::new("cpu knn", profile);
-    let grid = CandidateGrid::for_queries(tree, queries.len(), k + usize::from(opts.exclude_self), r2, &opts.grid);
-    prof.mark("grid");
+    // The grid's lists and the queries' order in its cells are built side by side: each has
+    // serial steps, which the other's work fills.
+    let k_list = k + usize::from(opts.exclude_self);
+    let (grid, order) = match CandidateGrid::frame_for_queries(tree, queries.len(), k_list, &opts.grid) {
+        Some(frame) => {
+            let (g, o) = rayon::join(
+                || CandidateGrid::build(tree, frame, k_list, r2, &opts.grid),
+                || frame.sorted_queries(queries),
+            );
+            (Some(g), Some(o))
+        }
+        None => (None, None),
+    };
+    prof.mark("grid and query order");
     let at = RowWriter { k, ids: RowPtr(ids.as_mut_ptr()), distances: RowPtr(distances.as_mut_ptr()), id };
     if grid.is_none() && k <= BLOCK_MAX_K && tree.len() <= BLOCK_MAX_DATA_PER_QUERY * queries.len() {
         knn_blocks(tree, queries, k, r2, opts.exclude_self, &mut prof, &at);
@@ -86,13 +98,9 @@ pub(crate) fn knn_to<T: Real, I: Send + Sync>(
     }
     // Through the grid, queries go cell by cell (each cell's list stays in cache) and read
     // packed records; the tree search wants Morton order.
-    let (order, cand) = match &grid {
-        Some(g) => {
-            let order = g.sorted_queries(queries);
-            prof.mark("query order");
-            (order, g.packed(tree))
-        }
-        None => {
+    let (order, cand) = match (&grid, order) {
+        (Some(g), Some(order)) => (order, g.packed(tree)),
+        _ => {
             let order = tree.morton_order(queries);
             (order.par_iter().map(|&i| GridCand { p: queries.get(i as usize), id: i }).collect(), Vec::new())
         }

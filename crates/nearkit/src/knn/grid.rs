@@ -306,6 +306,58 @@ impl<T: Real> GridFrame<T> {
         (c % dx) / f + px * (((c / dx) % dy) / f + py * ((c / (dx * dy)) / f))
     }
 
+    /// The queries as records (point, index) in the order of the cells that hold them (a
+    /// counting sort; within a cell, input order), those outside the grid last: neighbours in
+    /// this order scan the same list, and the scan then reads the queries in sequence.
+    pub fn sorted_queries(&self, queries: &crate::geometry::points::Points<T>) -> Vec<GridCand<T>> {
+        let cells = self.cells();
+        let mut cell = crate::runtime::cpu::big_vec::<u32>(queries.len());
+        cell.par_extend(
+            (0..queries.len())
+                .into_par_iter()
+                .with_min_len(4096)
+                .map(|i| self.cell_of(queries.get(i)).map_or(cells as u32, |c| c as u32)),
+        );
+        // A stable counting sort in parallel: each chunk of queries counts its cells, the
+        // chunks' slots follow one another within every cell, then each chunk places its own.
+        // A chunk a thread: the offsets below are (chunks × cells), laid out by chunk and
+        // filled cell by cell, so more chunks cost more than they balance.
+        let chunk = cell.len().div_ceil(rayon::current_num_threads().max(1)).max(1 << 14);
+        let counts: Vec<Vec<u32>> = cell
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut h = vec![0u32; cells + 1];
+                for &c in part {
+                    h[c as usize] += 1;
+                }
+                h
+            })
+            .collect();
+        let mut base = vec![0u32; counts.len() * (cells + 1)];
+        let mut total = 0u32;
+        for c in 0..=cells {
+            for (j, h) in counts.iter().enumerate() {
+                base[j * (cells + 1) + c] = total;
+                total += h[c];
+            }
+        }
+        let mut sorted = crate::runtime::cpu::big_vec::<GridCand<T>>(queries.len());
+        let at = crate::runtime::cpu::RowPtr(sorted.as_mut_ptr());
+        cell.par_chunks(chunk).zip(base.par_chunks_mut(cells + 1)).enumerate().for_each(|(j, (part, next))| {
+            for (i, &c) in part.iter().enumerate() {
+                let slot = &mut next[c as usize];
+                let q = j * chunk + i;
+                // SAFETY: every (chunk, cell) pair owns its own run of slots, and the slots
+                // cover 0..len exactly once, so every record is written before `set_len`.
+                unsafe { at.write(*slot as usize, GridCand { p: queries.get(q), id: q as u32 }) };
+                *slot += 1;
+            }
+        });
+        // SAFETY: every slot was written above.
+        unsafe { sorted.set_len(queries.len()) };
+        sorted
+    }
+
     pub fn cells(&self) -> usize {
         self.dims.iter().map(|&d| d as usize).product()
     }
@@ -514,7 +566,9 @@ fn buckets_of<T: Real>(d2s: &[T], d_lo: T, d_hi: T, out: &mut Vec<u8>) {
 
 impl<T: Real> CandidateGrid<T> {
     /// The grid for a batch of `n_queries` (built on the CPU), or `None` where one tree search
-    /// per query is the better plan (`worth_it`) or the data's box cannot be gridded.
+    /// per query is the better plan (`worth_it`) or the data's box cannot be gridded. (The
+    /// search builds it beside the queries' order; tests build it alone.)
+    #[cfg(feature = "test-hooks")]
     pub fn for_queries(
         tree: &MortonTree<T>,
         n_queries: usize,
@@ -522,14 +576,25 @@ impl<T: Real> CandidateGrid<T> {
         r2: T,
         opts: &GridOptions,
     ) -> Option<Self> {
+        let frame = Self::frame_for_queries(tree, n_queries, k_list, opts)?;
+        Some(Self::build(tree, frame, k_list, r2, opts))
+    }
+
+    /// The cells of [`CandidateGrid::for_queries`]'s grid, without its lists (`None` where
+    /// there is no grid).
+    pub fn frame_for_queries(
+        tree: &MortonTree<T>,
+        n_queries: usize,
+        k_list: usize,
+        opts: &GridOptions,
+    ) -> Option<GridFrame<T>> {
         // A tree of one leaf has no internal node, hence no root box: too small for a grid anyway.
         if !worth_it(tree.len(), n_queries, k_list, opts) || tree.lo[0].is_empty() {
             return None;
         }
         let lo = [tree.lo[0][0], tree.lo[1][0], tree.lo[2][0]];
         let hi = [tree.hi[0][0], tree.hi[1][0], tree.hi[2][0]];
-        let frame = GridFrame::for_queries(lo, hi, tree.len(), n_queries, k_list, opts)?;
-        Some(Self::build(tree, frame, k_list, r2, opts))
+        GridFrame::for_queries(lo, hi, tree.len(), n_queries, k_list, opts)
     }
 
     /// The grid for a batch of `n_queries` embedded queries whose 3-D coordinates span
@@ -677,32 +742,51 @@ impl<T: Real> CandidateGrid<T> {
                 }
             })
             .collect();
-        // Where each cell's list lies: (group, place in the group's cells).
+        // Where each cell's list lies: (group, place in the group's cells). Each group writes
+        // its own cells' places.
         let mut place = vec![(u32::MAX, 0u32); ncells];
-        for (g, (_, cells)) in done.iter().enumerate() {
+        let places = crate::runtime::cpu::RowPtr(place.as_mut_ptr());
+        done.par_iter().enumerate().for_each(|(g, (_, cells))| {
             for (i, &(c, ..)) in cells.iter().enumerate() {
-                place[c] = (g as u32, i as u32);
+                // SAFETY: c < ncells, and every cell belongs to one group.
+                unsafe { places.write(c, (g as u32, i as u32)) };
             }
-        }
+        });
         let cell = |c: usize| -> Option<&Cell<T>> {
             let (g, i) = place[c];
             done.get(g as usize).map(|d| &d.1[i as usize])
         };
-        // Lay the lists out cell after cell: offsets first, then every cell copies its own
-        // list into its span in parallel. A cell no group had keeps an empty list.
-        let mut start = Vec::with_capacity(ncells * BUCKETS + 1);
-        let mut floor = Vec::with_capacity(ncells * BUCKETS);
-        start.push(0u32);
-        let mut total = 0usize;
-        for c in 0..ncells {
-            let (lens, fl) = cell(c).map_or(([0; BUCKETS], [T::INFINITY; BUCKETS]), |&(_, _, l, f)| (l, f));
-            for b in 0..BUCKETS {
-                total += lens[b] as usize;
-                assert!(total < u32::MAX as usize, "candidate lists exceed 2^32 entries");
-                start.push(total as u32);
-                floor.push(fl[b]);
+        // Lay the lists out cell after cell: each cell's length, their running sum, then every
+        // cell writes its offsets and floors and copies its own list into its span, in
+        // parallel. A cell no group had keeps an empty list.
+        const GRAIN: usize = 256;
+        let mut first_of = vec![0usize; ncells + 1];
+        first_of[1..].par_chunks_mut(GRAIN).enumerate().for_each(|(j, out)| {
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = cell(j * GRAIN + i).map_or(0, |l| l.2.iter().map(|&n| n as usize).sum());
             }
+        });
+        for c in 0..ncells {
+            first_of[c + 1] += first_of[c];
         }
+        let total = first_of[ncells];
+        assert!(total < u32::MAX as usize, "candidate lists exceed 2^32 entries");
+        let mut start = vec![0u32; ncells * BUCKETS + 1];
+        let mut floor = vec![T::INFINITY; ncells * BUCKETS];
+        start[1..].par_chunks_mut(BUCKETS).zip(floor.par_chunks_mut(BUCKETS)).enumerate().with_min_len(GRAIN).for_each(
+            |(c, (starts, floors))| {
+                if let Some(&(_, _, lens, fl)) = cell(c) {
+                    let mut at = first_of[c];
+                    for b in 0..BUCKETS {
+                        at += lens[b] as usize;
+                        starts[b] = at as u32;
+                    }
+                    floors.copy_from_slice(&fl);
+                } else {
+                    starts.fill(first_of[c + 1] as u32);
+                }
+            },
+        );
         let mut entry = crate::runtime::cpu::big_vec::<u32>(total);
         let at = crate::runtime::cpu::RowPtr(entry.as_mut_ptr());
         (0..ncells).into_par_iter().with_min_len(64).for_each(|c| {
@@ -726,58 +810,6 @@ impl<T: Real> CandidateGrid<T> {
             GridCand { p: [tree.x[i], tree.y[i], tree.z[i]], id: tree.id[i] }
         }));
         cand
-    }
-
-    /// The queries as records (point, index) in the order of the cells that hold them (a
-    /// counting sort; within a cell, input order), those outside the grid last: neighbours in
-    /// this order scan the same list, and the scan then reads the queries in sequence.
-    pub fn sorted_queries(&self, queries: &crate::geometry::points::Points<T>) -> Vec<GridCand<T>> {
-        let cells = self.frame.cells();
-        let mut cell = crate::runtime::cpu::big_vec::<u32>(queries.len());
-        cell.par_extend(
-            (0..queries.len())
-                .into_par_iter()
-                .with_min_len(4096)
-                .map(|i| self.frame.cell_of(queries.get(i)).map_or(cells as u32, |c| c as u32)),
-        );
-        // A stable counting sort in parallel: each chunk of queries counts its cells, the
-        // chunks' slots follow one another within every cell, then each chunk places its own.
-        // A chunk a thread: the offsets below are (chunks × cells), laid out by chunk and
-        // filled cell by cell, so more chunks cost more than they balance.
-        let chunk = cell.len().div_ceil(rayon::current_num_threads().max(1)).max(1 << 14);
-        let counts: Vec<Vec<u32>> = cell
-            .par_chunks(chunk)
-            .map(|part| {
-                let mut h = vec![0u32; cells + 1];
-                for &c in part {
-                    h[c as usize] += 1;
-                }
-                h
-            })
-            .collect();
-        let mut base = vec![0u32; counts.len() * (cells + 1)];
-        let mut total = 0u32;
-        for c in 0..=cells {
-            for (j, h) in counts.iter().enumerate() {
-                base[j * (cells + 1) + c] = total;
-                total += h[c];
-            }
-        }
-        let mut sorted = crate::runtime::cpu::big_vec::<GridCand<T>>(queries.len());
-        let at = crate::runtime::cpu::RowPtr(sorted.as_mut_ptr());
-        cell.par_chunks(chunk).zip(base.par_chunks_mut(cells + 1)).enumerate().for_each(|(j, (part, next))| {
-            for (i, &c) in part.iter().enumerate() {
-                let slot = &mut next[c as usize];
-                let q = j * chunk + i;
-                // SAFETY: every (chunk, cell) pair owns its own run of slots, and the slots
-                // cover 0..len exactly once, so every record is written before `set_len`.
-                unsafe { at.write(*slot as usize, GridCand { p: queries.get(q), id: q as u32 }) };
-                *slot += 1;
-            }
-        });
-        // SAFETY: every slot was written above.
-        unsafe { sorted.set_len(queries.len()) };
-        sorted
     }
 
     /// `knn` for the 3-D grid of a `MortonTree`, reading `cand` (`packed`) instead of the
