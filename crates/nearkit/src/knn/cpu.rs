@@ -76,20 +76,24 @@ pub(crate) fn knn_to<T: Real, I: Send + Sync>(
         return;
     }
     let mut prof = Phases::new("cpu knn", profile);
-    // The grid's lists and the queries' order in its cells are built side by side: each has
-    // serial steps, which the other's work fills.
+    // The grid's lists (then their packed records) and the queries' order in its cells are
+    // built side by side: each has serial steps, which the other's work fills.
     let k_list = k + usize::from(opts.exclude_self);
     let (grid, order) = match CandidateGrid::frame_for_queries(tree, queries.len(), k_list, &opts.grid) {
         Some(frame) => {
             let (g, o) = rayon::join(
-                || CandidateGrid::build(tree, frame, k_list, r2, &opts.grid),
+                || {
+                    let g = CandidateGrid::build(tree, frame, k_list, r2, &opts.grid);
+                    let cand = g.packed(tree);
+                    (g, cand)
+                },
                 || frame.sorted_queries(queries),
             );
             (Some(g), Some(o))
         }
         None => (None, None),
     };
-    prof.mark("grid and query order");
+    prof.mark("grid, packed lists and query order");
     let at = RowWriter { k, ids: RowPtr(ids.as_mut_ptr()), distances: RowPtr(distances.as_mut_ptr()), id };
     if grid.is_none() && k <= BLOCK_MAX_K && tree.len() <= BLOCK_MAX_DATA_PER_QUERY * queries.len() {
         knn_blocks(tree, queries, k, r2, opts.exclude_self, &mut prof, &at);
@@ -98,14 +102,15 @@ pub(crate) fn knn_to<T: Real, I: Send + Sync>(
     }
     // Through the grid, queries go cell by cell (each cell's list stays in cache) and read
     // packed records; the tree search wants Morton order.
-    let (order, cand) = match (&grid, order) {
-        (Some(g), Some(order)) => (order, g.packed(tree)),
+    let (grid, order, cand) = match (grid, order) {
+        (Some((g, cand)), Some(order)) => (Some(g), order, cand),
         _ => {
             let order = tree.morton_order(queries);
-            (order.par_iter().map(|&i| GridCand { p: queries.get(i as usize), id: i }).collect(), Vec::new())
+            let order = order.par_iter().map(|&i| GridCand { p: queries.get(i as usize), id: i }).collect();
+            prof.mark("query order");
+            (None, order, Vec::new())
         }
     };
-    prof.mark(if grid.is_some() { "packed lists" } else { "query order" });
     // Queries run in a coherent order (cache reuse) and write their rows in place: each query
     // owns its row, so the parallel writes never overlap, and every row is written whole, so
     // the arrays need no filling first. The rows land in random places: each query prefetches
