@@ -3,8 +3,6 @@
 
 use std::mem::MaybeUninit;
 
-use rayon::prelude::*;
-
 use crate::device::{Device, Engine};
 use crate::error::{Error, Result, Role};
 use crate::geometry::points::Points;
@@ -16,7 +14,7 @@ use crate::knn::{knn_limits, Knn, KnnBuffer, KnnOptions};
 use crate::pairs::{Nearest, Pair, PairsOptions};
 use crate::radius::cuda::DeviceWithin;
 use crate::radius::{RadiusOptions, Within};
-use crate::runtime::cpu::check_room;
+use crate::runtime::cpu::{check_room, write_mapped};
 use crate::runtime::cuda::memory::PointSource;
 use crate::runtime::cuda::DevicePoints;
 use crate::sharded::{nearest_rows_on_gpu, NearestRows};
@@ -186,12 +184,8 @@ impl<T: Real> PointIndex<T> {
         // Elsewhere (the CPU, or coordinates the index scales): the query as columns.
         let queries = Points::from_rows(&rows.chunks_exact(3).map(|r| [r[0], r[1], r[2]]).collect::<Vec<_>>());
         let nn = self.nearest(&queries, max_distance)?;
-        distance.par_iter_mut().zip(&nn.distance).for_each(|(o, &d)| {
-            o.write(d);
-        });
-        ids.par_iter_mut().zip(&nn.b).for_each(|(o, &b)| {
-            o.write(id(b));
-        });
+        write_mapped(distance, &nn.distance, |d| d);
+        write_mapped(ids, &nn.b, id);
         Ok(())
     }
 
@@ -248,13 +242,8 @@ impl<T: Real> PointIndex<T> {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
                 let found = crate::knn::cuda::knn(gpu, tree, queries, opts, k, r2, self.chunk())?;
-                let grain = 1 << 14;
-                ids.par_iter_mut().with_min_len(grain).zip(&found.ids).for_each(|(o, &b)| {
-                    o.write(id(b));
-                });
-                distances.par_iter_mut().with_min_len(grain).zip(&found.distances).for_each(|(o, &d)| {
-                    o.write(d);
-                });
+                write_mapped(ids, &found.ids, id);
+                write_mapped(distances, &found.distances, |d| d);
             }
         }
         // SAFETY: every place was written above.

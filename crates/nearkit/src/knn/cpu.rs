@@ -14,7 +14,7 @@ use crate::geometry::points::Points;
 use crate::geometry::points::NO_ID;
 use crate::geometry::real::Real;
 use crate::knn::grid::{CandidateGrid, GridCand};
-use crate::runtime::cpu::{big_vec, prefetch, RowPtr};
+use crate::runtime::cpu::{big_vec, prefetch, write_mapped, RowPtr};
 use crate::runtime::profile::Phases;
 use crate::tree::nearest_block::{knn_block, NearestScratch, BLOCK, BLOCK_MAX_K, QUERY_GRAIN, RUN};
 use crate::tree::search;
@@ -65,14 +65,10 @@ pub(crate) fn knn_to<T: Real, I: Send + Sync>(
     let n = queries.len();
     assert!(ids.len() == n * k && distances.len() == n * k, "k places a query");
     if k == 1 && !opts.exclude_self {
+        // As in `knn`, which keeps these vectors as its result instead of copying them.
         let found = crate::pairs::cpu::nearest(tree, queries, r2, profile);
-        let grain = 1 << 14;
-        ids.par_iter_mut().with_min_len(grain).zip(&found.b).for_each(|(o, &b)| {
-            o.write(id(b));
-        });
-        distances.par_iter_mut().with_min_len(grain).zip(&found.distance).for_each(|(o, &d)| {
-            o.write(d);
-        });
+        write_mapped(ids, &found.b, id);
+        write_mapped(distances, &found.distance, |d| d);
         return;
     }
     let mut prof = Phases::new("cpu knn", profile);

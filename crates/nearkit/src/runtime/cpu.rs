@@ -226,6 +226,20 @@ pub(crate) fn scatter_by_digit<V: Copy + Send + Sync>(
     first
 }
 
+/// `dst[i] = f(src[i])` for every i, in parallel, into memory that may be uninitialised
+/// (all of it is written): results copied into the caller's place and type.
+pub(crate) fn write_mapped<S: Copy + Sync, O: Send>(
+    dst: &mut [std::mem::MaybeUninit<O>],
+    src: &[S],
+    f: impl Fn(S) -> O + Sync,
+) {
+    use rayon::prelude::*;
+    assert_eq!(dst.len(), src.len(), "one place a value");
+    dst.par_iter_mut().with_min_len(1 << 14).zip(src).for_each(|(o, &s)| {
+        o.write(f(s));
+    });
+}
+
 /// The indices `0..n` ordered by `key` (ties by index): a parallel least-significant-digit
 /// radix sort, three passes of 11 bits over (key, index) packed in a u64. It stands in for a
 /// comparison sort where only an order's locality matters (queries along the Morton curve).
