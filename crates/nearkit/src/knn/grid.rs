@@ -565,9 +565,9 @@ fn buckets_of<T: Real>(d2s: &[T], d_lo: T, d_hi: T, out: &mut Vec<u8>) {
 }
 
 impl<T: Real> CandidateGrid<T> {
-    /// The grid for a batch of `n_queries` (built on the CPU), or `None` where one tree search
-    /// per query is the better plan (`worth_it`) or the data's box cannot be gridded. (The
-    /// search builds it beside the queries' order; tests build it alone.)
+    /// The grid for a batch of `n_queries` (built on the CPU), or `None` as
+    /// `frame_for_queries` says. (The search builds it beside the queries' order; tests
+    /// build it alone.)
     #[cfg(feature = "test-hooks")]
     pub fn for_queries(
         tree: &MortonTree<T>,
@@ -580,8 +580,9 @@ impl<T: Real> CandidateGrid<T> {
         Some(Self::build(tree, frame, k_list, r2, opts))
     }
 
-    /// The cells of [`CandidateGrid::for_queries`]'s grid, without its lists (`None` where
-    /// there is no grid).
+    /// The cells of the grid for a batch of `n_queries`, without its lists: `None` where one
+    /// tree search per query is the better plan (`worth_it`) or the data's box cannot be
+    /// gridded.
     pub fn frame_for_queries(
         tree: &MortonTree<T>,
         n_queries: usize,
