@@ -155,3 +155,54 @@ fn f32_cpu_knn_through_grid_matches_brute_force() {
 fn f64_cpu_knn_through_grid_matches_brute_force() {
     check_backend::<f64>(82);
 }
+
+/// Points of a small integer lattice, their ids shuffled (so that list order is not id
+/// order), queried from lattice and half-lattice points: many neighbours tie at the k-th
+/// place, and the one with the smaller id must win wherever it comes in the scan.
+fn check_lattice_ties<T: Real>(seed: u64) {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(seed);
+    let mut cells: Vec<[i32; 3]> = (0..7 * 7 * 7).map(|i| [i % 7, (i / 7) % 7, i / 49]).collect();
+    cells.shuffle(&mut rng);
+    let mut data = Points::with_capacity(cells.len());
+    for c in &cells {
+        data.push(T::from_f64(c[0] as f64), T::from_f64(c[1] as f64), T::from_f64(c[2] as f64));
+    }
+    let tree = MortonTree::build(&data, DEFAULT_LEAF_SIZE);
+    let lo = [tree.lo[0][0], tree.lo[1][0], tree.lo[2][0]];
+    let hi = [tree.hi[0][0], tree.hi[1][0], tree.hi[2][0]];
+    let mut checked = 0;
+    for cells in [60, 700] {
+        let frame = GridFrame::plan(lo, hi, cells).unwrap();
+        for k in [1, 2, 4, 5, 7, 8, 9, 12] {
+            for radius in [None, Some(1.5), Some(2.0)] {
+                let r2 = radius.map_or(T::INFINITY, |r: f64| T::from_f64(r * r));
+                let grid = CandidateGrid::build(&tree, frame, k, r2, &GridOptions::default());
+                let cand = grid.packed(&tree);
+                let mut best = vec![(T::ZERO, NO_ID); k];
+                for i in 0..13 * 13 * 13 {
+                    let q = [i % 13, (i / 13) % 13, i / 169].map(|v| T::from_f64(v as f64 * 0.5));
+                    if !grid.knn_packed(&tree, &cand, q, r2, NO_ID, &mut best) {
+                        continue;
+                    }
+                    let want = brute(&data, q, k, r2, NO_ID);
+                    let got: Vec<(T, u32)> = best.iter().copied().filter(|b| b.1 != NO_ID).collect();
+                    assert_eq!(got, want, "{cells} cells, k {k}, radius {radius:?}, query {q:?}");
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 50_000, "too few queries went through the grid: {checked}");
+}
+
+#[test]
+fn f32_grid_breaks_lattice_ties_by_id() {
+    check_lattice_ties::<f32>(91);
+}
+
+#[test]
+fn f64_grid_breaks_lattice_ties_by_id() {
+    check_lattice_ties::<f64>(92);
+}

@@ -71,14 +71,20 @@ impl Slots {
         self.id = [cs(take(ci(ilo), ci(pilo), ci(iv), mlo, pmlo)), cs(take(ci(ihi), ci(pihi), ci(iv), mhi, pmhi))];
     }
 
-    /// Slot `j`'s squared distance.
+    /// Slot `j`'s squared distance in every lane (`lanes`: `Slots::lanes(j)`).
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn d(&self, j: usize) -> f64 {
-        let mut a = [0.0; 4];
-        // SAFETY: four f64 into four.
-        unsafe { _mm256_storeu_pd(a.as_mut_ptr(), self.d[j / 4]) };
-        a[j % 4]
+    fn d(&self, j: usize, lanes: __m256i) -> __m256d {
+        let reg = if j < 4 { self.d[0] } else { self.d[1] };
+        _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(reg), lanes))
+    }
+
+    /// The 32-bit lanes that bring slot `j`'s f64 lane to every lane.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn lanes(j: usize) -> __m256i {
+        let l = (2 * (j % 4)) as i32;
+        _mm256_setr_epi32(l, l + 1, l, l + 1, l, l + 1, l, l + 1)
     }
 
     /// The first `best.len()` slots into `best`.
@@ -118,25 +124,55 @@ pub(super) unsafe fn scan(
     let k = best.len();
     debug_assert!((1..=8).contains(&k));
     let mut slots = Slots::new(r2);
-    let mut bound = r2;
+    let lanes = Slots::lanes(k - 1);
+    // The k-th slot's distance: the bucket test's bound, and the filter's (as of the last
+    // time a candidate passed; a stale bound is only larger, and the slots decide exactly).
+    let mut bound = _mm256_set1_pd(r2);
     let (m, tiny) = (1.0 + MARGIN, tiny::<f64>());
+    let (qx, qy, qz) = (_mm256_set1_pd(q[0]), _mm256_set1_pd(q[1]), _mm256_set1_pd(q[2]));
     for b in c * BUCKETS..(c + 1) * BUCKETS {
         let floor = grid.floor[b];
         let g = floor - e;
         let g2 = g * g;
-        if g > 0.0 && g2 > tiny && g2 > bound * m {
+        if g > 0.0 && g2 > tiny && g2 > _mm256_cvtsd_f64(bound) * m {
             // As in `scan`: past a non-empty bucket ruled out, none can help.
             if floor == f64::INFINITY {
                 continue;
             }
             break;
         }
-        for r in &cand[grid.start[b] as usize..grid.start[b + 1] as usize] {
+        let run = &cand[grid.start[b] as usize..grid.start[b + 1] as usize];
+        let mut quads = run.chunks_exact(4);
+        for quad in &mut quads {
+            // Four records' distances at once (lanes: records 0, 2, 1, 3): the same
+            // operations as `dist2`, so the same values.
+            // SAFETY: each load reads a record's x and y.
+            let xy = |j: usize| unsafe { _mm_loadu_pd(quad[j].p.as_ptr()) };
+            let (t01, t23) = (_mm256_set_m128d(xy(1), xy(0)), _mm256_set_m128d(xy(3), xy(2)));
+            let (x, y) = (_mm256_unpacklo_pd(t01, t23), _mm256_unpackhi_pd(t01, t23));
+            let z = _mm256_setr_pd(quad[0].p[2], quad[2].p[2], quad[1].p[2], quad[3].p[2]);
+            let (dx, dy, dz) = (_mm256_sub_pd(qx, x), _mm256_sub_pd(qy, y), _mm256_sub_pd(qz, z));
+            let d = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(dx, dx), _mm256_mul_pd(dy, dy)), _mm256_mul_pd(dz, dz));
+            if _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LE_OQ>(d, bound)) == 0 {
+                continue;
+            }
+            let mut ds = [0.0; 4];
+            // SAFETY: four f64 into four.
+            unsafe { _mm256_storeu_pd(ds.as_mut_ptr(), d) };
+            // All four go to the slots (one that does not belong changes nothing).
+            for (lane, j) in [0, 2, 1, 3].into_iter().enumerate() {
+                if quad[j].id != skip {
+                    slots.offer(ds[lane], quad[j].id);
+                }
+            }
+            bound = slots.d(k - 1, lanes);
+        }
+        for r in quads.remainder() {
             if r.id != skip {
                 slots.offer(dist2(q[0], q[1], q[2], r.p[0], r.p[1], r.p[2]), r.id);
             }
         }
-        bound = slots.d(k - 1);
+        bound = slots.d(k - 1, lanes);
     }
     slots.store(best);
 }
@@ -181,14 +217,11 @@ impl Slots32 {
         self.id = cs(_mm256_blendv_ps(ci(self.id), _mm256_blendv_ps(ci(iv), ci(pi), pm), m));
     }
 
-    /// Slot `j`'s squared distance.
+    /// Slot `j`'s squared distance in four lanes.
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn d(&self, j: usize) -> f32 {
-        let mut a = [0.0; 8];
-        // SAFETY: eight f32 into eight.
-        unsafe { _mm256_storeu_ps(a.as_mut_ptr(), self.d) };
-        a[j]
+    fn d(&self, j: usize) -> __m128 {
+        _mm256_castps256_ps128(_mm256_permutevar8x32_ps(self.d, _mm256_set1_epi32(j as i32)))
     }
 
     /// The first `best.len()` slots into `best`.
@@ -226,14 +259,15 @@ pub(super) unsafe fn scan_f32(
     let k = best.len();
     debug_assert!((1..=8).contains(&k));
     let mut slots = Slots32::new(r2);
-    let mut bound = r2;
+    // As in `scan`: the k-th slot's distance, for the bucket test and the filter.
+    let mut bound = _mm_set1_ps(r2);
     let (m, tiny) = ((1.0 + MARGIN) as f32, tiny::<f32>());
     let (qx, qy, qz) = (_mm_set1_ps(q[0]), _mm_set1_ps(q[1]), _mm_set1_ps(q[2]));
     for b in c * BUCKETS..(c + 1) * BUCKETS {
         let floor = grid.floor[b];
         let g = floor - e;
         let g2 = g * g;
-        if g > 0.0 && g2 > tiny && g2 > bound * m {
+        if g > 0.0 && g2 > tiny && g2 > _mm_cvtss_f32(bound) * m {
             if floor == f32::INFINITY {
                 continue;
             }
@@ -253,6 +287,9 @@ pub(super) unsafe fn scan_f32(
             let dy = _mm_sub_ps(qy, _mm_movehl_ps(t1, t0));
             let dz = _mm_sub_ps(qz, _mm_movelh_ps(t2, t3));
             let d = _mm_add_ps(_mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy)), _mm_mul_ps(dz, dz));
+            if _mm_movemask_ps(_mm_cmple_ps(d, bound)) == 0 {
+                continue;
+            }
             let mut ds = [0f32; 4];
             // SAFETY: four f32 into four.
             unsafe { _mm_storeu_ps(ds.as_mut_ptr(), d) };
@@ -261,6 +298,7 @@ pub(super) unsafe fn scan_f32(
                     slots.offer(d, r.id);
                 }
             }
+            bound = slots.d(k - 1);
         }
         for r in quads.remainder() {
             if r.id != skip {
