@@ -1,10 +1,10 @@
 //! numpy arrays to the library's types and back, and the library's errors as Python
 //! exceptions.
 //!
-//! The library keeps points as three columns (`Points`), numpy as (N, 3) rows, so every
-//! input is transposed once (in parallel; a Fortran-order array is three plain copies) and
-//! every (N, 3) result interleaved back. Zero-copy input would need a borrowed-columns type
-//! in the library.
+//! The library keeps points as three columns (`Points`), numpy as (N, 3) rows. The kNN
+//! query on the CPU reads C-ordered rows in place (`nearkit::QueryPoints`); other inputs are
+//! transposed once (in parallel; a Fortran-order array is three plain copies), and every
+//! (N, 3) result is interleaved back.
 
 use std::ops::Range;
 
@@ -32,6 +32,17 @@ pub fn err(e: nearkit::Error) -> PyErr {
 /// option named in a hint becomes the Python argument.
 pub fn io_err(e: nearkit_io::IoError) -> PyErr {
     PyOSError::new_err(e.to_string().replace("--precision f64", "dtype=float64"))
+}
+
+/// An error about a part of the rows that starts at row `start`, naming the bad row by its
+/// place among all of them.
+pub fn rows_from(e: nearkit::Error, start: usize) -> nearkit::Error {
+    match e {
+        nearkit::Error::NonFinite { role, index, axis, value } => {
+            nearkit::Error::NonFinite { role, index: index + start, axis, value }
+        }
+        e => e,
+    }
 }
 
 /// An (N, 3) array of float32 or float64, borrowed read-only from numpy.

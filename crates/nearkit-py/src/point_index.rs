@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use rayon::prelude::*;
 
-use crate::arrays::{all_columns, blocks, columns, err, matrix, vector, Rows};
+use crate::arrays::{all_columns, blocks, columns, err, matrix, rows_from, vector, Rows};
 use crate::cuda_arrays::{knn_rows, CudaKnn, CudaRows};
 use crate::engines::{detach_on, engine, parse_device, with_workers, AUTO_CPU_BELOW, CPU_CHUNK};
 
@@ -149,12 +149,20 @@ impl<T: Real> Placed<T> {
         let missing = self.main.len() as i64;
         let (mut d, mut ids) = (nearkit::big_vec::<T>(nq * k), nearkit::big_vec::<i64>(nq * k));
         let (d_out, ids_out) = (&mut d.spare_capacity_mut()[..nq * k], &mut ids.spare_capacity_mut()[..nq * k]);
+        // C-ordered rows are read where they are; other layouts are made columns first.
+        // SAFETY: an (N, 3) C-ordered array is N rows of three T, and [T; 3] has T's
+        // alignment.
+        let rows = q.as_slice().map(|flat| unsafe { std::slice::from_raw_parts(flat.as_ptr() as *const [T; 3], nq) });
         self.in_blocks(py, nq, false, workers, |index, range| {
-            let points = columns(q, range.clone());
             let places = range.start * k..range.end * k;
             let (ds, is) = (&mut d_out[places.clone()], &mut ids_out[places]);
             let opts = KnnOptions { k, ..opts };
-            index.knn_into_slices(&points, &opts, ds, is, |id| if id == NO_ID { missing } else { id as i64 })?;
+            let id = |id| if id == NO_ID { missing } else { id as i64 };
+            match rows {
+                Some(rows) => index.knn_into_slices(&rows[range.clone()], &opts, ds, is, id),
+                None => index.knn_into_slices(&columns(q, range.clone()), &opts, ds, is, id),
+            }
+            .map_err(|e| rows_from(e, range.start))?;
             Ok(())
         })?;
         // SAFETY: the blocks cover every query, and each wrote its k places.
@@ -208,12 +216,8 @@ impl<T: Real> Placed<T> {
             for start in (0..nq).step_by(chunk) {
                 let end = (start + chunk).min(nq);
                 // A bad row is named by its place among all the queries.
-                let queries = engine.upload_rows(&rows[3 * start..3 * end], Role::Queries).map_err(|e| match e {
-                    nearkit::Error::NonFinite { role, index, axis, value } => {
-                        nearkit::Error::NonFinite { role, index: index + start, axis, value }
-                    }
-                    e => e,
-                })?;
+                let queries =
+                    engine.upload_rows(&rows[3 * start..3 * end], Role::Queries).map_err(|e| rows_from(e, start))?;
                 match index.knn_device(&queries, &opts, &mut out) {
                     Err(nearkit::Error::Magnitudes { .. }) => return Ok(None),
                     r => r?,

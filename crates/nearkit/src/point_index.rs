@@ -5,7 +5,7 @@ use std::mem::MaybeUninit;
 
 use crate::device::{Device, Engine};
 use crate::error::{Error, Result, Role};
-use crate::geometry::points::Points;
+use crate::geometry::points::{Points, QueryPoints};
 use crate::geometry::radius2;
 use crate::geometry::real::Real;
 use crate::geometry::scale::Scale;
@@ -213,15 +213,35 @@ impl<T: Real> PointIndex<T> {
     /// widening to the caller's type, say, with no intermediate array. `k` is the effective
     /// one, `opts.k` capped at the points a query can have as neighbours (see
     /// [`PointIndex::knn_k`]); the slices must hold exactly `queries.len() * k`. Returns `k`.
-    pub fn knn_into_slices<I: Send + Sync>(
+    ///
+    /// The queries are [`Points`] or rows (`[[T; 3]]`, numpy's C order), which the CPU search
+    /// reads in place.
+    pub fn knn_into_slices<I: Send + Sync, Q: QueryPoints<T> + ?Sized>(
         &self,
-        queries: &Points<T>,
+        queries: &Q,
         opts: &KnnOptions<T>,
         distances: &mut [MaybeUninit<T>],
         ids: &mut [MaybeUninit<I>],
         id: impl Fn(u32) -> I + Sync,
     ) -> Result<usize> {
-        let queries = &*self.scaled_queries(queries, Role::Queries)?;
+        self.scale.check_point_queries::<T>(queries.validate(Role::Queries)?, Role::Queries)?;
+        if !self.scale.is_identity() {
+            // Coordinates this index scales: the queries scaled as columns, then as below.
+            let scaled = self.scale.points(&queries.columns()).into_owned();
+            return self.knn_into_slices_checked(&scaled, opts, distances, ids, id);
+        }
+        self.knn_into_slices_checked(queries, opts, distances, ids, id)
+    }
+
+    /// `knn_into_slices` of queries checked, and scaled where the index needs it.
+    fn knn_into_slices_checked<I: Send + Sync, Q: QueryPoints<T> + ?Sized>(
+        &self,
+        queries: &Q,
+        opts: &KnnOptions<T>,
+        distances: &mut [MaybeUninit<T>],
+        ids: &mut [MaybeUninit<I>],
+        id: impl Fn(u32) -> I + Sync,
+    ) -> Result<usize> {
         let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
         let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
         let places = queries.len() * k;
@@ -241,7 +261,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                let found = crate::knn::cuda::knn(gpu, tree, queries, opts, k, r2, self.chunk())?;
+                let found = crate::knn::cuda::knn(gpu, tree, &queries.columns(), opts, k, r2, self.chunk())?;
                 write_mapped(ids, &found.ids, id);
                 write_mapped(distances, &found.distances, |d| d);
             }

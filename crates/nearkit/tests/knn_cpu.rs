@@ -192,6 +192,16 @@ fn knn_into_slices_matches_knn() {
                 unsafe { (d.iter().map(|v| v.assume_init()).collect(), ids.iter().map(|v| v.assume_init()).collect()) };
             assert_eq!(d, want.distances, "{name} {opts:?}");
             assert_eq!(ids, want.ids.iter().map(|&i| widen(i)).collect::<Vec<_>>(), "{name} {opts:?}");
+            // The same queries as rows, read in place: the same answer.
+            let rows: Vec<[f64; 3]> = (0..a.len()).map(|i| a.get(i)).collect();
+            let mut d_rows = vec![MaybeUninit::<f64>::uninit(); a.len() * k];
+            let mut ids_rows = vec![MaybeUninit::<i64>::uninit(); a.len() * k];
+            assert_eq!(index.knn_into_slices(&rows[..], &opts, &mut d_rows, &mut ids_rows, widen).unwrap(), k);
+            // SAFETY: every place was written.
+            let (d_rows, ids_rows): (Vec<f64>, Vec<i64>) = unsafe {
+                (d_rows.iter().map(|v| v.assume_init()).collect(), ids_rows.iter().map(|v| v.assume_init()).collect())
+            };
+            assert_eq!((d_rows, ids_rows), (d, ids), "{name} {opts:?}, rows");
         }
         let wrong = a.len() * index.knn_k(a.len(), &KnnOptions::k(2)).unwrap() + 1;
         let mut short = vec![MaybeUninit::<f64>::uninit(); wrong];
@@ -210,4 +220,39 @@ fn knn_into_slices_matches_knn() {
     // SAFETY: every place was written.
     let ids: Vec<u32> = unsafe { ids.iter().map(|v| v.assume_init()).collect() };
     assert_eq!(ids, want.ids);
+}
+
+/// Rows are checked as columns are: the same errors (the first bad x, else y, else z), and
+/// far-off coordinates scaled as the index needs.
+#[test]
+fn knn_of_rows_checks_and_scales_as_columns() {
+    use nearkit::{Device, PointIndex, QueryPoints};
+    use std::mem::MaybeUninit;
+    let data = point_sets::<f64>(38, 10, 2_000).swap_remove(0).2;
+    let index = PointIndex::build(&data, Device::Cpu).unwrap();
+    let mut rows: Vec<[f64; 3]> = (0..500).map(|i| data.get(i)).collect();
+    rows[300][2] = f64::NAN;
+    rows[200][1] = f64::INFINITY;
+    let cols = Points::from_rows(&rows);
+    let (mut d, mut ids) = (vec![MaybeUninit::<f64>::uninit(); 500], vec![MaybeUninit::<u32>::uninit(); 500]);
+    let from_rows = index.knn_into_slices(&rows[..], &KnnOptions::k(1), &mut d, &mut ids, |i| i).unwrap_err();
+    let from_cols = index.knn_into_slices(&cols, &KnnOptions::k(1), &mut d, &mut ids, |i| i).unwrap_err();
+    assert_eq!(from_rows.to_string(), from_cols.to_string());
+    assert!(from_rows.to_string().contains("200"), "{from_rows}");
+    let empty: &[[f64; 3]] = &[];
+    assert_eq!(
+        empty.validate(nearkit::Role::Queries).unwrap_err().to_string(),
+        Points::<f64>::default().validate(nearkit::Role::Queries).unwrap_err().to_string()
+    );
+    // Data far from 1: the index scales coordinates by a power of two, rows too.
+    let far = Points::from_rows(&(0..3_000).map(|i| data.get(i % data.len()).map(|v| v * 1e200)).collect::<Vec<_>>());
+    let index = PointIndex::build(&far, Device::Cpu).unwrap();
+    let rows: Vec<[f64; 3]> = (0..2_000).map(|i| far.get(i).map(|v| v * 0.999)).collect();
+    let want = index.knn(&Points::from_rows(&rows), &KnnOptions::k(3)).unwrap();
+    let (mut d, mut ids) = (vec![MaybeUninit::<f64>::uninit(); 6_000], vec![MaybeUninit::<u32>::uninit(); 6_000]);
+    index.knn_into_slices(&rows[..], &KnnOptions::k(3), &mut d, &mut ids, |i| i).unwrap();
+    // SAFETY: every place was written.
+    let (d, ids): (Vec<f64>, Vec<u32>) =
+        unsafe { (d.iter().map(|v| v.assume_init()).collect(), ids.iter().map(|v| v.assume_init()).collect()) };
+    assert_eq!((d, ids), (want.distances, want.ids));
 }

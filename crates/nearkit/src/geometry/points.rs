@@ -86,21 +86,35 @@ impl<T: Real> Points<T> {
         if self.x.len() != self.y.len() || self.x.len() != self.z.len() {
             return Err(Error::RaggedColumns { x: self.x.len(), y: self.y.len(), z: self.z.len() });
         }
-        if self.is_empty() {
+        let found = Magnitudes::of_columns(&[&self.x, &self.y, &self.z]);
+        let cols = [&self.x, &self.y, &self.z];
+        Self::checked(self.len(), role, found, |i, a| cols[a][i])
+    }
+
+    /// The checks of `validate` on any count and columns (also rows, read as three strided
+    /// columns by `axis_at`).
+    fn checked(
+        len: usize,
+        role: Role,
+        found: Vec<Option<Magnitudes>>,
+        axis_at: impl Fn(usize, usize) -> T,
+    ) -> Result<Magnitudes> {
+        if len == 0 {
             return Err(Error::EmptySet { role });
         }
-        if self.len() > MAX_POINTS {
-            return Err(Error::TooLarge { role, len: self.len(), max: MAX_POINTS });
+        if len > MAX_POINTS {
+            return Err(Error::TooLarge { role, len, max: MAX_POINTS });
         }
         let mut all = Magnitudes::NONE;
-        let found = Magnitudes::of_columns(&[&self.x, &self.y, &self.z]);
-        for ((axis, col), m) in [('x', &self.x), ('y', &self.y), ('z', &self.z)].into_iter().zip(found) {
+        for (a, m) in found.into_iter().enumerate() {
             match m {
                 Some(m) => all = all.union(m),
                 None => {
-                    // The exact row is looked for only when something is wrong.
-                    let index = col.iter().position(|v| !v.is_finite()).unwrap_or(0);
-                    return Err(Error::NonFinite { role, index, axis, value: col[index].to_f64() });
+                    // The exact row is looked for only when something is wrong: the first
+                    // bad x, else the first bad y, else z.
+                    let (axes, index) = (['x', 'y', 'z'], (0..len).position(|i| !axis_at(i, a).is_finite()));
+                    let index = index.unwrap_or(0);
+                    return Err(Error::NonFinite { role, index, axis: axes[a], value: axis_at(index, a).to_f64() });
                 }
             }
         }
@@ -126,5 +140,77 @@ impl<T: Real> Points<T> {
             hi[a] = hi[a].max(h);
         }
         (lo, hi)
+    }
+}
+
+/// Query points read one at a time, in place: columns ([`Points`]) or rows (`[[T; 3]]`, as
+/// numpy's C order lays an (N, 3) array out). The CPU kNN reads rows where they are; a search
+/// that wants columns makes them (`columns`).
+pub trait QueryPoints<T: Real>: Sync {
+    /// How many points.
+    fn len(&self) -> usize;
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Point `i` as (x, y, z).
+    fn get(&self, i: usize) -> [T; 3];
+    /// [`Points::validate`]'s checks, with the same errors.
+    fn validate(&self, role: Role) -> Result<Magnitudes>;
+    /// The points as columns: themselves, or a copy of rows.
+    fn columns(&self) -> std::borrow::Cow<'_, Points<T>>;
+}
+
+impl<T: Real> QueryPoints<T> for Points<T> {
+    #[inline]
+    fn len(&self) -> usize {
+        Points::len(self)
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> [T; 3] {
+        Points::get(self, i)
+    }
+    fn validate(&self, role: Role) -> Result<Magnitudes> {
+        Points::validate(self, role)
+    }
+    fn columns(&self) -> std::borrow::Cow<'_, Points<T>> {
+        std::borrow::Cow::Borrowed(self)
+    }
+}
+
+impl<T: Real> QueryPoints<T> for [[T; 3]] {
+    #[inline]
+    fn len(&self) -> usize {
+        <[[T; 3]]>::len(self)
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> [T; 3] {
+        self[i]
+    }
+    fn validate(&self, role: Role) -> Result<Magnitudes> {
+        // The magnitudes of all three axes at once (the result is their union anyway); an
+        // axis is named only when one is not finite.
+        let flat = self.as_flattened();
+        let whole = Magnitudes::of_columns(&[flat]).pop().flatten();
+        let found = match whole {
+            Some(m) => vec![Some(m), Some(Magnitudes::NONE), Some(Magnitudes::NONE)],
+            None => (0..3).map(|a| self.iter().all(|r| r[a].is_finite()).then_some(Magnitudes::NONE)).collect(),
+        };
+        Points::checked(self.len(), role, found, |i, a| self[i][a])
+    }
+    fn columns(&self) -> std::borrow::Cow<'_, Points<T>> {
+        let n = self.len();
+        let mut p = Points { x: vec![T::ZERO; n], y: vec![T::ZERO; n], z: vec![T::ZERO; n] };
+        const BLOCK: usize = 1 << 14;
+        p.x.par_chunks_mut(BLOCK)
+            .zip(p.y.par_chunks_mut(BLOCK))
+            .zip(p.z.par_chunks_mut(BLOCK))
+            .zip(self.par_chunks(BLOCK))
+            .for_each(|(((x, y), z), rows)| {
+                for (i, r) in rows.iter().enumerate() {
+                    (x[i], y[i], z[i]) = (r[0], r[1], r[2]);
+                }
+            });
+        std::borrow::Cow::Owned(p)
     }
 }

@@ -10,8 +10,8 @@ use std::mem::MaybeUninit;
 use rayon::prelude::*;
 
 use super::{Knn, KnnOptions};
-use crate::geometry::points::Points;
 use crate::geometry::points::NO_ID;
+use crate::geometry::points::{Points, QueryPoints};
 use crate::geometry::real::Real;
 use crate::knn::grid::{CandidateGrid, GridCand};
 use crate::runtime::cpu::{big_vec, prefetch, write_mapped, RowPtr};
@@ -51,9 +51,9 @@ pub(crate) fn knn<T: Real>(
 /// uninitialised; every one is written), each id passed through `id` on its way (a widening
 /// to the caller's type, say): the rows are written once, where they belong.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn knn_to<T: Real, I: Send + Sync>(
+pub(crate) fn knn_to<T: Real, I: Send + Sync, Q: QueryPoints<T> + ?Sized>(
     tree: &MortonTree<T>,
-    queries: &Points<T>,
+    queries: &Q,
     opts: &KnnOptions<T>,
     k: usize,
     r2: T,
@@ -66,7 +66,7 @@ pub(crate) fn knn_to<T: Real, I: Send + Sync>(
     assert!(ids.len() == n * k && distances.len() == n * k, "k places a query");
     if k == 1 && !opts.exclude_self {
         // As in `knn`, which keeps these vectors as its result instead of copying them.
-        let found = crate::pairs::cpu::nearest(tree, queries, r2, profile);
+        let found = crate::pairs::cpu::nearest(tree, &queries.columns(), r2, profile);
         write_mapped(ids, &found.b, id);
         write_mapped(distances, &found.distance, |d| d);
         return;
@@ -92,7 +92,7 @@ pub(crate) fn knn_to<T: Real, I: Send + Sync>(
     prof.mark("grid, packed lists and query order");
     let at = RowWriter { k, ids: RowPtr(ids.as_mut_ptr()), distances: RowPtr(distances.as_mut_ptr()), id };
     if grid.is_none() && k <= BLOCK_MAX_K && tree.len() <= BLOCK_MAX_DATA_PER_QUERY * queries.len() {
-        knn_blocks(tree, queries, k, r2, opts.exclude_self, &mut prof, &at);
+        knn_blocks(tree, &queries.columns(), k, r2, opts.exclude_self, &mut prof, &at);
         prof.report();
         return;
     }
@@ -101,7 +101,7 @@ pub(crate) fn knn_to<T: Real, I: Send + Sync>(
     let (grid, order, cand) = match (grid, order) {
         (Some((g, cand)), Some(order)) => (Some(g), order, cand),
         _ => {
-            let order = tree.morton_order(queries);
+            let order = tree.morton_order(&queries.columns());
             let order = order.par_iter().map(|&i| GridCand { p: queries.get(i as usize), id: i }).collect();
             prof.mark("query order");
             (None, order, Vec::new())

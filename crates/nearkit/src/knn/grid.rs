@@ -309,7 +309,7 @@ impl<T: Real> GridFrame<T> {
     /// The queries as records (point, index) in the order of the cells that hold them (a
     /// counting sort; within a cell, input order), those outside the grid last: neighbours in
     /// this order scan the same list, and the scan then reads the queries in sequence.
-    pub fn sorted_queries(&self, queries: &crate::geometry::points::Points<T>) -> Vec<GridCand<T>> {
+    pub fn sorted_queries<Q: crate::geometry::points::QueryPoints<T> + ?Sized>(&self, queries: &Q) -> Vec<GridCand<T>> {
         let cells = self.cells();
         let mut cell = crate::runtime::cpu::big_vec::<u32>(queries.len());
         cell.par_extend(
