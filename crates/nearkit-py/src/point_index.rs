@@ -6,7 +6,8 @@
 use std::sync::OnceLock;
 
 use nearkit::{
-    DeviceKnn, Engine, KnnOptions, PairMode, PairsOptions, PointIndex, Points, RadiusOptions, Real, Role, Within, NO_ID,
+    DeviceKnn, Engine, KnnOptions, PairMode, PairsOptions, PointColumns, PointIndex, Points, RadiusOptions, Real, Role,
+    Within, NO_ID,
 };
 use numpy::ndarray::ArrayView2;
 use numpy::{PyArray1, PyArray2, PyReadonlyArray1};
@@ -149,18 +150,28 @@ impl<T: Real> Placed<T> {
         let missing = self.main.len() as i64;
         let (mut d, mut ids) = (nearkit::big_vec::<T>(nq * k), nearkit::big_vec::<i64>(nq * k));
         let (d_out, ids_out) = (&mut d.spare_capacity_mut()[..nq * k], &mut ids.spare_capacity_mut()[..nq * k]);
-        // C-ordered rows are read where they are; other layouts are made columns first.
+        // C-ordered rows and Fortran-ordered columns are read where they are; other layouts
+        // are made columns first.
         // SAFETY: an (N, 3) C-ordered array is N rows of three T, and [T; 3] has T's
         // alignment.
         let rows = q.as_slice().map(|flat| unsafe { std::slice::from_raw_parts(flat.as_ptr() as *const [T; 3], nq) });
+        let cols = [0, 1, 2].map(|a| q.column(a).to_slice());
+        let cols = match cols {
+            [Some(x), Some(y), Some(z)] => Some(PointColumns { x, y, z }),
+            _ => None,
+        };
         self.in_blocks(py, nq, false, workers, |index, range| {
             let places = range.start * k..range.end * k;
             let (ds, is) = (&mut d_out[places.clone()], &mut ids_out[places]);
             let opts = KnnOptions { k, ..opts };
             let id = |id| if id == NO_ID { missing } else { id as i64 };
-            match rows {
-                Some(rows) => index.knn_into_slices(&rows[range.clone()], &opts, ds, is, id),
-                None => index.knn_into_slices(&columns(q, range.clone()), &opts, ds, is, id),
+            match (rows, cols) {
+                (Some(rows), _) => index.knn_into_slices(&rows[range.clone()], &opts, ds, is, id),
+                (None, Some(c)) => {
+                    let part = PointColumns { x: &c.x[range.clone()], y: &c.y[range.clone()], z: &c.z[range.clone()] };
+                    index.knn_into_slices(&part, &opts, ds, is, id)
+                }
+                (None, None) => index.knn_into_slices(&columns(q, range.clone()), &opts, ds, is, id),
             }
             .map_err(|e| rows_from(e, range.start))?;
             Ok(())

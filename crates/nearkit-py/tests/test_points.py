@@ -112,6 +112,28 @@ def test_array_layouts_and_dtypes_give_the_same_answer(rng):
         np.testing.assert_array_equal(iv, i)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_many_queries_in_any_layout_match_scipy(rng, dtype):
+    # Enough queries for the candidate grid, which reads C-ordered rows and Fortran-ordered
+    # columns in place and other layouts after a copy: the same answers from each.
+    data = rng.uniform(-50, 50, (2000, 3)).astype(dtype)
+    q = rng.uniform(-60, 60, (50_000, 3)).astype(dtype)
+    index = nearkit.PointIndex(data, device="cpu")
+    d, i = index.query(q, k=8)
+    for view in [np.asfortranarray(q), np.repeat(q, 2, axis=0)[::2]]:
+        dv, iv = index.query(view, k=8)
+        np.testing.assert_array_equal(iv, i)
+        np.testing.assert_array_equal(dv, d)
+    if dtype == np.float64:
+        sd, si = cKDTree(data).query(q, k=8)
+        np.testing.assert_array_equal(i, si)
+        np.testing.assert_array_equal(d, sd)
+    bad = np.asfortranarray(q)
+    bad[40_000, 2] = np.nan
+    with pytest.raises(ValueError, match="point 40000: coordinate z"):
+        index.query(bad, k=8)
+
+
 def test_integers_become_float64_and_queries_take_the_index_dtype(rng):
     ints = rng.integers(-1000, 1000, (500, 3))
     index = nearkit.PointIndex(ints, device="cpu")
@@ -152,6 +174,10 @@ def test_more_queries_than_a_block(rng):
     np.testing.assert_array_equal(d[-3000:], tail_d)
     head_d, head_i = brute_knn(q[:3000], data, 2)
     np.testing.assert_array_equal(i[:3000], head_i)
+    # A bad row in a later block is named by its place among all the rows.
+    q[nearkit._native.CPU_CHUNK + 5, 1] = np.nan
+    with pytest.raises(ValueError, match=f"point {nearkit._native.CPU_CHUNK + 5}: coordinate y"):
+        nearkit.PointIndex(data, device="cpu").query(q, k=2)
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ pub use closest_point::{ClosestPointOptions, ClosestPoints, DeviceClosestPoints,
 pub use device::{CudaOptions, Device, Engine, EngineOptions};
 pub use error::{Error, Result, Role};
 pub use geometry::magnitude::Magnitudes;
-pub use geometry::points::{QueryPoints, NO_ID};
+pub use geometry::points::{PointColumns, QueryPoints, NO_ID};
 pub use geometry::vectors::MAX_DIM as MAX_VECTOR_DIM;
 pub use geometry::{Aabb6, Mesh, Points, Real, Vectors};
 pub use knn::cuda::DeviceKnn;

@@ -11,6 +11,7 @@ pub use crate::collide::ellipsoid::{dot, sub, Shape, V3};
 pub use crate::collide::sweep_ellipsoid_triangle::{sweep_ellipsoid_triangle, SweepHit};
 pub use crate::geometry::vectors::{dist2_nd, MAX_DIM};
 pub use crate::knn::grid::{CandidateGrid, GridFrame, GridOptions};
+pub use crate::knn::grid_top8::knn_packed as knn_packed_top8;
 pub use crate::knn::vectors::cpu::embedded_grid;
 pub use crate::knn::vectors::tree::VectorTree;
 pub use crate::runtime::cuda::compile::nvrtc_present;

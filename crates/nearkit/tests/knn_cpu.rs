@@ -201,7 +201,17 @@ fn knn_into_slices_matches_knn() {
             let (d_rows, ids_rows): (Vec<f64>, Vec<i64>) = unsafe {
                 (d_rows.iter().map(|v| v.assume_init()).collect(), ids_rows.iter().map(|v| v.assume_init()).collect())
             };
-            assert_eq!((d_rows, ids_rows), (d, ids), "{name} {opts:?}, rows");
+            assert_eq!((d_rows, ids_rows), (d.clone(), ids.clone()), "{name} {opts:?}, rows");
+            // And as borrowed columns.
+            let cols = nearkit::PointColumns { x: &a.x, y: &a.y, z: &a.z };
+            let mut d_cols = vec![MaybeUninit::<f64>::uninit(); a.len() * k];
+            let mut ids_cols = vec![MaybeUninit::<i64>::uninit(); a.len() * k];
+            assert_eq!(index.knn_into_slices(&cols, &opts, &mut d_cols, &mut ids_cols, widen).unwrap(), k);
+            // SAFETY: every place was written.
+            let (d_cols, ids_cols): (Vec<f64>, Vec<i64>) = unsafe {
+                (d_cols.iter().map(|v| v.assume_init()).collect(), ids_cols.iter().map(|v| v.assume_init()).collect())
+            };
+            assert_eq!((d_cols, ids_cols), (d, ids), "{name} {opts:?}, borrowed columns");
         }
         let wrong = a.len() * index.knn_k(a.len(), &KnnOptions::k(2)).unwrap() + 1;
         let mut short = vec![MaybeUninit::<f64>::uninit(); wrong];

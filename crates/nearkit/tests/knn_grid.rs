@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use nearkit::generate::{generate, Distribution};
-use nearkit::test_hooks::{CandidateGrid, GridFrame, GridOptions};
+use nearkit::test_hooks::{knn_packed_top8, CandidateGrid, GridFrame, GridOptions};
 use nearkit::test_hooks::{MortonTree, DEFAULT_LEAF_SIZE};
 use nearkit::{KnnOptions, Points, Real, NO_ID};
 
@@ -59,9 +59,12 @@ fn check_grid<T: Real>(seed: u64) {
                         continue;
                     }
                     located += 1;
-                    // The packed records' scan (SIMD for f32 on x86-64) gives the same list.
+                    // The packed records' scans (SIMD for f32 on x86-64; the top 8 in AVX2
+                    // registers) give the same list.
                     assert!(grid.knn_packed(&tree, &cand, q, r2, skip, &mut best_packed));
                     assert_eq!(best_packed, best, "{name}: packed scan, {cells} cells, k {k}, query {i}");
+                    assert!(knn_packed_top8(&grid, &tree, &cand, q, r2, skip, &mut best_packed));
+                    assert_eq!(best_packed, best, "{name}: top 8 scan, {cells} cells, k {k}, query {i}");
                     let want = brute(&data, q, k, r2, skip);
                     let got: Vec<(T, u32)> = best.iter().copied().filter(|b| b.1 != NO_ID).collect();
                     assert_eq!(
@@ -158,7 +161,8 @@ fn f64_cpu_knn_through_grid_matches_brute_force() {
 
 /// Points of a small integer lattice, their ids shuffled (so that list order is not id
 /// order), queried from lattice and half-lattice points: many neighbours tie at the k-th
-/// place, and the one with the smaller id must win wherever it comes in the scan.
+/// place, and the one with the smaller id must win wherever it comes in the scan (that of
+/// the top 8 in registers where it applies, else the portable one).
 fn check_lattice_ties<T: Real>(seed: u64) {
     use rand::seq::SliceRandom;
     use rand::SeedableRng;
@@ -183,7 +187,7 @@ fn check_lattice_ties<T: Real>(seed: u64) {
                 let mut best = vec![(T::ZERO, NO_ID); k];
                 for i in 0..13 * 13 * 13 {
                     let q = [i % 13, (i / 13) % 13, i / 169].map(|v| T::from_f64(v as f64 * 0.5));
-                    if !grid.knn_packed(&tree, &cand, q, r2, NO_ID, &mut best) {
+                    if !knn_packed_top8(&grid, &tree, &cand, q, r2, NO_ID, &mut best) {
                         continue;
                     }
                     let want = brute(&data, q, k, r2, NO_ID);

@@ -143,8 +143,9 @@ impl<T: Real> Points<T> {
     }
 }
 
-/// Query points read one at a time, in place: columns ([`Points`]) or rows (`[[T; 3]]`, as
-/// numpy's C order lays an (N, 3) array out). The CPU kNN reads rows where they are; a search
+/// Query points read one at a time, in place: columns ([`Points`], or borrowed as
+/// [`PointColumns`], as numpy's Fortran order lays an (N, 3) array out) or rows (`[[T; 3]]`,
+/// as its C order does). The CPU kNN reads rows where they are; a search
 /// that wants columns makes them (`columns`).
 pub trait QueryPoints<T: Real>: Sync {
     /// How many points.
@@ -212,5 +213,38 @@ impl<T: Real> QueryPoints<T> for [[T; 3]] {
                 }
             });
         std::borrow::Cow::Owned(p)
+    }
+}
+
+/// Three borrowed columns of one length: query points read in place.
+#[derive(Clone, Copy, Debug)]
+pub struct PointColumns<'a, T> {
+    /// x of every point.
+    pub x: &'a [T],
+    /// y of every point.
+    pub y: &'a [T],
+    /// z of every point.
+    pub z: &'a [T],
+}
+
+impl<T: Real> QueryPoints<T> for PointColumns<'_, T> {
+    #[inline]
+    fn len(&self) -> usize {
+        self.x.len()
+    }
+    #[inline(always)]
+    fn get(&self, i: usize) -> [T; 3] {
+        [self.x[i], self.y[i], self.z[i]]
+    }
+    fn validate(&self, role: Role) -> Result<Magnitudes> {
+        let (x, y, z) = (self.x, self.y, self.z);
+        if x.len() != y.len() || x.len() != z.len() {
+            return Err(Error::RaggedColumns { x: x.len(), y: y.len(), z: z.len() });
+        }
+        let cols = [x, y, z];
+        Points::checked(x.len(), role, Magnitudes::of_columns(&cols), |i, a| cols[a][i])
+    }
+    fn columns(&self) -> std::borrow::Cow<'_, Points<T>> {
+        std::borrow::Cow::Owned(Points { x: self.x.to_vec(), y: self.y.to_vec(), z: self.z.to_vec() })
     }
 }

@@ -14,6 +14,7 @@ use crate::geometry::points::NO_ID;
 use crate::geometry::points::{Points, QueryPoints};
 use crate::geometry::real::Real;
 use crate::knn::grid::{CandidateGrid, GridCand};
+use crate::knn::grid_top8;
 use crate::runtime::cpu::{big_vec, prefetch, write_mapped, RowPtr};
 use crate::runtime::profile::Phases;
 use crate::tree::nearest_block::{knn_block, NearestScratch, BLOCK, BLOCK_MAX_K, QUERY_GRAIN, RUN};
@@ -121,7 +122,7 @@ pub(crate) fn knn_to<T: Real, I: Send + Sync, Q: QueryPoints<T> + ?Sized>(
                 }
                 let skip = if opts.exclude_self { q } else { NO_ID };
                 let found: &[(T, u32)] = match &grid {
-                    Some(g) if g.knn_packed(tree, &cand, p, r2, skip, best) => best,
+                    Some(g) if grid_top8::knn_packed(g, tree, &cand, p, r2, skip, best) => best,
                     _ => {
                         search::knn(tree, p, k, r2, skip, buf);
                         buf

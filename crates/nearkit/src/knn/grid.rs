@@ -814,7 +814,8 @@ impl<T: Real> CandidateGrid<T> {
     }
 
     /// `knn` for the 3-D grid of a `MortonTree`, reading `cand` (`packed`) instead of the
-    /// tree: the same answer.
+    /// tree: the same answer. (`grid_top8::knn_packed` is the same with the top k in AVX2
+    /// registers where it can.)
     #[inline]
     pub fn knn_packed(
         &self,
@@ -828,22 +829,6 @@ impl<T: Real> CandidateGrid<T> {
         let Some((c, e)) = self.frame.locate_in(tree, q) else {
             return false;
         };
-        #[cfg(target_arch = "x86_64")]
-        if best.len() <= 8 && std::is_x86_feature_detected!("avx2") {
-            if let Some((grid, cand, best)) = as_f64(self, cand, best) {
-                let q = q.map(|v| v.to_f64());
-                // SAFETY: the CPU has AVX2, and 1 <= k <= 8.
-                unsafe { super::grid_top8::scan(grid, cand, c, e.to_f64(), q, r2.to_f64(), skip, best) };
-                return true;
-            }
-            if let Some((grid, cand, best)) = as_f32_grid(self, cand, best) {
-                let q = q.map(|v| v.to_f64() as f32);
-                let (e, r2) = (e.to_f64() as f32, r2.to_f64() as f32);
-                // SAFETY: the CPU has AVX2, and 1 <= k <= 8.
-                unsafe { super::grid_top8::scan_f32(grid, cand, c, e, q, r2, skip, best) };
-                return true;
-            }
-        }
         self.scan(c, e, r2, skip, best, |range, top| {
             #[cfg(target_arch = "x86_64")]
             if let Some((cand, top)) = as_f32(cand, top) {
@@ -947,50 +932,6 @@ impl<T: Real> TopK<'_, T> {
         if self.filled == k {
             (self.bound, self.bound_id) = best[k - 1];
         }
-    }
-}
-
-/// The grid, `cand` and `best` as f64 when T is f64 (for the AVX2 scan).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-#[allow(clippy::type_complexity)]
-fn as_f64<'a, T: Real>(
-    grid: &'a CandidateGrid<T>,
-    cand: &'a [GridCand<T>],
-    best: &'a mut [(T, u32)],
-) -> Option<(&'a CandidateGrid<f64>, &'a [GridCand<f64>], &'a mut [(f64, u32)])> {
-    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f64>() {
-        return None;
-    }
-    // SAFETY: T is f64, so these are the same types.
-    unsafe {
-        Some((
-            &*(grid as *const CandidateGrid<T> as *const CandidateGrid<f64>),
-            &*(cand as *const [GridCand<T>] as *const [GridCand<f64>]),
-            &mut *(best as *mut [(T, u32)] as *mut [(f64, u32)]),
-        ))
-    }
-}
-
-/// The grid, `cand` and `best` as f32 when T is f32 (for the AVX2 scan).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-#[allow(clippy::type_complexity)]
-fn as_f32_grid<'a, T: Real>(
-    grid: &'a CandidateGrid<T>,
-    cand: &'a [GridCand<T>],
-    best: &'a mut [(T, u32)],
-) -> Option<(&'a CandidateGrid<f32>, &'a [GridCand<f32>], &'a mut [(f32, u32)])> {
-    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
-        return None;
-    }
-    // SAFETY: T is f32, so these are the same types.
-    unsafe {
-        Some((
-            &*(grid as *const CandidateGrid<T> as *const CandidateGrid<f32>),
-            &*(cand as *const [GridCand<T>] as *const [GridCand<f32>]),
-            &mut *(best as *mut [(T, u32)] as *mut [(f32, u32)]),
-        ))
     }
 }
 

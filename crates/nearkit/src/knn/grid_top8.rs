@@ -8,19 +8,106 @@
 //! (d², id) pairs in the same order as `TopK`'s, and the distances the same operations as
 //! `dist2`, so the answer is the same bits.
 
+#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-use super::grid::{tiny, CandidateGrid, GridCand, BUCKETS, MARGIN};
+#[cfg(target_arch = "x86_64")]
+use super::grid::{tiny, BUCKETS, MARGIN};
+use super::grid::{CandidateGrid, GridCand};
+#[cfg(target_arch = "x86_64")]
 use crate::geometry::points::NO_ID;
+#[cfg(target_arch = "x86_64")]
 use crate::geometry::real::dist2;
+use crate::geometry::real::Real;
+use crate::tree::MortonTree;
+
+/// [`CandidateGrid::knn_packed`] (the same answer), with the top k in AVX2 registers where
+/// the CPU has AVX2 and k <= 8.
+#[inline]
+pub fn knn_packed<T: Real>(
+    grid: &CandidateGrid<T>,
+    tree: &MortonTree<T>,
+    cand: &[GridCand<T>],
+    q: [T; 3],
+    r2: T,
+    skip: u32,
+    best: &mut [(T, u32)],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if best.len() <= 8 && std::is_x86_feature_detected!("avx2") {
+        let Some((c, e)) = grid.frame.locate_in(tree, q) else {
+            return false;
+        };
+        if let Some((grid, cand, best)) = as_f64(grid, cand, best) {
+            let q = q.map(|v| v.to_f64());
+            // SAFETY: the CPU has AVX2, and 1 <= k <= 8.
+            unsafe { scan(grid, cand, c, e.to_f64(), q, r2.to_f64(), skip, best) };
+            return true;
+        }
+        if let Some((grid, cand, best)) = as_f32(grid, cand, best) {
+            let q = q.map(|v| v.to_f64() as f32);
+            let (e, r2) = (e.to_f64() as f32, r2.to_f64() as f32);
+            // SAFETY: the CPU has AVX2, and 1 <= k <= 8.
+            unsafe { scan_f32(grid, cand, c, e, q, r2, skip, best) };
+            return true;
+        }
+    }
+    grid.knn_packed(tree, cand, q, r2, skip, best)
+}
+
+/// The grid, `cand` and `best` as f64 when T is f64 (for the AVX2 scan).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn as_f64<'a, T: Real>(
+    grid: &'a CandidateGrid<T>,
+    cand: &'a [GridCand<T>],
+    best: &'a mut [(T, u32)],
+) -> Option<(&'a CandidateGrid<f64>, &'a [GridCand<f64>], &'a mut [(f64, u32)])> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f64>() {
+        return None;
+    }
+    // SAFETY: T is f64, so these are the same types.
+    unsafe {
+        Some((
+            &*(grid as *const CandidateGrid<T> as *const CandidateGrid<f64>),
+            &*(cand as *const [GridCand<T>] as *const [GridCand<f64>]),
+            &mut *(best as *mut [(T, u32)] as *mut [(f64, u32)]),
+        ))
+    }
+}
+
+/// The grid, `cand` and `best` as f32 when T is f32 (for the AVX2 scan).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn as_f32<'a, T: Real>(
+    grid: &'a CandidateGrid<T>,
+    cand: &'a [GridCand<T>],
+    best: &'a mut [(T, u32)],
+) -> Option<(&'a CandidateGrid<f32>, &'a [GridCand<f32>], &'a mut [(f32, u32)])> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
+        return None;
+    }
+    // SAFETY: T is f32, so these are the same types.
+    unsafe {
+        Some((
+            &*(grid as *const CandidateGrid<T> as *const CandidateGrid<f32>),
+            &*(cand as *const [GridCand<T>] as *const [GridCand<f32>]),
+            &mut *(best as *mut [(T, u32)] as *mut [(f32, u32)]),
+        ))
+    }
+}
 
 /// The slots in f64: squared distances and ids (as i64 lanes, so that a signed compare
 /// orders them) of slots 0..4 and 4..8, ascending by (d², id).
+#[cfg(target_arch = "x86_64")]
 struct Slots {
     d: [__m256d; 2],
     id: [__m256i; 2],
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Lanes of (d, id) greater than (`dv`, `iv`) in (d², id) order.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -30,6 +117,7 @@ fn greater(d: __m256d, id: __m256i, dv: __m256d, iv: __m256i) -> __m256d {
     _mm256_or_pd(gt, _mm256_and_pd(eq, _mm256_castsi256_pd(_mm256_cmpgt_epi64(id, iv))))
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Where `m`: the predecessor where `pm` too, else the new value; elsewhere the old one.
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -37,6 +125,7 @@ fn take(old: __m256d, pred: __m256d, new: __m256d, m: __m256d, pm: __m256d) -> _
     _mm256_blendv_pd(old, _mm256_blendv_pd(new, pred, pm), m)
 }
 
+#[cfg(target_arch = "x86_64")]
 impl Slots {
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -105,13 +194,14 @@ impl Slots {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 /// `CandidateGrid::scan` of cell `c` for a query `q` at `e` from its centre, over the packed
 /// records, with `best.len()` (at most 8) slots: `best` as `knn_packed` fills it.
 ///
 /// # Safety
 /// The CPU must have AVX2, and `best.len()` must be 1..=8.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn scan(
+unsafe fn scan(
     grid: &CandidateGrid<f64>,
     cand: &[GridCand<f64>],
     c: usize,
@@ -177,6 +267,7 @@ pub(super) unsafe fn scan(
     slots.store(best);
 }
 
+#[cfg(target_arch = "x86_64")]
 /// The slots in f32: eight squared distances in one register, and their ids with the top bit
 /// flipped (so that a signed compare orders them as unsigned).
 struct Slots32 {
@@ -184,8 +275,10 @@ struct Slots32 {
     id: __m256i,
 }
 
+#[cfg(target_arch = "x86_64")]
 const FLIP: u32 = 0x8000_0000;
 
+#[cfg(target_arch = "x86_64")]
 /// Lanes of (d, id) greater than (`dv`, `iv`) in (d², id) order (ids flipped).
 #[inline]
 #[target_feature(enable = "avx2")]
@@ -195,6 +288,7 @@ fn greater32(d: __m256, id: __m256i, dv: __m256, iv: __m256i) -> __m256 {
     _mm256_or_ps(gt, _mm256_and_ps(eq, _mm256_castsi256_ps(_mm256_cmpgt_epi32(id, iv))))
 }
 
+#[cfg(target_arch = "x86_64")]
 impl Slots32 {
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -240,13 +334,14 @@ impl Slots32 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 /// `scan` in f32. Four records' distances are taken at once (the same operations as
 /// `dist2`, so the same values), then offered one by one.
 ///
 /// # Safety
 /// The CPU must have AVX2, and `best.len()` must be 1..=8.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn scan_f32(
+unsafe fn scan_f32(
     grid: &CandidateGrid<f32>,
     cand: &[GridCand<f32>],
     c: usize,

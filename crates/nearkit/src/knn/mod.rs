@@ -7,8 +7,7 @@ pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub(crate) mod grid;
 pub(crate) mod grid_cuda;
-#[cfg(target_arch = "x86_64")]
-mod grid_top8;
+pub(crate) mod grid_top8;
 pub(crate) mod vectors;
 
 use crate::error::{Error, Result};
