@@ -244,18 +244,27 @@ pub(crate) fn write_mapped<S: Copy + Sync, O: Send>(
 /// radix sort, three passes of 11 bits over (key, index) packed in a u64. It stands in for a
 /// comparison sort where only an order's locality matters (queries along the Morton curve).
 pub(crate) fn order_by_key(n: usize, key: impl Fn(usize) -> u32 + Sync) -> Vec<u32> {
+    order_by_key_top(n, 32, key)
+}
+
+/// [`order_by_key`] by the top `bits` bits of each key only (equal tops in index order): one
+/// pass of the sort per 11 bits.
+pub(crate) fn order_by_key_top(n: usize, bits: u32, key: impl Fn(usize) -> u32 + Sync) -> Vec<u32> {
     use rayon::prelude::*;
     const BITS: u32 = 11;
     const DIGITS: usize = 1 << BITS;
+    // The passes sort bits `low..32` of the key (three passes: all 32).
+    let passes = bits.clamp(1, 32).div_ceil(BITS);
+    let low = 32u32.saturating_sub(passes * BITS);
     let mut a: Vec<u64> = (0..n).into_par_iter().map(|i| (key(i) as u64) << 32 | i as u64).collect();
     if n <= 1 << 14 {
-        a.sort_unstable();
+        a.sort_unstable_by_key(|&v| (v >> (32 + low), v as u32));
         return a.into_iter().map(|v| v as u32).collect();
     }
     let mut b = Vec::with_capacity(n);
     let chunk = n.div_ceil(rayon::current_num_threads() * 4);
-    for pass in 0..3 {
-        let shift = 32 + BITS * pass;
+    for pass in 0..passes {
+        let shift = 32 + low + BITS * pass;
         scatter_by_digit(&a, &mut b, DIGITS, chunk, |v| ((v >> shift) as usize) & (DIGITS - 1));
         std::mem::swap(&mut a, &mut b);
     }
@@ -302,6 +311,13 @@ mod tests {
             for threads in [1, 3] {
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
                 assert_eq!(pool.install(|| order_by_key(n, |i| keys[i])), want, "{n} keys, {threads} threads");
+                // By the top bits only: equal tops in index order.
+                for bits in [11, 22] {
+                    let mut top: Vec<u32> = (0..n as u32).collect();
+                    top.sort_by_key(|&i| (keys[i as usize] >> (32 - bits), i));
+                    let got = pool.install(|| order_by_key_top(n, bits, |i| keys[i]));
+                    assert_eq!(got, top, "{n} keys, top {bits} bits, {threads} threads");
+                }
             }
         }
     }
