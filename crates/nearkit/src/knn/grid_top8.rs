@@ -34,7 +34,7 @@ pub fn knn_packed<T: Real>(
     best: &mut [(T, u32)],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if best.len() <= 8 && std::is_x86_feature_detected!("avx2") {
+    if (1..=8).contains(&best.len()) && std::is_x86_feature_detected!("avx2") {
         let Some((c, e)) = grid.frame.locate_in(tree, q) else {
             return false;
         };
