@@ -214,8 +214,11 @@ impl<T: Real> PointIndex<T> {
     /// one, `opts.k` capped at the points a query can have as neighbours (see
     /// [`PointIndex::knn_k`]); the slices must hold exactly `queries.len() * k`. Returns `k`.
     ///
-    /// The queries are [`Points`] or rows (`[[T; 3]]`, numpy's C order), which the CPU search
+    /// The queries are any [`QueryPoints`]: [`Points`], borrowed columns ([`PointColumns`],
+    /// numpy's Fortran order) or rows (`[[T; 3]]`, numpy's C order), which the CPU search
     /// reads in place.
+    ///
+    /// [`PointColumns`]: crate::PointColumns
     pub fn knn_into_slices<I: Send + Sync, Q: QueryPoints<T> + ?Sized>(
         &self,
         queries: &Q,
