@@ -88,7 +88,7 @@ pub fn big_vec<V>(n: usize) -> Vec<V> {
     {
         const HUGE: usize = 2 << 20;
         let bytes = n * std::mem::size_of::<V>();
-        if bytes >= 4 * HUGE {
+        if bytes >= HUGE {
             // Whole huge pages inside the allocation only.
             let lo = (v.as_ptr() as usize).next_multiple_of(HUGE);
             let hi = (v.as_ptr() as usize + bytes) / HUGE * HUGE;
@@ -99,6 +99,14 @@ pub fn big_vec<V>(n: usize) -> Vec<V> {
             }
         }
     }
+    v
+}
+
+/// `iter` collected into a [`big_vec`] (in huge pages where granted).
+pub(crate) fn big_collect<V: Send>(iter: impl rayon::iter::IndexedParallelIterator<Item = V>) -> Vec<V> {
+    use rayon::prelude::*;
+    let mut v = big_vec(iter.len());
+    v.par_extend(iter);
     v
 }
 
@@ -256,19 +264,19 @@ pub(crate) fn order_by_key_top(n: usize, bits: u32, key: impl Fn(usize) -> u32 +
     // The passes sort bits `low..32` of the key (three passes: all 32).
     let passes = bits.clamp(1, 32).div_ceil(BITS);
     let low = 32u32.saturating_sub(passes * BITS);
-    let mut a: Vec<u64> = (0..n).into_par_iter().map(|i| (key(i) as u64) << 32 | i as u64).collect();
+    let mut a: Vec<u64> = big_collect((0..n).into_par_iter().map(|i| (key(i) as u64) << 32 | i as u64));
     if n <= 1 << 14 {
         a.sort_unstable_by_key(|&v| (v >> (32 + low), v as u32));
         return a.into_iter().map(|v| v as u32).collect();
     }
-    let mut b = Vec::with_capacity(n);
+    let mut b = big_vec(n);
     let chunk = n.div_ceil(rayon::current_num_threads() * 4);
     for pass in 0..passes {
         let shift = 32 + low + BITS * pass;
         scatter_by_digit(&a, &mut b, DIGITS, chunk, |v| ((v >> shift) as usize) & (DIGITS - 1));
         std::mem::swap(&mut a, &mut b);
     }
-    a.into_par_iter().map(|v| v as u32).collect()
+    big_collect(a.into_par_iter().map(|v| v as u32))
 }
 
 /// The memory the system could give now (Linux's MemAvailable), if known. It is read from the

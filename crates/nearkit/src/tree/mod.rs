@@ -24,8 +24,9 @@ pub(crate) mod search;
 use rayon::prelude::*;
 
 use crate::geometry::morton::MortonFrame;
-use crate::geometry::points::{Points, NO_ID};
+use crate::geometry::points::Points;
 use crate::geometry::real::Real;
+use crate::runtime::cpu::{big_collect, big_vec};
 
 /// Nodes with at most this many points are scanned rather than descended.
 pub const DEFAULT_LEAF_SIZE: u32 = 8;
@@ -156,14 +157,15 @@ impl<T: Real> MortonTree<T> {
         let frame = MortonFrame::from_bounds(lo, hi);
 
         let keyed: Vec<(u64, u32)> =
-            (0..n).into_par_iter().map(|i| (frame.code(points.x[i], points.y[i], points.z[i]), i as u32)).collect();
+            big_collect((0..n).into_par_iter().map(|i| (frame.code(points.x[i], points.y[i], points.z[i]), i as u32)));
         let (keyed, key_table) = radix::sort_by_key(keyed);
-        let codes: Vec<u64> = keyed.par_iter().map(|o| o.0).collect();
-        let id: Vec<u32> = keyed.par_iter().map(|o| o.1).collect();
+        let codes: Vec<u64> = big_collect(keyed.par_iter().map(|o| o.0));
+        let id: Vec<u32> = big_collect(keyed.par_iter().map(|o| o.1));
         drop(keyed);
-        let gather = |col: &Vec<T>| -> Vec<T> { id.par_iter().map(|&i| col[i as usize]).collect() };
+        let gather = |col: &Vec<T>| -> Vec<T> { big_collect(id.par_iter().map(|&i| col[i as usize])) };
         let (x, y, z) = (gather(&points.x), gather(&points.y), gather(&points.z));
         let internal = n.saturating_sub(1);
+        // The node arrays are written once each by the build below, every slot of them.
         let mut tree = MortonTree {
             frame,
             leaf_size,
@@ -172,12 +174,12 @@ impl<T: Real> MortonTree<T> {
             y,
             z,
             id,
-            left: vec![0; internal],
-            right: vec![0; internal],
-            other_end: vec![0; internal],
-            lo: [vec![T::ZERO; internal], vec![T::ZERO; internal], vec![T::ZERO; internal]],
-            hi: [vec![T::ZERO; internal], vec![T::ZERO; internal], vec![T::ZERO; internal]],
-            min_id: vec![NO_ID; internal],
+            left: big_vec(internal),
+            right: big_vec(internal),
+            other_end: big_vec(internal),
+            lo: [big_vec(internal), big_vec(internal), big_vec(internal)],
+            hi: [big_vec(internal), big_vec(internal), big_vec(internal)],
+            min_id: big_vec(internal),
         };
         let out = NodeOut::new(&mut tree);
         let (x, y, z, id) = (&tree.x, &tree.y, &tree.z, &tree.id);
@@ -201,6 +203,15 @@ impl<T: Real> MortonTree<T> {
             }
         });
         drop(codes);
+        // SAFETY: the bottom-up build wrote every internal node's slot in every array.
+        unsafe {
+            for v in [&mut tree.left, &mut tree.right, &mut tree.other_end, &mut tree.min_id] {
+                v.set_len(internal);
+            }
+            for v in tree.lo.iter_mut().chain(tree.hi.iter_mut()) {
+                v.set_len(internal);
+            }
+        }
         tree
     }
 
