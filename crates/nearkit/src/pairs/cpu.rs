@@ -32,6 +32,11 @@ use crate::tree::MortonTree;
 /// The sparsest sample of A that bounds the top-k distance.
 const SAMPLE_STRIDE: usize = 16;
 
+/// A block's reach is the previous block's farthest answer times this (squared: 1.2 times
+/// the distance). Queries whose answer lies past the reach search the tree alone; a little
+/// slack makes them fewer at the price of a few more candidates.
+const GUESS_SLACK2: f64 = 1.44;
+
 /// How far a block's candidates reach.
 #[derive(Clone, Copy, PartialEq)]
 enum Reach {
@@ -112,7 +117,7 @@ fn nearest_run<T: Real>(
         }
         nearest_block(tree, &block[..m], r2, reach2, RUN, &mut scratch, &mut out[..m]);
         if reach == Reach::Guess {
-            reach2 = farthest(&out[..m]);
+            reach2 = farthest(&out[..m]) * T::from_f64(GUESS_SLACK2);
         }
         for (&(_, i), &o) in block[..m].iter().zip(&out[..m]) {
             found(i, o);

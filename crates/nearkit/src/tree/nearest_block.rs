@@ -120,6 +120,21 @@ impl<T: Real> NearestScratch<T> {
     /// when none comes before that: each candidate is compared with every query at once.
     #[inline(always)]
     fn first_of_group(&self, qs: &[[T; GROUP]; 3], bd: &mut [T; GROUP], bid: &mut [u32; GROUP]) {
+        #[cfg(target_arch = "x86_64")]
+        if T::NAME == "f64" && std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: T is f64 (its name says so), so the casts only rename; the CPU has AVX2.
+            unsafe {
+                let f64s = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f64, v.len());
+                return avx2::first_of_group_f64(
+                    self.cand.each_ref().map(|c| f64s(c)),
+                    &self.cand_id,
+                    self.len,
+                    &*(qs as *const [[T; GROUP]; 3] as *const [[f64; GROUP]; 3]),
+                    &mut *(bd as *mut [T; GROUP] as *mut [f64; GROUP]),
+                    bid,
+                );
+            }
+        }
         let [cx, cy, cz] = &self.cand;
         for j in 0..self.len {
             let (x, y, z, id) = (cx[j], cy[j], cz[j], self.cand_id[j]);
@@ -285,6 +300,57 @@ mod avx2 {
         }
         t
     };
+
+    /// The f64 `first_of_group`: the sixteen lanes as four registers, their ids widened to
+    /// 64 bits beside them (no conversion of masks between lane widths), each candidate
+    /// compared with all; the portable loop's operations in each lane, so the same bits.
+    ///
+    /// # Safety
+    /// The CPU has AVX2; the candidate columns hold at least `len` values.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub unsafe fn first_of_group_f64(
+        cand: [&[f64]; 3],
+        cand_id: &[u32],
+        len: usize,
+        qs: &[[f64; 16]; 3],
+        bd: &mut [f64; 16],
+        bid: &mut [u32; 16],
+    ) {
+        let q: [[__m256d; 4]; 3] =
+            std::array::from_fn(|d| std::array::from_fn(|v| _mm256_loadu_pd(qs[d].as_ptr().add(4 * v))));
+        let mut best: [__m256d; 4] = std::array::from_fn(|v| _mm256_loadu_pd(bd.as_ptr().add(4 * v)));
+        let mut ids: [__m256i; 4] =
+            std::array::from_fn(|v| _mm256_cvtepu32_epi64(_mm_loadu_si128(bid.as_ptr().add(4 * v) as *const __m128i)));
+        for j in 0..len {
+            let c = [0, 1, 2].map(|d| _mm256_set1_pd(*cand[d].get_unchecked(j)));
+            let cid = _mm256_set1_epi64x(*cand_id.get_unchecked(j) as i64);
+            for v in 0..4 {
+                let (dx, dy, dz) =
+                    (_mm256_sub_pd(q[0][v], c[0]), _mm256_sub_pd(q[1][v], c[1]), _mm256_sub_pd(q[2][v], c[2]));
+                let d =
+                    _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(dx, dx), _mm256_mul_pd(dy, dy)), _mm256_mul_pd(dz, dz));
+                // Ids are below 2^32, so the signed 64-bit compare is the unsigned one.
+                let id_before = _mm256_castsi256_pd(_mm256_cmpgt_epi64(ids[v], cid));
+                let better = _mm256_or_pd(
+                    _mm256_cmp_pd::<_CMP_LT_OQ>(d, best[v]),
+                    _mm256_and_pd(_mm256_cmp_pd::<_CMP_EQ_OQ>(d, best[v]), id_before),
+                );
+                best[v] = _mm256_blendv_pd(best[v], d, better);
+                ids[v] = _mm256_castpd_si256(_mm256_blendv_pd(
+                    _mm256_castsi256_pd(ids[v]),
+                    _mm256_castsi256_pd(cid),
+                    better,
+                ));
+            }
+        }
+        let low = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
+        for v in 0..4 {
+            _mm256_storeu_pd(bd.as_mut_ptr().add(4 * v), best[v]);
+            let narrow = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(ids[v], low));
+            _mm_storeu_si128(bid.as_mut_ptr().add(4 * v) as *mut __m128i, narrow);
+        }
+    }
 
     /// The f64 `pack`: [`pack_f32`] four points at a time; the ids, four u32 in the low half of
     /// a register, are packed with `LEFT` (their lanes are the mask's).
