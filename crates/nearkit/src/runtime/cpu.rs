@@ -79,9 +79,11 @@ pub(crate) fn first_where<T: Sync>(items: &[T], bad: impl Fn(&T) -> bool + Sync)
 }
 
 /// An empty vector with room for `n` values, in huge pages where the system grants them on
-/// request (Linux with transparent huge pages set to `madvise`): filling hundreds of MB of
-/// fresh 4 KiB pages took about a tenth of a kNN run in page faults. For results that a
-/// caller fills (through `spare_capacity_mut`) from a `*_into` call.
+/// request (Linux with transparent huge pages set to `madvise`), for the whole 2 MiB pages
+/// inside it: filling hundreds of MB of fresh 4 KiB pages took about a tenth of a kNN run in
+/// page faults, and building a CPU tree then querying it a third of the build. For results
+/// that a caller fills (through `spare_capacity_mut`) from a `*_into` call, and for large
+/// arrays the library fills itself.
 pub fn big_vec<V>(n: usize) -> Vec<V> {
     let v = Vec::with_capacity(n);
     #[cfg(target_os = "linux")]

@@ -317,6 +317,7 @@ mod avx2 {
         bd: &mut [f64; 16],
         bid: &mut [u32; 16],
     ) {
+        debug_assert!(len <= cand_id.len() && cand.iter().all(|c| len <= c.len()));
         let q: [[__m256d; 4]; 3] =
             std::array::from_fn(|d| std::array::from_fn(|v| _mm256_loadu_pd(qs[d].as_ptr().add(4 * v))));
         let mut best: [__m256d; 4] = std::array::from_fn(|v| _mm256_loadu_pd(bd.as_ptr().add(4 * v)));
