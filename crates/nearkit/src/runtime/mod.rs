@@ -4,3 +4,5 @@
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub(crate) mod profile;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod top8;

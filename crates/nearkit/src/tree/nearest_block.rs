@@ -147,6 +147,75 @@ impl<T: Real> NearestScratch<T> {
         }
     }
 
+    /// [`Self::knn_of_group`] for k <= 8 where the CPU has AVX2, for the group's first `n`
+    /// lanes: each query goes through the candidates alone, its top k in registers
+    /// (`runtime::top8`), four candidates' distances at a time checked against its k-th. The
+    /// same lists, bit for bit. Returns false (nothing done) elsewhere.
+    #[inline(always)]
+    fn knn_of_group_top8(
+        &self,
+        qs: &[[T; GROUP]; 3],
+        n: usize,
+        skip: &[u32; GROUP],
+        k: usize,
+        bd: &mut [[T; GROUP]],
+        bid: &mut [[u32; GROUP]],
+    ) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if (1..=8).contains(&k) && std::arch::is_x86_feature_detected!("avx2") {
+            let [cx, cy, cz] = &self.cand;
+            for l in 0..n {
+                let q = [qs[0][l], qs[1][l], qs[2][l]].map(|v| v.to_f64());
+                let r2 = bd[k - 1][l].to_f64();
+                let mut best = [(0.0f64, NO_ID); 8];
+                if T::NAME == "f64" {
+                    // SAFETY: T is f64 (its name says so), so the casts only rename; the CPU has
+                    // AVX2; the columns are padded to whole lanes past `len`.
+                    unsafe {
+                        let f64s = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f64, v.len());
+                        avx2::knn_lane_f64(
+                            [f64s(cx), f64s(cy), f64s(cz)],
+                            &self.cand_id,
+                            self.len,
+                            q,
+                            r2,
+                            skip[l],
+                            &mut best[..k],
+                        );
+                    }
+                } else if T::NAME == "f32" {
+                    let mut best32 = [(0.0f32, NO_ID); 8];
+                    // SAFETY: as above, with T = f32.
+                    unsafe {
+                        let f32s = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f32, v.len());
+                        let q32 = q.map(|v| v as f32);
+                        avx2::knn_lane_f32(
+                            [f32s(cx), f32s(cy), f32s(cz)],
+                            &self.cand_id,
+                            self.len,
+                            q32,
+                            r2 as f32,
+                            skip[l],
+                            &mut best32[..k],
+                        );
+                    }
+                    for (b, b32) in best.iter_mut().zip(&best32) {
+                        *b = (b32.0 as f64, b32.1);
+                    }
+                } else {
+                    return false;
+                }
+                for r in 0..k {
+                    bd[r][l] = T::from_f64(best[r].0);
+                    bid[r][l] = best[r].1;
+                }
+            }
+            return true;
+        }
+        let _ = (qs, n, skip, k, bd, bid);
+        false
+    }
+
     /// For each of a group's queries (in lanes), its `k` first candidates in (squared
     /// distance, id) order merged into the sorted lists `bd[rank][lane]`, `bid[rank][lane]`
     /// (filled with `(r2, NO_ID)` to start), a lane's `skip` id left out. A candidate no lane
@@ -262,6 +331,8 @@ fn pack<T: Real>(
 mod avx2 {
     use std::arch::x86_64::*;
 
+    use crate::runtime::top8::{Slots, Slots32};
+
     /// `LEFT[m]`: the lanes set in mask `m`, in order (then zeros): the permutation that packs
     /// those lanes to the left.
     static LEFT: [[u32; 8]; 256] = {
@@ -300,6 +371,96 @@ mod avx2 {
         }
         t
     };
+
+    /// One query's first `best.len()` (1 to 8) candidates in (d², id) order, `skip` left out,
+    /// starting from slots of (`r2`, `NO_ID`): four candidates' distances at a time (the same
+    /// operations as `dist2`), a quad with none within the k-th slot skipped (a stale bound is
+    /// only larger), each other candidate offered to the slots.
+    ///
+    /// # Safety
+    /// The CPU has AVX2; the columns hold `len` candidates, then padding (infinite points, id
+    /// `NO_ID`) up to a whole lane.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn knn_lane_f64(
+        cand: [&[f64]; 3],
+        cand_id: &[u32],
+        len: usize,
+        q: [f64; 3],
+        r2: f64,
+        skip: u32,
+        best: &mut [(f64, u32)],
+    ) {
+        let k = best.len();
+        debug_assert!((1..=8).contains(&k) && len.next_multiple_of(4) <= cand_id.len());
+        let mut slots = Slots::new(r2);
+        let lanes = Slots::lanes(k - 1);
+        let mut bound = _mm256_set1_pd(r2);
+        let (qx, qy, qz) = (_mm256_set1_pd(q[0]), _mm256_set1_pd(q[1]), _mm256_set1_pd(q[2]));
+        let mut j = 0;
+        while j < len {
+            let at = |c: &[f64]| _mm256_loadu_pd(c.as_ptr().add(j));
+            let (dx, dy, dz) =
+                (_mm256_sub_pd(qx, at(cand[0])), _mm256_sub_pd(qy, at(cand[1])), _mm256_sub_pd(qz, at(cand[2])));
+            let d = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(dx, dx), _mm256_mul_pd(dy, dy)), _mm256_mul_pd(dz, dz));
+            if _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LE_OQ>(d, bound)) != 0 {
+                let mut ds = [0.0; 4];
+                _mm256_storeu_pd(ds.as_mut_ptr(), d);
+                for (l, &dl) in ds.iter().enumerate() {
+                    let id = *cand_id.get_unchecked(j + l);
+                    if id != skip {
+                        slots.offer(dl, id);
+                    }
+                }
+                bound = slots.d(k - 1, lanes);
+            }
+            j += 4;
+        }
+        slots.store(best);
+    }
+
+    /// [`knn_lane_f64`] in f32.
+    ///
+    /// # Safety
+    /// As for [`knn_lane_f64`].
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn knn_lane_f32(
+        cand: [&[f32]; 3],
+        cand_id: &[u32],
+        len: usize,
+        q: [f32; 3],
+        r2: f32,
+        skip: u32,
+        best: &mut [(f32, u32)],
+    ) {
+        let k = best.len();
+        debug_assert!((1..=8).contains(&k) && len.next_multiple_of(4) <= cand_id.len());
+        let mut slots = Slots32::new(r2);
+        let mut bound = _mm_set1_ps(r2);
+        let (qx, qy, qz) = (_mm_set1_ps(q[0]), _mm_set1_ps(q[1]), _mm_set1_ps(q[2]));
+        let mut j = 0;
+        while j < len {
+            let at = |c: &[f32]| _mm_loadu_ps(c.as_ptr().add(j));
+            let (dx, dy, dz) = (_mm_sub_ps(qx, at(cand[0])), _mm_sub_ps(qy, at(cand[1])), _mm_sub_ps(qz, at(cand[2])));
+            let d = _mm_add_ps(_mm_add_ps(_mm_mul_ps(dx, dx), _mm_mul_ps(dy, dy)), _mm_mul_ps(dz, dz));
+            if _mm_movemask_ps(_mm_cmple_ps(d, bound)) != 0 {
+                let mut ds = [0f32; 4];
+                _mm_storeu_ps(ds.as_mut_ptr(), d);
+                for (l, &dl) in ds.iter().enumerate() {
+                    let id = *cand_id.get_unchecked(j + l);
+                    if id != skip {
+                        slots.offer(dl, id);
+                    }
+                }
+                bound = slots.d(k - 1);
+            }
+            j += 4;
+        }
+        slots.store(best);
+    }
 
     /// The f64 `first_of_group`: the sixteen lanes as four registers, their ids widened to
     /// 64 bits beside them (no conversion of masks between lane widths), each candidate
@@ -602,7 +763,7 @@ pub fn knn_block<T: Real>(
         }
         let mut bd = [[r2; GROUP]; BLOCK_MAX_K];
         let mut bid = [[NO_ID; GROUP]; BLOCK_MAX_K];
-        if gathered {
+        if gathered && !s.knn_of_group_top8(&qs, group.len(), &skip, k, &mut bd, &mut bid) {
             s.knn_of_group(&qs, &skip, k, &mut bd, &mut bid);
         }
         for (l, (&(q, _), row)) in group.iter().zip(out.chunks_mut(k)).enumerate() {
