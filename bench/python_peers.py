@@ -3,10 +3,12 @@
 1. kNN, k = 8: 2^20 queries uniform in the data's box, 19,851 float32 points (uniform in a
    cube, and the first 19,851 vertices of bunny00.off): nearkit vs pykdtree (float32) and
    scipy's cKDTree (float64 only, so against nearkit in float64 too), every core.
-2. Closest point: 1M queries uniform in 1.5x the bunny's box, bunny00.off (75,408
+2. Self kNN, k = 8: 1M points uniform in a cube, each point's 8 nearest among them (itself
+   included, as scipy counts it): nearkit vs pykdtree (float32) and scipy (float64).
+3. Closest point: 1M queries uniform in 1.5x the bunny's box, bunny00.off (75,408
    triangles): nearkit vs fcpw, Open3D's RaycastingScene.compute_closest_points and trimesh
    (which is slow: timed on a subset and scaled, as the output says).
-3. Binding overhead: query(k=8) of 1,000 points, less the library's own kNN call on the same
+4. Binding overhead: query(k=8) of 1,000 points, less the library's own kNN call on the same
    (already converted) points.
 
 Times are medians of --runs runs after a warm-up; "index + query" includes building the
@@ -109,6 +111,39 @@ def knn(data32, label, n_queries, runs, rng):
         row("scipy cKDTree f64 query", tq, results["nearkit f64 query"], "(vs nearkit f64)")
         d, i = tree.query(q64[:2000], k=8)
         agreement("scipy (f64)", d, d_ref)
+    except ImportError:
+        print("  scipy: not installed")
+
+
+def self_knn(n, runs, rng):
+    """Every point's 8 nearest among the points themselves (itself first, as scipy counts it):
+    the query of a kNN graph, point-cloud normals and the like, on data as large as the
+    queries (nearkit's block search, not its grid)."""
+    x64 = rng.random((n, 3))
+    x32 = x64.astype(np.float32)
+    print(f"\nself kNN k=8, {n:,} points uniform in a cube (the points are the queries)")
+    t32 = median_time(lambda: nearkit.PointIndex(x32, device=DEVICE).query(x32, k=8), runs)
+    t64 = median_time(lambda: nearkit.PointIndex(x64, device=DEVICE).query(x64, k=8), runs)
+    row("nearkit f32 index + query", t32)
+    row("nearkit f64 index + query", t64)
+    d_ref, i_ref = nearkit.PointIndex(x64, device=DEVICE).query(x64[:2000], k=8)
+    d_ref32, _ = nearkit.PointIndex(x32, device=DEVICE).query(x32[:2000], k=8)
+    try:
+        from pykdtree.kdtree import KDTree
+
+        row("pykdtree f32 index + query", median_time(lambda: KDTree(x32).query(x32, k=8), runs), t32)
+        d, _ = KDTree(x32).query(x32[:2000], k=8)
+        agreement("pykdtree (f32)", d, d_ref32)
+    except ImportError:
+        print("  pykdtree: not installed")
+    try:
+        from scipy.spatial import cKDTree
+
+        t = median_time(lambda: cKDTree(x64).query(x64, k=8, workers=-1), runs)
+        row("scipy cKDTree f64 index + query", t, t64, "(vs nearkit f64, like for like)")
+        d, i = cKDTree(x64).query(x64[:2000], k=8)
+        agreement("scipy (f64)", d, d_ref)
+        print(f"    scipy (f64): ids equal at {int((i == i_ref).sum()):,} of {i.size:,} (query, rank)")
     except ImportError:
         print("  scipy: not installed")
 
@@ -223,7 +258,8 @@ def main():
     ap.add_argument("--trimesh-subset", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--device", default="cpu", help="nearkit's device: cpu, cuda, auto (end to end from numpy)")
-    ap.add_argument("--skip", default="", help="comma-separated sections to skip: knn,cp,overhead")
+    ap.add_argument("--self-knn-points", type=int, default=1_000_000)
+    ap.add_argument("--skip", default="", help="comma-separated sections to skip: knn,selfknn,cp,overhead")
     a = ap.parse_args()
     global DEVICE
     DEVICE = a.device
@@ -241,6 +277,8 @@ def main():
         knn(uniform, "uniform in a cube", 1 << a.queries_log2, a.runs, rng)
         knn(np.ascontiguousarray(bunny_v[:19_851]), "first 19,851 vertices of " + os.path.basename(a.mesh),
             1 << a.queries_log2, a.runs, rng)
+    if "selfknn" not in skip:
+        self_knn(a.self_knn_points, a.runs, rng)
     if "cp" not in skip:
         closest_point(a.mesh, a.cp_queries, a.runs, rng, a.trimesh_subset)
     if "overhead" not in skip:
