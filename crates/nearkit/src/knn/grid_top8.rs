@@ -38,13 +38,13 @@ pub fn knn_packed<T: Real>(
         let Some((c, e)) = grid.frame.locate_in(tree, q) else {
             return false;
         };
-        if let Some((grid, cand, best)) = as_f64(grid, cand, best) {
+        if let Some((grid, cand, best)) = as_precision::<T, f64>(grid, cand, best) {
             let q = q.map(|v| v.to_f64());
             // SAFETY: the CPU has AVX2, and 1 <= k <= 8.
             unsafe { scan(grid, cand, c, e.to_f64(), q, r2.to_f64(), skip, best) };
             return true;
         }
-        if let Some((grid, cand, best)) = as_f32(grid, cand, best) {
+        if let Some((grid, cand, best)) = as_precision::<T, f32>(grid, cand, best) {
             let q = q.map(|v| v.to_f64() as f32);
             let (e, r2) = (e.to_f64() as f32, r2.to_f64() as f32);
             // SAFETY: the CPU has AVX2, and 1 <= k <= 8.
@@ -55,46 +55,24 @@ pub fn knn_packed<T: Real>(
     grid.knn_packed(tree, cand, q, r2, skip, best)
 }
 
-/// The grid, `cand` and `best` as f64 when T is f64 (for the AVX2 scan).
+/// The grid, `cand` and `best` as `U`'s when T is U: the AVX2 scans are written per type.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 #[allow(clippy::type_complexity)]
-fn as_f64<'a, T: Real>(
+fn as_precision<'a, T: Real, U: Real>(
     grid: &'a CandidateGrid<T>,
     cand: &'a [GridCand<T>],
     best: &'a mut [(T, u32)],
-) -> Option<(&'a CandidateGrid<f64>, &'a [GridCand<f64>], &'a mut [(f64, u32)])> {
-    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f64>() {
+) -> Option<(&'a CandidateGrid<U>, &'a [GridCand<U>], &'a mut [(U, u32)])> {
+    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<U>() {
         return None;
     }
-    // SAFETY: T is f64, so these are the same types.
+    // SAFETY: T is U, so these are the same types.
     unsafe {
         Some((
-            &*(grid as *const CandidateGrid<T> as *const CandidateGrid<f64>),
-            &*(cand as *const [GridCand<T>] as *const [GridCand<f64>]),
-            &mut *(best as *mut [(T, u32)] as *mut [(f64, u32)]),
-        ))
-    }
-}
-
-/// The grid, `cand` and `best` as f32 when T is f32 (for the AVX2 scan).
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-#[allow(clippy::type_complexity)]
-fn as_f32<'a, T: Real>(
-    grid: &'a CandidateGrid<T>,
-    cand: &'a [GridCand<T>],
-    best: &'a mut [(T, u32)],
-) -> Option<(&'a CandidateGrid<f32>, &'a [GridCand<f32>], &'a mut [(f32, u32)])> {
-    if std::any::TypeId::of::<T>() != std::any::TypeId::of::<f32>() {
-        return None;
-    }
-    // SAFETY: T is f32, so these are the same types.
-    unsafe {
-        Some((
-            &*(grid as *const CandidateGrid<T> as *const CandidateGrid<f32>),
-            &*(cand as *const [GridCand<T>] as *const [GridCand<f32>]),
-            &mut *(best as *mut [(T, u32)] as *mut [(f32, u32)]),
+            &*(grid as *const CandidateGrid<T> as *const CandidateGrid<U>),
+            &*(cand as *const [GridCand<T>] as *const [GridCand<U>]),
+            &mut *(best as *mut [(T, u32)] as *mut [(U, u32)]),
         ))
     }
 }
