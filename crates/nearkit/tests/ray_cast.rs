@@ -6,7 +6,7 @@
 //! interior hitting something no farther, and no gaps between a terrain's triangles.
 
 use nearkit::collide::scene::{heightfield, Scene};
-use nearkit::collide::{Body, BodyId, Collider, ContactKind, Ray, RayHit, World};
+use nearkit::collide::{Body, BodyId, Collider, ContactKind, Heightfield, Ray, RayHit, World};
 use nearkit::test_hooks::{dot, ray_hits_brute_force, sub, Shape, V3};
 use nearkit::{Mesh, Points};
 use rand::{Rng, SeedableRng};
@@ -305,6 +305,106 @@ fn first_and_sorted_hits_equal_brute_force_on_terrains_with_bodies() {
         world.remove_body(BodyId(1)).unwrap();
         check_against_brute_force("terrain, moved", &mut collider, &world, &rays[..500]);
     }
+}
+
+/// A terrain given as a heightfield is hit where the same terrain given as a mesh is, bit for
+/// bit (kind aside), and where a brute force over its triangles says; beside a mesh and
+/// bodies too. Heightfields of several shapes, spacings and origins (far from 0), with rays of
+/// every hard kind (grazing its vertices and edges, in its faces' planes, along its grid lines,
+/// nearly level across all of it, from below, from far outside).
+#[test]
+fn heightfields_are_hit_as_the_same_terrain_as_a_mesh() {
+    let mut r = rng(31);
+    let cases: [(usize, usize, f64, [f64; 2], bool); 5] = [
+        (2, 2, 1.0, [0.0, 0.0], false),
+        (9, 40, 0.5, [-3.25, 7.5], true),
+        (33, 27, 1.0, [0.0, 0.0], false),
+        (20, 20, 30.0, [-5000.25, 1234.5], false),
+        (17, 23, 0.75, [1.0e5, -2.0e5], true),
+    ];
+    let mut total = 0;
+    for (k, &(rows, cols, spacing, origin, steep)) in cases.iter().enumerate() {
+        let amp = if steep { 6.0 * spacing } else { spacing };
+        let heights: Vec<f64> = (0..rows * cols)
+            .map(|i| match (k + i) % 11 {
+                // Flat runs on f32-exact heights, so rays can run along faces and edges.
+                0..=2 => 0.5,
+                _ => (r.random_range(-amp..amp) * 8.0).round() / 8.0,
+            })
+            .collect();
+        let h = Heightfield::new(heights, rows, cols, spacing, origin).unwrap();
+        let (lo, hi) = h.bounds();
+        let mut as_mesh = World::new(1.0).unwrap();
+        as_mesh.set_mesh(&h.to_mesh()).unwrap();
+        let mut native = World::new(1.0).unwrap();
+        native.set_heightfield(h.clone()).unwrap();
+        let pad = 2.0 * spacing;
+        let (blo, bhi) = ([lo[0] - pad, lo[1] - pad, lo[2] - pad], [hi[0] + pad, hi[1] + pad, hi[2] + pad]);
+        let mut rays = hard_rays(&mut r, &as_mesh, 2000, blo, bhi);
+        let centre: V3 = std::array::from_fn(|a| 0.5 * (lo[a] + hi[a]));
+        let width = (hi[0] - lo[0]).max(hi[1] - lo[1]);
+        for i in 0..300 {
+            let o: V3 = std::array::from_fn(|a| r.random_range(blo[a]..bhi[a]));
+            let ray = match i % 6 {
+                // Nearly level, across the whole terrain.
+                0 => {
+                    let a = r.random_range(0.0..std::f64::consts::TAU);
+                    let d = [a.cos(), a.sin(), r.random_range(-0.05..0.05)];
+                    Ray::new(std::array::from_fn(|k| centre[k] - width * d[k]), d, f64::INFINITY)
+                }
+                // Along a grid line, at a sample's height.
+                1 => {
+                    let (row, col) = (r.random_range(0..rows), r.random_range(0..cols));
+                    let p = [origin[0] + col as f64 * spacing, origin[1] + row as f64 * spacing, 0.5];
+                    let d = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [-1.0, 0.0, 0.0]][i % 4];
+                    Ray::new(std::array::from_fn(|k| p[k] - width * d[k]), d, f64::INFINITY)
+                }
+                // From below, upwards.
+                2 => Ray::new([o[0], o[1], lo[2] - 1.0], [0.0, 0.0, 1.0], f64::INFINITY),
+                // From far outside, towards a point of the terrain.
+                3 => {
+                    let d = unit3(&mut r);
+                    Ray::new(std::array::from_fn(|k| o[k] - 50.0 * width * d[k]), d, f64::INFINITY)
+                }
+                // Short, from above.
+                4 => Ray::new([o[0], o[1], hi[2] + 0.1], [r.random_range(-1.0..1.0), 0.3, -1.0], 2.0 * spacing),
+                // Pointing away from the terrain.
+                _ => Ray::new([o[0], o[1], hi[2] + 1.0], [0.2, -0.1, 1.0], f64::INFINITY),
+            };
+            rays.push(ray);
+        }
+        let name = format!("heightfield {rows}×{cols}, spacing {spacing}");
+        let mut collider = Collider::cpu();
+        let (hit, hits) = check_against_brute_force(&name, &mut collider, &native, &rays);
+        total += hit;
+        assert!(hits >= hit);
+        // The mesh's hits, kind aside.
+        let a = collider.ray_casts_all(&as_mesh, &rays, usize::MAX).unwrap();
+        let b = collider.ray_casts_all(&native, &rays, usize::MAX).unwrap();
+        assert_eq!(a.offsets, b.offsets, "{name}: hits per ray");
+        for (x, y) in a.hits.iter().zip(&b.hits) {
+            assert_eq!((x.kind, y.kind), (ContactKind::Triangle, ContactKind::Heightfield));
+            assert!(same(&[RayHit { kind: ContactKind::Heightfield, ..*x }], &[*y]), "{name}: {x:?} vs {y:?}");
+        }
+        for (ray, h) in rays.iter().zip(collider.ray_casts(&native, &rays).unwrap()) {
+            if let Some(h) = h {
+                check_hit_geometry(&as_mesh, ray, &RayHit { kind: ContactKind::Triangle, ..h });
+            }
+        }
+        // Beside a mesh (a roof over part of it) and bodies, behind layer masks.
+        let roof = [[lo[0], lo[1], hi[2] + 0.5], [hi[0], lo[1], hi[2] + 0.5], [lo[0], hi[1], hi[2] + 0.5]];
+        native.set_mesh(&mesh_of(&[roof])).unwrap();
+        for _ in 0..40 {
+            let c = std::array::from_fn(|a| r.random_range(lo[a]..hi[a]));
+            native.add_body(random_body(&mut r, c)).unwrap();
+        }
+        if k == 1 {
+            native.set_mesh_layer(2);
+        }
+        let (hit, _) = check_against_brute_force(&format!("{name}, with a roof"), &mut collider, &native, &rays);
+        total += hit;
+    }
+    assert!(total > 5000, "{total} rays hit");
 }
 
 /// Rays aimed at a terrain's vertices and edges from above always hit it (no gap between

@@ -552,47 +552,6 @@ __device__ __forceinline__ void mesh_pairs(const MeshView& mesh, u32 l, u64 key,
 }
 
 
-// heightfield.rs: sample (r, c) of the heightfield, as Heightfield::vertex computes it.
-__device__ __forceinline__ D3 hf_vertex(const HeightfieldView& h, u32 r, u32 c) {
-    return v3(h.origin[0] + (double)c * h.spacing, h.origin[1] + (double)r * h.spacing, h.heights[(u64)r * h.cols + c]);
-}
-// The corners of heightfield triangle t (Heightfield::triangle).
-__device__ __forceinline__ void hf_triangle(const HeightfieldView& h, u32 t, D3& a, D3& b, D3& c) {
-    u32 q = t / 2, r = q / (h.cols - 1), col = q % (h.cols - 1);
-    a = hf_vertex(h, r, col);
-    if (t % 2 == 0) {
-        b = hf_vertex(h, r, col + 1);
-        c = hf_vertex(h, r + 1, col + 1);
-    } else {
-        b = hf_vertex(h, r + 1, col + 1);
-        c = hf_vertex(h, r + 1, col);
-    }
-}
-// Heightfield::squares for one axis: the run of squares a..=b whose sides meet [lo, hi];
-// false when the box is beside the terrain.
-__device__ __forceinline__ bool hf_span(double lo, double hi, double origin, double spacing, u32 n, u32& a, u32& b) {
-    double last = (double)(n - 2);
-    double fa = fmin(fmax(floor((lo - origin) / spacing), 0.0), last);
-    double fb = fmin(fmax(floor((hi - origin) / spacing), 0.0), last);
-    while (fa > 0.0 && origin + fa * spacing >= lo) fa -= 1.0;
-    while (fa < last && origin + (fa + 1.0) * spacing < lo) fa += 1.0;
-    while (fb < last && origin + (fb + 1.0) * spacing <= hi) fb += 1.0;
-    while (fb > 0.0 && origin + fb * spacing > hi) fb -= 1.0;
-    if (!(origin + (fa + 1.0) * spacing >= lo && origin + fb * spacing <= hi && fa <= fb)) return false;
-    a = (u32)fa;
-    b = (u32)fb;
-    return true;
-}
-// Whether heightfield triangle t's box meets [lo, hi] (Heightfield::overlapping); its corners.
-__device__ __forceinline__ bool hf_meets(const HeightfieldView& h, u32 t, const double* lo, const double* hi, D3& a,
-                                         D3& b, D3& c) {
-    hf_triangle(h, t, a, b, c);
-    double x0 = fmin(fmin(a.x, b.x), c.x), x1 = fmax(fmax(a.x, b.x), c.x);
-    double y0 = fmin(fmin(a.y, b.y), c.y), y1 = fmax(fmax(a.y, b.y), c.y);
-    double z0 = fmin(fmin(a.z, b.z), c.z), z1 = fmax(fmax(a.z, b.z), c.z);
-    return lo[0] <= x1 && x0 <= hi[0] && lo[1] <= y1 && y0 <= hi[1] && lo[2] <= z1 && z0 <= hi[2];
-}
-
 // Contacts a warp keeps in shared memory; a warp with more does its bodies again (body_contacts).
 #define POOL 96
 // Bodies a warp takes at most (body_contacts' `batch`).

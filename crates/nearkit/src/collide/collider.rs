@@ -98,7 +98,7 @@ impl Collider {
         }
     }
 
-    /// Each sweep's first hit on the static mesh.
+    /// Each sweep's first hit on the static mesh or the heightfield.
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
         match &mut self.0 {
             Backend::Cpu(_) => cpu_sweeps(world, sweeps),
@@ -106,9 +106,10 @@ impl Collider {
         }
     }
 
-    /// Each ray's first hit on the static mesh or a body (`None`: it hits nothing within its
-    /// `max_distance`); at equal distances a triangle comes before a body, then the smaller
-    /// id. Exact (a brute force over every triangle and body finds the same), and the same
+    /// Each ray's first hit on the static mesh, the heightfield or a body (`None`: it hits
+    /// nothing within its `max_distance`); at equal distances the mesh comes first, then the
+    /// heightfield, then bodies, then the smaller id. Exact (a brute force over every
+    /// triangle and body finds the same), and the same
     /// bits on the CPU and CUDA. See [`Ray`] for what a ray hits, and [`RayHit`] for what a
     /// hit holds.
     pub fn ray_casts(&mut self, world: &World, rays: &[Ray]) -> Result<Vec<Option<RayHit>>> {

@@ -15,6 +15,7 @@ use crate::closest_point::cuda::TRIANGLE;
 use crate::collide::contact_ellipsoid_ellipsoid::{SETTLED, STEPS};
 use crate::collide::ellipsoid::BOX_SLACK;
 use crate::collide::hash_grid::{bucket_count, CELL_BITS};
+use crate::collide::heightfield::{HeightfieldView, HEIGHTFIELD};
 use crate::collide::level_grid::MAX_LEVELS;
 use crate::collide::overlap::{check_queries, Overlap, Overlaps, OVERLAP_LIMIT_MAX};
 use crate::collide::world::{
@@ -43,7 +44,7 @@ static COLLIDE: CudaSource = CudaSource {
             ("OVERLAP_LIMIT_MAX", OVERLAP_LIMIT_MAX.to_string()),
         ]
     },
-    structs: c_definitions!(MeshEntry, HeightfieldView, MeshView, BodyEntry, BodyGridView, BodyView, PackedContact),
+    structs: c_definitions!(MeshEntry, MeshView, BodyEntry, BodyGridView, BodyView, PackedContact),
 };
 
 c_struct! {
@@ -63,18 +64,6 @@ c_struct! {
         base: [u32; MAX_LEVELS] = "u32[NK_MAX_LEVELS]",
         levels: u32 = "u32",
         n: u32 = "u32",
-    }
-}
-
-c_struct! {
-    /// `struct HeightfieldView` of collide.cu: the heightfield (`Heightfield`).
-    pub(crate) struct HeightfieldView as "HeightfieldView" {
-        /// rows × cols, row-major.
-        heights: u64 = "const double*",
-        spacing: f64 = "double",
-        origin: [f64; 2] = "double[2]",
-        rows: u32 = "u32",
-        cols: u32 = "u32",
     }
 }
 
@@ -151,7 +140,7 @@ impl CStruct for PackedContact {
 }
 
 kernels! {
-    module KERNELS = "collide", [&COMMON, &LOOKBACK, &TRIANGLE, &COLLIDE];
+    module KERNELS = "collide", [&COMMON, &LOOKBACK, &TRIANGLE, &HEIGHTFIELD, &COLLIDE];
     /// Each body's shape, box and cells, put into the tick's body grid.
     fn body_cells(
         center_in: In<f64>,
@@ -244,17 +233,11 @@ impl DeviceMesh {
             levels: 0,
             n: 0,
             heights: gpu.alloc::<f64>(1)?,
-            terrain: HeightfieldView { heights: 0, spacing: 1.0, origin: [0.0; 2], rows: 0, cols: 0 },
+            terrain: HeightfieldView::none(),
         };
         if let Some(h) = world.heightfield() {
             dm.heights = s.clone_htod(h.heights()).map_err(cuda_err)?;
-            dm.terrain = HeightfieldView {
-                heights: 0,
-                spacing: h.spacing(),
-                origin: h.origin(),
-                rows: h.rows() as u32,
-                cols: h.cols() as u32,
-            };
+            dm.terrain = HeightfieldView::of(h, 0);
         }
         let Some(m) = world.mesh() else { return Ok(dm) };
         let flat9: Vec<f64> = m.corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();

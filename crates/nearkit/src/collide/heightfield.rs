@@ -7,11 +7,59 @@
 //! (r, c) of the grid, q = r·(cols − 1) + c, holds triangles 2q (v, v + 1, v + cols + 1) and
 //! 2q + 1 (v, v + cols + 1, v + cols), v = r·cols + c, counter-clockwise seen from above. A
 //! box finds its candidate triangles by arithmetic: the squares under it (`squares`).
+//! `heightfield.cu` repeats what the kernels need of it (on a `HeightfieldView`).
 
 use crate::collide::ellipsoid::V3;
 use crate::error::{Error, Result};
 use crate::geometry::mesh::Mesh;
 use crate::geometry::points::Points;
+use crate::runtime::cuda::launch::{c_definitions, c_struct};
+use crate::runtime::cuda::CudaSource;
+
+/// Device functions of heightfields, for the collider's and the ray caster's kernels (after
+/// `triangle.cuh`, whose `V3` they use).
+pub(crate) static HEIGHTFIELD: CudaSource = CudaSource {
+    file: "heightfield.cu",
+    text: include_str!("heightfield.cu"),
+    constants: Vec::new,
+    structs: c_definitions!(HeightfieldView),
+};
+
+c_struct! {
+    /// `struct HeightfieldView` of heightfield.cu: a heightfield on the device.
+    pub(crate) struct HeightfieldView as "HeightfieldView" {
+        /// rows × cols, row-major.
+        heights: u64 = "const double*",
+        spacing: f64 = "double",
+        origin: [f64; 2] = "double[2]",
+        /// The lowest and highest heights.
+        lowest: f64 = "double",
+        highest: f64 = "double",
+        /// 0 for no heightfield.
+        rows: u32 = "u32",
+        cols: u32 = "u32",
+    }
+}
+
+impl HeightfieldView {
+    /// No heightfield.
+    pub(crate) fn none() -> Self {
+        HeightfieldView { heights: 0, spacing: 1.0, origin: [0.0; 2], lowest: 0.0, highest: 0.0, rows: 0, cols: 0 }
+    }
+
+    /// `h`, whose heights are at device address `heights`.
+    pub(crate) fn of(h: &Heightfield, heights: u64) -> Self {
+        HeightfieldView {
+            heights,
+            spacing: h.spacing,
+            origin: h.origin,
+            lowest: h.lowest,
+            highest: h.highest,
+            rows: h.rows as u32,
+            cols: h.cols as u32,
+        }
+    }
+}
 
 /// Triangle ids of a heightfield stay below this: a contact's id carries its kind in the two
 /// bits above (`world::KIND_HEIGHTFIELD`, `world::KIND_BODY`).
@@ -26,6 +74,9 @@ pub struct Heightfield {
     cols: usize,
     spacing: f64,
     origin: [f64; 2],
+    /// The lowest and highest heights.
+    lowest: f64,
+    highest: f64,
 }
 
 /// The squares under a box: columns c0..=c1 and rows r0..=r1.
@@ -37,9 +88,18 @@ pub(crate) struct Squares {
     pub r1: u32,
 }
 
+impl Squares {
+    /// Whether square (r, c) is one of these.
+    #[inline(always)]
+    pub fn holds(&self, r: u32, c: u32) -> bool {
+        self.r0 <= r && r <= self.r1 && self.c0 <= c && c <= self.c1
+    }
+}
+
 impl Heightfield {
     /// `rows` × `cols` heights (row-major, at least 2 × 2, finite), `spacing` apart, sample
-    /// (0, 0) at `origin` (x, y).
+    /// (0, 0) at `origin` (x, y). Every sample's x and y must be finite, and neighbouring
+    /// samples' distinct in f64.
     pub fn new(heights: Vec<f64>, rows: usize, cols: usize, spacing: f64, origin: [f64; 2]) -> Result<Self> {
         if rows < 2 || cols < 2 {
             return Err(Error::InvalidArgument(format!(
@@ -74,7 +134,22 @@ impl Heightfield {
                 heights[i]
             )));
         }
-        Ok(Heightfield { heights, rows, cols, spacing, origin })
+        for (axis, n) in [(0, cols), (1, rows)] {
+            let at = |k: usize| origin[axis] + k as f64 * spacing;
+            if let Some(k) = (0..n - 1).find(|&k| !(at(k + 1) > at(k) && at(k + 1).is_finite())) {
+                return Err(Error::InvalidArgument(format!(
+                    "heightfield spacing {spacing} does not fit its origin {origin:?}: samples {k} and {} along {} \
+                     would be at {} and {} (too far from 0 for the spacing, or beyond f64's range)",
+                    k + 1,
+                    ["x", "y"][axis],
+                    at(k),
+                    at(k + 1)
+                )));
+            }
+        }
+        let lowest = heights.iter().copied().fold(f64::INFINITY, f64::min);
+        let highest = heights.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Ok(Heightfield { heights, rows, cols, spacing, origin, lowest, highest })
     }
 
     /// Rows of samples.
@@ -102,6 +177,12 @@ impl Heightfield {
         &self.heights
     }
 
+    /// The box of its samples: its corners' x and y, its lowest and highest heights.
+    pub fn bounds(&self) -> (V3, V3) {
+        let far = self.vertex(self.rows - 1, self.cols - 1);
+        ([self.origin[0], self.origin[1], self.lowest], [far[0], far[1], self.highest])
+    }
+
     /// Two per square.
     pub fn triangle_count(&self) -> usize {
         2 * (self.rows - 1) * (self.cols - 1)
@@ -127,6 +208,14 @@ impl Heightfield {
         } else {
             [self.vertex(r, c), self.vertex(r + 1, c + 1), self.vertex(r + 1, c)]
         }
+    }
+
+    /// The two triangles of square (r, c), 2q and 2q + 1, as `triangle` gives them.
+    #[inline(always)]
+    pub(crate) fn square(&self, r: usize, c: usize) -> [[V3; 3]; 2] {
+        let (a, b) = (self.vertex(r, c), self.vertex(r, c + 1));
+        let (d, e) = (self.vertex(r + 1, c + 1), self.vertex(r + 1, c));
+        [[a, b, d], [a, d, e]]
     }
 
     /// The same terrain as a triangle mesh (the same triangles, in the same order).

@@ -5,49 +5,61 @@
 use rayon::prelude::*;
 
 use super::bvh::{BodyBvh, MeshBvh};
+use super::heightfield;
 use super::intersect::{RayFrame, UnitRay};
 use super::wide::{self, Visit};
 use super::{Ray, RayHit, RayHits, TaggedHit};
-use crate::collide::world::{World, KIND_BODY};
+use crate::collide::heightfield::Heightfield;
+use crate::collide::world::{World, KIND_BODY, KIND_HEIGHTFIELD};
 use crate::error::{Error, Result};
 use crate::geometry::morton::MortonFrame;
 use crate::runtime::cpu::{order_by_key, prefetch, RowPtr};
 
-/// Searches the mesh (if the ray's mask meets its layer) and the bodies, in their wide
-/// trees; compiled for AVX2 where the CPU has it (four boxes a step, the same bits).
+/// What a ray can hit: the static mesh's tree and the heightfield (both of the world's
+/// mesh layer), and the bodies' tree.
+#[derive(Clone, Copy)]
+pub(crate) struct Targets<'a> {
+    pub mesh: Option<&'a MeshBvh>,
+    pub terrain: Option<&'a Heightfield>,
+    pub mesh_layer: u32,
+    pub bodies: &'a BodyBvh,
+}
+
+impl<'a> Targets<'a> {
+    pub fn new(world: &'a World, mesh: Option<&'a MeshBvh>, bodies: &'a BodyBvh) -> Self {
+        Targets { mesh, terrain: world.heightfield(), mesh_layer: world.mesh_layer(), bodies }
+    }
+}
+
+/// Searches the mesh and the heightfield (if the ray's mask meets their layer) and the
+/// bodies; compiled for AVX2 where the CPU has it (four boxes a step, the same bits).
 #[inline(always)]
-pub(crate) fn search_world(
-    r: &RayFrame,
-    mesh: Option<&MeshBvh>,
-    mesh_layer: u32,
-    bodies: &BodyBvh,
-    visit: &mut impl Visit,
-) {
+pub(crate) fn search_world(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         #[target_feature(enable = "avx2")]
-        unsafe fn avx2(
-            r: &RayFrame,
-            mesh: Option<&MeshBvh>,
-            mesh_layer: u32,
-            bodies: &BodyBvh,
-            visit: &mut impl Visit,
-        ) {
-            search_wide(r, mesh, mesh_layer, bodies, visit)
+        unsafe fn avx2(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
+            search_wide(r, w, visit)
         }
         // SAFETY: the CPU has AVX2 (checked just above).
-        return unsafe { avx2(r, mesh, mesh_layer, bodies, visit) };
+        return unsafe { avx2(r, w, visit) };
     }
-    search_wide(r, mesh, mesh_layer, bodies, visit)
+    search_wide(r, w, visit)
 }
 
 #[inline(always)]
-fn search_wide(r: &RayFrame, mesh: Option<&MeshBvh>, mesh_layer: u32, bodies: &BodyBvh, visit: &mut impl Visit) {
-    if let Some(m) = mesh.filter(|_| r.mask & mesh_layer != 0) {
-        wide::search(&m.wide, r, visit, |s, enter, exit| {
-            let [a, b, c] = m.corners[s as usize];
-            r.triangle(a, b, c, enter, exit).map(|t| TaggedHit { t, tagged: m.ids[s as usize], at: s })
-        });
+fn search_wide(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
+    let bodies = w.bodies;
+    if r.mask & w.mesh_layer != 0 {
+        if let Some(m) = w.mesh {
+            wide::search(&m.wide, r, visit, |s, enter, exit| {
+                let [a, b, c] = m.corners[s as usize];
+                r.triangle(a, b, c, enter, exit).map(|t| TaggedHit { t, tagged: m.ids[s as usize], at: s })
+            });
+        }
+        if let Some(h) = w.terrain {
+            heightfield::search(r, h, visit);
+        }
     }
     wide::search(&bodies.wide, r, visit, |s, enter, exit| {
         let k = s as usize;
@@ -60,15 +72,18 @@ fn search_wide(r: &RayFrame, mesh: Option<&MeshBvh>, mesh_layer: u32, bodies: &B
 }
 
 /// The hit with its point and normal (computed for the hits kept only), from its
-/// primitive's data at its sorted position in the trees.
-pub(crate) fn finish(r: &RayFrame, mesh: Option<&MeshBvh>, bodies: &BodyBvh, h: TaggedHit) -> RayHit {
+/// primitive's data at its sorted position in the trees (a heightfield's: its triangle).
+pub(crate) fn finish(r: &RayFrame, w: &Targets, h: TaggedHit) -> RayHit {
     let at = h.at as usize;
     // −0 (a box's entry, clamped to) is reported as 0.
     let t = h.t + 0.0;
     let normal = if h.tagged & KIND_BODY != 0 {
-        r.ellipsoid_normal(bodies.center[at], &bodies.unit[at], t)
+        r.ellipsoid_normal(w.bodies.center[at], &w.bodies.unit[at], t)
+    } else if h.tagged & KIND_HEIGHTFIELD != 0 {
+        let [a, b, c] = w.terrain.expect("a hit on the heightfield").triangle(h.at);
+        r.triangle_normal(a, b, c)
     } else {
-        let [a, b, c] = mesh.expect("a hit on the mesh").corners[at];
+        let [a, b, c] = w.mesh.expect("a hit on the mesh").corners[at];
         r.triangle_normal(a, b, c)
     };
     RayHit { distance: t, kind: h.kind(), id: h.id(), point: r.point(t), normal }
@@ -196,12 +211,12 @@ pub(crate) fn first_hits_into(
     rays: &[Ray],
     out: &mut Vec<Option<RayHit>>,
 ) {
-    let layer = world.mesh_layer();
+    let w = Targets::new(world, mesh, bodies);
     cast_all_into(rays, 256, out, |u| {
         let r = RayFrame::new(u);
         let mut v = First(None, r.max_distance);
-        search_world(&r, mesh, layer, bodies, &mut v);
-        v.0.map(|h| finish(&r, mesh, bodies, h))
+        search_world(&r, &w, &mut v);
+        v.0.map(|h| finish(&r, &w, h))
     })
 }
 
@@ -213,15 +228,15 @@ pub(crate) fn all_hits(
     rays: &[Ray],
     limit: usize,
 ) -> Result<RayHits> {
-    let layer = world.mesh_layer();
+    let w = Targets::new(world, mesh, bodies);
     let rows: Vec<Vec<RayHit>> = cast_all(rays, 64, |u| {
         if limit == 0 {
             return Vec::new();
         }
         let r = RayFrame::new(u);
         let mut v = Nearest { hits: Vec::new(), cap: limit, max: r.max_distance };
-        search_world(&r, mesh, layer, bodies, &mut v);
-        v.hits.into_iter().map(|h| finish(&r, mesh, bodies, h)).collect()
+        search_world(&r, &w, &mut v);
+        v.hits.into_iter().map(|h| finish(&r, &w, h)).collect()
     });
     let mut offsets = Vec::with_capacity(rows.len() + 1);
     offsets.push(0usize);
@@ -258,6 +273,21 @@ pub(crate) fn brute_force(world: &World, ray: &super::Ray) -> Result<Vec<RayHit>
             }
         }
     }
+    if let Some(h) = world.heightfield().filter(|_| r.mask & world.mesh_layer() != 0) {
+        for t in 0..h.triangle_count() as u32 {
+            let c = h.triangle(t);
+            if degenerate(&c) {
+                continue;
+            }
+            let (lo, hi) = triangle_box(&c);
+            let (enter, exit) = r.slab(&lo, &hi);
+            if RayFrame::meets(enter, exit, r.max_distance) {
+                if let Some(h) = r.triangle(c[0], c[1], c[2], enter, exit) {
+                    hits.push(TaggedHit { t: h, tagged: t | KIND_HEIGHTFIELD, at: t });
+                }
+            }
+        }
+    }
     let b = world.bodies();
     for i in 0..b.len() {
         if !b.alive[i] || b.layer[i] & r.mask == 0 {
@@ -281,6 +311,9 @@ pub(crate) fn brute_force(world: &World, ray: &super::Ray) -> Result<Vec<RayHit>
             let normal = if h.tagged & KIND_BODY != 0 {
                 let i = h.id() as usize;
                 r.ellipsoid_normal(b.center[i], &b.shape(i).unit, t)
+            } else if h.tagged & KIND_HEIGHTFIELD != 0 {
+                let [p, q, s] = world.heightfield().expect("a heightfield hit").triangle(h.at);
+                r.triangle_normal(p, q, s)
             } else {
                 let [p, q, s] = world.triangle(h.id() as usize).expect("in range");
                 r.triangle_normal(p, q, s)

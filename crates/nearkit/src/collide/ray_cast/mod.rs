@@ -1,11 +1,11 @@
 //! Batched ray casts against a collision world: each ray's first hit, or all its hits in
-//! order, on the static mesh and the bodies, exact and bit for bit the same on the CPU and
-//! CUDA.
+//! order, on the static mesh, the heightfield and the bodies, exact and bit for bit the same
+//! on the CPU and CUDA.
 //!
 //! - A ray is `origin + t·u` for t in [0, `max_distance`], u its direction made unit (on the
 //!   host, before either backend sees it), so t is a distance in world units. It meets the
-//!   static mesh when `mask & world.mesh_layer() != 0`, and a body when
-//!   `mask & body.layer != 0`. (Not yet the world's heightfield.)
+//!   static mesh and the heightfield when `mask & world.mesh_layer() != 0`, and a body when
+//!   `mask & body.layer != 0`.
 //! - Triangles: a watertight test (Woop, Benthin and Wald 2013) in f64, no fused
 //!   multiply-add: two triangles facing the ray leave no gap along their shared edge (a ray
 //!   grazing a fold of the surface seen edge-on may pass it). Degenerate triangles (corners
@@ -19,6 +19,7 @@
 //!   its primitive's own box, and a box's interval only grows with the box (rounding is
 //!   monotone), so pruning a node can never lose a hit: the answers are those of a brute
 //!   force over every primitive, with the same tests (`intersect`).
+//! - The heightfield has no tree: a ray walks the grid's squares under it (`heightfield`).
 //! - `cpu` and `cuda` (with `ray_cast.cu`) traverse the same trees, a ray at a time; neither
 //!   the order of traversal nor the order of the rays (the CPU casts big batches in the Morton
 //!   order of their origins) changes the answers.
@@ -26,13 +27,14 @@
 pub(crate) mod bvh;
 pub(crate) mod cpu;
 pub(crate) mod cuda;
+pub(crate) mod heightfield;
 pub(crate) mod intersect;
 pub(crate) mod wide;
 
 use std::sync::{Arc, Weak};
 
 use crate::collide::ellipsoid::V3;
-use crate::collide::world::{ContactKind, StaticMesh, Versions, World, KIND_BODY};
+use crate::collide::world::{ContactKind, StaticMesh, Versions, World, ID_BITS};
 use crate::error::{Error, Result};
 use crate::runtime::cuda::Gpu;
 
@@ -41,7 +43,7 @@ use intersect::UnitRay;
 
 /// A ray: the points `origin + t·direction/|direction|` for t from 0 to `max_distance`, so
 /// distances are in world units whatever the direction's length. It hits the static mesh's
-/// triangles and the bodies (not the world's heightfield, as yet).
+/// triangles, the heightfield's and the bodies.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Ray {
     /// Where it starts, in world coordinates.
@@ -51,7 +53,8 @@ pub struct Ray {
     pub direction: V3,
     /// How far it reaches: 0 or more, `f64::INFINITY` for no limit.
     pub max_distance: f64,
-    /// The layers it hits: the static mesh when `mask & world.mesh_layer() != 0`, a body when
+    /// The layers it hits: the static mesh and the heightfield when
+    /// `mask & world.mesh_layer() != 0`, a body when
     /// `mask & body.layer != 0`.
     pub mask: u32,
 }
@@ -68,14 +71,14 @@ impl Ray {
     }
 }
 
-/// Where a ray meets a triangle of the static mesh or a body.
+/// Where a ray meets a triangle of the static mesh or of the heightfield, or a body.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RayHit {
     /// Distance from the ray's origin, in world units (0 for a ray that starts inside a body).
     pub distance: f64,
     /// What was hit.
     pub kind: ContactKind,
-    /// The triangle's index in the mesh, or the body's id.
+    /// The triangle's index in the mesh or in the heightfield, or the body's id.
     pub id: u32,
     /// The hit point, `origin + distance·unit direction`.
     pub point: V3,
@@ -85,8 +88,8 @@ pub struct RayHit {
 }
 
 impl RayHit {
-    /// (distance, kind, id): the order hits come in (triangles before bodies at equal
-    /// distance, then smaller ids).
+    /// (distance, kind, id): the order hits come in (at equal distances the mesh's triangles,
+    /// then the heightfield's, then bodies; then smaller ids).
     pub fn order_key(&self) -> (f64, ContactKind, u32) {
         (self.distance, self.kind, self.id)
     }
@@ -137,15 +140,11 @@ impl TaggedHit {
     }
 
     pub fn kind(&self) -> ContactKind {
-        if self.tagged & KIND_BODY != 0 {
-            ContactKind::Body
-        } else {
-            ContactKind::Triangle
-        }
+        ContactKind::of_tagged(self.tagged)
     }
 
     pub fn id(&self) -> u32 {
-        self.tagged & !KIND_BODY
+        self.tagged & ID_BITS
     }
 }
 

@@ -1,0 +1,43 @@
+// Heightfields on the device (heightfield.rs): their samples, triangles and the squares under
+// a box, each as its Rust twin computes it, operation for operation. After triangle.cuh.
+
+// heightfield.rs: sample (r, c) of the heightfield, as Heightfield::vertex computes it.
+__device__ __forceinline__ V3<double> hf_vertex(const HeightfieldView& h, u32 r, u32 c) {
+    return v3(h.origin[0] + (double)c * h.spacing, h.origin[1] + (double)r * h.spacing, h.heights[(u64)r * h.cols + c]);
+}
+// The corners of heightfield triangle t (Heightfield::triangle).
+__device__ __forceinline__ void hf_triangle(const HeightfieldView& h, u32 t, V3<double>& a, V3<double>& b, V3<double>& c) {
+    u32 q = t / 2, r = q / (h.cols - 1), col = q % (h.cols - 1);
+    a = hf_vertex(h, r, col);
+    if (t % 2 == 0) {
+        b = hf_vertex(h, r, col + 1);
+        c = hf_vertex(h, r + 1, col + 1);
+    } else {
+        b = hf_vertex(h, r + 1, col + 1);
+        c = hf_vertex(h, r + 1, col);
+    }
+}
+// Heightfield::squares for one axis: the run of squares a..=b whose sides meet [lo, hi];
+// false when the box is beside the terrain.
+__device__ __forceinline__ bool hf_span(double lo, double hi, double origin, double spacing, u32 n, u32& a, u32& b) {
+    double last = (double)(n - 2);
+    double fa = fmin(fmax(floor((lo - origin) / spacing), 0.0), last);
+    double fb = fmin(fmax(floor((hi - origin) / spacing), 0.0), last);
+    while (fa > 0.0 && origin + fa * spacing >= lo) fa -= 1.0;
+    while (fa < last && origin + (fa + 1.0) * spacing < lo) fa += 1.0;
+    while (fb < last && origin + (fb + 1.0) * spacing <= hi) fb += 1.0;
+    while (fb > 0.0 && origin + fb * spacing > hi) fb -= 1.0;
+    if (!(origin + (fa + 1.0) * spacing >= lo && origin + fb * spacing <= hi && fa <= fb)) return false;
+    a = (u32)fa;
+    b = (u32)fb;
+    return true;
+}
+// Whether heightfield triangle t's box meets [lo, hi] (Heightfield::overlapping); its corners.
+__device__ __forceinline__ bool hf_meets(const HeightfieldView& h, u32 t, const double* lo, const double* hi, V3<double>& a,
+                                         V3<double>& b, V3<double>& c) {
+    hf_triangle(h, t, a, b, c);
+    double x0 = fmin(fmin(a.x, b.x), c.x), x1 = fmax(fmax(a.x, b.x), c.x);
+    double y0 = fmin(fmin(a.y, b.y), c.y), y1 = fmax(fmax(a.y, b.y), c.y);
+    double z0 = fmin(fmin(a.z, b.z), c.z), z1 = fmax(fmax(a.z, b.z), c.z);
+    return lo[0] <= x1 && x0 <= hi[0] && lo[1] <= y1 && y0 <= hi[1] && lo[2] <= z1 && z0 <= hi[2];
+}

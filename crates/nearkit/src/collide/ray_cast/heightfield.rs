@@ -1,0 +1,118 @@
+//! A ray against a heightfield, by arithmetic on its grid rather than a tree: the ray's part
+//! over the terrain is walked in segments about a square long, and each segment tests the
+//! squares under its box, widened by a margin, that the segment before did not. The tests
+//! are the mesh's (`triangle_box`, `RayFrame::slab`, `RayFrame::triangle`), so a heightfield
+//! and the same terrain as a mesh have the same hits, bit for bit (kind aside).
+//!
+//! Why no hit is lost: a hit at t is clamped into its triangle's box interval, so the ray's
+//! point at t lies in that f32 box, which exceeds its square by a few f32 steps; the margin
+//! (2^-18 of the largest coordinate, and 2^-40 of the origin's for the rounding of the points
+//! computed) is far more. So the square meets the box of whichever segment holds t, and was
+//! tested by that segment or an earlier one: the squares under each segment's box form a
+//! rectangle whose sides only move one way along the ray, so a square under segments i and k
+//! is under every segment in between. The walk stops once the visitor wants nothing beyond
+//! the segment just done. `ray_cast.cu`'s `ray_search_heightfield` is its twin.
+
+use super::intersect::{degenerate, triangle_box, RayFrame};
+use super::wide::Visit;
+use super::TaggedHit;
+use crate::collide::ellipsoid::V3;
+use crate::collide::heightfield::{Heightfield, Squares};
+use crate::collide::world::KIND_HEIGHTFIELD;
+
+/// The margin's part of the largest coordinate of the terrain: 2^-18.
+pub(crate) const MARGIN_OF_TERRAIN: f64 = 3.814697265625e-6;
+/// The margin's part of the largest coordinate of the ray's origin: 2^-40.
+pub(crate) const MARGIN_OF_ORIGIN: f64 = 9.094947017729282e-13;
+
+/// The interval of t over which the ray is in the f64 box (lo, hi) (`RayFrame::slab`, in f64).
+#[inline(always)]
+fn slab_f64(r: &RayFrame, lo: &V3, hi: &V3) -> (f64, f64) {
+    let (mut enter, mut exit) = (f64::NEG_INFINITY, f64::INFINITY);
+    for a in 0..3 {
+        if r.dir[a] == 0.0 {
+            if r.origin[a] < lo[a] || r.origin[a] > hi[a] {
+                return (f64::INFINITY, f64::NEG_INFINITY);
+            }
+            continue;
+        }
+        let t0 = (lo[a] - r.origin[a]) * r.inv[a];
+        let t1 = (hi[a] - r.origin[a]) * r.inv[a];
+        let (near, far) = if r.inv[a] > 0.0 { (t0, t1) } else { (t1, t0) };
+        if near > enter {
+            enter = near;
+        }
+        if far < exit {
+            exit = far;
+        }
+    }
+    (enter, exit)
+}
+
+/// Hands `visit` the ray's hits on `h`'s triangles (ids tagged `KIND_HEIGHTFIELD`, each
+/// once) that it may want: all those up to `visit.limit()` as it stands when the walk ends.
+#[inline(always)]
+pub(crate) fn search(r: &RayFrame, h: &Heightfield, visit: &mut impl Visit) {
+    let (lo, hi) = h.bounds();
+    let mut scale = 0.0f64;
+    let mut reach = 0.0f64;
+    for a in 0..3 {
+        scale = scale.max(lo[a].abs()).max(hi[a].abs());
+        reach = reach.max(r.origin[a].abs());
+    }
+    let m = scale * MARGIN_OF_TERRAIN + reach * MARGIN_OF_ORIGIN;
+    let (blo, bhi): (V3, V3) = (std::array::from_fn(|a| lo[a] - m), std::array::from_fn(|a| hi[a] + m));
+    let (enter, exit) = slab_f64(r, &blo, &bhi);
+    let t0 = if enter > 0.0 { enter } else { 0.0 };
+    let limit = visit.limit();
+    let t1 = if exit < limit { exit } else { limit };
+    if !(t0 <= t1) {
+        return;
+    }
+    // Segments of about a square along the ray's larger horizontal component; a ray nearly
+    // vertical is one segment. At most rows + cols, however far the margin reaches.
+    let dxy = r.dir[0].abs().max(r.dir[1].abs());
+    let span = t1 - t0;
+    let n = ((span * dxy) / h.spacing()).ceil().clamp(1.0, (h.rows() + h.cols()) as f64) as u32;
+    let dt = span / n as f64;
+    let at = |k: u32| if k == n { t1 } else { (t0 + k as f64 * dt).min(t1) };
+    let cols1 = (h.cols() - 1) as u32;
+    let mut prev: Option<Squares> = None;
+    for k in 0..n {
+        let (ta, tb) = (at(k), at(k + 1));
+        let (pa, pb) = (r.point(ta), r.point(tb));
+        let slo: V3 = std::array::from_fn(|a| pa[a].min(pb[a]) - m);
+        let shi: V3 = std::array::from_fn(|a| pa[a].max(pb[a]) + m);
+        // A segment above or below every height meets no triangle.
+        if shi[2] >= lo[2] && slo[2] <= hi[2] {
+            if let Some(s) = h.squares(&slo, &shi) {
+                for row in s.r0..=s.r1 {
+                    for col in s.c0..=s.c1 {
+                        if prev.is_some_and(|p| p.holds(row, col)) {
+                            continue;
+                        }
+                        let q = row * cols1 + col;
+                        for (half, c) in h.square(row as usize, col as usize).into_iter().enumerate() {
+                            if degenerate(&c) {
+                                continue;
+                            }
+                            let (tlo, thi) = triangle_box(&c);
+                            let (e, x) = r.slab(&tlo, &thi);
+                            if !RayFrame::meets(e, x, visit.limit()) {
+                                continue;
+                            }
+                            if let Some(t) = r.triangle(c[0], c[1], c[2], e, x) {
+                                let id = 2 * q + half as u32;
+                                visit.hit(TaggedHit { t, tagged: id | KIND_HEIGHTFIELD, at: id });
+                            }
+                        }
+                    }
+                }
+                prev = Some(s);
+            }
+        }
+        if visit.limit() <= tb {
+            break;
+        }
+    }
+}
