@@ -1018,6 +1018,68 @@ fn gpu_ray_casts_match_cpu() {
     let empty = World::new(1.0).unwrap();
     assert!(cuda.ray_casts(&empty, &rays).unwrap().iter().all(Option::is_none));
     assert!(cuda.ray_casts_all(&empty, &rays, 3).unwrap().hits.is_empty());
+
+    // A heightfield (the generated DEM, 10 × 12 km) with bodies on it, then with another
+    // heightfield in its place: rays level and steep, short and long, at its samples.
+    let scene = Scene::dem(2000, 17);
+    let mut world = scene.world(1.0).unwrap();
+    for round in 0..2 {
+        let h = world.heightfield().unwrap().clone();
+        let (lo, hi) = h.bounds();
+        let b = world.bodies();
+        let rays: Vec<Ray> = (0..60_000)
+            .map(|k| {
+                let mut o = [r.random_range(lo[0]..hi[0]), r.random_range(lo[1]..hi[1]), hi[2] + 10.0];
+                let d = [r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), r.random_range(-0.3..0.05)];
+                let max = [f64::INFINITY, 500.0, 40.0][k % 3];
+                let mask = [u32::MAX, 1, 2][k % 7 % 3];
+                match k % 4 {
+                    0 => Ray { origin: o, direction: d, max_distance: max, mask },
+                    1 => {
+                        // At a sample (grazing the triangles around it).
+                        let p = h.vertex(r.random_range(0..h.rows()), r.random_range(0..h.cols()));
+                        let back = r.random_range(1.0..60.0);
+                        Ray {
+                            origin: std::array::from_fn(|a| p[a] - back * d[a]),
+                            direction: d,
+                            max_distance: max,
+                            mask,
+                        }
+                    }
+                    2 => {
+                        o = b.center[r.random_range(0..b.len())];
+                        Ray { origin: o, direction: d, max_distance: max, mask }
+                    }
+                    _ => Ray { origin: o, direction: [0.0, 0.0, -1.0], max_distance: f64::INFINITY, mask },
+                }
+            })
+            .collect();
+        let (a, g) = (cpu.ray_casts(&world, &rays).unwrap(), cuda.ray_casts(&world, &rays).unwrap());
+        let on_terrain = a.iter().flatten().filter(|h| h.kind == nearkit::collide::ContactKind::Heightfield).count();
+        assert!(on_terrain > 20_000, "heightfield round {round}: {on_terrain} rays hit the terrain");
+        for (i, (x, y)) in a.iter().zip(&g).enumerate() {
+            assert!(same(x.as_slice(), y.as_slice()), "heightfield, ray {i} {:?}: CPU {x:?}, GPU {y:?}", rays[i]);
+        }
+        for limit in [1, 5, usize::MAX] {
+            let (x, y) =
+                (cpu.ray_casts_all(&world, &rays, limit).unwrap(), cuda.ray_casts_all(&world, &rays, limit).unwrap());
+            assert_eq!(x.offsets, y.offsets, "heightfield round {round}, limit {limit}: rows");
+            assert!(same(&x.hits, &y.hits), "heightfield round {round}, limit {limit}: hits");
+        }
+        for (i, ray) in rays.iter().enumerate().step_by(600) {
+            let want = hooks::ray_hits_brute_force(&world, ray).unwrap();
+            assert!(same(g[i].as_slice(), &want[..want.len().min(1)]), "heightfield, ray {i}: brute force");
+        }
+        let moved = nearkit::collide::Heightfield::new(
+            h.heights().iter().map(|v| v + 3.0).collect(),
+            h.rows(),
+            h.cols(),
+            h.spacing(),
+            [-150.5, 90.25],
+        )
+        .unwrap();
+        world.set_heightfield(moved).unwrap();
+    }
 }
 
 /// Points another library holds on the GPU, as rows at any strides: imported, they index and

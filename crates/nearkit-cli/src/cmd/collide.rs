@@ -9,6 +9,7 @@ use nearkit::collide::scene::Scene;
 use nearkit::collide::{Collider, ColliderOptions, Contact, ContactKind, Sweep, World};
 use nearkit::{Device, Engine};
 
+use super::scene::{self, SceneSpec};
 use crate::common::{check_memory, check_out, engine_options, ms, parse_with, thousands, CliError, CliResult};
 use crate::progress::{count_bar, Spinner};
 
@@ -112,65 +113,14 @@ impl CollideArgs {
 }
 
 fn build_scene(args: &CollideArgs) -> CliResult<Scene> {
-    let count = |default: usize| args.bodies.unwrap_or(default);
-    if args.bodies == Some(0) {
-        return Err(CliError("--bodies must be at least 1".into()));
-    }
-    match args.scene.as_str() {
-        "crater" => Ok(Scene::crater(count(4000), args.seed)),
-        "stress" => Ok(Scene::stress(count(1_000_000), args.seed)),
-        "dem" if args.as_mesh => {
-            Ok(Scene::on_surface("dem", nearkit::collide::scene::dem_terrain(), count(20_000), (0.2, 0.8), args.seed))
-        }
-        "dem" => Ok(Scene::dem(count(20_000), args.seed)),
-        s if s.starts_with("relief:") => {
-            let size = s.trim_start_matches("relief:");
-            let parsed = size.split_once('x').and_then(|(r, c)| Some((r.parse().ok()?, c.parse().ok()?)));
-            let Some((rows, cols)) = parsed else {
-                return Err(CliError(format!(
-                    "scene '{s}': give the samples as relief:ROWSxCOLS, e.g. relief:4096x4096"
-                )));
-            };
-            if !(args.spacing.is_finite() && args.spacing > 0.0) {
-                return Err(CliError(format!("--spacing must be a positive number, got {}", args.spacing)));
-            }
-            let terrain = nearkit::collide::scene::relief_heightfield(rows, cols, args.spacing)?;
-            if args.as_mesh {
-                Ok(Scene::on_surface(s, terrain.to_mesh(), count(20_000), (0.2, 0.8), args.seed))
-            } else {
-                Ok(Scene::on_heightfield(s, terrain, count(20_000), (0.2, 0.8), args.seed))
-            }
-        }
-        s => {
-            let Some(file) = s.strip_prefix("mesh:").map(PathBuf::from) else {
-                return Err(CliError(format!(
-                    "unknown scene '{s}': use crater, dem, relief:ROWSxCOLS, stress or mesh:FILE"
-                )));
-            };
-            let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-            if file.extension().and_then(|e| e.to_str()) == Some("npy") {
-                if !(args.spacing.is_finite() && args.spacing > 0.0) {
-                    return Err(CliError(format!("--spacing must be a positive number, got {}", args.spacing)));
-                }
-                let terrain = nearkit_io::read_heightfield(&file, args.spacing)?;
-                if args.as_mesh {
-                    Ok(Scene::on_surface(&name, terrain.to_mesh(), count(4000), (0.2, 0.8), args.seed))
-                } else {
-                    Ok(Scene::on_heightfield(&name, terrain, count(4000), (0.2, 0.8), args.seed))
-                }
-            } else {
-                let mesh = nearkit_io::read_mesh::<f64>(&file)?;
-                if !(args.mesh_size.is_finite() && args.mesh_size >= 0.0) {
-                    return Err(CliError(format!("--mesh-size must be a number >= 0, got {}", args.mesh_size)));
-                }
-                if args.mesh_size > 0.0 {
-                    Ok(Scene::on_mesh(&name, &mesh, args.mesh_size, count(4000), args.seed))
-                } else {
-                    Ok(Scene::on_surface(&name, mesh, count(4000), (0.2, 0.8), args.seed))
-                }
-            }
-        }
-    }
+    scene::build(&SceneSpec {
+        scene: &args.scene,
+        bodies: args.bodies,
+        mesh_size: (args.mesh_size, "--mesh-size"),
+        spacing: args.spacing,
+        as_mesh: args.as_mesh,
+        seed: args.seed,
+    })
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

@@ -6,4 +6,5 @@ pub mod knn;
 pub mod nearest;
 pub mod pairs;
 pub mod raycast;
+pub mod scene;
 pub mod within;

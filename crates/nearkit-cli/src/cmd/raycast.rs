@@ -10,6 +10,7 @@ use nearkit::collide::{Collider, ColliderOptions, ContactKind, Ray, RayHit, Worl
 use nearkit::{Device, Engine};
 use rayon::prelude::*;
 
+use super::scene::{self, SceneSpec};
 use crate::common::{check_memory, engine_options, ms, parse_with, thousands, CliError, CliResult};
 use crate::progress::Spinner;
 
@@ -18,24 +19,38 @@ use crate::progress::Spinner;
 Examples:
   nearkit raycast                                  built-in: crater terrain, 4,000 ellipsoids, 1M rays
   nearkit raycast --mesh bunny00.off --size 50 --bodies 4000 --rays 1000000
+  nearkit raycast --scene dem --from-above         a 10 × 12 km terrain kept as heights
+  nearkit raycast --scene mesh:dem.npy --spacing 30   your own elevation model
   nearkit raycast --from-above --device cpu        rays from above the scene, downwards
   nearkit raycast --limit 8                        every hit of each ray, up to 8, nearest first
 
-Rays start at random points in the scene's box (the mesh's box, 2 m higher) and go in random
+Rays start at random points in the scene's box (the terrain's and bodies' box, 2 m higher) and go in random
 directions (uniform on the sphere), with no length limit unless --max-distance says; with
 --from-above they start 1 m above the box at random (x, y) and go down, within 30° of
-vertical. Each batch is one call: every ray's first hit on the mesh or a body (or, with
+vertical. Each batch is one call: every ray's first hit on the mesh, the heightfield or a body (or, with
 --limit, its hits in order), exact and the same bits on every device; the checksum (of every
 hit's distance, kind, id, point and normal) shows it. The first call, which builds the mesh's
-tree (and on a GPU uploads it), is timed apart; each batch includes the transfers and
+tree (and on a GPU uploads it and the heights), is timed apart; each batch includes the transfers and
 unpacking the hits, and, with --moving, building the bodies' tree (the collider keeps it while
 the bodies do not change). First hits go into one vector kept from batch to batch
 (`Collider::ray_casts_into`), as a server casting every tick would keep it.")]
 pub struct RaycastArgs {
-    /// A mesh file (.ply, .off, .obj, .stl); without one, the crater terrain (19,440
-    /// triangles, 108 × 90 m).
+    /// crater (19,440 triangles, 108 × 90 m), dem (a generated 344 × 403 elevation model, 30 m
+    /// apart, kept as heights), relief:ROWSxCOLS (a generated one of any size, --spacing
+    /// apart), stress (1M triangles), or mesh:FILE (.ply, .off, .obj, .stl, or a 2-D .npy
+    /// heightfield).
+    #[arg(long, default_value = "crater", conflicts_with = "mesh")]
+    pub scene: String,
+    /// A mesh file (.ply, .off, .obj, .stl): the same as --scene mesh:FILE.
     #[arg(long)]
     pub mesh: Option<PathBuf>,
+    /// Spacing of a heightfield's samples (relief, .npy), in metres.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub spacing: f64,
+    /// Give heightfields (dem, relief, .npy) to the world as triangle meshes rather than as
+    /// heights: the same hits, of kind triangle instead of heightfield.
+    #[arg(long)]
+    pub as_mesh: bool,
     /// The mesh is scaled so that its longest side is this many metres (0: keep its units).
     #[arg(long, default_value_t = 50.0, allow_negative_numbers = true)]
     pub size: f64,
@@ -76,19 +91,15 @@ pub struct RaycastArgs {
 }
 
 fn build_scene(args: &RaycastArgs) -> CliResult<Scene> {
-    let Some(file) = &args.mesh else {
-        return Ok(Scene::crater(args.bodies, args.seed));
-    };
-    if !(args.size.is_finite() && args.size >= 0.0) {
-        return Err(CliError(format!("--size must be a number >= 0, got {}", args.size)));
-    }
-    let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let mesh = nearkit_io::read_mesh::<f64>(file)?;
-    if args.size > 0.0 {
-        Ok(Scene::on_mesh(&name, &mesh, args.size, args.bodies, args.seed))
-    } else {
-        Ok(Scene::on_surface(&name, mesh, args.bodies, (0.2, 0.8), args.seed))
-    }
+    let from_file = args.mesh.as_ref().map(|f| format!("mesh:{}", f.display()));
+    scene::build(&SceneSpec {
+        scene: from_file.as_deref().unwrap_or(&args.scene),
+        bodies: Some(args.bodies),
+        mesh_size: (args.size, "--size"),
+        spacing: args.spacing,
+        as_mesh: args.as_mesh,
+        seed: args.seed,
+    })
 }
 
 /// A uniform number in [0, 1) from (seed, i, k): splitmix64, so rays are drawn in parallel
@@ -142,19 +153,28 @@ fn checksum<'a>(rows: impl Iterator<Item = &'a [RayHit]>) -> u64 {
         eat(row.len() as u64);
         for x in row {
             eat(x.distance.to_bits());
-            eat(((x.kind == ContactKind::Body) as u64) << 32 | x.id as u64);
+            eat(kind_code(x.kind) << 32 | x.id as u64);
             x.point.iter().chain(&x.normal).for_each(|v| eat(v.to_bits()));
         }
     }
     h
 }
 
+/// A kind's number in the checksum and in `Batch::hits` (bodies 1, as before heightfields).
+fn kind_code(k: ContactKind) -> u64 {
+    match k {
+        ContactKind::Triangle => 0,
+        ContactKind::Body => 1,
+        ContactKind::Heightfield => 2,
+    }
+}
+
 /// What one batch found.
 struct Batch {
     time: Duration,
-    /// Rays with a hit, triangle hits, body hits.
+    /// Rays with a hit; hits on the mesh, on bodies, on the heightfield.
     rays_hit: usize,
-    hits: [usize; 2],
+    hits: [usize; 3],
     checksum: u64,
 }
 
@@ -169,12 +189,12 @@ fn run_batch(
 ) -> CliResult<Batch> {
     let start = Instant::now();
     let batch = |time: Duration, rows: &mut dyn Iterator<Item = &[RayHit]>| {
-        let (mut rays_hit, mut hits) = (0, [0usize; 2]);
+        let (mut rays_hit, mut hits) = (0, [0usize; 3]);
         let mut all = Vec::new();
         for row in rows {
             rays_hit += !row.is_empty() as usize;
             for h in row {
-                hits[(h.kind == ContactKind::Body) as usize] += 1;
+                hits[kind_code(h.kind) as usize] += 1;
             }
             all.push(row);
         }
@@ -208,6 +228,16 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     let scene = build_scene(args)?;
     let mut world = scene.world(args.cell_size)?;
     let (mut lo, mut hi) = scene.mesh.vertices.bounds();
+    if let Some(h) = &scene.heightfield {
+        let (hlo, hhi) = h.bounds();
+        if scene.mesh.triangles.is_empty() {
+            (lo, hi) = (hlo, hhi);
+        }
+        for a in 0..3 {
+            lo[a] = lo[a].min(hlo[a]);
+            hi[a] = hi[a].max(hhi[a]);
+        }
+    }
     for b in &scene.bodies {
         for a in 0..3 {
             lo[a] = lo[a].min(b.center[a]);
@@ -223,9 +253,14 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     }
     let mut collider = Collider::new(&engine, &ColliderOptions::default())?;
     out!(
-        "scene {}: {} triangles, {} bodies; {} rays {} a batch; device {}",
+        "scene {}: {} triangles{}, {} bodies; {} rays {} a batch; device {}",
         scene.name,
         thousands(scene.mesh.triangles.len()),
+        scene
+            .heightfield
+            .as_ref()
+            .map(|h| format!(", a heightfield of {} triangles", thousands(h.triangle_count())))
+            .unwrap_or_default(),
         thousands(world.body_count()),
         thousands(rays.len()),
         if args.from_above { "from above" } else { "from random points, random directions," },
@@ -275,10 +310,11 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     }
     let what = if args.limit.is_some() { "hits" } else { "first hits" };
     out!(
-        "{} of {} rays hit something; {what}: {} on triangles, {} on bodies; checksum {:016x}",
+        "{} of {} rays hit something; {what}: {} on triangles, {}{} on bodies; checksum {:016x}",
         thousands(first.rays_hit),
         thousands(rays.len()),
         thousands(first.hits[0]),
+        if first.hits[2] > 0 { format!("{} on the heightfield, ", thousands(first.hits[2])) } else { String::new() },
         thousands(first.hits[1]),
         first.checksum
     );

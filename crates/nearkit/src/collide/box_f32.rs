@@ -5,6 +5,7 @@
 use super::ellipsoid::V3;
 
 /// The largest f32 at most x.
+#[inline(always)]
 pub fn f32_down(x: f64) -> f32 {
     let y = x as f32;
     if (y as f64) > x {
@@ -15,6 +16,7 @@ pub fn f32_down(x: f64) -> f32 {
 }
 
 /// The smallest f32 at least x.
+#[inline(always)]
 pub fn f32_up(x: f64) -> f32 {
     let y = x as f32;
     if (y as f64) < x {
@@ -25,6 +27,7 @@ pub fn f32_up(x: f64) -> f32 {
 }
 
 /// The neighbouring f32 of finite or infinite y, upwards (`dir` 1) or downwards (-1).
+#[inline(always)]
 fn step_f32(y: f32, dir: i32) -> f32 {
     if y == 0.0 {
         return f32::from_bits(1) * dir as f32;

@@ -237,7 +237,7 @@ impl DeviceMesh {
         };
         if let Some(h) = world.heightfield() {
             dm.heights = s.clone_htod(h.heights()).map_err(cuda_err)?;
-            dm.terrain = HeightfieldView::of(h, 0);
+            dm.terrain = HeightfieldView::of(h, 0, 0);
         }
         let Some(m) = world.mesh() else { return Ok(dm) };
         let flat9: Vec<f64> = m.corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();

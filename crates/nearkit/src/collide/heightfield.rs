@@ -15,13 +15,14 @@ use crate::geometry::mesh::Mesh;
 use crate::geometry::points::Points;
 use crate::runtime::cuda::launch::{c_definitions, c_struct};
 use crate::runtime::cuda::CudaSource;
+use rayon::prelude::*;
 
 /// Device functions of heightfields, for the collider's and the ray caster's kernels (after
 /// `triangle.cuh`, whose `V3` they use).
 pub(crate) static HEIGHTFIELD: CudaSource = CudaSource {
     file: "heightfield.cu",
     text: include_str!("heightfield.cu"),
-    constants: Vec::new,
+    constants: || vec![("MAX_TILE_LEVELS", MAX_TILE_LEVELS.to_string()), ("TILE_BITS", TILE_BITS.to_string())],
     structs: c_definitions!(HeightfieldView),
 };
 
@@ -35,28 +36,55 @@ c_struct! {
         /// The lowest and highest heights.
         lowest: f64 = "double",
         highest: f64 = "double",
+        /// The tiles' lowest and highest heights, level after level (`Heightfield::tiles`);
+        /// 0 where the kernels do not need them.
+        tiles: u64 = "const double*",
+        /// Where each level's tiles start in `tiles` (in tiles), and their columns.
+        tile_start: [u32; MAX_TILE_LEVELS] = "u32[NK_MAX_TILE_LEVELS]",
+        tile_cols: [u32; MAX_TILE_LEVELS] = "u32[NK_MAX_TILE_LEVELS]",
         /// 0 for no heightfield.
         rows: u32 = "u32",
         cols: u32 = "u32",
+        /// Levels of tiles.
+        tile_levels: u32 = "u32",
+        pad: u32 = "u32",
     }
 }
 
 impl HeightfieldView {
     /// No heightfield.
     pub(crate) fn none() -> Self {
-        HeightfieldView { heights: 0, spacing: 1.0, origin: [0.0; 2], lowest: 0.0, highest: 0.0, rows: 0, cols: 0 }
+        HeightfieldView {
+            heights: 0,
+            spacing: 1.0,
+            origin: [0.0; 2],
+            lowest: 0.0,
+            highest: 0.0,
+            tiles: 0,
+            tile_start: [0; MAX_TILE_LEVELS],
+            tile_cols: [0; MAX_TILE_LEVELS],
+            rows: 0,
+            cols: 0,
+            tile_levels: 0,
+            pad: 0,
+        }
     }
 
-    /// `h`, whose heights are at device address `heights`.
-    pub(crate) fn of(h: &Heightfield, heights: u64) -> Self {
+    /// `h`, whose heights and tiles' heights are at device addresses `heights` and `tiles`.
+    pub(crate) fn of(h: &Heightfield, heights: u64, tiles: u64) -> Self {
         HeightfieldView {
             heights,
             spacing: h.spacing,
             origin: h.origin,
             lowest: h.lowest,
             highest: h.highest,
+            tiles,
+            tile_start: std::array::from_fn(|l| h.tile_levels.get(l).map_or(0, |v| v.0 as u32)),
+            tile_cols: std::array::from_fn(|l| h.tile_levels.get(l).map_or(0, |v| v.1 as u32)),
             rows: h.rows as u32,
             cols: h.cols as u32,
+            tile_levels: h.tile_levels.len() as u32,
+            pad: 0,
         }
     }
 }
@@ -77,7 +105,18 @@ pub struct Heightfield {
     /// The lowest and highest heights.
     lowest: f64,
     highest: f64,
+    /// The lowest and highest heights of the samples of each tile, level after level, each
+    /// level row-major: a tile of level l (from 1) is 8^l × 8^l squares. What lets a ray skip
+    /// the parts of its path above or below the terrain.
+    tiles: Vec<[f64; 2]>,
+    /// Where each level starts in `tiles`, and its columns of tiles.
+    tile_levels: Vec<(usize, usize)>,
 }
+
+/// A tile of level l is `1 << (TILE_BITS · l)` squares a side.
+pub(crate) const TILE_BITS: u32 = 3;
+/// Levels of tiles at most: 8^10 squares a side is more than a heightfield has.
+pub(crate) const MAX_TILE_LEVELS: usize = 10;
 
 /// The squares under a box: columns c0..=c1 and rows r0..=r1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,7 +188,8 @@ impl Heightfield {
         }
         let lowest = heights.iter().copied().fold(f64::INFINITY, f64::min);
         let highest = heights.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Ok(Heightfield { heights, rows, cols, spacing, origin, lowest, highest })
+        let (tiles, tile_levels) = tile_pyramid(&heights, rows, cols);
+        Ok(Heightfield { heights, rows, cols, spacing, origin, lowest, highest, tiles, tile_levels })
     }
 
     /// Rows of samples.
@@ -181,6 +221,32 @@ impl Heightfield {
     pub fn bounds(&self) -> (V3, V3) {
         let far = self.vertex(self.rows - 1, self.cols - 1);
         ([self.origin[0], self.origin[1], self.lowest], [far[0], far[1], self.highest])
+    }
+
+    /// The lowest and highest heights of the tiles of level `level` (from 1) holding the
+    /// squares `s`.
+    #[inline(always)]
+    pub(crate) fn tile_heights(&self, level: usize, s: &Squares) -> [f64; 2] {
+        let shift = TILE_BITS * level as u32;
+        let (start, cols) = self.tile_levels[level - 1];
+        let mut b = [f64::INFINITY, f64::NEG_INFINITY];
+        for i in s.r0 >> shift..=s.r1 >> shift {
+            for j in s.c0 >> shift..=s.c1 >> shift {
+                let t = self.tiles[start + i as usize * cols + j as usize];
+                b = [b[0].min(t[0]), b[1].max(t[1])];
+            }
+        }
+        b
+    }
+
+    /// Levels of tiles: the last has one tile.
+    pub(crate) fn tile_levels(&self) -> usize {
+        self.tile_levels.len()
+    }
+
+    /// The tiles' lowest and highest heights, level after level (`tile_heights`).
+    pub(crate) fn tiles(&self) -> &[[f64; 2]] {
+        &self.tiles
     }
 
     /// Two per square.
@@ -243,7 +309,7 @@ impl Heightfield {
     /// [lo, hi]; `None` when the box is beside the terrain. Samples lie in order along each
     /// axis, so these are a run of columns and a run of rows: the division's guess, moved
     /// while a neighbouring square still meets the box (or its own does not).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn squares(&self, lo: &V3, hi: &V3) -> Option<Squares> {
         let span = |lo: f64, hi: f64, origin: f64, n: usize| -> Option<(u32, u32)> {
             let last = (n - 2) as f64;
@@ -292,4 +358,47 @@ impl Heightfield {
             }
         }
     }
+}
+
+/// The tiles of every level (`Heightfield::tiles`) and where each level starts and its
+/// columns: level 1 from the samples, each next from eight by eight tiles of the one before,
+/// up to a level of one tile.
+fn tile_pyramid(heights: &[f64], rows: usize, cols: usize) -> (Vec<[f64; 2]>, Vec<(usize, usize)>) {
+    let t = 1usize << TILE_BITS;
+    let (mut trows, mut tcols) = ((rows - 1).div_ceil(t), (cols - 1).div_ceil(t));
+    let mut tiles: Vec<[f64; 2]> = (0..trows * tcols)
+        .into_par_iter()
+        .with_min_len(64)
+        .map(|k| {
+            let (i, j) = (k / tcols, k % tcols);
+            let mut b = [f64::INFINITY, f64::NEG_INFINITY];
+            for r in i * t..=((i + 1) * t).min(rows - 1) {
+                for &h in &heights[r * cols + j * t..=r * cols + ((j + 1) * t).min(cols - 1)] {
+                    b = [b[0].min(h), b[1].max(h)];
+                }
+            }
+            b
+        })
+        .collect();
+    let mut levels = vec![(0, tcols)];
+    while trows * tcols > 1 {
+        let (start, below_rows, below_cols) = (levels.last().expect("one").0, trows, tcols);
+        (trows, tcols) = (trows.div_ceil(t), tcols.div_ceil(t));
+        let next: Vec<[f64; 2]> = (0..trows * tcols)
+            .map(|k| {
+                let (i, j) = (k / tcols, k % tcols);
+                let mut b = [f64::INFINITY, f64::NEG_INFINITY];
+                for r in i * t..((i + 1) * t).min(below_rows) {
+                    for c in j * t..((j + 1) * t).min(below_cols) {
+                        let x = tiles[start + r * below_cols + c];
+                        b = [b[0].min(x[0]), b[1].max(x[1])];
+                    }
+                }
+                b
+            })
+            .collect();
+        levels.push((tiles.len(), tcols));
+        tiles.extend(next);
+    }
+    (tiles, levels)
 }

@@ -225,6 +225,11 @@ impl World {
         self.heightfield.as_deref()
     }
 
+    /// The terrain as shared (whose identity tells a kept device copy apart).
+    pub(crate) fn heightfield_shared(&self) -> Option<&Arc<Heightfield>> {
+        self.heightfield.as_ref()
+    }
+
     /// Triangles of the static mesh (0 without one).
     pub fn triangle_count(&self) -> usize {
         self.mesh.as_ref().map_or(0, |m| m.corners.len())

@@ -11,9 +11,12 @@ use cudarc::driver::{sys, CudaSlice, DevicePtr, DeviceRepr, PinnedHostSlice};
 use rayon::prelude::*;
 
 use super::bvh::{BodyBvh, BvhNode, MeshBvh, EMPTY, LEAF, STACK};
+use super::heightfield::{MARGIN_OF_ORIGIN, MARGIN_OF_TERRAIN};
 use super::intersect::UnitRay;
 use super::{ray_error, Ray, RayHit, RayHits, TaggedHit};
-use crate::collide::world::{World, KIND_BODY};
+use crate::closest_point::cuda::TRIANGLE;
+use crate::collide::heightfield::{Heightfield, HeightfieldView, HEIGHTFIELD};
+use crate::collide::world::{World, KIND_BODY, KIND_HEIGHTFIELD};
 use crate::error::{Error, Result};
 use crate::geometry::points::NO_ID;
 use crate::runtime::cpu::RowPtr;
@@ -30,6 +33,9 @@ static RAY_CAST: CudaSource = CudaSource {
             ("RAY_LEAF", format!("{LEAF}u")),
             ("RAY_EMPTY", format!("{EMPTY}u")),
             ("RAY_KIND_BODY", format!("{KIND_BODY}u")),
+            ("RAY_KIND_HEIGHTFIELD", format!("{KIND_HEIGHTFIELD}u")),
+            ("RAY_MARGIN_OF_TERRAIN", format!("{MARGIN_OF_TERRAIN:?}")),
+            ("RAY_MARGIN_OF_ORIGIN", format!("{MARGIN_OF_ORIGIN:?}")),
         ]
     },
     structs: c_definitions!(BvhNode, RayMeshView, RayBodyView),
@@ -61,7 +67,7 @@ c_struct! {
 }
 
 kernels! {
-    module KERNELS = "ray_cast", [&COMMON, &RAY_CAST];
+    module KERNELS = "ray_cast", [&COMMON, &TRIANGLE, &HEIGHTFIELD, &RAY_CAST];
     /// Each ray's nearest hit: its tagged id (`NO_ID`: none) and 7 values (t, point, normal).
     fn ray_first_hits(
         rays: In<f64>,
@@ -69,6 +75,7 @@ kernels! {
         n: u32,
         mesh: RayMeshView,
         mesh_ids: In<u32>,
+        terrain: HeightfieldView,
         bodies: RayBodyView,
         body_ids: In<u32>,
         out_tag: Out<u32>,
@@ -81,6 +88,7 @@ kernels! {
         n: u32,
         mesh: RayMeshView,
         mesh_ids: In<u32>,
+        terrain: HeightfieldView,
         bodies: RayBodyView,
         body_ids: In<u32>,
         limit: u32,
@@ -93,6 +101,7 @@ kernels! {
         n: u32,
         mesh: RayMeshView,
         mesh_ids: In<u32>,
+        terrain: HeightfieldView,
         bodies: RayBodyView,
         body_ids: In<u32>,
         offsets: In<u64>,
@@ -206,6 +215,8 @@ impl DeviceTree {
 pub(crate) struct CudaRayCaster {
     gpu: Arc<Gpu>,
     mesh: Option<(Arc<MeshBvh>, DeviceTree)>,
+    /// The heightfield as last uploaded: its heights and its tiles' heights.
+    terrain: Option<(Arc<Heightfield>, CudaSlice<f64>, CudaSlice<f64>)>,
     /// The tree searched where the world has no mesh.
     none: Option<DeviceTree>,
     /// The last call's bodies' tree (its buffers reused), and the host tree it holds.
@@ -219,6 +230,7 @@ pub(crate) struct CudaRayCaster {
 struct Trees {
     mesh: RayMeshView,
     mesh_ids: Address<u32>,
+    terrain: HeightfieldView,
     bodies: RayBodyView,
     body_ids: Address<u32>,
 }
@@ -411,6 +423,7 @@ impl CudaRayCaster {
         CudaRayCaster {
             gpu,
             mesh: None,
+            terrain: None,
             none: None,
             bodies: None,
             bodies_held: None,
@@ -435,8 +448,27 @@ impl CudaRayCaster {
             DeviceTree::hold_bodies(&mut self.bodies, gpu, bodies)?;
             self.bodies_held = Some(bodies.clone());
         }
+        let terrain = self.hold_terrain(world)?;
         let b = self.bodies.as_ref().expect("held above");
-        Ok(Trees { mesh, mesh_ids, bodies: b.body_view(gpu), body_ids: Address::of(&b.ids, gpu.stream()) })
+        Ok(Trees { mesh, mesh_ids, terrain, bodies: b.body_view(gpu), body_ids: Address::of(&b.ids, gpu.stream()) })
+    }
+
+    /// The world's heightfield on the device (its heights uploaded when they are not the ones
+    /// held).
+    fn hold_terrain(&mut self, world: &World) -> Result<HeightfieldView> {
+        let Some(h) = world.heightfield_shared() else {
+            self.terrain = None;
+            return Ok(HeightfieldView::none());
+        };
+        if !self.terrain.as_ref().is_some_and(|(held, ..)| Arc::ptr_eq(held, h)) {
+            self.terrain = None;
+            let heights = upload_new(&self.gpu, h.heights())?;
+            let tiles = upload_new(&self.gpu, h.tiles().as_flattened())?;
+            self.terrain = Some((h.clone(), heights, tiles));
+        }
+        let (h, heights, tiles) = self.terrain.as_ref().expect("held above");
+        let s = self.gpu.stream();
+        Ok(HeightfieldView::of(h, heights.device_ptr(s).0, tiles.device_ptr(s).0))
     }
 
     /// The mesh's tree on the device (uploaded when it is not the one held).
@@ -514,6 +546,7 @@ impl CudaRayCaster {
                     n as u32,
                     t.mesh,
                     t.mesh_ids,
+                    t.terrain,
                     t.bodies,
                     t.body_ids,
                     Address::<u32>::raw(dev.tags + bytes(off, 4)),
@@ -585,6 +618,7 @@ impl CudaRayCaster {
                 r.n as u32,
                 t.mesh,
                 t.mesh_ids,
+                t.terrain,
                 t.bodies,
                 t.body_ids,
                 limit32,
@@ -608,8 +642,8 @@ impl CudaRayCaster {
             let mut tags = gpu.alloc_uninit::<u32>(total)?;
             let mut vals = gpu.alloc_uninit::<f64>(7 * total)?;
             ray_all_hits(
-                gpu, cfg, &r.rays, &r.masks, r.n as u32, t.mesh, t.mesh_ids, t.bodies, t.body_ids, &starts, &counts,
-                &mut tags, &mut vals,
+                gpu, cfg, &r.rays, &r.masks, r.n as u32, t.mesh, t.mesh_ids, t.terrain, t.bodies, t.body_ids, &starts,
+                &counts, &mut tags, &mut vals,
             )?;
             let tags: Vec<u32> = download_vec(gpu, &tags.slice(0..total))?;
             let vals: Vec<f64> = download_vec(gpu, &vals.slice(0..7 * total))?;

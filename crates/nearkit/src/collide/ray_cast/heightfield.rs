@@ -1,6 +1,9 @@
 //! A ray against a heightfield, by arithmetic on its grid rather than a tree: the ray's part
 //! over the terrain is walked in segments about a square long, and each segment tests the
-//! squares under its box, widened by a margin, that the segment before did not. The tests
+//! squares under its box, widened by a margin, that the segment before did not. Pieces of the
+//! path that pass above or below every height of the tiles under them are skipped, from
+//! tiles of the whole terrain down to tiles of 8 × 8 squares (a pyramid of lowest and highest
+//! heights, `Heightfield::tile_heights`). The tests
 //! are the mesh's (`triangle_box`, `RayFrame::slab`, `RayFrame::triangle`), so a heightfield
 //! and the same terrain as a mesh have the same hits, bit for bit (kind aside).
 //!
@@ -10,14 +13,14 @@
 //! computed) is far more. So the square meets the box of whichever segment holds t, and was
 //! tested by that segment or an earlier one: the squares under each segment's box form a
 //! rectangle whose sides only move one way along the ray, so a square under segments i and k
-//! is under every segment in between. The walk stops once the visitor wants nothing beyond
-//! the segment just done. `ray_cast.cu`'s `ray_search_heightfield` is its twin.
+//! is under every segment in between (tested or skipped: a skipped one can hold no hit). The
+//! walk stops once the visitor wants nothing beyond the segment just done. `ray_cast.cu`'s `ray_search_heightfield` is its twin.
 
 use super::intersect::{degenerate, triangle_box, RayFrame};
 use super::wide::Visit;
 use super::TaggedHit;
 use crate::collide::ellipsoid::V3;
-use crate::collide::heightfield::{Heightfield, Squares};
+use crate::collide::heightfield::{Heightfield, Squares, MAX_TILE_LEVELS, TILE_BITS};
 use crate::collide::world::KIND_HEIGHTFIELD;
 
 /// The margin's part of the largest coordinate of the terrain: 2^-18.
@@ -69,50 +72,111 @@ pub(crate) fn search(r: &RayFrame, h: &Heightfield, visit: &mut impl Visit) {
     if !(t0 <= t1) {
         return;
     }
-    // Segments of about a square along the ray's larger horizontal component; a ray nearly
-    // vertical is one segment. At most rows + cols, however far the margin reaches.
+    // The ray's part over the terrain is split into pieces of about a top-level tile (along
+    // its larger horizontal component), each piece that meets the heights of the tiles under
+    // it into pieces of about a tile of the level below, and so on down to segments of about
+    // a square, whose squares are tested. Depth first, nearer pieces first: the same order as
+    // `ray_cast.cu`'s loop.
     let dxy = r.dir[0].abs().max(r.dir[1].abs());
-    let span = t1 - t0;
-    let n = ((span * dxy) / h.spacing()).ceil().clamp(1.0, (h.rows() + h.cols()) as f64) as u32;
-    let dt = span / n as f64;
-    let at = |k: u32| if k == n { t1 } else { (t0 + k as f64 * dt).min(t1) };
-    let cols1 = (h.cols() - 1) as u32;
+    let top = h.tile_levels();
+    let pieces = |span: f64, level: usize, most: f64| {
+        let squares = (1u64 << (TILE_BITS as usize * level)) as f64;
+        ((span * dxy / h.spacing()) / squares).ceil().clamp(1.0, most) as u32
+    };
+    let mut walk = Walk::default();
+    walk.enter(top, t0, t1, pieces(t1 - t0, top, (h.rows() + h.cols()) as f64));
+    let mut level = top;
     let mut prev: Option<Squares> = None;
-    for k in 0..n {
-        let (ta, tb) = (at(k), at(k + 1));
-        let (pa, pb) = (r.point(ta), r.point(tb));
-        let slo: V3 = std::array::from_fn(|a| pa[a].min(pb[a]) - m);
-        let shi: V3 = std::array::from_fn(|a| pa[a].max(pb[a]) + m);
-        // A segment above or below every height meets no triangle.
-        if shi[2] >= lo[2] && slo[2] <= hi[2] {
-            if let Some(s) = h.squares(&slo, &shi) {
-                for row in s.r0..=s.r1 {
-                    for col in s.c0..=s.c1 {
-                        if prev.is_some_and(|p| p.holds(row, col)) {
-                            continue;
-                        }
-                        let q = row * cols1 + col;
-                        for (half, c) in h.square(row as usize, col as usize).into_iter().enumerate() {
-                            if degenerate(&c) {
-                                continue;
-                            }
-                            let (tlo, thi) = triangle_box(&c);
-                            let (e, x) = r.slab(&tlo, &thi);
-                            if !RayFrame::meets(e, x, visit.limit()) {
-                                continue;
-                            }
-                            if let Some(t) = r.triangle(c[0], c[1], c[2], e, x) {
-                                let id = 2 * q + half as u32;
-                                visit.hit(TaggedHit { t, tagged: id | KIND_HEIGHTFIELD, at: id });
-                            }
-                        }
-                    }
-                }
-                prev = Some(s);
+    loop {
+        let Some((pa, pb)) = walk.next(level) else {
+            if level == top {
+                return;
             }
+            level += 1;
+            continue;
+        };
+        let Some(s) = meets_terrain(r, h, level.max(1), pa, pb, m) else { continue };
+        if level == 0 {
+            visit_squares(r, h, &s, prev, visit);
+            prev = Some(s);
+            if visit.limit() <= pb {
+                return;
+            }
+        } else {
+            level -= 1;
+            walk.enter(level, pa, pb, pieces(pb - pa, level, (2 << TILE_BITS) as f64 + 2.0));
         }
-        if visit.limit() <= tb {
-            break;
+    }
+}
+
+/// The pieces being walked at each level: the interval split, the split's length, how many
+/// pieces and the next one's number.
+#[derive(Default)]
+struct Walk {
+    from: [f64; MAX_TILE_LEVELS + 1],
+    to: [f64; MAX_TILE_LEVELS + 1],
+    step: [f64; MAX_TILE_LEVELS + 1],
+    n: [u32; MAX_TILE_LEVELS + 1],
+    k: [u32; MAX_TILE_LEVELS + 1],
+}
+
+impl Walk {
+    /// Level `l` splits [from, to] into `n` pieces.
+    #[inline(always)]
+    fn enter(&mut self, l: usize, from: f64, to: f64, n: u32) {
+        (self.from[l], self.to[l], self.step[l], self.n[l], self.k[l]) = (from, to, (to - from) / n as f64, n, 0);
+    }
+
+    /// Level `l`'s next piece, if any is left: consecutive pieces share their ends, the last
+    /// ends where the split does.
+    #[inline(always)]
+    fn next(&mut self, l: usize) -> Option<(f64, f64)> {
+        let k = self.k[l];
+        if k == self.n[l] {
+            return None;
+        }
+        self.k[l] = k + 1;
+        let at = |k: u32| (self.from[l] + k as f64 * self.step[l]).min(self.to[l]);
+        Some((at(k), if k + 1 == self.n[l] { self.to[l] } else { at(k + 1) }))
+    }
+}
+
+/// The squares under the ray's piece from ta to tb (its box widened by m), unless the piece
+/// passes above or below every height of their tiles of level `level`.
+#[inline(always)]
+fn meets_terrain(r: &RayFrame, h: &Heightfield, level: usize, ta: f64, tb: f64, m: f64) -> Option<Squares> {
+    let (pa, pb) = (r.point(ta), r.point(tb));
+    let lo: V3 = std::array::from_fn(|a| pa[a].min(pb[a]) - m);
+    let hi: V3 = std::array::from_fn(|a| pa[a].max(pb[a]) + m);
+    let s = h.squares(&lo, &hi)?;
+    let [low, high] = h.tile_heights(level, &s);
+    (hi[2] >= low && lo[2] <= high).then_some(s)
+}
+
+/// Tests the triangles of the squares `s` that are not in `prev`.
+#[inline(always)]
+fn visit_squares(r: &RayFrame, h: &Heightfield, s: &Squares, prev: Option<Squares>, visit: &mut impl Visit) {
+    let cols1 = (h.cols() - 1) as u32;
+    for row in s.r0..=s.r1 {
+        for col in s.c0..=s.c1 {
+            if prev.is_some_and(|p| p.holds(row, col)) {
+                continue;
+            }
+            let q = row * cols1 + col;
+            for (half, c) in h.square(row as usize, col as usize).into_iter().enumerate() {
+                if degenerate(&c) {
+                    continue;
+                }
+                let (tlo, thi) = triangle_box(&c);
+                let (e, x) = r.slab(&tlo, &thi);
+                if !RayFrame::meets(e, x, visit.limit()) {
+                    continue;
+                }
+                if let Some(t) = r.triangle(c[0], c[1], c[2], e, x) {
+                    let id = 2 * q + half as u32;
+                    visit.hit(TaggedHit { t, tagged: id | KIND_HEIGHTFIELD, at: id });
+                }
+            }
         }
     }
 }

@@ -247,6 +247,7 @@ pub(crate) fn degenerate(c: &[V3; 3]) -> bool {
 }
 
 /// The next f32 away from zero's side `dir` (1 up, -1 down), for finite or infinite y.
+#[inline(always)]
 fn step_out(y: f32, dir: i32) -> f32 {
     if y.is_infinite() && (y > 0.0) == (dir > 0) {
         return y;
@@ -260,6 +261,7 @@ fn step_out(y: f32, dir: i32) -> f32 {
 
 /// A triangle's box as its tests use it: its corners' box in f32, rounded outwards and then
 /// one f32 step wider on every side (so that a ray along a shared edge is in both boxes).
+#[inline(always)]
 pub(crate) fn triangle_box(c: &[V3; 3]) -> ([f32; 3], [f32; 3]) {
     let lo: V3 = std::array::from_fn(|a| c[0][a].min(c[1][a]).min(c[2][a]));
     let hi: V3 = std::array::from_fn(|a| c[0][a].max(c[1][a]).max(c[2][a]));

@@ -8,6 +8,9 @@
 #define RAY_LEAF NK_RAY_LEAF
 #define RAY_EMPTY NK_RAY_EMPTY
 #define RAY_KIND_BODY NK_RAY_KIND_BODY
+#define RAY_KIND_HEIGHTFIELD NK_RAY_KIND_HEIGHTFIELD
+#define RAY_MARGIN_OF_TERRAIN NK_RAY_MARGIN_OF_TERRAIN
+#define RAY_MARGIN_OF_ORIGIN NK_RAY_MARGIN_OF_ORIGIN
 
 // intersect.rs: RayFrame.
 struct RayFrame {
@@ -271,9 +274,141 @@ __device__ __forceinline__ bool ray_before(double t, u32 tag, double bt, u32 bta
     return t < bt || (t == bt && tag < btag);
 }
 
+// intersect.rs: step_out, the next f32 away from y on side dir (1 up, -1 down).
+__device__ __forceinline__ float ray_step_out(float y, int dir) {
+    if (isinf(y) && ((y > 0.0f) == (dir > 0))) return y;
+    if (y == 0.0f) return __uint_as_float(dir > 0 ? 1u : 0x80000001u);
+    bool away = (y > 0.0f) == (dir > 0);
+    u32 b = __float_as_uint(y);
+    return __uint_as_float(away ? b + 1u : b - 1u);
+}
+
+// intersect.rs: triangle_box (box_f32 of the corners' box, then a step out on every side).
+__device__ __forceinline__ void ray_triangle_box(const double* q, float* lo, float* hi) {
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        double l = fmin(fmin(q[a], q[3 + a]), q[6 + a]);
+        double h = fmax(fmax(q[a], q[3 + a]), q[6 + a]);
+        lo[a] = ray_step_out(__double2float_rd(l), -1);
+        hi[a] = ray_step_out(__double2float_ru(h), 1);
+    }
+}
+
+// intersect.rs: degenerate, (b − a) × (c − a) = 0.
+__device__ __forceinline__ bool ray_degenerate(const double* q) {
+    double e1[3] = {q[3] - q[0], q[4] - q[1], q[5] - q[2]};
+    double e2[3] = {q[6] - q[0], q[7] - q[1], q[8] - q[2]};
+    return e1[1] * e2[2] - e1[2] * e2[1] == 0.0 && e1[2] * e2[0] - e1[0] * e2[2] == 0.0 &&
+           e1[0] * e2[1] - e1[1] * e2[0] == 0.0;
+}
+
+// RayFrame::point, one axis.
+__device__ __forceinline__ double ray_at(const RayFrame& r, int a, double t) { return r.o[a] + t * r.d[a]; }
+
+// heightfield.rs: slab_f64, the ray's interval in an f64 box.
+__device__ __forceinline__ void ray_slab_f64(const RayFrame& r, const double* lo, const double* hi, double& enter,
+                                             double& exit) {
+    enter = t_inf<double>() * -1.0;
+    exit = t_inf<double>();
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        if (r.d[a] == 0.0) {
+            if (r.o[a] < lo[a] || r.o[a] > hi[a]) {
+                enter = t_inf<double>();
+                exit = t_inf<double>() * -1.0;
+                return;
+            }
+            continue;
+        }
+        double t0 = (lo[a] - r.o[a]) * r.inv[a];
+        double t1 = (hi[a] - r.o[a]) * r.inv[a];
+        double near = r.inv[a] > 0.0 ? t0 : t1;
+        double far = r.inv[a] > 0.0 ? t1 : t0;
+        if (near > enter) enter = near;
+        if (far < exit) exit = far;
+    }
+}
+
+// heightfield.rs: search. The ray's part over the terrain in segments about a square long,
+// each testing the squares under its widened box that the segment before did not.
+template <typename Visit>
+__device__ __forceinline__ void ray_search_heightfield(const RayFrame& r, const HeightfieldView& h, Visit& visit) {
+    if (h.rows == 0) return;
+    V3<double> far = hf_vertex(h, h.rows - 1, h.cols - 1);
+    double lo[3] = {h.origin[0], h.origin[1], h.lowest};
+    double hi[3] = {far.x, far.y, h.highest};
+    double scale = 0.0, reach = 0.0;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        scale = fmax(fmax(scale, fabs(lo[a])), fabs(hi[a]));
+        reach = fmax(reach, fabs(r.o[a]));
+    }
+    double m = scale * RAY_MARGIN_OF_TERRAIN + reach * RAY_MARGIN_OF_ORIGIN;
+    double blo[3] = {lo[0] - m, lo[1] - m, lo[2] - m};
+    double bhi[3] = {hi[0] + m, hi[1] + m, hi[2] + m};
+    double enter, exit;
+    ray_slab_f64(r, blo, bhi, enter, exit);
+    double t0 = enter > 0.0 ? enter : 0.0;
+    double limit = visit.limit();
+    double t1 = exit < limit ? exit : limit;
+    if (!(t0 <= t1)) return;
+    double dxy = fmax(fabs(r.d[0]), fabs(r.d[1]));
+    double span = t1 - t0;
+    double n_f = fmin(fmax(ceil((span * dxy) / h.spacing), 1.0), (double)(h.rows + h.cols));
+    u32 n = (u32)n_f;
+    double dt = span / (double)n;
+    u32 cols1 = h.cols - 1;
+    bool have_prev = false;
+    u32 pc0 = 0, pc1 = 0, pr0 = 0, pr1 = 0;
+    double tb = t0;
+    for (u32 k = 0; k < n; k++) {
+        double ta = tb;
+        tb = k + 1 == n ? t1 : fmin(t0 + (double)(k + 1) * dt, t1);
+        double slo[3], shi[3];
+#pragma unroll
+        for (int a = 0; a < 3; a++) {
+            double pa = ray_at(r, a, ta), pb = ray_at(r, a, tb);
+            slo[a] = fmin(pa, pb) - m;
+            shi[a] = fmax(pa, pb) + m;
+        }
+        u32 c0, c1, r0, r1;
+        if (shi[2] >= lo[2] && slo[2] <= hi[2] && hf_span(slo[0], shi[0], h.origin[0], h.spacing, h.cols, c0, c1) &&
+            hf_span(slo[1], shi[1], h.origin[1], h.spacing, h.rows, r0, r1)) {
+            for (u32 row = r0; row <= r1; row++) {
+                for (u32 col = c0; col <= c1; col++) {
+                    if (have_prev && pr0 <= row && row <= pr1 && pc0 <= col && col <= pc1) continue;
+                    V3<double> a = hf_vertex(h, row, col), b = hf_vertex(h, row, col + 1);
+                    V3<double> d = hf_vertex(h, row + 1, col + 1), e = hf_vertex(h, row + 1, col);
+                    u32 q = row * cols1 + col;
+#pragma unroll
+                    for (u32 half = 0; half < 2; half++) {
+                        V3<double> p1 = half == 0 ? b : d, p2 = half == 0 ? d : e;
+                        double c[9] = {a.x, a.y, a.z, p1.x, p1.y, p1.z, p2.x, p2.y, p2.z};
+                        if (ray_degenerate(c)) continue;
+                        float tlo[3], thi[3];
+                        ray_triangle_box(c, tlo, thi);
+                        double te, tx;
+                        ray_slab(r, tlo, thi, te, tx);
+                        if (!ray_meets(te, tx, visit.limit())) continue;
+                        double t;
+                        if (ray_triangle(r, c, te, tx, t)) {
+                            u32 id = 2 * q + half;
+                            visit.hit(t, id | RAY_KIND_HEIGHTFIELD, id);
+                        }
+                    }
+                }
+            }
+            have_prev = true;
+            pc0 = c0, pc1 = c1, pr0 = r0, pr1 = r1;
+        }
+        if (visit.limit() <= tb) break;
+    }
+}
+
 struct RayMeshTree {
     RayMeshView v;
     const u32* ids;
+    HeightfieldView terrain;
 };
 struct RayBodyTree {
     RayBodyView v;
@@ -289,6 +424,7 @@ __device__ __forceinline__ void ray_search_world(const RayFrame& r, const RayMes
             double t;
             if (ray_triangle(r, mesh.v.corners + 9 * (u64)s, enter, exit, t)) visit.hit(t, mesh.ids[s], s);
         });
+        ray_search_heightfield(r, mesh.terrain, visit);
     }
     ray_search(bodies.v.nodes, bodies.v.n_nodes, r, visit, [&](u32 s, double enter, double exit) {
         double t;
@@ -304,6 +440,11 @@ __device__ __forceinline__ void ray_finish(const RayFrame& r, const RayMeshTree&
     double n[3];
     if (tag & RAY_KIND_BODY) {
         ray_ellipsoid_normal(r, bodies.v.center + 3 * (u64)s, bodies.v.unit + 9 * (u64)s, t, n);
+    } else if (tag & RAY_KIND_HEIGHTFIELD) {
+        V3<double> a, b, c;
+        hf_triangle(mesh.terrain, s, a, b, c);
+        double q[9] = {a.x, a.y, a.z, b.x, b.y, b.z, c.x, c.y, c.z};
+        ray_triangle_normal(r, q, n);
     } else {
         ray_triangle_normal(r, mesh.v.corners + 9 * (u64)s, n);
     }
@@ -333,12 +474,12 @@ struct RayFirst {
 };
 
 extern "C" __global__ void ray_first_hits(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
-                                          const u32* mesh_ids, RayBodyView bodies, const u32* body_ids, u32* out_tag,
+                                          const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies, const u32* body_ids, u32* out_tag,
                                           double* out) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
-    RayMeshTree m = {mesh, mesh_ids};
+    RayMeshTree m = {mesh, mesh_ids, terrain};
     RayBodyTree b = {bodies, body_ids};
     RayFirst v = {r.max_distance, 0u, 0u, false};
     ray_search_world(r, m, b, v);
@@ -355,14 +496,14 @@ struct RayCount {
 };
 
 extern "C" __global__ void ray_hit_counts(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
-                                          const u32* mesh_ids, RayBodyView bodies, const u32* body_ids, u32 limit,
+                                          const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies, const u32* body_ids, u32 limit,
                                           u32* counts) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 c = 0;
     if (limit > 0) {
         RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
-        RayMeshTree m = {mesh, mesh_ids};
+        RayMeshTree m = {mesh, mesh_ids, terrain};
         RayBodyTree b = {bodies, body_ids};
         RayCount v = {r.max_distance, 0u};
         ray_search_world(r, m, b, v);
@@ -396,14 +537,14 @@ struct RayRow {
 };
 
 extern "C" __global__ void ray_all_hits(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
-                                        const u32* mesh_ids, RayBodyView bodies, const u32* body_ids,
+                                        const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies, const u32* body_ids,
                                         const u64* offsets, const u32* counts, u32* out_tag, double* out) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 cap = counts[i];
     if (cap == 0) return;
     RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
-    RayMeshTree m = {mesh, mesh_ids};
+    RayMeshTree m = {mesh, mesh_ids, terrain};
     RayBodyTree b = {bodies, body_ids};
     u64 at = offsets[i];
     RayRow v = {r.max_distance, out + 7 * at, out_tag + at, 0u, cap};
