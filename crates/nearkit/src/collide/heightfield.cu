@@ -1,5 +1,9 @@
-// Heightfields on the device (heightfield.rs): their samples, triangles and the squares under
-// a box, each as its Rust twin computes it, operation for operation. After triangle.cuh.
+// Heightfields on the device (heightfield.rs): their samples, triangles, the squares under a
+// box and their tiles' heights, each as its Rust twin computes it, operation for operation.
+// After triangle.cuh.
+
+#define HF_MAX_TILE_LEVELS NK_MAX_TILE_LEVELS
+#define HF_TILE_BITS NK_TILE_BITS
 
 // heightfield.rs: sample (r, c) of the heightfield, as Heightfield::vertex computes it.
 __device__ __forceinline__ V3<double> hf_vertex(const HeightfieldView& h, u32 r, u32 c) {
@@ -40,4 +44,20 @@ __device__ __forceinline__ bool hf_meets(const HeightfieldView& h, u32 t, const 
     double y0 = fmin(fmin(a.y, b.y), c.y), y1 = fmax(fmax(a.y, b.y), c.y);
     double z0 = fmin(fmin(a.z, b.z), c.z), z1 = fmax(fmax(a.z, b.z), c.z);
     return lo[0] <= x1 && x0 <= hi[0] && lo[1] <= y1 && y0 <= hi[1] && lo[2] <= z1 && z0 <= hi[2];
+}
+// Heightfield::tile_heights: the lowest and highest heights of the tiles of `level` (from 1)
+// holding squares sq (c0, c1, r0, r1).
+__device__ __forceinline__ void hf_tile_heights(const HeightfieldView& h, u32 level, const u32* sq, double& low,
+                                                double& high) {
+    u32 shift = HF_TILE_BITS * level;
+    u32 start = h.tile_start[level - 1], cols = h.tile_cols[level - 1];
+    low = t_inf<double>();
+    high = -t_inf<double>();
+    for (u32 i = sq[2] >> shift; i <= sq[3] >> shift; i++) {
+        for (u32 j = sq[0] >> shift; j <= sq[1] >> shift; j++) {
+            const double* t = h.tiles + 2 * ((u64)start + (u64)i * cols + j);
+            low = fmin(low, t[0]);
+            high = fmax(high, t[1]);
+        }
+    }
 }

@@ -329,8 +329,58 @@ __device__ __forceinline__ void ray_slab_f64(const RayFrame& r, const double* lo
     }
 }
 
-// heightfield.rs: search. The ray's part over the terrain in segments about a square long,
-// each testing the squares under its widened box that the segment before did not.
+// heightfield.rs: meets_terrain. The squares under the ray's piece from ta to tb (its box
+// widened by m), unless the piece passes above or below the heights of their tiles of `level`.
+__device__ __forceinline__ bool ray_meets_terrain(const RayFrame& r, const HeightfieldView& h, u32 level, double ta,
+                                                  double tb, double m, u32* sq) {
+    double lo[3], hi[3];
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        double pa = ray_at(r, a, ta), pb = ray_at(r, a, tb);
+        lo[a] = fmin(pa, pb) - m;
+        hi[a] = fmax(pa, pb) + m;
+    }
+    if (!hf_span(lo[0], hi[0], h.origin[0], h.spacing, h.cols, sq[0], sq[1]) ||
+        !hf_span(lo[1], hi[1], h.origin[1], h.spacing, h.rows, sq[2], sq[3]))
+        return false;
+    double low, high;
+    hf_tile_heights(h, level, sq, low, high);
+    return hi[2] >= low && lo[2] <= high;
+}
+
+// heightfield.rs: visit_squares. Tests the triangles of squares sq (c0, c1, r0, r1) that are
+// not in prev.
+template <typename Visit>
+__device__ __forceinline__ void ray_visit_squares(const RayFrame& r, const HeightfieldView& h, const u32* sq,
+                                                  bool have_prev, const u32* prev, Visit& visit) {
+    u32 cols1 = h.cols - 1;
+    for (u32 row = sq[2]; row <= sq[3]; row++) {
+        for (u32 col = sq[0]; col <= sq[1]; col++) {
+            if (have_prev && prev[2] <= row && row <= prev[3] && prev[0] <= col && col <= prev[1]) continue;
+            V3<double> a = hf_vertex(h, row, col), b = hf_vertex(h, row, col + 1);
+            V3<double> d = hf_vertex(h, row + 1, col + 1), e = hf_vertex(h, row + 1, col);
+            u32 q = row * cols1 + col;
+#pragma unroll
+            for (u32 half = 0; half < 2; half++) {
+                V3<double> p1 = half == 0 ? b : d, p2 = half == 0 ? d : e;
+                double c[9] = {a.x, a.y, a.z, p1.x, p1.y, p1.z, p2.x, p2.y, p2.z};
+                if (ray_degenerate(c)) continue;
+                float tlo[3], thi[3];
+                ray_triangle_box(c, tlo, thi);
+                double te, tx;
+                ray_slab(r, tlo, thi, te, tx);
+                if (!ray_meets(te, tx, visit.limit())) continue;
+                double t;
+                if (ray_triangle(r, c, te, tx, t)) {
+                    u32 id = 2 * q + half;
+                    visit.hit(t, id | RAY_KIND_HEIGHTFIELD, id);
+                }
+            }
+        }
+    }
+}
+
+// heightfield.rs: search, its walk of the pyramid of tiles as a loop over levels.
 template <typename Visit>
 __device__ __forceinline__ void ray_search_heightfield(const RayFrame& r, const HeightfieldView& h, Visit& visit) {
     if (h.rows == 0) return;
@@ -353,55 +403,45 @@ __device__ __forceinline__ void ray_search_heightfield(const RayFrame& r, const 
     double t1 = exit < limit ? exit : limit;
     if (!(t0 <= t1)) return;
     double dxy = fmax(fabs(r.d[0]), fabs(r.d[1]));
-    double span = t1 - t0;
-    double n_f = fmin(fmax(ceil((span * dxy) / h.spacing), 1.0), (double)(h.rows + h.cols));
-    u32 n = (u32)n_f;
-    double dt = span / (double)n;
-    u32 cols1 = h.cols - 1;
+    u32 top = h.tile_levels;
+    double from[HF_MAX_TILE_LEVELS + 1], to[HF_MAX_TILE_LEVELS + 1], step[HF_MAX_TILE_LEVELS + 1];
+    u32 n[HF_MAX_TILE_LEVELS + 1], k[HF_MAX_TILE_LEVELS + 1];
+    // Walk::enter
+    auto enter_level = [&](u32 l, double a, double b, double most) {
+        double squares = (double)(1ull << (HF_TILE_BITS * l));
+        double pieces = fmin(fmax(ceil(((b - a) * dxy / h.spacing) / squares), 1.0), most);
+        from[l] = a;
+        to[l] = b;
+        n[l] = (u32)pieces;
+        step[l] = (b - a) / (double)n[l];
+        k[l] = 0;
+    };
+    enter_level(top, t0, t1, (double)(h.rows + h.cols));
+    u32 level = top;
     bool have_prev = false;
-    u32 pc0 = 0, pc1 = 0, pr0 = 0, pr1 = 0;
-    double tb = t0;
-    for (u32 k = 0; k < n; k++) {
-        double ta = tb;
-        tb = k + 1 == n ? t1 : fmin(t0 + (double)(k + 1) * dt, t1);
-        double slo[3], shi[3];
-#pragma unroll
-        for (int a = 0; a < 3; a++) {
-            double pa = ray_at(r, a, ta), pb = ray_at(r, a, tb);
-            slo[a] = fmin(pa, pb) - m;
-            shi[a] = fmax(pa, pb) + m;
+    u32 prev[4] = {0, 0, 0, 0};
+    while (true) {
+        if (k[level] == n[level]) {
+            if (level == top) return;
+            level++;
+            continue;
         }
-        u32 c0, c1, r0, r1;
-        if (shi[2] >= lo[2] && slo[2] <= hi[2] && hf_span(slo[0], shi[0], h.origin[0], h.spacing, h.cols, c0, c1) &&
-            hf_span(slo[1], shi[1], h.origin[1], h.spacing, h.rows, r0, r1)) {
-            for (u32 row = r0; row <= r1; row++) {
-                for (u32 col = c0; col <= c1; col++) {
-                    if (have_prev && pr0 <= row && row <= pr1 && pc0 <= col && col <= pc1) continue;
-                    V3<double> a = hf_vertex(h, row, col), b = hf_vertex(h, row, col + 1);
-                    V3<double> d = hf_vertex(h, row + 1, col + 1), e = hf_vertex(h, row + 1, col);
-                    u32 q = row * cols1 + col;
-#pragma unroll
-                    for (u32 half = 0; half < 2; half++) {
-                        V3<double> p1 = half == 0 ? b : d, p2 = half == 0 ? d : e;
-                        double c[9] = {a.x, a.y, a.z, p1.x, p1.y, p1.z, p2.x, p2.y, p2.z};
-                        if (ray_degenerate(c)) continue;
-                        float tlo[3], thi[3];
-                        ray_triangle_box(c, tlo, thi);
-                        double te, tx;
-                        ray_slab(r, tlo, thi, te, tx);
-                        if (!ray_meets(te, tx, visit.limit())) continue;
-                        double t;
-                        if (ray_triangle(r, c, te, tx, t)) {
-                            u32 id = 2 * q + half;
-                            visit.hit(t, id | RAY_KIND_HEIGHTFIELD, id);
-                        }
-                    }
-                }
-            }
+        // Walk::next
+        u32 kk = k[level]++;
+        double pa = fmin(from[level] + (double)kk * step[level], to[level]);
+        double pb = kk + 1 == n[level] ? to[level] : fmin(from[level] + (double)(kk + 1) * step[level], to[level]);
+        u32 sq[4];
+        if (!ray_meets_terrain(r, h, level > 1 ? level : 1, pa, pb, m, sq)) continue;
+        if (level == 0) {
+            ray_visit_squares(r, h, sq, have_prev, prev, visit);
             have_prev = true;
-            pc0 = c0, pc1 = c1, pr0 = r0, pr1 = r1;
+#pragma unroll
+            for (int i = 0; i < 4; i++) prev[i] = sq[i];
+            if (visit.limit() <= pb) return;
+        } else {
+            level--;
+            enter_level(level, pa, pb, (double)(2 << HF_TILE_BITS) + 2.0);
         }
-        if (visit.limit() <= tb) break;
     }
 }
 
