@@ -200,3 +200,26 @@ def test_rays_hit_the_mesh_and_the_bodies():
     assert first.offsets.tolist() == [0, 1, 1] and first.id.tolist() == [ids[0]]
     with pytest.raises(ValueError, match="limit"):
         collider.ray_casts(world, [[0, 0, 0]], [[0, 0, 1]], limit=0)
+
+
+def test_rays_hit_a_heightfield_where_its_mesh_is_hit():
+    rng = np.random.default_rng(5)
+    heights = rng.uniform(-1, 1, (30, 40))
+    world = nearkit.World()
+    world.set_heightfield(heights, spacing=0.5, origin=(-3.0, 2.0))
+    corners = world.heightfield_triangles()
+    as_mesh = nearkit.World()
+    as_mesh.set_mesh(corners.reshape(-1, 3), np.arange(3 * len(corners)).reshape(-1, 3))
+    n = 2000
+    origins = np.column_stack([rng.uniform(-4, 18, n), rng.uniform(1, 18, n), rng.uniform(-2, 3, n)])
+    directions = rng.normal(size=(n, 3))
+    collider = nearkit.Collider(device="cpu")
+    a = collider.ray_casts(world, origins, directions, limit=1000)
+    b = collider.ray_casts(as_mesh, origins, directions, limit=1000)
+    assert len(a.distance) > 1000
+    assert (a.kind == nearkit.CONTACT_HEIGHTFIELD).all() and (b.kind == nearkit.CONTACT_TRIANGLE).all()
+    for x, y in [(a.offsets, b.offsets), (a.distance, b.distance), (a.id, b.id), (a.point, b.point), (a.normal, b.normal)]:
+        np.testing.assert_array_equal(x, y)
+    # The heightfield is in the mesh's layer.
+    world.mesh_layer = 2
+    assert len(collider.ray_casts(world, origins, directions, masks=1).distance) == 0

@@ -47,9 +47,10 @@ class SweepHits(NamedTuple):
 
 class RayHits(NamedTuple):
     """Per ray, its hits in rows: ray i's are ``distance[offsets[i]:offsets[i + 1]]`` and the
-    same of ``kind`` (``CONTACT_TRIANGLE`` or ``CONTACT_BODY``), ``id`` (the triangle or the
-    body), ``point`` and ``normal`` ((h, 3); the unit normal facing the ray), nearest first
-    (ties: triangles, then the smaller id)."""
+    same of ``kind`` (``CONTACT_TRIANGLE``, ``CONTACT_HEIGHTFIELD`` or ``CONTACT_BODY``),
+    ``id`` (the triangle or the body), ``point`` and ``normal`` ((h, 3); the unit normal
+    facing the ray), nearest first (ties: mesh triangles, heightfield triangles, bodies, then
+    the smaller id)."""
 
     offsets: np.ndarray
     distance: np.ndarray
@@ -374,11 +375,11 @@ class Collider:
         masks: Any = _ALL_LAYERS,
         limit: int = 1,
     ) -> RayHits:
-        """Rays against the static mesh and the bodies, exact (a brute force over every
-        triangle and body finds the same hits): ``origins`` and ``directions`` (n, 3; any
-        nonzero length), ``max_distance`` (scalar or (n,), in world units), ``masks`` (a ray
-        hits the mesh when its mask meets ``mesh_layer``, a body when it meets the body's
-        layer). Each ray's nearest ``limit`` hits (1: its first hit) in rows.
+        """Rays against the static mesh, the heightfield and the bodies, exact (a brute force
+        over every triangle and body finds the same hits): ``origins`` and ``directions`` (n,
+        3; any nonzero length), ``max_distance`` (scalar or (n,), in world units), ``masks`` (a
+        ray hits the mesh and the heightfield when its mask meets ``mesh_layer``, a body when it
+        meets the body's layer). Each ray's nearest ``limit`` hits (1: its first hit) in rows.
 
         >>> import numpy as np, nearkit
         >>> world = nearkit.World()
