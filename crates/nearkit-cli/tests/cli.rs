@@ -680,6 +680,17 @@ fn raycast_reports_its_hits_with_a_checksum_that_the_limit_one_rows_share() {
     let square = write(d.path(), "sq.off", b"OFF\n4 2 0\n0 0 0\n10 0 0\n10 10 0\n0 10 0\n3 0 1 2\n3 0 2 3\n");
     let out = run(&["--mesh", s(&square), "--size", "0", "--bodies", "5", "--from-above"]);
     assert!(out.contains("sq.off: 2 triangles, 5 bodies") && hits(&out) > 12_000, "{out}");
+    // No bodies; and a heightfield (.npy), kept as heights or given as a mesh: the same hits.
+    let out = run(&["--mesh", s(&square), "--size", "0", "--bodies", "0", "--from-above"]);
+    assert!(out.contains("2 triangles, 0 bodies"), "{out}");
+    let dem = write(d.path(), "dem.npy", &npy_2d(30, 40, |r, c| (c as f64 * 0.3).sin() + (r as f64 * 0.2).cos()));
+    let scene = format!("mesh:{}", dem.display());
+    let native = run(&["--scene", &scene, "--spacing", "2.5", "--bodies", "20"]);
+    let as_mesh = run(&["--scene", &scene, "--spacing", "2.5", "--bodies", "20", "--as-mesh"]);
+    assert!(native.contains("a heightfield of 2,262 triangles") && native.contains("on the heightfield"), "{native}");
+    assert!(as_mesh.contains("2,262 triangles, 20 bodies"), "{as_mesh}");
+    assert_eq!(hits(&native), hits(&as_mesh));
+    assert!(hits(&native) > 5_000, "{native}");
 }
 
 #[test]

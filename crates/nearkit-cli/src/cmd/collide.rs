@@ -113,6 +113,9 @@ impl CollideArgs {
 }
 
 fn build_scene(args: &CollideArgs) -> CliResult<Scene> {
+    if args.bodies == Some(0) {
+        return Err(CliError("--bodies must be at least 1".into()));
+    }
     scene::build(&SceneSpec {
         scene: &args.scene,
         bodies: args.bodies,

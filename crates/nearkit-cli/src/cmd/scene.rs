@@ -25,9 +25,6 @@ pub struct SceneSpec<'a> {
 /// The scene (see `SceneSpec`).
 pub fn build(args: &SceneSpec) -> CliResult<Scene> {
     let count = |default: usize| args.bodies.unwrap_or(default);
-    if args.bodies == Some(0) {
-        return Err(CliError("--bodies must be at least 1".into()));
-    }
     match args.scene {
         "crater" => Ok(Scene::crater(count(4000), args.seed)),
         "stress" => Ok(Scene::stress(count(1_000_000), args.seed)),
