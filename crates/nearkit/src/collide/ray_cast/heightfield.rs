@@ -3,7 +3,8 @@
 //! squares under its box, widened by a margin, that the segment before did not. Pieces of the
 //! path that pass above or below every height of the tiles under them are skipped, from
 //! tiles of the whole terrain down to tiles of 8 × 8 squares (a pyramid of lowest and highest
-//! heights, `Heightfield::tile_heights`). The tests
+//! heights, `Heightfield::tile_heights`), and so are a square's triangles when the ray misses
+//! the square's box. The tests
 //! are the mesh's (`triangle_box`, `RayFrame::slab`, `RayFrame::triangle`), so a heightfield
 //! and the same terrain as a mesh have the same hits, bit for bit (kind aside).
 //!
@@ -97,7 +98,7 @@ pub(crate) fn search(r: &RayFrame, h: &Heightfield, visit: &mut impl Visit) {
         };
         let Some(s) = meets_terrain(r, h, level.max(1), pa, pb, m) else { continue };
         if level == 0 {
-            visit_squares(r, h, &s, prev, visit);
+            visit_squares(r, h, &s, prev, m, visit);
             prev = Some(s);
             if visit.limit() <= pb {
                 return;
@@ -153,9 +154,9 @@ fn meets_terrain(r: &RayFrame, h: &Heightfield, level: usize, ta: f64, tb: f64, 
     (hi[2] >= low && lo[2] <= high).then_some(s)
 }
 
-/// Tests the triangles of the squares `s` that are not in `prev`.
+/// Tests the triangles of the squares `s` that are not in `prev` (`m`: the margin).
 #[inline(always)]
-fn visit_squares(r: &RayFrame, h: &Heightfield, s: &Squares, prev: Option<Squares>, visit: &mut impl Visit) {
+fn visit_squares(r: &RayFrame, h: &Heightfield, s: &Squares, prev: Option<Squares>, m: f64, visit: &mut impl Visit) {
     let cols1 = (h.cols() - 1) as u32;
     for row in s.r0..=s.r1 {
         for col in s.c0..=s.c1 {
@@ -163,7 +164,17 @@ fn visit_squares(r: &RayFrame, h: &Heightfield, s: &Squares, prev: Option<Square
                 continue;
             }
             let q = row * cols1 + col;
-            for (half, c) in h.square(row as usize, col as usize).into_iter().enumerate() {
+            let sq = h.square(row as usize, col as usize);
+            // The square's box widened by m holds both triangles' boxes, so a ray that misses
+            // it misses them (intervals grow with boxes).
+            let (a, b, d, e) = (sq[0][0], sq[0][1], sq[0][2], sq[1][2]);
+            let lo = [a[0] - m, a[1] - m, a[2].min(b[2]).min(d[2]).min(e[2]) - m];
+            let hi = [d[0] + m, d[1] + m, a[2].max(b[2]).max(d[2]).max(e[2]) + m];
+            let (se, sx) = slab_f64(r, &lo, &hi);
+            if !RayFrame::meets(se, sx, visit.limit()) {
+                continue;
+            }
+            for (half, c) in sq.into_iter().enumerate() {
                 if degenerate(&c) {
                     continue;
                 }

@@ -349,16 +349,22 @@ __device__ __forceinline__ bool ray_meets_terrain(const RayFrame& r, const Heigh
 }
 
 // heightfield.rs: visit_squares. Tests the triangles of squares sq (c0, c1, r0, r1) that are
-// not in prev.
+// not in prev (m: the margin).
 template <typename Visit>
 __device__ __forceinline__ void ray_visit_squares(const RayFrame& r, const HeightfieldView& h, const u32* sq,
-                                                  bool have_prev, const u32* prev, Visit& visit) {
+                                                  bool have_prev, const u32* prev, double m, Visit& visit) {
     u32 cols1 = h.cols - 1;
     for (u32 row = sq[2]; row <= sq[3]; row++) {
         for (u32 col = sq[0]; col <= sq[1]; col++) {
             if (have_prev && prev[2] <= row && row <= prev[3] && prev[0] <= col && col <= prev[1]) continue;
             V3<double> a = hf_vertex(h, row, col), b = hf_vertex(h, row, col + 1);
             V3<double> d = hf_vertex(h, row + 1, col + 1), e = hf_vertex(h, row + 1, col);
+            // The square's box widened by m holds both triangles' boxes.
+            double slo[3] = {a.x - m, a.y - m, fmin(fmin(fmin(a.z, b.z), d.z), e.z) - m};
+            double shi[3] = {d.x + m, d.y + m, fmax(fmax(fmax(a.z, b.z), d.z), e.z) + m};
+            double se, sx;
+            ray_slab_f64(r, slo, shi, se, sx);
+            if (!ray_meets(se, sx, visit.limit())) continue;
             u32 q = row * cols1 + col;
 #pragma unroll
             for (u32 half = 0; half < 2; half++) {
@@ -433,7 +439,7 @@ __device__ __forceinline__ void ray_search_heightfield(const RayFrame& r, const 
         u32 sq[4];
         if (!ray_meets_terrain(r, h, level > 1 ? level : 1, pa, pb, m, sq)) continue;
         if (level == 0) {
-            ray_visit_squares(r, h, sq, have_prev, prev, visit);
+            ray_visit_squares(r, h, sq, have_prev, prev, m, visit);
             have_prev = true;
 #pragma unroll
             for (int i = 0; i < 4; i++) prev[i] = sq[i];
