@@ -172,18 +172,18 @@ typedef struct NkRay {
     // How far it reaches: 0 or more; `INFINITY` for no limit.
     double max_distance;
     // It hits the mesh when `mask` meets the world's mesh layer, and a body when `mask`
-    // meets the body's layer (not the heightfield, as yet).
+    // meets the body's layer; the heightfield as the mesh.
     uint32_t mask;
 } NkRay;
 
-// Where a ray meets a triangle of the mesh or a body.
+// Where a ray meets a triangle of the mesh or of the heightfield, or a body.
 typedef struct NkRayHit {
     // Whether the ray hits anything. If not, `id` is `NK_NO_TRIANGLE`, `distance` is
     // `INFINITY`, and `point` and `normal` are zero.
     bool hit;
-    // What was hit: `NK_CONTACT_TRIANGLE` or `NK_CONTACT_BODY`.
+    // What was hit: `NK_CONTACT_TRIANGLE`, `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.
     NkContactKind kind;
-    // The triangle's index in the mesh, or the body's id.
+    // The triangle's index in the mesh or the heightfield, or the body's id.
     uint32_t id;
     // The distance from the ray's origin (0 for a ray that starts inside a body).
     double distance;
@@ -223,7 +223,7 @@ typedef struct NkBody {
 // A triangle of the static mesh.
 #define NK_CONTACT_TRIANGLE 0
 
-// A triangle of a heightfield terrain (reserved: the C API sets no heightfield yet).
+// A triangle of the heightfield terrain.
 #define NK_CONTACT_HEIGHTFIELD 1
 
 // Another body.
@@ -328,8 +328,9 @@ enum NkStatus nk_collider_overlaps(struct NkCollider *collider,
                                    struct NkOverlapHit *hits,
                                    uint32_t *totals);
 
-// Each ray's first hit on the mesh and the bodies, exact (the same bits on the CPU and a
-// GPU): `results[i]` for `rays[i]`. Ties go to triangles before bodies, then smaller ids. A
+// Each ray's first hit on the mesh, the heightfield and the bodies, exact (the same bits on
+// the CPU and a GPU): `results[i]` for `rays[i]`. Ties go to the mesh's triangles, then the
+// heightfield's, then bodies, then smaller ids. A
 // bad ray (not finite, a zero direction, a negative or NaN `max_distance`) fails the call,
 // naming it.
 //
@@ -342,8 +343,8 @@ enum NkStatus nk_collider_ray_casts(struct NkCollider *collider,
                                     size_t count,
                                     struct NkRayHit *results);
 
-// Each ray's hits in order, nearest first (by distance, then triangles before bodies, then
-// smaller ids): `hits[i * limit ..]` receives ray i's first `counts[i]` hits, at most
+// Each ray's hits in order, nearest first (by distance, then the mesh, the heightfield,
+// bodies, then smaller ids): `hits[i * limit ..]` receives ray i's first `counts[i]` hits, at most
 // `limit` (1 or more).
 //
 // # Safety

@@ -25,7 +25,7 @@ pub const NK_DEVICE_AUTO: NkDevice = 2;
 pub type NkContactKind = u32;
 /// A triangle of the static mesh.
 pub const NK_CONTACT_TRIANGLE: NkContactKind = 0;
-/// A triangle of a heightfield terrain (reserved: the C API sets no heightfield yet).
+/// A triangle of the heightfield terrain.
 pub const NK_CONTACT_HEIGHTFIELD: NkContactKind = 1;
 /// Another body.
 pub const NK_CONTACT_BODY: NkContactKind = 2;
@@ -485,7 +485,7 @@ pub struct NkRay {
     /// How far it reaches: 0 or more; `INFINITY` for no limit.
     pub max_distance: f64,
     /// It hits the mesh when `mask` meets the world's mesh layer, and a body when `mask`
-    /// meets the body's layer (not the heightfield, as yet).
+    /// meets the body's layer; the heightfield as the mesh.
     pub mask: u32,
 }
 
@@ -495,16 +495,16 @@ impl From<&NkRay> for Ray {
     }
 }
 
-/// Where a ray meets a triangle of the mesh or a body.
+/// Where a ray meets a triangle of the mesh or of the heightfield, or a body.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NkRayHit {
     /// Whether the ray hits anything. If not, `id` is `NK_NO_TRIANGLE`, `distance` is
     /// `INFINITY`, and `point` and `normal` are zero.
     pub hit: bool,
-    /// What was hit: `NK_CONTACT_TRIANGLE` or `NK_CONTACT_BODY`.
+    /// What was hit: `NK_CONTACT_TRIANGLE`, `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.
     pub kind: NkContactKind,
-    /// The triangle's index in the mesh, or the body's id.
+    /// The triangle's index in the mesh or the heightfield, or the body's id.
     pub id: u32,
     /// The distance from the ray's origin (0 for a ray that starts inside a body).
     pub distance: f64,
@@ -537,8 +537,9 @@ impl From<Option<RayHit>> for NkRayHit {
     }
 }
 
-/// Each ray's first hit on the mesh and the bodies, exact (the same bits on the CPU and a
-/// GPU): `results[i]` for `rays[i]`. Ties go to triangles before bodies, then smaller ids. A
+/// Each ray's first hit on the mesh, the heightfield and the bodies, exact (the same bits on
+/// the CPU and a GPU): `results[i]` for `rays[i]`. Ties go to the mesh's triangles, then the
+/// heightfield's, then bodies, then smaller ids. A
 /// bad ray (not finite, a zero direction, a negative or NaN `max_distance`) fails the call,
 /// naming it.
 ///
@@ -573,8 +574,8 @@ pub unsafe extern "C" fn nk_collider_ray_casts(
     })
 }
 
-/// Each ray's hits in order, nearest first (by distance, then triangles before bodies, then
-/// smaller ids): `hits[i * limit ..]` receives ray i's first `counts[i]` hits, at most
+/// Each ray's hits in order, nearest first (by distance, then the mesh, the heightfield,
+/// bodies, then smaller ids): `hits[i * limit ..]` receives ray i's first `counts[i]` hits, at most
 /// `limit` (1 or more).
 ///
 /// # Safety

@@ -389,7 +389,7 @@ fn messages_are_per_thread_and_statuses_have_names() {
 }
 
 /// A heightfield set through C has the Rust world's contacts and sweeps; overlap queries
-/// give the Rust API's rows and totals.
+/// and ray casts give the Rust API's rows, totals and hits.
 #[test]
 fn heightfields_and_overlaps_match_the_rust_api() {
     let scene = nearkit_core::collide::scene::Scene::crater(500, 3);
@@ -442,6 +442,22 @@ fn heightfields_and_overlaps_match_the_rust_api() {
             found.row(i).map(|(k, id)| NkOverlapHit { kind: crate::collider::contact_kind_code(k), id }).collect();
         assert_eq!(&hits[i * limit..i * limit + row.len()], &row[..], "query {i}");
     }
+    // Rays down and across onto the heightfield and its bodies.
+    let rays: Vec<NkRay> = (0..400)
+        .map(|i| NkRay {
+            origin: [(i % 45) as f64 + 0.37, (i / 10) as f64 + 2.5, 4.0],
+            direction: [((i % 7) as f64 - 3.0) * 0.3, 0.2, -1.0],
+            max_distance: f64::INFINITY,
+            mask: u32::MAX,
+        })
+        .collect();
+    let rust_rays: Vec<nearkit_core::collide::Ray> = rays.iter().map(nearkit_core::collide::Ray::from).collect();
+    let want: Vec<NkRayHit> =
+        Collider::cpu().ray_casts(&rust, &rust_rays).unwrap().into_iter().map(NkRayHit::from).collect();
+    assert!(want.iter().filter(|h| h.hit && h.kind == NK_CONTACT_HEIGHTFIELD).count() > 200);
+    let mut got = vec![NkRayHit::from(None); rays.len()];
+    unsafe { ok(nk_collider_ray_casts(c, w, rays.as_ptr(), rays.len(), got.as_mut_ptr())) };
+    assert_eq!(got, want);
     unsafe {
         fails(
             nk_collider_overlaps(c, w, queries.as_ptr(), 300, 0, hits.as_mut_ptr(), totals.as_mut_ptr()),
