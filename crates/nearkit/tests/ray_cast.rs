@@ -6,8 +6,9 @@
 //! interior hitting something no farther, and no gaps between a terrain's triangles.
 
 use nearkit::collide::scene::{heightfield, Scene};
-use nearkit::collide::{Body, BodyId, Collider, ContactKind, Heightfield, Ray, RayHit, World};
+use nearkit::collide::{Body, BodyId, Collider, ColliderOptions, ContactKind, Heightfield, Ray, RayHit, World};
 use nearkit::test_hooks::{dot, ray_hits_brute_force, sub, Shape, V3};
+use nearkit::Engine;
 use nearkit::{Mesh, Points};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -623,4 +624,46 @@ fn changed_bodies_are_searched_afresh() {
     other.add_body(Body::sphere([0.0, 0.0, 8.0], 1.0)).unwrap();
     assert_eq!(first(&mut c, &other), Some((1.0, 0)));
     assert_eq!(first(&mut c, &world), Some((5.0, a.0)));
+}
+
+/// The same hits, bit for bit, for any thread count, with and without AVX2, and whatever the
+/// rays' order, on a world of a mesh, a heightfield beside it and bodies on both.
+#[test]
+fn hits_are_the_same_bits_on_any_thread_count_with_or_without_avx2() {
+    let mut r = rng(41);
+    let scene = Scene::crater(600, 4);
+    let mut world = scene.world(1.0).unwrap();
+    let heights: Vec<f64> = (0..60 * 70).map(|_| r.random_range(-3.0..1.0)).collect();
+    world.set_heightfield(Heightfield::new(heights, 60, 70, 1.5, [-20.0, -10.0]).unwrap()).unwrap();
+    let rays = hard_rays(&mut r, &world, 6000, [-22.0, -12.0, -4.0], [110.0, 92.0, 8.0]);
+    let run = |threads: usize, portable_code: bool, rays: &[Ray]| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            let opts = ColliderOptions { portable_code, ..ColliderOptions::default() };
+            let mut c = Collider::new(&Engine::cpu(), &opts).unwrap();
+            (c.ray_casts(&world, rays).unwrap(), c.ray_casts_all(&world, rays, 6).unwrap())
+        })
+    };
+    let (first, all) = run(2, false, &rays);
+    let kinds = |k| first.iter().flatten().filter(|h| h.kind == k).count();
+    assert!(
+        kinds(ContactKind::Triangle) > 500 && kinds(ContactKind::Heightfield) > 300 && kinds(ContactKind::Body) > 200,
+        "{} {} {}",
+        kinds(ContactKind::Triangle),
+        kinds(ContactKind::Heightfield),
+        kinds(ContactKind::Body)
+    );
+    let same_first = |a: &[Option<RayHit>], b: &[Option<RayHit>]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same(x.as_slice(), y.as_slice()))
+    };
+    for (threads, portable) in [(1, false), (3, true), (8, false), (2, true)] {
+        let (f, a) = run(threads, portable, &rays);
+        assert!(same_first(&f, &first), "{threads} threads, portable code {portable}: first hits");
+        assert!(a.offsets == all.offsets && same(&a.hits, &all.hits), "{threads} threads, portable {portable}: all");
+    }
+    // The rays backwards: each ray's hits are its own.
+    let reversed: Vec<Ray> = rays.iter().rev().copied().collect();
+    let (f, _) = run(2, false, &reversed);
+    let back: Vec<Option<RayHit>> = f.into_iter().rev().collect();
+    assert!(same_first(&back, &first), "the rays in another order");
 }

@@ -48,17 +48,18 @@ impl Collider {
         Ok(match engine.gpu() {
             None => Collider(
                 Backend::Cpu(Box::new(CpuCollider::new(opts.portable_code, opts.profile))),
-                RayCaster::new(None),
+                RayCaster::new(None, opts.portable_code),
             ),
-            Some(gpu) => {
-                Collider(Backend::Cuda(Box::new(CudaCollider::new(gpu.clone(), opts)?)), RayCaster::new(Some(gpu)))
-            }
+            Some(gpu) => Collider(
+                Backend::Cuda(Box::new(CudaCollider::new(gpu.clone(), opts)?)),
+                RayCaster::new(Some(gpu), false),
+            ),
         })
     }
 
     /// A CPU collider with the default options.
     pub fn cpu() -> Collider {
-        Collider(Backend::Cpu(Box::new(CpuCollider::new(false, false))), RayCaster::new(None))
+        Collider(Backend::Cpu(Box::new(CpuCollider::new(false, false))), RayCaster::new(None, false))
     }
 
     /// `CPU (N threads)` or the GPU's description.

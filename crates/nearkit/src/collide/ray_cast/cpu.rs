@@ -16,18 +16,27 @@ use crate::geometry::morton::MortonFrame;
 use crate::runtime::cpu::{order_by_key, prefetch, RowPtr};
 
 /// What a ray can hit: the static mesh's tree and the heightfield (both of the world's
-/// mesh layer), and the bodies' tree.
+/// mesh layer), and the bodies' tree; and whether to search them with AVX2.
 #[derive(Clone, Copy)]
 pub(crate) struct Targets<'a> {
     pub mesh: Option<&'a MeshBvh>,
     pub terrain: Option<&'a Heightfield>,
     pub mesh_layer: u32,
     pub bodies: &'a BodyBvh,
+    pub avx2: bool,
 }
 
 impl<'a> Targets<'a> {
-    pub fn new(world: &'a World, mesh: Option<&'a MeshBvh>, bodies: &'a BodyBvh) -> Self {
-        Targets { mesh, terrain: world.heightfield(), mesh_layer: world.mesh_layer(), bodies }
+    /// `portable`: the portable code even where the CPU has AVX2 (the same hits).
+    pub fn new(world: &'a World, mesh: Option<&'a MeshBvh>, bodies: &'a BodyBvh, portable: bool) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        let avx2 = !portable && std::arch::is_x86_feature_detected!("avx2");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx2 = {
+            let _ = portable;
+            false
+        };
+        Targets { mesh, terrain: world.heightfield(), mesh_layer: world.mesh_layer(), bodies, avx2 }
     }
 }
 
@@ -36,12 +45,12 @@ impl<'a> Targets<'a> {
 #[inline(always)]
 pub(crate) fn search_world(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if w.avx2 {
         #[target_feature(enable = "avx2")]
         unsafe fn avx2(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
             search_wide(r, w, visit)
         }
-        // SAFETY: the CPU has AVX2 (checked just above).
+        // SAFETY: the CPU has AVX2 (`Targets::new` checked).
         return unsafe { avx2(r, w, visit) };
     }
     search_wide(r, w, visit)
@@ -209,9 +218,10 @@ pub(crate) fn first_hits_into(
     mesh: Option<&MeshBvh>,
     bodies: &BodyBvh,
     rays: &[Ray],
+    portable: bool,
     out: &mut Vec<Option<RayHit>>,
 ) {
-    let w = Targets::new(world, mesh, bodies);
+    let w = Targets::new(world, mesh, bodies, portable);
     cast_all_into(rays, 256, out, |u| {
         let r = RayFrame::new(u);
         let mut v = First(None, r.max_distance);
@@ -227,8 +237,9 @@ pub(crate) fn all_hits(
     bodies: &BodyBvh,
     rays: &[Ray],
     limit: usize,
+    portable: bool,
 ) -> Result<RayHits> {
-    let w = Targets::new(world, mesh, bodies);
+    let w = Targets::new(world, mesh, bodies, portable);
     let rows: Vec<Vec<RayHit>> = cast_all(rays, 64, |u| {
         if limit == 0 {
             return Vec::new();

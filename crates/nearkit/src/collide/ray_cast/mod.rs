@@ -175,12 +175,16 @@ pub(crate) struct RayCaster {
     /// bodies did not change since the last call is not searched afresh.
     bodies: Option<((u64, Versions), Arc<bvh::BodyBvh>)>,
     cuda: Option<Box<cuda::CudaRayCaster>>,
+    /// CPU: the portable code even where the CPU has AVX2.
+    portable: bool,
 }
 
 impl RayCaster {
-    /// A ray caster on the CPU, or on `gpu`.
-    pub fn new(gpu: Option<&Arc<Gpu>>) -> Self {
-        RayCaster { mesh: None, bodies: None, cuda: gpu.map(|g| Box::new(cuda::CudaRayCaster::new(g.clone()))) }
+    /// A ray caster on the CPU (`portable`: without AVX2 even where the CPU has it; the
+    /// same hits), or on `gpu`.
+    pub fn new(gpu: Option<&Arc<Gpu>>, portable: bool) -> Self {
+        let cuda = gpu.map(|g| Box::new(cuda::CudaRayCaster::new(g.clone())));
+        RayCaster { mesh: None, bodies: None, cuda, portable }
     }
 
     /// The tree of `world`'s mesh (`None` without one), built if the mesh changed.
@@ -220,7 +224,7 @@ impl RayCaster {
         let bodies = self.body_bvh(world)?;
         match &mut self.cuda {
             None => {
-                cpu::first_hits_into(world, mesh.as_deref(), &bodies, rays, out);
+                cpu::first_hits_into(world, mesh.as_deref(), &bodies, rays, self.portable, out);
                 Ok(())
             }
             Some(c) => c.first_hits_into(world, mesh.as_ref(), &bodies, rays, out),
@@ -236,7 +240,7 @@ impl RayCaster {
         let mesh = self.mesh_bvh(world)?;
         let bodies = self.body_bvh(world)?;
         match &mut self.cuda {
-            None => cpu::all_hits(world, mesh.as_deref(), &bodies, rays, limit),
+            None => cpu::all_hits(world, mesh.as_deref(), &bodies, rays, limit, self.portable),
             Some(c) => c.all_hits(world, mesh.as_ref(), &bodies, rays, limit),
         }
     }
