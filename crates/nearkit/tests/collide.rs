@@ -658,6 +658,11 @@ fn a_bad_heightfield_is_refused_clearly() {
     assert!(e(Heightfield::new(vec![0.0, 1.0, f64::NAN, 0.0], 2, 2, 1.0, [0.0; 2])).contains("row 1, column 0"));
     assert!(e(Heightfield::new(vec![0.0; 4], 2, 2, 0.0, [0.0; 2])).contains("spacing"));
     assert!(e(Heightfield::new(vec![0.0; 4], 2, 2, 1.0, [f64::INFINITY, 0.0])).contains("origin"));
+    // Samples that would share a coordinate (a spacing below f64's step there), or lie beyond
+    // f64's range.
+    let fine = e(Heightfield::new(vec![0.0; 6], 2, 3, 1e-10, [0.0, 1e8]));
+    assert!(fine.contains("samples 0 and 1 along y") && fine.contains("too far from 0"), "{fine}");
+    assert!(e(Heightfield::new(vec![0.0; 4], 2, 2, 1e308, [1.7e308, 0.0])).contains("along x"));
     let mut world = World::new(1.0).unwrap();
     let far = Heightfield::new(vec![0.0; 4], 2, 2, 1.0, [1e7, 0.0]).unwrap();
     assert!(world.set_heightfield(far).unwrap_err().to_string().contains("larger cells"));

@@ -316,12 +316,14 @@ fn first_and_sorted_hits_equal_brute_force_on_terrains_with_bodies() {
 #[test]
 fn heightfields_are_hit_as_the_same_terrain_as_a_mesh() {
     let mut r = rng(31);
-    let cases: [(usize, usize, f64, [f64; 2], bool); 5] = [
+    let cases: [(usize, usize, f64, [f64; 2], bool); 6] = [
         (2, 2, 1.0, [0.0, 0.0], false),
         (9, 40, 0.5, [-3.25, 7.5], true),
         (33, 27, 1.0, [0.0, 0.0], false),
         (20, 20, 30.0, [-5000.25, 1234.5], false),
         (17, 23, 0.75, [1.0e5, -2.0e5], true),
+        // Far from 0 with fine samples: f64 keeps about 10 bits below the spacing there.
+        (12, 15, 0.01, [6.0e5, -9.0e5], true),
     ];
     let mut total = 0;
     for (k, &(rows, cols, spacing, origin, steep)) in cases.iter().enumerate() {
