@@ -669,3 +669,34 @@ fn hits_are_the_same_bits_on_any_thread_count_with_or_without_avx2() {
     let back: Vec<Option<RayHit>> = f.into_iter().rev().collect();
     assert!(same_first(&back, &first), "the rays in another order");
 }
+
+/// Bodies that move tick after tick (the collider refits its tree of them, and rebuilds it
+/// every so often), some far and turned: every tick's hits are the brute force's.
+#[test]
+fn moving_bodies_are_hit_where_they_are_now() {
+    let mut r = rng(53);
+    let scene = Scene::crater(300, 9);
+    let mut world = scene.world(1.0).unwrap();
+    let mut collider = Collider::cpu();
+    for tick in 0..40u64 {
+        scene.advance(&mut world, tick);
+        if tick % 7 == 3 {
+            // A few bodies leap across the scene and turn.
+            let ids: Vec<BodyId> = (0..5).map(|k| BodyId(((tick as u32) * 13 + k * 37) % 300)).collect();
+            let centers: Vec<V3> =
+                ids.iter().map(|_| [r.random_range(0.0..108.0), r.random_range(0.0..90.0), 2.0]).collect();
+            let turns: Vec<[f64; 4]> = ids.iter().map(|_| [r.random_range(-1.0..1.0), 0.3, 0.1, 1.0]).collect();
+            world.set_poses(&ids, &centers, &turns).unwrap();
+        }
+        let b = world.bodies();
+        let rays: Vec<Ray> = (0..150)
+            .map(|k| {
+                let c = b.center[(k * 7 + tick as usize) % b.len()];
+                let o = [c[0] + r.random_range(-3.0..3.0), c[1] + r.random_range(-3.0..3.0), c[2] + 6.0];
+                Ray::new(o, [r.random_range(-0.3..0.3), r.random_range(-0.3..0.3), -1.0], f64::INFINITY)
+            })
+            .collect();
+        let (hit, _) = check_against_brute_force(&format!("tick {tick}"), &mut collider, &world, &rays);
+        assert!(hit > 100, "tick {tick}: {hit} rays hit");
+    }
+}

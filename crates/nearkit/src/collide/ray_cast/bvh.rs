@@ -311,6 +311,82 @@ impl BodyBvh {
     }
 }
 
+impl BodyBvh {
+    /// This tree over `world`'s bodies in their present poses: the same bodies, shapes and
+    /// layers as when it was built (the caller knows), each leaf's centre, unit-ball map and
+    /// box afresh, each node's boxes the union of its children's. A tree refitted as bodies
+    /// move loosens (searches enter more boxes), but never loses a hit: its boxes still hold
+    /// what is below them.
+    pub fn refit(&self, world: &World) -> Result<Self> {
+        let b = world.bodies();
+        self.ids.par_iter().with_min_len(4096).try_for_each(|&i| check_center(i as usize, b.center[i as usize]))?;
+        let (unit, boxes): (Vec<[[f64; 3]; 3]>, Vec<Boxed>) = self
+            .ids
+            .par_iter()
+            .with_min_len(GRAIN)
+            .map(|&i| {
+                let i = i as usize;
+                let s = b.shape(i);
+                let (lo, hi) = body_box_f32(&s, b.center[i]);
+                (s.unit, (lo, hi, b.layer[i]))
+            })
+            .unzip();
+        let mut nodes = self.nodes.clone();
+        if !nodes.is_empty() {
+            refit_binary(&mut nodes, 0, &boxes);
+        }
+        let mut wide = self.wide.clone();
+        if !wide.is_empty() {
+            refit_wide(&mut wide, 0, &boxes);
+        }
+        Ok(BodyBvh {
+            nodes,
+            wide,
+            center: self.ids.iter().map(|&i| b.center[i as usize]).collect(),
+            unit,
+            ids: self.ids.clone(),
+        })
+    }
+}
+
+/// Node `i`'s children's boxes from `leaves` (by sorted position) upwards; its box.
+fn refit_binary(nodes: &mut [BvhNode], i: usize, leaves: &[Boxed]) -> Boxed {
+    let mut all = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3], 0);
+    for k in 0..2 {
+        let c = nodes[i].child[k];
+        if c == EMPTY {
+            continue;
+        }
+        let b = if c & LEAF != 0 { leaves[(c & !LEAF) as usize] } else { refit_binary(nodes, c as usize, leaves) };
+        let node = &mut nodes[i];
+        node.bounds[6 * k..6 * k + 3].copy_from_slice(&b.0);
+        node.bounds[6 * k + 3..6 * k + 6].copy_from_slice(&b.1);
+        node.layers[k] = b.2;
+        all = union(&all, &b);
+    }
+    all
+}
+
+/// The same for a wide node.
+fn refit_wide(nodes: &mut [WideNode], i: usize, leaves: &[Boxed]) -> Boxed {
+    let mut all = ([f32::INFINITY; 3], [f32::NEG_INFINITY; 3], 0);
+    for k in 0..WIDTH {
+        let c = nodes[i].child[k];
+        if c == EMPTY {
+            continue;
+        }
+        let b = if c & LEAF != 0 { leaves[(c & !LEAF) as usize] } else { refit_wide(nodes, c as usize, leaves) };
+        let node = &mut nodes[i];
+        for a in 0..3 {
+            node.lo[a][k] = b.0[a];
+            node.hi[a][k] = b.1[a];
+        }
+        node.layers[k] = b.2;
+        all = union(&all, &b);
+    }
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

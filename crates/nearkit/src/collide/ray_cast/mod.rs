@@ -160,6 +160,10 @@ pub(crate) fn ray_error(i: usize, m: String) -> Error {
     Error::InvalidArgument(format!("ray {i}: {m}"))
 }
 
+/// Refits of the bodies' tree in a row (bodies moved, nothing else changed) before it is
+/// built afresh: a refitted tree loosens as bodies move away from where it was built.
+const REFITS: u32 = 16;
+
 /// The mesh's tree, built for one mesh (by identity: the world's `Arc`, held weakly so that
 /// its address is not reused while the tree is kept).
 pub(crate) struct CachedMeshBvh {
@@ -171,9 +175,10 @@ pub(crate) struct CachedMeshBvh {
 /// changes) and, on a GPU, its device copy and buffers.
 pub(crate) struct RayCaster {
     mesh: Option<CachedMeshBvh>,
-    /// The bodies' tree, and the world (id and versions) it was built for: a world whose
-    /// bodies did not change since the last call is not searched afresh.
-    bodies: Option<((u64, Versions), Arc<bvh::BodyBvh>)>,
+    /// The bodies' tree, the world (id and versions) it was made for, and the times it was
+    /// refitted since it was built: a world whose bodies did not change since the last call
+    /// is not searched afresh, and one whose bodies only moved is refitted.
+    bodies: Option<((u64, Versions), Arc<bvh::BodyBvh>, u32)>,
     cuda: Option<Box<cuda::CudaRayCaster>>,
     /// CPU: the portable code even where the CPU has AVX2.
     portable: bool,
@@ -203,17 +208,23 @@ impl RayCaster {
         Ok(Some(bvh))
     }
 
-    /// The tree of `world`'s live bodies, built if they changed since the last call.
+    /// The tree of `world`'s live bodies: the last one if they did not change since the
+    /// last call, refitted if they only moved (up to `REFITS` times in a row), else built.
     fn body_bvh(&mut self, world: &World) -> Result<Arc<bvh::BodyBvh>> {
         let key = (world.id(), world.versions());
-        if let Some((k, b)) = &self.bodies {
-            if *k == key {
-                return Ok(b.clone());
+        if let Some((k, b, n)) = self.bodies.take() {
+            if k == key {
+                self.bodies = Some((k, b.clone(), n));
+                return Ok(b);
+            }
+            if k.0 == key.0 && k.1.shapes == key.1.shapes && n < REFITS {
+                let b = Arc::new(b.refit(world)?);
+                self.bodies = Some((key, b.clone(), n + 1));
+                return Ok(b);
             }
         }
-        self.bodies = None;
         let b = Arc::new(bvh::BodyBvh::build(world)?);
-        self.bodies = Some((key, b.clone()));
+        self.bodies = Some((key, b.clone(), 0));
         Ok(b)
     }
 
