@@ -400,5 +400,7 @@ fn tile_pyramid(heights: &[f64], rows: usize, cols: usize) -> (Vec<[f64; 2]>, Ve
         levels.push((tiles.len(), tcols));
         tiles.extend(next);
     }
+    // Fewer than 2^30 squares: a side of at most 2^30, 8^10 squares.
+    assert!(levels.len() <= MAX_TILE_LEVELS, "{} levels of tiles", levels.len());
     (tiles, levels)
 }

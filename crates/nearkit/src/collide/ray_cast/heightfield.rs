@@ -4,9 +4,9 @@
 //! path that pass above or below every height of the tiles under them are skipped, from
 //! tiles of the whole terrain down to tiles of 8 × 8 squares (a pyramid of lowest and highest
 //! heights, `Heightfield::tile_heights`), and so are a square's triangles when the ray misses
-//! the square's box. The tests
-//! are the mesh's (`triangle_box`, `RayFrame::slab`, `RayFrame::triangle`), so a heightfield
-//! and the same terrain as a mesh have the same hits, bit for bit (kind aside).
+//! the square's (widened) box. The tests are the mesh's (`triangle_box`, `RayFrame::slab`,
+//! `RayFrame::triangle`), so a heightfield and the same terrain as a mesh have the same hits,
+//! bit for bit (kind aside).
 //!
 //! Why no hit is lost: a hit at t is clamped into its triangle's box interval, so the ray's
 //! point at t lies in that f32 box, which exceeds its square by a few f32 steps; the margin
@@ -15,7 +15,8 @@
 //! tested by that segment or an earlier one: the squares under each segment's box form a
 //! rectangle whose sides only move one way along the ray, so a square under segments i and k
 //! is under every segment in between (tested or skipped: a skipped one can hold no hit). The
-//! walk stops once the visitor wants nothing beyond the segment just done. `ray_cast.cu`'s `ray_search_heightfield` is its twin.
+//! walk stops once the visitor wants nothing beyond the segment just done. `ray_cast.cu`'s
+//! `ray_search_heightfield` is its twin.
 
 use super::intersect::{degenerate, triangle_box, RayFrame};
 use super::wide::Visit;
