@@ -286,7 +286,7 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     let mut times: Vec<Duration> = batches.iter().map(|b| b.time).collect();
     times.sort();
     let p50 = times[times.len() / 2];
-    out!("first call (builds the mesh's tree): {}", ms(first.time));
+    out!("first call (builds the mesh's tree; on a GPU, uploads it and the heights): {}", ms(first.time));
     out!(
         "{} batches: per batch p50 {}, min {}, max {}; {:.2} M rays/s",
         args.batches,
