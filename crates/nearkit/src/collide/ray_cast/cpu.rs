@@ -266,36 +266,30 @@ pub(crate) fn all_hits(
 #[cfg(feature = "test-hooks")]
 pub(crate) fn brute_force(world: &World, ray: &super::Ray) -> Result<Vec<RayHit>> {
     use super::intersect::{body_box_f32, degenerate, triangle_box};
+    use crate::collide::ellipsoid::V3;
     let u = super::intersect::UnitRay::new(ray).map_err(|m| super::ray_error(0, m))?;
     let r = RayFrame::new(&u);
     let mut hits = Vec::new();
-    if r.mask & world.mesh_layer() != 0 {
-        for t in 0..world.triangle_count() {
-            let c = world.triangle(t).expect("in range");
-            if degenerate(&c) {
-                continue;
-            }
-            let (lo, hi) = triangle_box(&c);
-            let (enter, exit) = r.slab(&lo, &hi);
-            if RayFrame::meets(enter, exit, r.max_distance) {
-                if let Some(h) = r.triangle(c[0], c[1], c[2], enter, exit) {
-                    hits.push(TaggedHit { t: h, tagged: t as u32, at: 0 });
-                }
+    // A triangle's hit, tested as the searches test it (its box first).
+    let mut test = |c: [V3; 3], tagged: u32, at: u32| {
+        if degenerate(&c) {
+            return;
+        }
+        let (lo, hi) = triangle_box(&c);
+        let (enter, exit) = r.slab(&lo, &hi);
+        if RayFrame::meets(enter, exit, r.max_distance) {
+            if let Some(t) = r.triangle(c[0], c[1], c[2], enter, exit) {
+                hits.push(TaggedHit { t, tagged, at });
             }
         }
-    }
-    if let Some(h) = world.heightfield().filter(|_| r.mask & world.mesh_layer() != 0) {
-        for t in 0..h.triangle_count() as u32 {
-            let c = h.triangle(t);
-            if degenerate(&c) {
-                continue;
-            }
-            let (lo, hi) = triangle_box(&c);
-            let (enter, exit) = r.slab(&lo, &hi);
-            if RayFrame::meets(enter, exit, r.max_distance) {
-                if let Some(h) = r.triangle(c[0], c[1], c[2], enter, exit) {
-                    hits.push(TaggedHit { t: h, tagged: t | KIND_HEIGHTFIELD, at: t });
-                }
+    };
+    if r.mask & world.mesh_layer() != 0 {
+        for t in 0..world.triangle_count() {
+            test(world.triangle(t).expect("in range"), t as u32, 0);
+        }
+        if let Some(h) = world.heightfield() {
+            for t in 0..h.triangle_count() as u32 {
+                test(h.triangle(t), t | KIND_HEIGHTFIELD, t);
             }
         }
     }

@@ -30,30 +30,6 @@ pub(crate) const MARGIN_OF_TERRAIN: f64 = 3.814697265625e-6;
 /// The margin's part of the largest coordinate of the ray's origin: 2^-40.
 pub(crate) const MARGIN_OF_ORIGIN: f64 = 9.094947017729282e-13;
 
-/// The interval of t over which the ray is in the f64 box (lo, hi) (`RayFrame::slab`, in f64).
-#[inline(always)]
-fn slab_f64(r: &RayFrame, lo: &V3, hi: &V3) -> (f64, f64) {
-    let (mut enter, mut exit) = (f64::NEG_INFINITY, f64::INFINITY);
-    for a in 0..3 {
-        if r.dir[a] == 0.0 {
-            if r.origin[a] < lo[a] || r.origin[a] > hi[a] {
-                return (f64::INFINITY, f64::NEG_INFINITY);
-            }
-            continue;
-        }
-        let t0 = (lo[a] - r.origin[a]) * r.inv[a];
-        let t1 = (hi[a] - r.origin[a]) * r.inv[a];
-        let (near, far) = if r.inv[a] > 0.0 { (t0, t1) } else { (t1, t0) };
-        if near > enter {
-            enter = near;
-        }
-        if far < exit {
-            exit = far;
-        }
-    }
-    (enter, exit)
-}
-
 /// Hands `visit` the ray's hits on `h`'s triangles (ids tagged `KIND_HEIGHTFIELD`, each
 /// once) that it may want: all those up to `visit.limit()` as it stands when the walk ends.
 #[inline(always)]
@@ -67,7 +43,7 @@ pub(crate) fn search(r: &RayFrame, h: &Heightfield, visit: &mut impl Visit) {
     }
     let m = scale * MARGIN_OF_TERRAIN + reach * MARGIN_OF_ORIGIN;
     let (blo, bhi): (V3, V3) = (std::array::from_fn(|a| lo[a] - m), std::array::from_fn(|a| hi[a] + m));
-    let (enter, exit) = slab_f64(r, &blo, &bhi);
+    let (enter, exit) = r.slab_f64(&blo, &bhi);
     let t0 = if enter > 0.0 { enter } else { 0.0 };
     let limit = visit.limit();
     let t1 = if exit < limit { exit } else { limit };
@@ -171,7 +147,7 @@ fn visit_squares(r: &RayFrame, h: &Heightfield, s: &Squares, prev: Option<Square
             let (a, b, d, e) = (sq[0][0], sq[0][1], sq[0][2], sq[1][2]);
             let lo = [a[0] - m, a[1] - m, a[2].min(b[2]).min(d[2]).min(e[2]) - m];
             let hi = [d[0] + m, d[1] + m, a[2].max(b[2]).max(d[2]).max(e[2]) + m];
-            let (se, sx) = slab_f64(r, &lo, &hi);
+            let (se, sx) = r.slab_f64(&lo, &hi);
             if !RayFrame::meets(se, sx, visit.limit()) {
                 continue;
             }

@@ -98,11 +98,16 @@ impl RayFrame {
     /// enter > exit when it misses. For a box holding another, the interval holds the other's
     /// (each step rounds monotonically), which is what makes pruning by boxes exact.
     #[inline(always)]
-    #[cfg_attr(not(any(test, feature = "test-hooks")), allow(dead_code))]
     pub fn slab(&self, lo: &[f32; 3], hi: &[f32; 3]) -> (f64, f64) {
+        self.slab_f64(&lo.map(f64::from), &hi.map(f64::from))
+    }
+
+    /// `slab` of a box in f64 (the f32 boxes' values are exact in f64: the same steps).
+    #[inline(always)]
+    pub fn slab_f64(&self, lo: &V3, hi: &V3) -> (f64, f64) {
         let (mut enter, mut exit) = (f64::NEG_INFINITY, f64::INFINITY);
         for a in 0..3 {
-            let (l, h) = (lo[a] as f64, hi[a] as f64);
+            let (l, h) = (lo[a], hi[a]);
             if self.dir[a] == 0.0 {
                 if self.origin[a] < l || self.origin[a] > h {
                     return (f64::INFINITY, f64::NEG_INFINITY);

@@ -56,29 +56,36 @@ __device__ __forceinline__ RayFrame ray_frame(const double* ray, u32 mask) {
     return r;
 }
 
-// RayFrame::slab: the ray's interval in the box (lo, hi); enter > exit when it misses.
-__device__ __forceinline__ void ray_slab(const RayFrame& r, const float* lo, const float* hi, double& enter,
-                                         double& exit) {
+// RayFrame::slab_f64: the ray's interval in the box (lo, hi); enter > exit when it misses.
+__device__ __forceinline__ void ray_slab_f64(const RayFrame& r, const double* lo, const double* hi, double& enter,
+                                             double& exit) {
     enter = t_inf<double>() * -1.0;
     exit = t_inf<double>();
 #pragma unroll
     for (int a = 0; a < 3; a++) {
-        double l = (double)lo[a], h = (double)hi[a];
         if (r.d[a] == 0.0) {
-            if (r.o[a] < l || r.o[a] > h) {
+            if (r.o[a] < lo[a] || r.o[a] > hi[a]) {
                 enter = t_inf<double>();
                 exit = t_inf<double>() * -1.0;
                 return;
             }
             continue;
         }
-        double t0 = (l - r.o[a]) * r.inv[a];
-        double t1 = (h - r.o[a]) * r.inv[a];
+        double t0 = (lo[a] - r.o[a]) * r.inv[a];
+        double t1 = (hi[a] - r.o[a]) * r.inv[a];
         double near = r.inv[a] > 0.0 ? t0 : t1;
         double far = r.inv[a] > 0.0 ? t1 : t0;
         if (near > enter) enter = near;
         if (far < exit) exit = far;
     }
+}
+
+// RayFrame::slab: the same for an f32 box (its values exact in f64).
+__device__ __forceinline__ void ray_slab(const RayFrame& r, const float* lo, const float* hi, double& enter,
+                                         double& exit) {
+    double l[3] = {(double)lo[0], (double)lo[1], (double)lo[2]};
+    double h[3] = {(double)hi[0], (double)hi[1], (double)hi[2]};
+    ray_slab_f64(r, l, h, enter, exit);
 }
 
 // RayFrame::meets
@@ -304,30 +311,6 @@ __device__ __forceinline__ bool ray_degenerate(const double* q) {
 
 // RayFrame::point, one axis.
 __device__ __forceinline__ double ray_at(const RayFrame& r, int a, double t) { return r.o[a] + t * r.d[a]; }
-
-// heightfield.rs: slab_f64, the ray's interval in an f64 box.
-__device__ __forceinline__ void ray_slab_f64(const RayFrame& r, const double* lo, const double* hi, double& enter,
-                                             double& exit) {
-    enter = t_inf<double>() * -1.0;
-    exit = t_inf<double>();
-#pragma unroll
-    for (int a = 0; a < 3; a++) {
-        if (r.d[a] == 0.0) {
-            if (r.o[a] < lo[a] || r.o[a] > hi[a]) {
-                enter = t_inf<double>();
-                exit = t_inf<double>() * -1.0;
-                return;
-            }
-            continue;
-        }
-        double t0 = (lo[a] - r.o[a]) * r.inv[a];
-        double t1 = (hi[a] - r.o[a]) * r.inv[a];
-        double near = r.inv[a] > 0.0 ? t0 : t1;
-        double far = r.inv[a] > 0.0 ? t1 : t0;
-        if (near > enter) enter = near;
-        if (far < exit) exit = far;
-    }
-}
 
 // heightfield.rs: meets_terrain. The squares under the ray's piece from ta to tb (its box
 // widened by m), unless the piece passes above or below the heights of their tiles of `level`.
