@@ -4,7 +4,7 @@
 use std::ffi::{c_char, CString};
 
 use nearkit_core::collide::{
-    Collider, ColliderOptions, Contact, ContactKind, Overlap, Ray, RayHit, Sweep, SweepResult,
+    BodyId, Collider, ColliderOptions, Contact, ContactKind, Overlap, Ray, RayHit, Sweep, SweepResult,
 };
 use nearkit_core::{Device, Engine};
 
@@ -30,8 +30,9 @@ pub const NK_CONTACT_HEIGHTFIELD: NkContactKind = 1;
 /// Another body.
 pub const NK_CONTACT_BODY: NkContactKind = 2;
 
-/// `NkSweepResult.triangle` when the sweep hits nothing.
-pub const NK_NO_TRIANGLE: u32 = u32::MAX;
+/// No triangle or body: `NkSweepResult.other` and `NkRayHit.id` when nothing is hit, and
+/// `NkSweep.ignore` when the sweep ignores no body.
+pub const NK_NO_ID: u32 = u32::MAX;
 
 /// How a collider runs; `nk_collider_options_default` fills in the defaults. Apart from the
 /// device, these are tuning and testing knobs: the contacts are the same whatever they are.
@@ -113,8 +114,10 @@ impl From<Contact> for NkContact {
     }
 }
 
-/// A swept query against the static mesh: a body of semi-axes `radii`, turned by
-/// `orientation` all the way, moving its center from `from` to `to`.
+/// A swept query (a shape cast): a body of semi-axes `radii`, turned by `orientation` all the
+/// way, moving its center from `from` to `to`, against the static mesh, the heightfield and
+/// the bodies. It meets the mesh and the heightfield when `mask` meets the world's mesh
+/// layer, and a body when `mask` meets the body's layer; it passes through body `ignore`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NkSweep {
@@ -126,31 +129,41 @@ pub struct NkSweep {
     pub from: [f64; 3],
     /// The center at the end.
     pub to: [f64; 3],
+    /// The layers it meets (`0xFFFFFFFF`: all).
+    pub mask: u32,
+    /// A body it passes through, or `NK_NO_ID`.
+    pub ignore: u32,
 }
 
 impl From<&NkSweep> for Sweep {
     fn from(s: &NkSweep) -> Sweep {
-        Sweep { radii: s.radii, orientation: s.orientation, from: s.from, to: s.to }
+        let sweep = Sweep::new(s.radii, s.orientation, s.from, s.to).with_mask(s.mask);
+        if s.ignore == NK_NO_ID {
+            sweep
+        } else {
+            sweep.ignoring(BodyId(s.ignore))
+        }
     }
 }
 
-/// A sweep's first contact with the static mesh, at `from + toi * (to - from)`; ties go to
-/// the smaller triangle id.
+/// A sweep's first contact, at `from + toi * (to - from)`. On equal times the mesh comes
+/// first, then the heightfield, then bodies, then the smaller id.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NkSweepResult {
-    /// Whether the sweep touches the mesh or the heightfield. If not, `toi` is 1, `triangle`
-    /// is `NK_NO_TRIANGLE`, and `point` and `normal` are zero.
+    /// Whether the sweep touches anything. If not, `toi` is 1, `other` is `NK_NO_ID`, and
+    /// `point` and `normal` are zero.
     pub hit: bool,
-    /// Whose triangle: `NK_CONTACT_TRIANGLE` (the mesh's) or `NK_CONTACT_HEIGHTFIELD`.
+    /// What it touches: `NK_CONTACT_TRIANGLE` (a triangle of the mesh),
+    /// `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.
     pub kind: NkContactKind,
-    /// The triangle touched first.
-    pub triangle: u32,
+    /// The triangle's or the body's id.
+    pub other: u32,
     /// Time of impact, 0 to 1 along the sweep.
     pub toi: f64,
     /// Where, in world coordinates.
     pub point: [f64; 3],
-    /// The triangle's unit normal there, facing the body.
+    /// The unit normal there that pushes the sweeping body back.
     pub normal: [f64; 3],
 }
 
@@ -160,7 +173,7 @@ impl From<Option<SweepResult>> for NkSweepResult {
             Some(r) => NkSweepResult {
                 hit: true,
                 kind: contact_kind_code(r.kind),
-                triangle: r.triangle,
+                other: r.other,
                 toi: r.toi,
                 point: r.point,
                 normal: r.normal,
@@ -168,7 +181,7 @@ impl From<Option<SweepResult>> for NkSweepResult {
             None => NkSweepResult {
                 hit: false,
                 kind: NK_CONTACT_TRIANGLE,
-                triangle: NK_NO_TRIANGLE,
+                other: NK_NO_ID,
                 toi: 1.0,
                 point: [0.0; 3],
                 normal: [0.0; 3],
@@ -499,7 +512,7 @@ impl From<&NkRay> for Ray {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NkRayHit {
-    /// Whether the ray hits anything. If not, `id` is `NK_NO_TRIANGLE`, `distance` is
+    /// Whether the ray hits anything. If not, `id` is `NK_NO_ID`, `distance` is
     /// `INFINITY`, and `point` and `normal` are zero.
     pub hit: bool,
     /// What was hit: `NK_CONTACT_TRIANGLE`, `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.
@@ -528,7 +541,7 @@ impl From<Option<RayHit>> for NkRayHit {
             None => NkRayHit {
                 hit: false,
                 kind: NK_CONTACT_TRIANGLE,
-                id: NK_NO_TRIANGLE,
+                id: NK_NO_ID,
                 distance: f64::INFINITY,
                 point: [0.0; 3],
                 normal: [0.0; 3],

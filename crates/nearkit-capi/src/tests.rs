@@ -126,6 +126,8 @@ fn a_tick_matches_the_rust_api() {
                     orientation: b.orientation[k],
                     from: [from[0], from[1], from[2] + 3.0],
                     to: [from[0] + 1.0, from[1], from[2] - 10.0],
+                    mask: if i % 3 == 0 { u32::MAX } else { 1 },
+                    ignore: if i % 2 == 0 { k as u32 } else { NK_NO_ID },
                 }
             })
             .collect();
@@ -298,7 +300,7 @@ fn failures_name_the_problem_and_change_nothing() {
         assert_eq!(len, 0);
         fails(nk_collider_contacts(null_mut(), w, out.as_mut_ptr(), &mut len), NkStatus::NullPointer, "collider");
         fails(nk_collider_contacts(c, w, out.as_mut_ptr(), null_mut()), NkStatus::NullPointer, "`len`");
-        let sweep = NkSweep { radii: [0.0; 3], orientation: q, from: center, to: [0.0; 3] };
+        let sweep = NkSweep { radii: [0.0; 3], orientation: q, from: center, to: [0.0; 3], mask: u32::MAX, ignore: NK_NO_ID };
         let mut r = NkSweepResult::from(None);
         fails(nk_collider_sweeps(c, w, &sweep, 1, &mut r), NkStatus::InvalidArgument, "radii");
         fails(nk_collider_sweeps(c, w, &sweep, 1, null_mut()), NkStatus::NullPointer, "results");
@@ -510,7 +512,7 @@ fn ray_casts_match_the_rust_api() {
         hit(NK_CONTACT_BODY),
         hit(NK_CONTACT_TRIANGLE)
     );
-    assert!(want.iter().any(|h| !h.hit && h.id == NK_NO_TRIANGLE && h.distance == f64::INFINITY));
+    assert!(want.iter().any(|h| !h.hit && h.id == NK_NO_ID && h.distance == f64::INFINITY));
     assert_eq!(got, want);
 
     let limit = 3;

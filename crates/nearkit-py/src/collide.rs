@@ -351,8 +351,9 @@ impl PyCollider {
         Ok(vector(py, bytes).into_any())
     }
 
-    /// Each sweep's first hit on the mesh or the heightfield: (hit, toi, triangle, point,
-    /// normal, kind); a miss has toi inf, triangle and kind -1, point and normal NaN.
+    /// Each sweep's first hit on the mesh, the heightfield or a body: (hit, toi, other,
+    /// point, normal, kind); a miss has toi inf, other and kind -1, point and normal NaN.
+    /// `ignore`: a body each sweep passes through, or -1.
     fn sweeps<'py>(
         &mut self,
         py: Python<'py>,
@@ -361,16 +362,33 @@ impl PyCollider {
         ends: PyReadonlyArray2<'_, f64>,
         radii: PyReadonlyArray2<'_, f64>,
         orientations: PyReadonlyArray2<'_, f64>,
+        masks: PyReadonlyArray1<'_, u32>,
+        ignore: PyReadonlyArray1<'_, i64>,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let n = starts.shape()[0];
+        if masks.len() != n || ignore.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "{n} sweeps, but {} masks and {} bodies to ignore",
+                masks.len(),
+                ignore.len()
+            )));
+        }
         check_rows("starts", starts.shape(), n, 3)?;
         check_rows("ends", ends.shape(), n, 3)?;
         check_rows("radii", radii.shape(), n, 3)?;
         check_rows("orientations", orientations.shape(), n, 4)?;
         let (s, e, r, q) = (starts.as_array(), ends.as_array(), radii.as_array(), orientations.as_array());
+        let (m, ig) = (masks.as_array(), ignore.as_array());
         let sweeps: Vec<Sweep> = (0..n)
-            .map(|i| Sweep { radii: row(&r, i), orientation: row(&q, i), from: row(&s, i), to: row(&e, i) })
-            .collect();
+            .map(|i| {
+                let sweep = Sweep::new(row(&r, i), row(&q, i), row(&s, i), row(&e, i)).with_mask(m[i]);
+                match ig[i] {
+                    id if id < 0 => Ok(sweep),
+                    id if id < u32::MAX as i64 => Ok(sweep.ignoring(BodyId(id as u32))),
+                    id => Err(PyValueError::new_err(format!("sweep {i}: ignore = {id} is not a body id"))),
+                }
+            })
+            .collect::<PyResult<_>>()?;
         let (collider, world, engine) = (SameThread(&mut self.collider), &world.world, &self.engine);
         let hits = detach_on(py, engine, move || {
             let collider = collider.into_inner();
@@ -379,12 +397,12 @@ impl PyCollider {
         .map_err(err)?;
         let hit: Vec<bool> = hits.iter().map(Option::is_some).collect();
         let toi: Vec<f64> = hits.iter().map(|h| h.map_or(f64::INFINITY, |h| h.toi)).collect();
-        let tri: Vec<i64> = hits.iter().map(|h| h.map_or(-1, |h| h.triangle as i64)).collect();
+        let other: Vec<i64> = hits.iter().map(|h| h.map_or(-1, |h| h.other as i64)).collect();
         let kind: Vec<i8> = hits.iter().map(|h| h.map_or(-1, |h| kind_code(h.kind) as i8)).collect();
         let point: Vec<f64> = hits.iter().flat_map(|h| h.map_or([f64::NAN; 3], |h| h.point)).collect();
         let normal: Vec<f64> = hits.iter().flat_map(|h| h.map_or([f64::NAN; 3], |h| h.normal)).collect();
         let (point, normal) = (matrix(py, point, n, 3)?, matrix(py, normal, n, 3)?);
-        (vector(py, hit), vector(py, toi), vector(py, tri), point, normal, vector(py, kind)).into_pyobject(py)
+        (vector(py, hit), vector(py, toi), vector(py, other), point, normal, vector(py, kind)).into_pyobject(py)
     }
 
     /// Each query's overlaps: (offsets (n + 1), kinds u8, ids, totals), rows sorted by

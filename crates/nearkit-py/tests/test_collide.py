@@ -112,7 +112,7 @@ def test_sweeps_hit_the_ground():
     np.testing.assert_allclose(hits.normal[0], [0, 0, 1], atol=1e-9)
     np.testing.assert_allclose(hits.point[0], [10, 10, 0], atol=1e-9)
     assert hits.kind.tolist() == [nearkit.CONTACT_HEIGHTFIELD, -1]
-    assert np.isinf(hits.toi[1]) and hits.triangle[1] == -1 and np.isnan(hits.point[1]).all()
+    assert np.isinf(hits.toi[1]) and hits.other[1] == -1 and np.isnan(hits.point[1]).all()
 
 
 def test_a_crater_tick_matches_itself_across_devices_and_layouts(rng):

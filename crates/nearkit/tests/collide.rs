@@ -8,7 +8,8 @@ use nearkit::collide::{
     OVERLAP_LIMIT_MAX,
 };
 use nearkit::test_hooks::{
-    contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, dot, sub, sweep_ellipsoid_triangle, Shape, V3,
+    contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, dot, sub, sweep_ellipsoid_ellipsoid,
+    sweep_ellipsoid_triangle, Shape, SweepHit, V3,
 };
 use nearkit::{Engine, Mesh, Points};
 use rand::{Rng, SeedableRng};
@@ -264,6 +265,114 @@ fn ellipsoid_sweeps_agree_with_bisection() {
     assert!(hits > 200 && misses > 200, "{hits} hits, {misses} misses");
 }
 
+#[test]
+fn sphere_sweeps_meet_spheres_where_the_formula_says() {
+    let mut r = rng(30);
+    let unit = [0.0, 0.0, 0.0, 1.0];
+    let (mut hits, mut misses) = (0, 0);
+    for case in 0..3000 {
+        let (ra, rb) = (r.random_range(0.1..2.0), r.random_range(0.1..2.0));
+        let (a, b) = (Shape::new([ra; 3], unit), Shape::new([rb; 3], unit));
+        let r0: V3 = std::array::from_fn(|_| r.random_range(-6.0..6.0));
+        let motion: V3 = std::array::from_fn(|k| r0[k] * r.random_range(0.3..1.8) + r.random_range(-2.0..2.0));
+        // |r0 − t·m| = ra + rb: m·m t² − 2 m·r0 t + r0·r0 − R² = 0, its smaller root in [0, 1].
+        let big = ra + rb;
+        let (qa, qb, qc) = (dot(motion, motion), dot(motion, r0), dot(r0, r0) - big * big);
+        let want = if qc < 0.0 {
+            Some(0.0)
+        } else {
+            let disc = qb * qb - qa * qc;
+            (disc >= 0.0 && qb > 0.0).then(|| (qb - disc.sqrt()) / qa).filter(|t| *t <= 1.0)
+        };
+        let got = sweep_ellipsoid_ellipsoid(&a, &b, r0, motion);
+        match (got, want) {
+            (Some(h), Some(t)) => {
+                hits += 1;
+                assert!((h.toi - t).abs() < 1e-12, "case {case}: toi {} against {t}", h.toi);
+                // The point is on both spheres; the normal points from b to a.
+                let c: V3 = std::array::from_fn(|k| motion[k] * h.toi);
+                let gap: V3 = sub(c, r0);
+                let len = dot(gap, gap).sqrt();
+                if t > 0.0 {
+                    assert!((dot(sub(h.point, c), sub(h.point, c)).sqrt() - ra).abs() < 1e-9, "case {case}");
+                    assert!((dot(sub(h.point, r0), sub(h.point, r0)).sqrt() - rb).abs() < 1e-9, "case {case}");
+                    assert!((dot(h.normal, gap) / len - 1.0).abs() < 1e-9, "case {case}: normal {:?}", h.normal);
+                }
+            }
+            (None, None) => misses += 1,
+            (got, want) => panic!("case {case}: {got:?} against {want:?}"),
+        }
+    }
+    assert!(hits > 500 && misses > 500, "{hits} hits, {misses} misses");
+}
+
+/// First overlap time of a moving ellipsoid with a still one, by bisection of the static
+/// contact test after a scan in fine steps.
+fn first_overlap_of_bodies(a: &Shape, b: &Shape, r0: V3, motion: V3) -> Option<f64> {
+    let overlaps = |t: f64| contact_ellipsoid_ellipsoid(a, b, std::array::from_fn(|k| r0[k] - motion[k] * t)).is_some();
+    let steps = 4000;
+    let k = (0..=steps).find(|&k| overlaps(k as f64 / steps as f64))?;
+    if k == 0 {
+        return Some(0.0);
+    }
+    let (mut lo, mut hi) = ((k - 1) as f64 / steps as f64, k as f64 / steps as f64);
+    for _ in 0..60 {
+        let m = 0.5 * (lo + hi);
+        if overlaps(m) {
+            hi = m;
+        } else {
+            lo = m;
+        }
+    }
+    Some(hi)
+}
+
+#[test]
+fn ellipsoid_sweeps_meet_ellipsoids_where_bisection_does() {
+    let mut r = rng(31);
+    let (mut hits, mut misses) = (0, 0);
+    for case in 0..1500 {
+        let a = random_shape(&mut r, 0.2, 2.0);
+        let b = random_shape(&mut r, 0.2, 2.0);
+        let r0: V3 = std::array::from_fn(|_| r.random_range(-6.0..6.0));
+        // Aimed near b, so that about half of them hit.
+        let motion: V3 = std::array::from_fn(|k| (r0[k] + r.random_range(-2.5..2.5)) * r.random_range(0.4..1.6));
+        let got = sweep_ellipsoid_ellipsoid(&a, &b, r0, motion);
+        let want = first_overlap_of_bodies(&a, &b, r0, motion);
+        let at = |t: f64| -> V3 { std::array::from_fn(|k| r0[k] - motion[k] * t) };
+        match (got, want) {
+            (Some(h), Some(t)) => {
+                hits += 1;
+                // Never later than the first overlap, and within the bisection's reach of it.
+                assert!(h.toi <= t + 1e-12 && t - h.toi < 1e-8, "case {case}: toi {} against {t}", h.toi);
+                if h.toi > 0.0 {
+                    // Touching: the point on both surfaces, the normal pushing a away from b.
+                    let c: V3 = std::array::from_fn(|k| motion[k] * h.toi);
+                    assert!((metric(&a, sub(h.point, c)) - 1.0).abs() < 1e-6, "case {case}: point off a");
+                    assert!((metric(&b, sub(h.point, r0)) - 1.0).abs() < 1e-6, "case {case}: point off b");
+                    let rt = at(h.toi);
+                    assert!(dot(h.normal, rt) < 0.0, "case {case}: normal {:?}", h.normal);
+                    assert!(contact_ellipsoid_ellipsoid(&a, &b, at(h.toi * (1.0 - 1e-9))).is_none(), "case {case}");
+                }
+            }
+            (None, None) => misses += 1,
+            // A sweep that only grazes b may be seen by one side: check it barely overlaps.
+            (Some(h), None) => {
+                let m = contact_ellipsoid_ellipsoid(&a, &b, at(h.toi));
+                assert!(m.is_none_or(|g| g.depth < 1e-6), "case {case}: hit {h:?} but no overlap");
+            }
+            (None, Some(t)) => {
+                let g = contact_ellipsoid_ellipsoid(&a, &b, at(t)).unwrap();
+                let deepest = (0..=400)
+                    .filter_map(|k| contact_ellipsoid_ellipsoid(&a, &b, at(k as f64 / 400.0)))
+                    .fold(g.depth, |d, g| d.max(g.depth));
+                assert!(deepest < 1e-6, "case {case}: missed an overlap at t = {t}, {deepest} deep");
+            }
+        }
+    }
+    assert!(hits > 300 && misses > 300, "{hits} hits, {misses} misses");
+}
+
 /// Every contact by testing every body against every triangle and every other body.
 fn brute_contacts(world: &World) -> Vec<Contact> {
     let b = world.bodies();
@@ -302,16 +411,36 @@ fn brute_contacts(world: &World) -> Vec<Contact> {
     out
 }
 
-/// A sweep's first hit by testing every candidate triangle, given in (kind, id) order (the
-/// first of equal times wins).
-fn brute_sweep(s: &Sweep, candidates: impl IntoIterator<Item = (ContactKind, u32, [V3; 3])>) -> Option<SweepResult> {
+/// A sweep's first hit by testing every candidate triangle, given in (kind, id) order, then
+/// every body of `world` its mask and `ignore` let it meet, in id order (the first of equal
+/// times wins).
+fn brute_sweep(
+    s: &Sweep,
+    world: &World,
+    triangles: impl IntoIterator<Item = (ContactKind, u32, [V3; 3])>,
+) -> Option<SweepResult> {
     let shape = Shape::new(s.radii, s.orientation);
+    let motion = sub(s.to, s.from);
     let mut best: Option<SweepResult> = None;
-    for (kind, triangle, c) in candidates {
-        if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), sub(s.to, s.from)) {
-            if best.is_none_or(|b| h.toi < b.toi) {
-                let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-                best = Some(SweepResult { toi: h.toi, kind, triangle, point, normal: h.normal });
+    let mut offer = |kind: ContactKind, other: u32, h: SweepHit| {
+        if best.is_none_or(|b| h.toi < b.toi) {
+            let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
+            best = Some(SweepResult { toi: h.toi, kind, other, point, normal: h.normal });
+        }
+    };
+    if s.mask & world.mesh_layer() != 0 {
+        for (kind, t, c) in triangles {
+            if let Some(h) = sweep_ellipsoid_triangle(&shape, c.map(|p| sub(p, s.from)), motion) {
+                offer(kind, t, h);
+            }
+        }
+    }
+    let b = world.bodies();
+    for o in 0..b.len() {
+        if b.alive[o] && s.mask & b.layer[o] != 0 && s.ignore != Some(BodyId(o as u32)) {
+            let other = Shape::new(b.radii[o], b.orientation[o]);
+            if let Some(h) = sweep_ellipsoid_ellipsoid(&shape, &other, sub(b.center[o], s.from), motion) {
+                offer(ContactKind::Body, o as u32, h);
             }
         }
     }
@@ -432,26 +561,40 @@ fn world_contacts_equal_all_pairs_for_triangles_of_every_size() {
         }
     }
     let corners: Vec<[V3; 3]> = (0..world.triangle_count()).map(|t| world.triangle(t).unwrap()).collect();
+    // Every other sweep meets the mesh only (its mask misses the bodies' layer 1); some
+    // ignore the body they start above.
+    world.set_mesh_layer(3);
     let sweeps: Vec<Sweep> = world
         .bodies()
         .center
         .iter()
+        .enumerate()
         .step_by(4)
-        .map(|&c| Sweep {
-            radii: [0.3, 0.5, 0.4],
-            orientation: [0.1, 0.2, 0.0, 1.0],
-            from: [c[0], c[1], c[2] + 2.0],
-            to: [c[0] + r.random_range(-3.0..3.0), c[1] + r.random_range(-3.0..3.0), c[2] - 3.0],
+        .map(|(i, &c)| {
+            let s = Sweep::new(
+                [0.3, 0.5, 0.4],
+                [0.1, 0.2, 0.0, 1.0],
+                [c[0], c[1], c[2] + 2.0],
+                [c[0] + r.random_range(-3.0..3.0), c[1] + r.random_range(-3.0..3.0), c[2] - 3.0],
+            );
+            match i % 12 {
+                0 | 8 => s.with_mask(2),
+                4 => s.ignoring(BodyId(i as u32)),
+                _ => s,
+            }
         })
         .collect();
     let got = cpu.sweeps(&world, &sweeps).unwrap();
-    let mut hits = 0;
+    let mut hits = [0; 2];
     for (s, g) in sweeps.iter().zip(&got) {
-        let best = brute_sweep(s, corners.iter().enumerate().map(|(t, c)| (ContactKind::Triangle, t as u32, *c)));
+        let best =
+            brute_sweep(s, &world, corners.iter().enumerate().map(|(t, c)| (ContactKind::Triangle, t as u32, *c)));
         assert_eq!(*g, best);
-        hits += g.is_some() as usize;
+        if let Some(b) = best {
+            hits[(b.kind == ContactKind::Body) as usize] += 1;
+        }
     }
-    assert!(hits > 200, "{hits} hits");
+    assert!(hits[0] > 150 && hits[1] > 60, "{hits:?} hits on triangles and bodies");
 }
 
 /// The generated elevation model (30 m triangles) at 1 m cells: the mesh's grid holds a few
@@ -558,8 +701,9 @@ fn a_body_at_the_grids_edge_is_refused_and_the_lists_recover() {
 }
 
 #[test]
-fn world_sweeps_equal_all_triangles() {
-    let world = random_world(20, "uniform");
+fn world_sweeps_equal_all_triangles_and_bodies() {
+    let mut world = random_world(20, "uniform");
+    world.set_mesh_layer(3);
     let corners: Vec<[V3; 3]> = (0..world.triangle_count()).map(|t| world.triangle(t).unwrap()).collect();
     let mut r = rng(21);
     let sweeps: Vec<Sweep> = (0..400)
@@ -567,18 +711,27 @@ fn world_sweeps_equal_all_triangles() {
             let from: V3 = [r.random_range(0.0..18.0), r.random_range(0.0..18.0), r.random_range(1.5..4.0)];
             let to: V3 =
                 [from[0] + r.random_range(-4.0..4.0), from[1] + r.random_range(-4.0..4.0), r.random_range(-3.0..1.0)];
-            Sweep { radii: [0.3, 0.6, 0.4], orientation: [0.1, 0.2, 0.0, 1.0], from, to }
+            let s = Sweep::new([0.3, 0.6, 0.4], [0.1, 0.2, 0.0, 1.0], from, to);
+            // Half of them meet the mesh only (the bodies are in layer 1); some ignore a body.
+            match r.random_range(0..4) {
+                0 | 1 => s.with_mask(2),
+                2 => s.ignoring(BodyId(r.random_range(0..600))),
+                _ => s,
+            }
         })
         .collect();
     let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     let got = cpu.sweeps(&world, &sweeps).unwrap();
-    let mut hits = 0;
+    let mut hits = [0; 2];
     for (s, g) in sweeps.iter().zip(&got) {
-        let best = brute_sweep(s, corners.iter().enumerate().map(|(t, c)| (ContactKind::Triangle, t as u32, *c)));
+        let best =
+            brute_sweep(s, &world, corners.iter().enumerate().map(|(t, c)| (ContactKind::Triangle, t as u32, *c)));
         assert_eq!(*g, best);
-        hits += g.is_some() as usize;
+        if let Some(b) = best {
+            hits[(b.kind == ContactKind::Body) as usize] += 1;
+        }
     }
-    assert!(hits > 100, "{hits} hits");
+    assert!(hits[0] > 100 && hits[1] > 100, "{hits:?} hits on triangles and bodies");
 }
 
 /// A terrain as a heightfield (with a mesh beside it) has the brute force's contacts and
@@ -628,26 +781,28 @@ fn a_heightfield_has_the_contacts_of_its_mesh() {
         scene.advance(&mut native, tick);
         scene.advance(&mut meshed, tick);
     }
+    native.set_mesh_layer(3);
     let sweeps: Vec<Sweep> = (0..600)
-        .map(|_| {
+        .map(|k| {
             let from: V3 = [r.random_range(-5.0..50.0), r.random_range(5.0..50.0), r.random_range(1.0..4.0)];
             let to: V3 = [from[0] + r.random_range(-5.0..5.0), from[1] + r.random_range(-5.0..5.0), -3.0];
-            Sweep { radii: [0.3, 0.5, 0.4], orientation: [0.1, 0.2, 0.0, 1.0], from, to }
+            // Two in three meet the terrain only (the bodies are in layer 1).
+            Sweep::new([0.3, 0.5, 0.4], [0.1, 0.2, 0.0, 1.0], from, to).with_mask(if k % 3 == 0 { 3 } else { 2 })
         })
         .collect();
     let got = cpu.sweeps(&native, &sweeps).unwrap();
-    let mut kinds = [0; 2];
+    let mut kinds = [0; 3];
     for (s, g) in sweeps.iter().zip(&got) {
         let candidates = (0..2u32)
             .map(|t| (ContactKind::Triangle, t, native.triangle(t as usize).unwrap()))
             .chain((0..terrain.triangle_count() as u32).map(|t| (ContactKind::Heightfield, t, terrain.triangle(t))));
-        let best = brute_sweep(s, candidates);
+        let best = brute_sweep(s, &native, candidates);
         assert_eq!(*g, best);
         if let Some(b) = best {
-            kinds[(b.kind == ContactKind::Heightfield) as usize] += 1;
+            kinds[b.kind as usize] += 1;
         }
     }
-    assert!(kinds[0] > 20 && kinds[1] > 200, "{kinds:?}");
+    assert!(kinds[0] > 20 && kinds[1] > 200 && kinds[2] > 20, "{kinds:?}");
 }
 
 #[test]
@@ -745,8 +900,7 @@ fn overlap_queries_equal_all_pairs() {
     // minutes: an overlap query 1 km wide, a sweep 5 km long, at 1 m cells.
     let e = cpu.overlaps(&world, &[Overlap::sphere([0.0; 3], 1000.0)], 4).unwrap_err().to_string();
     assert!(e.contains("overlap query 0") && e.contains("grid cells"), "{e}");
-    let long =
-        Sweep { radii: [0.5; 3], orientation: [0.0, 0.0, 0.0, 1.0], from: [0.0; 3], to: [5000.0, 3000.0, 500.0] };
+    let long = Sweep::sphere(0.5, [0.0; 3], [5000.0, 3000.0, 500.0]);
     let e = cpu.sweeps(&world, &[long, long]).unwrap_err().to_string();
     assert!(e.contains("sweep 0") && e.contains("grid cells"), "{e}");
 }
@@ -771,7 +925,10 @@ fn contacts_are_the_same_bits_on_any_thread_count_and_on_replay() {
             let sweeps: Vec<Sweep> = scene
                 .bodies
                 .iter()
-                .map(|b| Sweep { radii: b.radii, orientation: b.orientation, from: b.center, to: [0.0, 0.0, -5.0] })
+                .enumerate()
+                .map(|(i, b)| {
+                    Sweep::new(b.radii, b.orientation, b.center, [0.0, 0.0, -5.0]).ignoring(BodyId(i as u32))
+                })
                 .collect();
             let hits = collider.sweeps(&world, &sweeps).unwrap();
             // Sweeps as contacts, to compare them alongside.
@@ -781,8 +938,8 @@ fn contacts_are_the_same_bits_on_any_thread_count_and_on_replay() {
                     .filter_map(|(i, h)| h.map(|h| (i, h)))
                     .map(|(i, h)| Contact {
                         body: i as u32,
-                        kind: ContactKind::Triangle,
-                        other: h.triangle,
+                        kind: h.kind,
+                        other: h.other,
                         normal: h.normal.map(|v| v as f32),
                         depth: h.toi as f32,
                         point: h.point,

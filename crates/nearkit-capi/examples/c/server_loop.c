@@ -151,7 +151,8 @@ int main(int argc, char** argv) {
                 orientations[i][k] = quat[i][k] / 128.0;
             }
         }
-        /* Sweeps: bodies dropped from 2 m above to 8 m below, drifting sideways; every fourth goes up. */
+        /* Sweeps: bodies dropped from 2 m above to 8 m below, drifting sideways (every fourth goes up),
+           against the terrain and the other bodies. */
         for (uint64_t s = 0; s < SWEEPS; s++) {
             uint64_t a = 2000 + tick;
             size_t j = (size_t)rnd(a, s, 0, BODIES);
@@ -163,6 +164,8 @@ int main(int argc, char** argv) {
             sw->from[2] = metres(center[j][2] + 2 * ONE);
             sw->to[0] = metres(center[j][0] + dx), sw->to[1] = metres(center[j][1] + dy);
             sw->to[2] = metres(center[j][2] + (s % 4 == 3 ? 8 : -8) * ONE);
+            sw->mask = 0xFFFFFFFFu;    /* the terrain and every body ... */
+            sw->ignore = (uint32_t)j; /* ... but the one dropped */
         }
 
         double t1 = now();
@@ -192,7 +195,7 @@ int main(int argc, char** argv) {
                 continue;
             }
             hit_count++;
-            h = fnv(fnv(fnv(h, 1), hits[s].triangle), bits64(hits[s].toi));
+            h = fnv(fnv(fnv(h, 1), hits[s].other), bits64(hits[s].toi));
             for (int k = 0; k < 3; k++) h = fnv(h, bits64(hits[s].point[k]));
             for (int k = 0; k < 3; k++) h = fnv(h, bits64(hits[s].normal[k]));
         }

@@ -190,7 +190,8 @@ int main(int argc, char** argv) try {
                 b.orientations[i][k] = b.quat[i][k] / 128.0;
             }
         }
-        // Sweeps: bodies dropped from 2 m above to 8 m below, drifting sideways; every fourth goes up.
+        // Sweeps: bodies dropped from 2 m above to 8 m below, drifting sideways (every fourth goes up),
+        // against the terrain and the other bodies.
         const uint64_t s0 = 2000 + tick;
         for (uint64_t s = 0; s < SWEEPS; s++) {
             const size_t j = static_cast<size_t>(rnd(s0, s, 0, BODIES));
@@ -203,6 +204,8 @@ int main(int argc, char** argv) try {
             const double to[3] = {metres(c[0] + dx), metres(c[1] + dy), metres(c[2] + (s % 4 == 3 ? 8 : -8) * ONE)};
             std::copy(from, from + 3, sw.from);
             std::copy(to, to + 3, sw.to);
+            sw.mask = 0xFFFFFFFFu;                  // the terrain and every body...
+            sw.ignore = static_cast<uint32_t>(j);  // ...but the one dropped
         }
 
         const auto t1 = clock::now();
@@ -232,7 +235,7 @@ int main(int argc, char** argv) try {
                 continue;
             }
             hit_count++;
-            h.word(1), h.word(r.triangle), h.f64(r.toi);
+            h.word(1), h.word(r.other), h.f64(r.toi);
             for (double v : r.point) h.f64(v);
             for (double v : r.normal) h.f64(v);
         }

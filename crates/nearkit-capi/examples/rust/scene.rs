@@ -9,7 +9,7 @@
 
 #![allow(dead_code)]
 
-use nearkit_core::collide::{Contact, ContactKind, Sweep, SweepResult};
+use nearkit_core::collide::{BodyId, Contact, ContactKind, Sweep, SweepResult};
 
 /// Terrain squares along x and along y (1 m each, two triangles).
 pub const QUADS: usize = 96;
@@ -152,7 +152,8 @@ impl Bodies {
     }
 
     /// Tick `tick`'s sweeps: random bodies dropped from 2 m above to 8 m below, drifting up
-    /// to 2 m sideways; every fourth goes up instead (and misses).
+    /// to 2 m sideways (every fourth goes up instead), against the terrain and the other
+    /// bodies.
     pub fn sweeps(&self, tick: u64) -> Vec<Sweep> {
         let one = UNIT as i64;
         (0..SWEEPS as u64)
@@ -161,12 +162,13 @@ impl Bodies {
                 let j = rnd(a, s, 0, self.center.len() as u64) as usize;
                 let c = self.center[j];
                 let (dx, dy) = (rnd(a, s, 1, 4 * one as u64 + 1) - 2 * one, rnd(a, s, 2, 4 * one as u64 + 1) - 2 * one);
-                Sweep {
-                    radii: self.radii[j],
-                    orientation: self.orientations[j],
-                    from: [metres(c[0]), metres(c[1]), metres(c[2] + 2 * one)],
-                    to: [metres(c[0] + dx), metres(c[1] + dy), metres(c[2] + (if s % 4 == 3 { 8 } else { -8 }) * one)],
-                }
+                Sweep::new(
+                    self.radii[j],
+                    self.orientations[j],
+                    [metres(c[0]), metres(c[1]), metres(c[2] + 2 * one)],
+                    [metres(c[0] + dx), metres(c[1] + dy), metres(c[2] + (if s % 4 == 3 { 8 } else { -8 }) * one)],
+                )
+                .ignoring(BodyId(j as u32))
             })
             .collect()
     }
@@ -212,7 +214,7 @@ impl Fnv {
             None => self.word(0),
             Some(r) => {
                 self.word(1);
-                self.word(r.triangle as u64);
+                self.word(r.other as u64);
                 self.word(r.toi.to_bits());
                 for v in r.point.iter().chain(&r.normal) {
                     self.word(v.to_bits());

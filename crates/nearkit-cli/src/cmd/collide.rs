@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use clap::Args;
 use nearkit::collide::scene::Scene;
-use nearkit::collide::{Collider, ColliderOptions, Contact, ContactKind, Sweep, World};
+use nearkit::collide::{BodyId, Collider, ColliderOptions, Contact, ContactKind, Sweep, World};
 use nearkit::{Device, Engine};
 
 use super::scene::{self, SceneSpec};
@@ -242,32 +242,33 @@ fn print_stats(ticks: u64, stats: &TickStats) -> CliResult {
     Ok(())
 }
 
-/// Times `count` swept queries against the mesh: the bodies in turn, each moving 1.5 m along
-/// x, 0.5 m along y and 1.3 m down.
+/// Times `count` swept queries: the bodies in turn, each moving 1.5 m along x, 0.5 m along y
+/// and 1.3 m down, against the terrain and the other bodies.
 fn time_sweeps(world: &World, collider: &mut Collider, count: usize) -> CliResult {
     let b = world.bodies();
+    let alive: Vec<usize> = (0..b.len()).filter(|&i| b.alive[i]).collect();
+    if alive.is_empty() {
+        return Err(CliError("--sweeps moves the bodies: give --bodies 1 or more".into()));
+    }
     let sweeps: Vec<Sweep> = (0..count)
         .map(|k| {
-            let i = k % b.len();
+            let i = alive[k % alive.len()];
             let c = b.center[i];
-            Sweep {
-                radii: b.radii[i],
-                orientation: b.orientation[i],
-                from: c,
-                to: [c[0] + 1.5, c[1] + 0.5, c[2] - 1.3],
-            }
+            Sweep::new(b.radii[i], b.orientation[i], c, [c[0] + 1.5, c[1] + 0.5, c[2] - 1.3]).ignoring(BodyId(i as u32))
         })
         .collect();
     collider.sweeps(world, &sweeps)?; // warm-up (uploads)
     let start = Instant::now();
     let hits = collider.sweeps(world, &sweeps)?;
     let t = start.elapsed();
+    let on = |kind: ContactKind| hits.iter().filter(|h| h.is_some_and(|h| h.kind == kind)).count();
     out!(
-        "{} swept queries in {} ({:.1} M/s), {} hit the mesh",
+        "{} swept queries in {} ({:.1} M/s): {} hit the mesh or terrain first, {} a body",
         thousands(sweeps.len()),
         ms(t),
         sweeps.len() as f64 / t.as_secs_f64() / 1e6,
-        thousands(hits.iter().filter(|h| h.is_some()).count())
+        thousands(hits.iter().filter(|h| h.is_some()).count() - on(ContactKind::Body)),
+        thousands(on(ContactKind::Body))
     );
     Ok(())
 }

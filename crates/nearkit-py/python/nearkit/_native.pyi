@@ -131,6 +131,8 @@ class Collider:
         ends: np.ndarray,
         radii: np.ndarray,
         orientations: np.ndarray,
+        masks: np.ndarray,
+        ignore: np.ndarray,
     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
     def overlaps(
         self,

@@ -172,15 +172,14 @@ __device__ __forceinline__ D3 sym_mul(const double m[6], D3 x) {
               m[4] * x.x + m[5] * x.y + m[2] * x.z);
 }
 
-__device__ bool contact_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r, Geometry& out) {
-    double reach = t_max(t_max(a.radii.x, a.radii.y), a.radii.z) + t_max(t_max(b.radii.x, b.radii.y), b.radii.z);
-    if (!(vdot(r, r) < reach * reach)) return false;
-    double sa[6], sb[6];
-    sigma(a, sa);
-    sigma(b, sb);
+// contact_ellipsoid_ellipsoid.rs: first_guess
+__device__ __forceinline__ double pw_first_guess(const Shape& a, const Shape& b, D3 r) {
     double ha = support(a, r), hb = support(b, r);
-    double l = ha + hb > 0.0 ? ha / (ha + hb) : 0.5;
-    if (!(pw_f(sa, sb, r, l) < 1.0)) return false;
+    return ha + hb > 0.0 ? ha / (ha + hb) : 0.5;
+}
+
+// contact_ellipsoid_ellipsoid.rs: settle
+__device__ double pw_settle(const double sa[6], const double sb[6], D3 r, double l) {
     double d[6];
     for (int k = 0; k < 6; k++) d[k] = sb[k] - sa[k];
     double lo = 0.0, hi = 1.0;
@@ -203,6 +202,18 @@ __device__ bool contact_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r
         l = next;
         if (moved <= PW_SETTLED) break;
     }
+    return l;
+}
+
+__device__ bool contact_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r, Geometry& out) {
+    double reach = t_max(t_max(a.radii.x, a.radii.y), a.radii.z) + t_max(t_max(b.radii.x, b.radii.y), b.radii.z);
+    if (!(vdot(r, r) < reach * reach)) return false;
+    double sa[6], sb[6];
+    sigma(a, sa);
+    sigma(b, sb);
+    double l = pw_first_guess(a, b, r);
+    if (!(pw_f(sa, sb, r, l) < 1.0)) return false;
+    l = pw_settle(sa, sb, r, l);
     double g[6];
     pw_blend(sa, sb, l, g);
     D3 x = pw_solve(g, r);
@@ -324,6 +335,64 @@ __device__ bool sweep_ellipsoid_triangle(const Shape& s, D3 c0, D3 c1, D3 c2, D3
     }
     if (found) out = sweep_hit(s, c0, c1, c2, v, bt, bq);
     return found;
+}
+
+// sweep_ellipsoid_ellipsoid.rs
+#define SWEEP_STEPS NK_SWEEP_STEPS
+#define SWEEP_SETTLED NK_SWEEP_SETTLED
+#define REACH_SLACK NK_REACH_SLACK
+__device__ __forceinline__ D3 sweep_at(D3 r0, D3 m, double t) { return v3(r0.x - t * m.x, r0.y - t * m.y, r0.z - t * m.z); }
+__device__ __forceinline__ Hit sweep_touch(const double sa[6], const double sb[6], D3 r0, D3 m, double t, double l) {
+    D3 r = sweep_at(r0, m, t);
+    l = pw_settle(sa, sb, r, l);
+    double g[6];
+    pw_blend(sa, sb, l, g);
+    D3 x = pw_solve(g, r);
+    double k = 1.0 - l;
+    D3 sx = sym_mul(sa, x);
+    D3 ab;
+    if (!dnormalize(x, ab)) ab = v3(0.0, 0.0, 1.0);
+    return Hit{t, v3(t * m.x + k * sx.x, t * m.y + k * sx.y, t * m.z + k * sx.z), dneg(ab)};
+}
+
+__device__ bool sweep_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r0, D3 motion, Hit& out) {
+    double reach =
+        (t_max(t_max(a.radii.x, a.radii.y), a.radii.z) + t_max(t_max(b.radii.x, b.radii.y), b.radii.z)) * REACH_SLACK;
+    double mm = vdot(motion, motion);
+    double near = 0.0;
+    if (mm > 0.0) near = t_min(t_max(vdot(r0, motion) / mm, 0.0), 1.0);
+    D3 gap = sweep_at(r0, motion, near);
+    if (!(vdot(gap, gap) < reach * reach)) return false;
+    double sa[6], sb[6];
+    sigma(a, sa);
+    sigma(b, sb);
+    double l = pw_first_guess(a, b, r0);
+    double t = 0.0;
+    for (int it = 0; it < SWEEP_STEPS; it++) {
+        D3 r = sweep_at(r0, motion, t);
+        l = pw_settle(sa, sb, r, l);
+        double g[6];
+        pw_blend(sa, sb, l, g);
+        PwInverse inv = pw_inverse(g);
+        D3 x = pw_apply(inv, r);
+        double w = l * (1.0 - l);
+        double c = w * vdot(r, x);
+        if (!(c > 1.0)) {
+            out = sweep_touch(sa, sb, r0, motion, t, l);
+            return true;
+        }
+        D3 y = pw_apply(inv, motion);
+        double qa = w * vdot(motion, y), qb = w * vdot(motion, x);
+        if (!(qb > 0.0)) return false;
+        double disc = qb * qb - qa * (c - 1.0);
+        if (!(disc >= 0.0)) return false;
+        double s = (c - 1.0) / (qb + sqrt(disc));
+        t += s;
+        if (!(t <= 1.0)) return false;
+        if (s <= SWEEP_SETTLED) break;
+    }
+    out = sweep_touch(sa, sb, r0, motion, t, l);
+    return true;
 }
 
 // hash_grid.rs
@@ -930,13 +999,18 @@ extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS, 4)
     }
 }
 
-// One thread per sweep (13 values: radii, quaternion, from, to): the first triangle it
-// touches, ties by smaller id (collide/cpu sweeps). out: toi, point, normal (7 values).
-extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cell_size, MeshView mesh, u32* out_tri,
-                                         double* out, u32* error) {
+// One thread per sweep (SWEEP_VALUES values: radii, quaternion, from, to, mask, ignored body
+// or -1): the first triangle or body it touches, ties by smaller tagged id (collide/cpu
+// sweeps). out_tri: the tagged id (NO_ID: none); out: toi, point, normal (7 values). The
+// bodies come from the tick's grid (bv), which the host keeps current.
+#define SWEEP_VALUES NK_SWEEP_VALUES
+extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cell_size, MeshView mesh, BodyView bv,
+                                         u32 bodies, u32 mesh_layer, u32* out_tri, double* out, u32* error) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const double* w = sweeps + 13 * (u64)i;
+    const double* w = sweeps + SWEEP_VALUES * (u64)i;
+    u32 mask = (u32)w[13];
+    long long ignore = (long long)w[14];
     Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
     D3 from = v3(w[7], w[8], w[9]), to = v3(w[10], w[11], w[12]);
     D3 h = half_extents(s);
@@ -954,45 +1028,77 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
     bool found = false;
     u32 best_t = NO_ID;
     Hit best;
-    for (u32 l = 0; l < mesh.levels; l++) {
-        int llc[3];
-        u32 nx, ny, cells;
-        if (!level_cells(mesh, l, lo, hi, llc, nx, ny, cells)) cells = 0;  // within the finest level's range: never
-        for (u32 k = 0; k < cells; k++) {
-            int x, y, z;
-            cell_at(llc, nx, ny, k, x, y, z);
-            mesh_pairs(mesh, l, cell_key(x, y, z), x, y, z, lo, hi, llc, [&](u32 t) {
-                const double* q = mesh.corners + 9 * (u64)t;
-                Hit hit;
-                if (sweep_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), from), vsub(v3(q[3], q[4], q[5]), from),
-                                             vsub(v3(q[6], q[7], q[8]), from), motion, hit)) {
-                    if (!found || hit.toi < best.toi || (hit.toi == best.toi && t < best_t)) {
-                        found = true;
-                        best = hit;
-                        best_t = t;
-                    }
-                }
-            });
-        }
-    }
-    // The heightfield's triangles, their ids tagged: ties go to the mesh, then the smaller id.
-    const HeightfieldView& hf = mesh.terrain;
-    u32 c0, c1, r0, r1;
-    if (hf.rows > 0 && hf_span(lo[0], hi[0], hf.origin[0], hf.spacing, hf.cols, c0, c1) &&
-        hf_span(lo[1], hi[1], hf.origin[1], hf.spacing, hf.rows, r0, r1)) {
-        for (u32 r = r0; r <= r1; r++)
-            for (u32 c = c0; c <= c1; c++)
-                for (u32 k = 0; k < 2; k++) {
-                    u32 t = 2 * (r * (hf.cols - 1) + c) + k;
-                    D3 p0, p1, p2;
+    if ((mask & mesh_layer) != 0) {
+        for (u32 l = 0; l < mesh.levels; l++) {
+            int llc[3];
+            u32 nx, ny, cells;
+            if (!level_cells(mesh, l, lo, hi, llc, nx, ny, cells)) cells = 0;  // within the finest level's range: never
+            for (u32 k = 0; k < cells; k++) {
+                int x, y, z;
+                cell_at(llc, nx, ny, k, x, y, z);
+                mesh_pairs(mesh, l, cell_key(x, y, z), x, y, z, lo, hi, llc, [&](u32 t) {
+                    const double* q = mesh.corners + 9 * (u64)t;
                     Hit hit;
-                    if (hf_meets(hf, t, lo, hi, p0, p1, p2) &&
-                        sweep_ellipsoid_triangle(s, vsub(p0, from), vsub(p1, from), vsub(p2, from), motion, hit)) {
-                        u32 tagged = KIND_HEIGHTFIELD | t;
-                        if (!found || hit.toi < best.toi || (hit.toi == best.toi && tagged < best_t)) {
+                    if (sweep_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), from), vsub(v3(q[3], q[4], q[5]), from),
+                                                 vsub(v3(q[6], q[7], q[8]), from), motion, hit)) {
+                        if (!found || hit.toi < best.toi || (hit.toi == best.toi && t < best_t)) {
                             found = true;
                             best = hit;
-                            best_t = tagged;
+                            best_t = t;
+                        }
+                    }
+                });
+            }
+        }
+        // The heightfield's triangles, their ids tagged: ties go to the mesh, then the smaller id.
+        const HeightfieldView& hf = mesh.terrain;
+        u32 c0, c1, r0, r1;
+        if (hf.rows > 0 && hf_span(lo[0], hi[0], hf.origin[0], hf.spacing, hf.cols, c0, c1) &&
+            hf_span(lo[1], hi[1], hf.origin[1], hf.spacing, hf.rows, r0, r1)) {
+            for (u32 r = r0; r <= r1; r++)
+                for (u32 c = c0; c <= c1; c++)
+                    for (u32 k = 0; k < 2; k++) {
+                        u32 t = 2 * (r * (hf.cols - 1) + c) + k;
+                        D3 p0, p1, p2;
+                        Hit hit;
+                        if (hf_meets(hf, t, lo, hi, p0, p1, p2) &&
+                            sweep_ellipsoid_triangle(s, vsub(p0, from), vsub(p1, from), vsub(p2, from), motion, hit)) {
+                            u32 tagged = KIND_HEIGHTFIELD | t;
+                            if (!found || hit.toi < best.toi || (hit.toi == best.toi && tagged < best_t)) {
+                                found = true;
+                                best = hit;
+                                best_t = tagged;
+                            }
+                        }
+                    }
+        }
+    }
+    if (bodies > 0) {
+        for (int z = lc[2]; z <= hc[2]; z++)
+            for (int y = lc[1]; y <= hc[1]; y++)
+                for (int x = lc[0]; x <= hc[0]; x++) {
+                    u64 key = cell_key(x, y, z);
+                    u32 e = bv.grid.head[bucket_of(key, bv.grid.mask)];
+                    while (e != 0) {
+                        BodyEntry r = bv.grid.entries[e - 1];
+                        e = r.next;
+                        u32 o = r.body;
+                        if (r.key != key || (mask & bv.layer[o]) == 0 || (long long)o == ignore) continue;
+                        const double* olo = bv.bbox + 6 * (u64)o;
+                        const int* oc = bv.cells + 6 * (u64)o;
+                        if (!boxes_overlap(lo, hi, olo, olo + 3) || x != max(lc[0], oc[0]) || y != max(lc[1], oc[1]) ||
+                            z != max(lc[2], oc[2]))
+                            continue;
+                        const double* p = bv.center + 3 * (u64)o;
+                        Hit hit;
+                        if (sweep_ellipsoid_ellipsoid(s, body_shape(bv, o), vsub(v3(p[0], p[1], p[2]), from), motion,
+                                                      hit)) {
+                            u32 tagged = KIND_BODY | o;
+                            if (!found || hit.toi < best.toi || (hit.toi == best.toi && tagged < best_t)) {
+                                found = true;
+                                best = hit;
+                                best_t = tagged;
+                            }
                         }
                     }
                 }

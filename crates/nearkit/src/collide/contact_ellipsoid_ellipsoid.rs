@@ -20,7 +20,7 @@ pub(crate) const SETTLED: f64 = 1e-13;
 /// reciprocal of its determinant: G⁻¹·r is then `apply(&inverse(g), r)`, and one G serves two
 /// solves with one division.
 #[inline(always)]
-fn inverse(g: [f64; 6]) -> ([f64; 6], f64) {
+pub(crate) fn inverse(g: [f64; 6]) -> ([f64; 6], f64) {
     let [xx, yy, zz, xy, xz, yz] = g;
     let c00 = yy * zz - yz * yz;
     let c01 = xz * yz - xy * zz;
@@ -34,7 +34,7 @@ fn inverse(g: [f64; 6]) -> ([f64; 6], f64) {
 
 /// G⁻¹·r from `inverse(g)`.
 #[inline(always)]
-fn apply(inv: &([f64; 6], f64), r: V3) -> V3 {
+pub(crate) fn apply(inv: &([f64; 6], f64), r: V3) -> V3 {
     let ([c00, c11, c22, c01, c02, c12], k) = *inv;
     [
         (c00 * r[0] + c01 * r[1] + c02 * r[2]) * k,
@@ -45,12 +45,12 @@ fn apply(inv: &([f64; 6], f64), r: V3) -> V3 {
 
 /// G(λ)⁻¹·r for symmetric G.
 #[inline(always)]
-fn solve(g: [f64; 6], r: V3) -> V3 {
+pub(crate) fn solve(g: [f64; 6], r: V3) -> V3 {
     apply(&inverse(g), r)
 }
 
 #[inline(always)]
-fn blend(sa: &[f64; 6], sb: &[f64; 6], l: f64) -> [f64; 6] {
+pub(crate) fn blend(sa: &[f64; 6], sb: &[f64; 6], l: f64) -> [f64; 6] {
     let m = 1.0 - l;
     [
         m * sa[0] + l * sb[0],
@@ -70,7 +70,7 @@ fn contact_function(sa: &[f64; 6], sb: &[f64; 6], r: V3, l: f64) -> f64 {
 
 /// M·x for symmetric M = (xx, yy, zz, xy, xz, yz).
 #[inline(always)]
-fn sym_mul(m: &[f64; 6], x: V3) -> V3 {
+pub(crate) fn sym_mul(m: &[f64; 6], x: V3) -> V3 {
     [
         m[0] * x[0] + m[3] * x[1] + m[4] * x[2],
         m[3] * x[0] + m[1] * x[1] + m[5] * x[2],
@@ -78,31 +78,29 @@ fn sym_mul(m: &[f64; 6], x: V3) -> V3 {
     ]
 }
 
-/// The contact of ellipsoid `a` with ellipsoid `b`, whose center is at offset `r` from a's,
-/// seen from `a` (normal moves `a` away; point is an offset from a's center); `None` when they
-/// do not overlap. The depth is the overlap of the two along the normal,
-/// h_a(n) + h_b(n) − n·r.
-pub fn contact_ellipsoid_ellipsoid(a: &Shape, b: &Shape, r: V3) -> Option<ContactGeometry> {
-    let reach = a.radii[0].max(a.radii[1]).max(a.radii[2]) + b.radii[0].max(b.radii[1]).max(b.radii[2]);
-    if !(dot(r, r) < reach * reach) {
-        return None;
-    }
-    let (sa, sb) = (a.sigma(), b.sigma());
-    // First guess: the optimum for two spheres with the bodies' reach along r. F(λ) ≥ 1 at
-    // any λ proves the bodies apart, which settles most candidate pairs with one solve.
+/// The first guess of the λ maximising F at offset `r`: the optimum for two spheres with the
+/// bodies' reach along r.
+#[inline(always)]
+pub(crate) fn first_guess(a: &Shape, b: &Shape, r: V3) -> f64 {
     let (ha, hb) = (a.support(r), b.support(r));
-    let mut l = if ha + hb > 0.0 { ha / (ha + hb) } else { 0.5 };
-    if !(contact_function(&sa, &sb, r, l) < 1.0) {
-        return None;
+    if ha + hb > 0.0 {
+        ha / (ha + hb)
+    } else {
+        0.5
     }
+}
+
+/// The λ maximising F at offset `r`, from the guess `l`.
+pub(crate) fn settle(sa: &[f64; 6], sb: &[f64; 6], r: V3, l: f64) -> f64 {
     // F is concave, so F' falls through zero once on [0, 1]: Newton on F', kept inside the
     // bracket where F' changes sign, bisecting when a step would leave it. With x = G⁻¹r and
     // y = (Σb − Σa)·x: F' = (1 − 2λ)·r·x − λ(1 − λ)·x·y and
     // F'' = −2·r·x − 2(1 − 2λ)·x·y + 2λ(1 − λ)·y·G⁻¹y.
     let d = [sb[0] - sa[0], sb[1] - sa[1], sb[2] - sa[2], sb[3] - sa[3], sb[4] - sa[4], sb[5] - sa[5]];
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    let mut l = l;
     for _ in 0..STEPS {
-        let inv = inverse(blend(&sa, &sb, l));
+        let inv = inverse(blend(sa, sb, l));
         let x = apply(&inv, r);
         let y = sym_mul(&d, x);
         let (s, q, w) = (dot(r, x), dot(x, y), dot(y, apply(&inv, y)));
@@ -127,6 +125,26 @@ pub fn contact_ellipsoid_ellipsoid(a: &Shape, b: &Shape, r: V3) -> Option<Contac
             break;
         }
     }
+    l
+}
+
+/// The contact of ellipsoid `a` with ellipsoid `b`, whose center is at offset `r` from a's,
+/// seen from `a` (normal moves `a` away; point is an offset from a's center); `None` when they
+/// do not overlap. The depth is the overlap of the two along the normal,
+/// h_a(n) + h_b(n) − n·r.
+pub fn contact_ellipsoid_ellipsoid(a: &Shape, b: &Shape, r: V3) -> Option<ContactGeometry> {
+    let reach = a.radii[0].max(a.radii[1]).max(a.radii[2]) + b.radii[0].max(b.radii[1]).max(b.radii[2]);
+    if !(dot(r, r) < reach * reach) {
+        return None;
+    }
+    let (sa, sb) = (a.sigma(), b.sigma());
+    // First guess: the optimum for two spheres with the bodies' reach along r. F(λ) ≥ 1 at
+    // any λ proves the bodies apart, which settles most candidate pairs with one solve.
+    let l = first_guess(a, b, r);
+    if !(contact_function(&sa, &sb, r, l) < 1.0) {
+        return None;
+    }
+    let l = settle(&sa, &sb, r, l);
     let x = solve(blend(&sa, &sb, l), r);
     let f = l * (1.0 - l) * dot(r, x);
     if !(f < 1.0) {

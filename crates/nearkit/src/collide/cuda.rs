@@ -14,6 +14,7 @@ use super::ColliderOptions;
 use crate::closest_point::cuda::TRIANGLE;
 use crate::collide::contact_ellipsoid_ellipsoid::{SETTLED, STEPS};
 use crate::collide::ellipsoid::BOX_SLACK;
+use crate::collide::sweep_ellipsoid_ellipsoid as sweep_ee;
 use crate::collide::hash_grid::{bucket_count, CELL_BITS};
 use crate::collide::heightfield::{HeightfieldView, HEIGHTFIELD};
 use crate::collide::level_grid::MAX_LEVELS;
@@ -34,6 +35,9 @@ static COLLIDE: CudaSource = CudaSource {
             ("BOX_SLACK", format!("{BOX_SLACK:?}")),
             ("PW_STEPS", STEPS.to_string()),
             ("PW_SETTLED", format!("{SETTLED:?}")),
+            ("SWEEP_STEPS", sweep_ee::STEPS.to_string()),
+            ("SWEEP_SETTLED", format!("{:?}", sweep_ee::SETTLED)),
+            ("REACH_SLACK", format!("{:?}", sweep_ee::REACH_SLACK)),
             ("CELL_GROUP", CELL_GROUP.to_string()),
             ("CELLS_BLOCK", CELLS_BLOCK.to_string()),
             ("KIND_BODY", format!("{KIND_BODY}u")),
@@ -42,6 +46,7 @@ static COLLIDE: CudaSource = CudaSource {
             ("CONTACT_WARPS", CONTACT_WARPS.to_string()),
             ("MAX_LEVELS", MAX_LEVELS.to_string()),
             ("OVERLAP_LIMIT_MAX", OVERLAP_LIMIT_MAX.to_string()),
+            ("SWEEP_VALUES", SWEEP_VALUES.to_string()),
         ]
     },
     structs: c_definitions!(MeshEntry, MeshView, BodyEntry, BodyGridView, BodyView, PackedContact),
@@ -175,12 +180,15 @@ kernels! {
         out: Out<PackedContact>,
         status_host: Out<u32>,
     );
-    /// Each sweep's first hit on the static mesh.
+    /// Each sweep's first hit on the static mesh, the heightfield or a body.
     fn sweep_queries(
         sweeps: In<f64>,
         n: u32,
         cell_size: f64,
         mesh: MeshView,
+        bv: BodyView,
+        bodies: u32,
+        mesh_layer: u32,
         out_tri: Out<u32>,
         out: Out<f64>,
         error: Out<u32>,
@@ -499,6 +507,8 @@ const BATCH_MAX: usize = 8;
 /// Threads per body, and per block, in `body_cells` (collide.cu's CELL_GROUP, CELLS_BLOCK).
 const CELL_GROUP: usize = 8;
 const CELLS_BLOCK: u32 = 256;
+/// Values per sweep uploaded: radii, quaternion, from, to, mask, ignored body.
+const SWEEP_VALUES: usize = 15;
 
 /// What the kernels read of the bodies and the tick's body grid (`heads`: its buckets).
 fn body_view(gpu: &Gpu, d: &DeviceBodies, t: &TickBuffers, heads: u64, bmask: u64) -> BodyView {
@@ -912,7 +922,37 @@ impl CudaCollider {
         Ok(Some(contacts))
     }
 
-    /// Each sweep's first hit on the static mesh or the heightfield, as the CPU collider gives.
+    /// The bodies as the last tick gridded them (what overlap queries and sweeps read); a tick
+    /// runs first unless the last one was for this world as it is now.
+    fn current_body_view(&mut self, world: &World) -> Result<BodyView> {
+        let bodies = world.bodies().len();
+        if bodies > 0 && self.grid_for != Some((world.id(), world.versions())) {
+            while self.launch_tick(world)?.is_none() {}
+        }
+        let gpu = &*self.gpu;
+        Ok(match self.bodies.as_ref() {
+            Some(d) if bodies > 0 => {
+                let t = &self.tick;
+                let layout = ZeroedLayout::new(bodies, d.batch, t.entry_cap);
+                let heads = t.zeroed.ptr(gpu) + 4 * layout.heads() as u64;
+                body_view(gpu, d, t, heads, (layout.buckets - 1) as u64)
+            }
+            _ => BodyView {
+                center: 0,
+                radii: 0,
+                shape: 0,
+                layer: 0,
+                mask: 0,
+                bbox: 0,
+                cells: 0,
+                count: 0,
+                grid: BodyGridView { head: 0, entries: 0, mask: 0 },
+            },
+        })
+    }
+
+    /// Each sweep's first hit on the static mesh, the heightfield or a body, as the CPU
+    /// collider gives.
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
         let cell_size = world.cell_size();
         sweeps
@@ -920,30 +960,35 @@ impl CudaCollider {
             .with_min_len(4096)
             .enumerate()
             .try_for_each(|(i, s)| s.check(cell_size).map_err(|e| crate::collide::cpu::sweep_error(i, e)))?;
-        if (world.mesh().is_none() && world.heightfield().is_none()) || sweeps.is_empty() {
+        let bodies = world.bodies().len();
+        if (world.mesh().is_none() && world.heightfield().is_none() && bodies == 0) || sweeps.is_empty() {
             return Ok(vec![None; sweeps.len()]);
         }
         let be_arc = self.gpu.clone();
         let gpu = &*be_arc;
         let _busy = gpu.lock();
         self.sync(world)?;
+        let view = self.current_body_view(world)?;
         let s = gpu.stream();
         let n = sweeps.len();
         let t0 = std::time::Instant::now();
-        // Inputs through pinned memory: 13 values per sweep.
-        let host = self.sweep_in_host.at_least(gpu, 13 * n)?;
-        host.as_mut_slice().map_err(cuda_err)?[..13 * n]
-            .par_chunks_mut(13)
+        // Inputs through pinned memory: SWEEP_VALUES per sweep (the mask and the ignored body
+        // as f64, which holds any u32 exactly; -1: none).
+        let host = self.sweep_in_host.at_least(gpu, SWEEP_VALUES * n)?;
+        host.as_mut_slice().map_err(cuda_err)?[..SWEEP_VALUES * n]
+            .par_chunks_mut(SWEEP_VALUES)
             .zip(sweeps.par_iter())
             .with_min_len(4096)
             .for_each(|(d, w)| {
                 d[..3].copy_from_slice(&w.radii);
                 d[3..7].copy_from_slice(&w.orientation);
                 d[7..10].copy_from_slice(&w.from);
-                d[10..].copy_from_slice(&w.to);
+                d[10..13].copy_from_slice(&w.to);
+                d[13] = w.mask as f64;
+                d[14] = w.ignore.map_or(-1.0, |b| b.0 as f64);
             });
-        let input = self.sweep_in.at_least(gpu, 13 * n)?;
-        s.memcpy_htod(&host.as_slice().map_err(cuda_err)?[..13 * n], input).map_err(cuda_err)?;
+        let input = self.sweep_in.at_least(gpu, SWEEP_VALUES * n)?;
+        s.memcpy_htod(&host.as_slice().map_err(cuda_err)?[..SWEEP_VALUES * n], input).map_err(cuda_err)?;
         let t_up = t0.elapsed();
         self.sweep_tri.at_least(gpu, n)?;
         self.sweep_out.at_least(gpu, 7 * n)?;
@@ -958,6 +1003,9 @@ impl CudaCollider {
             n32,
             cell_size,
             mesh,
+            view,
+            bodies as u32,
+            world.mesh_layer(),
             self.sweep_tri.buf.as_mut().expect("allocated above"),
             self.sweep_out.buf.as_mut().expect("allocated above"),
             self.tick.sweep_error.buf.as_mut().expect("allocated above"),
@@ -990,7 +1038,7 @@ impl CudaCollider {
                 (t != crate::geometry::points::NO_ID).then(|| SweepResult {
                     toi: v[0],
                     kind: ContactKind::of_tagged(t),
-                    triangle: t & ID_BITS,
+                    other: t & ID_BITS,
                     point: [v[1], v[2], v[3]],
                     normal: [v[4], v[5], v[6]],
                 })
@@ -1020,9 +1068,7 @@ impl CudaCollider {
         let _busy = gpu.lock();
         self.sync(world)?;
         let bodies = world.bodies().len();
-        if bodies > 0 && self.grid_for != Some((world.id(), world.versions())) {
-            while self.launch_tick(world)?.is_none() {}
-        }
+        let view = self.current_body_view(world)?;
         let s = gpu.stream();
         let flat: Vec<f64> =
             queries.iter().flat_map(|q| q.radii.into_iter().chain(q.orientation).chain(q.center)).collect();
@@ -1033,25 +1079,6 @@ impl CudaCollider {
         let mut total = gpu.alloc_uninit::<u32>(n)?;
         let mut error = gpu.alloc::<u32>(1)?;
         let mesh = self.mesh.as_ref().expect("synced").view(gpu);
-        let view = match self.bodies.as_ref() {
-            Some(d) if bodies > 0 => {
-                let t = &self.tick;
-                let layout = ZeroedLayout::new(bodies, d.batch, t.entry_cap);
-                let heads = t.zeroed.ptr(gpu) + 4 * layout.heads() as u64;
-                body_view(gpu, d, t, heads, (layout.buckets - 1) as u64)
-            }
-            _ => BodyView {
-                center: 0,
-                radii: 0,
-                shape: 0,
-                layer: 0,
-                mask: 0,
-                bbox: 0,
-                cells: 0,
-                count: 0,
-                grid: BodyGridView { head: 0, entries: 0, mask: 0 },
-            },
-        };
         overlap_queries(
             gpu,
             threads(n, 128),

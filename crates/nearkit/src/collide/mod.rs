@@ -10,7 +10,7 @@
 //!   (`heightfield`). The CPU collider keeps per-body
 //!   candidate lists from tick to tick on top of it (`cpu::candidate_lists`). Narrow phase,
 //!   exact: `contact_ellipsoid_triangle`, `contact_ellipsoid_ellipsoid`,
-//!   `sweep_ellipsoid_triangle`. Everything is f64, with positions relative to the body, so a
+//!   `sweep_ellipsoid_triangle`, `sweep_ellipsoid_ellipsoid`. Everything is f64, with positions relative to the body, so a
 //!   world 100 km across keeps sub-millimetre precision.
 //! - `cpu` and `cuda` (with `collide.cu` beside it) are the two colliders; `collider` picks
 //!   one; `scene` makes the benchmark scenes.
@@ -34,6 +34,7 @@
 // `!(x < 1)` and the like are meant: a NaN must fail the test, not pass it.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub(crate) mod body_grid;
 pub(crate) mod box_f32;
 mod collider;
 pub(crate) mod contact_ellipsoid_ellipsoid;
@@ -47,6 +48,7 @@ pub(crate) mod level_grid;
 mod overlap;
 pub(crate) mod ray_cast;
 pub mod scene;
+pub(crate) mod sweep_ellipsoid_ellipsoid;
 pub(crate) mod sweep_ellipsoid_triangle;
 mod world;
 

@@ -9,7 +9,8 @@ use rayon::prelude::*;
 use super::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use super::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
 use super::ellipsoid::{body_box, sub, Shape, V3};
-use super::hash_grid::{boxes_overlap, owns_pair, query_cells, CellRange, HashGrid};
+use super::body_grid::BodyGrid;
+use super::hash_grid::{query_cells, CellRange};
 use super::world::{check_pose, ContactKind, World, ID_BITS};
 use crate::error::{Error, Result};
 
@@ -122,28 +123,12 @@ pub(crate) fn check_queries(queries: &[Overlap], limit: usize, cell_size: f64) -
     Ok(())
 }
 
-/// Every query's overlaps on the CPU. The bodies are gridded for the call (at the world's
-/// cells, by the same boxes as a tick's).
+/// Every query's overlaps on the CPU.
 pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
     let cell_size = world.cell_size();
     check_queries(queries, limit, cell_size)?;
     let b = world.bodies();
-    let body_boxes: Vec<Option<(V3, V3)>> = (0..b.len())
-        .into_par_iter()
-        .with_min_len(1024)
-        .map(|i| b.alive[i].then(|| body_box(&b.shape(i), b.center[i])))
-        .collect();
-    let ranges = body_boxes
-        .iter()
-        .enumerate()
-        .map(|(i, bx)| match bx {
-            Some((lo, hi)) => {
-                CellRange::of_box(*lo, *hi, cell_size).map(Some).map_err(|e| super::world::body_error(i, e))
-            }
-            None => Ok(None),
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let grid = HashGrid::build(&ranges)?;
+    let bodies = BodyGrid::build(world)?;
     let (mesh, terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
     let rows = queries
         .par_iter()
@@ -174,21 +159,13 @@ pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> 
                     });
                 }
             }
-            for cell in cells.cells() {
-                for o in grid.items_in(cell) {
-                    let ou = o as usize;
-                    let Some((olo, ohi)) = &body_boxes[ou] else { continue };
-                    if q.mask & b.layer[ou] == 0
-                        || !boxes_overlap(&lo, &hi, olo, ohi)
-                        || !owns_pair(cell, cells.lo, ranges[ou].expect("gridded bodies have cells").lo)
-                    {
-                        continue;
-                    }
-                    if contact_ellipsoid_ellipsoid(&shape, &b.shape(ou), sub(b.center[ou], q.center)).is_some() {
-                        found.push(ContactKind::Body.tag() | o);
-                    }
+            bodies.overlapping(&lo, &hi, &cells, |o| {
+                if q.mask & b.layer[o] != 0
+                    && contact_ellipsoid_ellipsoid(&shape, &b.shape(o), sub(b.center[o], q.center)).is_some()
+                {
+                    found.push(ContactKind::Body.tag() | o as u32);
                 }
-            }
+            });
             found.sort_unstable();
             let total = found.len() as u32;
             found.truncate(limit);

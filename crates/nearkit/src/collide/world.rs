@@ -594,8 +594,17 @@ impl<'a> Contacts<'a> {
     }
 }
 
-/// A swept query against the static mesh and heightfield: a body of this shape moving from
-/// `from` to `to`.
+/// A swept query (a shape cast): a body of this shape moving from `from` to `to`, against the
+/// static mesh, the heightfield and the bodies. It meets the mesh and the heightfield when
+/// `mask` meets the world's mesh layer, and a body when `mask` meets the body's layer (the
+/// body's own mask is not asked); `ignore` names a body it passes through (the one it stands
+/// for, say).
+///
+/// ```
+/// use nearkit::collide::{BodyId, Sweep};
+/// let s = Sweep::sphere(0.5, [0.0, 0.0, 1.0], [4.0, 0.0, 1.0]).with_mask(0b10).ignoring(BodyId(7));
+/// assert_eq!((s.mask, s.ignore), (0b10, Some(BodyId(7))));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Sweep {
     /// The body's semi-axes.
@@ -606,25 +615,53 @@ pub struct Sweep {
     pub from: V3,
     /// Its center at the end.
     pub to: V3,
+    /// The layers it meets (default all).
+    pub mask: u32,
+    /// A body it does not meet (default none).
+    pub ignore: Option<BodyId>,
 }
 
-/// The first triangle a sweep touches: at `from + toi·(to − from)`; ties go to the mesh
-/// before the heightfield, then to the smaller triangle id. `point` is in world coordinates.
+/// The first thing a sweep touches: at `from + toi·(to − from)`. On equal times the mesh comes
+/// first, then the heightfield, then bodies, then the smaller id (as for rays). `point` is in
+/// world coordinates.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SweepResult {
     /// Time of impact, 0 to 1 along the sweep.
     pub toi: f64,
-    /// Whose triangle: the mesh's ([`ContactKind::Triangle`]) or the heightfield's.
+    /// What was touched: a triangle of the mesh ([`ContactKind::Triangle`]) or of the
+    /// heightfield, or a body.
     pub kind: ContactKind,
-    /// The triangle touched.
-    pub triangle: u32,
+    /// The triangle's or the body's id.
+    pub other: u32,
     /// Where, in world coordinates.
     pub point: V3,
-    /// The triangle's unit normal there, facing the body.
+    /// The unit normal there that pushes the sweeping body back: the triangle's facing it, or
+    /// the direction from the body touched.
     pub normal: V3,
 }
 
 impl Sweep {
+    /// A body of `radii`, turned by `orientation`, moving from `from` to `to`; it meets every
+    /// layer.
+    pub fn new(radii: V3, orientation: [f64; 4], from: V3, to: V3) -> Self {
+        Sweep { radii, orientation, from, to, mask: u32::MAX, ignore: None }
+    }
+
+    /// A sphere of `radius` moving from `from` to `to`.
+    pub fn sphere(radius: f64, from: V3, to: V3) -> Self {
+        Self::new([radius; 3], [0.0, 0.0, 0.0, 1.0], from, to)
+    }
+
+    /// The same sweep, meeting only the layers of `mask`.
+    pub fn with_mask(self, mask: u32) -> Self {
+        Sweep { mask, ..self }
+    }
+
+    /// The same sweep, passing through `body`.
+    pub fn ignoring(self, body: BodyId) -> Self {
+        Sweep { ignore: Some(body), ..self }
+    }
+
     /// Checks the sweep, and that its box fits the grid of cells of `cell_size`
     /// (`hash_grid::query_cells`).
     pub(crate) fn check(&self, cell_size: f64) -> Result<()> {

@@ -18,11 +18,13 @@ use rayon::prelude::*;
 use crate::collide::box_f32::box_f32;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
-use crate::collide::ellipsoid::{body_box, sub, Shape, V3};
+use crate::collide::body_grid::BodyGrid;
+use crate::collide::ellipsoid::{add, body_box, sub, Shape, V3};
 use crate::collide::hash_grid::{boxes_overlap, CellRange, CELL_LIMIT};
-use crate::collide::sweep_ellipsoid_triangle::sweep_ellipsoid_triangle;
+use crate::collide::sweep_ellipsoid_ellipsoid::sweep_ellipsoid_ellipsoid;
+use crate::collide::sweep_ellipsoid_triangle::{sweep_ellipsoid_triangle, SweepHit};
 use crate::collide::world::{
-    body_error, check_center, layers_meet, ContactKind, PackedContact, Sweep, SweepResult, World,
+    body_error, check_center, layers_meet, ContactKind, PackedContact, Sweep, SweepResult, World, ID_BITS,
 };
 use crate::error::Result;
 use crate::runtime::cpu::{prefetch, RowPtr};
@@ -439,40 +441,72 @@ pub(crate) fn sweep_error(i: usize, e: crate::error::Error) -> crate::error::Err
     }
 }
 
-/// Each sweep's first contact with the mesh or the heightfield (`None`: it moves freely, or
-/// there is neither).
+/// Each sweep's first contact with the mesh, the heightfield or a body (`None`: it moves
+/// freely).
 pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
+    let cell_size = world.cell_size();
     for (i, s) in sweeps.iter().enumerate() {
-        s.check(world.cell_size()).map_err(|e| sweep_error(i, e))?;
+        s.check(cell_size).map_err(|e| sweep_error(i, e))?;
     }
-    let (mesh, terrain) = (world.mesh(), world.heightfield());
-    if mesh.is_none() && terrain.is_none() {
+    let (mesh, terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
+    let b = world.bodies();
+    let any_body = b.alive.iter().any(|&a| a);
+    if mesh.is_none() && terrain.is_none() && !any_body {
         return Ok(vec![None; sweeps.len()]);
     }
+    let bodies = if any_body { Some(BodyGrid::build(world)?) } else { None };
     sweeps
         .par_iter()
-        .map(|s| {
+        .enumerate()
+        .map(|(i, s)| {
             let shape = Shape::new(s.radii, s.orientation);
             let (lo, hi) = s.bounds();
             let motion = sub(s.to, s.from);
-            let mut best: Option<SweepResult> = None;
-            // Candidates come kind by kind, mesh first, each in any order: ties by id.
-            let mut offer = |kind: ContactKind, t: u32, corners: &[V3; 3]| {
-                if let Some(h) = sweep_ellipsoid_triangle(&shape, corners.map(|p| sub(p, s.from)), motion) {
-                    if best.is_none_or(|b| h.toi < b.toi || (h.toi == b.toi && kind == b.kind && t < b.triangle)) {
-                        let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-                        best = Some(SweepResult { toi: h.toi, kind, triangle: t, point, normal: h.normal });
-                    }
+            // The best hit, with its tagged id: ties go to the smaller tag, which puts the
+            // mesh before the heightfield before bodies.
+            let mut best: Option<(SweepHit, u32)> = None;
+            let mut offer = |h: SweepHit, tagged: u32| {
+                if best.is_none_or(|(b, bt)| h.toi < b.toi || (h.toi == b.toi && tagged < bt)) {
+                    best = Some((h, tagged));
                 }
             };
-            if let Some(m) = mesh {
-                m.grid
-                    .overlapping(&lo, &hi, &m.lo, &m.hi, |t| offer(ContactKind::Triangle, t, &m.corners[t as usize]))?;
+            if s.mask & mesh_layer != 0 {
+                if let Some(m) = mesh {
+                    m.grid.overlapping(&lo, &hi, &m.lo, &m.hi, |t| {
+                        if let Some(h) =
+                            sweep_ellipsoid_triangle(&shape, m.corners[t as usize].map(|p| sub(p, s.from)), motion)
+                        {
+                            offer(h, t);
+                        }
+                    })?;
+                }
+                if let Some(hf) = terrain {
+                    hf.overlapping(&lo, &hi, |t, corners| {
+                        if let Some(h) = sweep_ellipsoid_triangle(&shape, corners.map(|p| sub(p, s.from)), motion) {
+                            offer(h, ContactKind::Heightfield.tag() | t);
+                        }
+                    });
+                }
             }
-            if let Some(h) = terrain {
-                h.overlapping(&lo, &hi, |t, corners| offer(ContactKind::Heightfield, t, &corners));
+            if let Some(grid) = &bodies {
+                let cells = CellRange::of_box(lo, hi, cell_size).map_err(|e| sweep_error(i, e))?;
+                let ignore = s.ignore.map(|id| id.0 as usize);
+                grid.overlapping(&lo, &hi, &cells, |o| {
+                    if s.mask & b.layer[o] != 0 && Some(o) != ignore {
+                        if let Some(h) = sweep_ellipsoid_ellipsoid(&shape, &b.shape(o), sub(b.center[o], s.from), motion)
+                        {
+                            offer(h, ContactKind::Body.tag() | o as u32);
+                        }
+                    }
+                });
             }
-            Ok(best)
+            Ok(best.map(|(h, tagged)| SweepResult {
+                toi: h.toi,
+                kind: ContactKind::of_tagged(tagged),
+                other: tagged & ID_BITS,
+                point: add(s.from, h.point),
+                normal: h.normal,
+            }))
         })
         .collect()
 }
