@@ -300,7 +300,8 @@ fn failures_name_the_problem_and_change_nothing() {
         assert_eq!(len, 0);
         fails(nk_collider_contacts(null_mut(), w, out.as_mut_ptr(), &mut len), NkStatus::NullPointer, "collider");
         fails(nk_collider_contacts(c, w, out.as_mut_ptr(), null_mut()), NkStatus::NullPointer, "`len`");
-        let sweep = NkSweep { radii: [0.0; 3], orientation: q, from: center, to: [0.0; 3], mask: u32::MAX, ignore: NK_NO_ID };
+        let sweep =
+            NkSweep { radii: [0.0; 3], orientation: q, from: center, to: [0.0; 3], mask: u32::MAX, ignore: NK_NO_ID };
         let mut r = NkSweepResult::from(None);
         fails(nk_collider_sweeps(c, w, &sweep, 1, &mut r), NkStatus::InvalidArgument, "radii");
         fails(nk_collider_sweeps(c, w, &sweep, 1, null_mut()), NkStatus::NullPointer, "results");

@@ -926,9 +926,7 @@ fn contacts_are_the_same_bits_on_any_thread_count_and_on_replay() {
                 .bodies
                 .iter()
                 .enumerate()
-                .map(|(i, b)| {
-                    Sweep::new(b.radii, b.orientation, b.center, [0.0, 0.0, -5.0]).ignoring(BodyId(i as u32))
-                })
+                .map(|(i, b)| Sweep::new(b.radii, b.orientation, b.center, [0.0, 0.0, -5.0]).ignoring(BodyId(i as u32)))
                 .collect();
             let hits = collider.sweeps(&world, &sweeps).unwrap();
             // Sweeps as contacts, to compare them alongside.

@@ -550,16 +550,26 @@ fn gpu_collision_world_matches_cpu() {
         .bodies
         .iter()
         .take(2000)
-        .map(|b| Sweep {
-            radii: b.radii,
-            orientation: b.orientation,
-            from: b.center,
-            to: [b.center[0] + 3.0, b.center[1], b.center[2] - 2.0],
+        .enumerate()
+        .map(|(i, b)| {
+            let s = Sweep::new(b.radii, b.orientation, b.center, [b.center[0] + 3.0, b.center[1], b.center[2] - 2.0]);
+            // Bodies too (each ignoring its own), or the mesh only, or the bodies only.
+            match i % 4 {
+                0 => s.with_mask(1).ignoring(nearkit::collide::BodyId(i as u32)),
+                1 => s.ignoring(nearkit::collide::BodyId(i as u32)),
+                2 => s,
+                _ => s.with_mask(0),
+            }
         })
         .collect();
     let (a, b) = (cpu.sweeps(&world, &sweeps).unwrap(), cuda.sweeps(&world, &sweeps).unwrap());
     assert!(a.iter().filter(|h| h.is_some()).count() > 500);
+    let on_bodies = a.iter().filter(|h| h.is_some_and(|h| h.kind == nearkit::collide::ContactKind::Body)).count();
+    assert!(on_bodies > 200, "{on_bodies} sweeps hit a body first");
     assert_eq!(a, b);
+    // The same after the bodies moved (the GPU grids them again).
+    scene.advance(&mut world, 7);
+    assert_eq!(cpu.sweeps(&world, &sweeps).unwrap(), cuda.sweeps(&world, &sweeps).unwrap());
 }
 
 /// The narrow phase alone, on random inputs: bit for bit.
@@ -698,11 +708,13 @@ fn gpu_collision_world_matches_cpu_on_triangles_of_every_size() {
         .bodies
         .iter()
         .step_by(3)
-        .map(|b| Sweep {
-            radii: b.radii,
-            orientation: b.orientation,
-            from: [b.center[0], b.center[1], b.center[2] + 5.0],
-            to: [b.center[0] + 3.0, b.center[1], b.center[2] - 4.0],
+        .map(|b| {
+            Sweep::new(
+                b.radii,
+                b.orientation,
+                [b.center[0], b.center[1], b.center[2] + 5.0],
+                [b.center[0] + 3.0, b.center[1], b.center[2] - 4.0],
+            )
         })
         .collect();
     let (a, b) = (cpu.sweeps(&world, &sweeps).unwrap(), cuda.sweeps(&world, &sweeps).unwrap());
@@ -752,11 +764,13 @@ fn gpu_collision_world_matches_cpu_on_a_heightfield() {
         .bodies
         .iter()
         .step_by(3)
-        .map(|b| Sweep {
-            radii: b.radii,
-            orientation: b.orientation,
-            from: [b.center[0], b.center[1], b.center[2] + 5.0],
-            to: [b.center[0] + 3.0, b.center[1], b.center[2] - 4.0],
+        .map(|b| {
+            Sweep::new(
+                b.radii,
+                b.orientation,
+                [b.center[0], b.center[1], b.center[2] + 5.0],
+                [b.center[0] + 3.0, b.center[1], b.center[2] - 4.0],
+            )
         })
         .collect();
     let (a, b) = (cpu.sweeps(&world, &sweeps).unwrap(), cuda.sweeps(&world, &sweeps).unwrap());

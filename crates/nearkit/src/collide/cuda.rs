@@ -14,11 +14,11 @@ use super::ColliderOptions;
 use crate::closest_point::cuda::TRIANGLE;
 use crate::collide::contact_ellipsoid_ellipsoid::{SETTLED, STEPS};
 use crate::collide::ellipsoid::BOX_SLACK;
-use crate::collide::sweep_ellipsoid_ellipsoid as sweep_ee;
 use crate::collide::hash_grid::{bucket_count, CELL_BITS};
 use crate::collide::heightfield::{HeightfieldView, HEIGHTFIELD};
 use crate::collide::level_grid::MAX_LEVELS;
 use crate::collide::overlap::{check_queries, Overlap, Overlaps, OVERLAP_LIMIT_MAX};
+use crate::collide::sweep_ellipsoid_ellipsoid as sweep_ee;
 use crate::collide::world::{
     ContactKind, PackedContact, Sweep, SweepResult, Versions, World, ID_BITS, KIND_BODY, KIND_HEIGHTFIELD,
 };

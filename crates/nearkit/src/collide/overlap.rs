@@ -6,10 +6,10 @@
 
 use rayon::prelude::*;
 
+use super::body_grid::BodyGrid;
 use super::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use super::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
 use super::ellipsoid::{body_box, sub, Shape, V3};
-use super::body_grid::BodyGrid;
 use super::hash_grid::{query_cells, CellRange};
 use super::world::{check_pose, ContactKind, World, ID_BITS};
 use crate::error::{Error, Result};

@@ -31,8 +31,7 @@ pub(crate) const REACH_SLACK: f64 = 1.000_001;
 /// from a's start center; `normal` pushes `a` away from `b`.
 pub fn sweep_ellipsoid_ellipsoid(a: &Shape, b: &Shape, r0: V3, motion: V3) -> Option<SweepHit> {
     // The segment's closest approach to b beyond both bodies' reach: no touch.
-    let reach =
-        (a.radii[0].max(a.radii[1]).max(a.radii[2]) + b.radii[0].max(b.radii[1]).max(b.radii[2])) * REACH_SLACK;
+    let reach = (a.radii[0].max(a.radii[1]).max(a.radii[2]) + b.radii[0].max(b.radii[1]).max(b.radii[2])) * REACH_SLACK;
     let mm = dot(motion, motion);
     let near = if mm > 0.0 { (dot(r0, motion) / mm).clamp(0.0, 1.0) } else { 0.0 };
     let at = |t: f64| [r0[0] - t * motion[0], r0[1] - t * motion[1], r0[2] - t * motion[2]];

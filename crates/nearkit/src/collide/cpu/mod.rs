@@ -15,10 +15,10 @@ mod contact_ellipsoid_triangle_avx2;
 
 use rayon::prelude::*;
 
+use crate::collide::body_grid::BodyGrid;
 use crate::collide::box_f32::box_f32;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
-use crate::collide::body_grid::BodyGrid;
 use crate::collide::ellipsoid::{add, body_box, sub, Shape, V3};
 use crate::collide::hash_grid::{boxes_overlap, CellRange, CELL_LIMIT};
 use crate::collide::sweep_ellipsoid_ellipsoid::sweep_ellipsoid_ellipsoid;
@@ -493,7 +493,8 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
                 let ignore = s.ignore.map(|id| id.0 as usize);
                 grid.overlapping(&lo, &hi, &cells, |o| {
                     if s.mask & b.layer[o] != 0 && Some(o) != ignore {
-                        if let Some(h) = sweep_ellipsoid_ellipsoid(&shape, &b.shape(o), sub(b.center[o], s.from), motion)
+                        if let Some(h) =
+                            sweep_ellipsoid_ellipsoid(&shape, &b.shape(o), sub(b.center[o], s.from), motion)
                         {
                             offer(h, ContactKind::Body.tag() | o as u32);
                         }
