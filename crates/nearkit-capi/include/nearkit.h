@@ -28,8 +28,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-// `NkSweepResult.triangle` when the sweep hits nothing.
-#define NK_NO_TRIANGLE UINT32_MAX
+// No triangle or body: `NkSweepResult.other` and `NkRayHit.id` when nothing is hit, and
+// `NkSweep.ignore` when the sweep ignores no body.
+#define NK_NO_ID UINT32_MAX
 
 // What a call did. Every `nk_` function that can fail returns one; on anything but
 // `NK_STATUS_OK`, `nk_last_error_message()` says what went wrong and what to do, and the
@@ -110,8 +111,10 @@ typedef struct NkContact {
     double point[3];
 } NkContact;
 
-// A swept query against the static mesh: a body of semi-axes `radii`, turned by
-// `orientation` all the way, moving its center from `from` to `to`.
+// A swept query (a shape cast): a body of semi-axes `radii`, turned by `orientation` all the
+// way, moving its center from `from` to `to`, against the static mesh, the heightfield and
+// the bodies. It meets the mesh and the heightfield when `mask` meets the world's mesh
+// layer, and a body when `mask` meets the body's layer; it passes through body `ignore`.
 typedef struct NkSweep {
     // Semi-axes; positive.
     double radii[3];
@@ -121,23 +124,28 @@ typedef struct NkSweep {
     double from[3];
     // The center at the end.
     double to[3];
+    // The layers it meets (`0xFFFFFFFF`: all).
+    uint32_t mask;
+    // A body it passes through, or `NK_NO_ID`.
+    uint32_t ignore;
 } NkSweep;
 
-// A sweep's first contact with the static mesh, at `from + toi * (to - from)`; ties go to
-// the smaller triangle id.
+// A sweep's first contact, at `from + toi * (to - from)`. On equal times the mesh comes
+// first, then the heightfield, then bodies, then the smaller id.
 typedef struct NkSweepResult {
-    // Whether the sweep touches the mesh or the heightfield. If not, `toi` is 1, `triangle`
-    // is `NK_NO_TRIANGLE`, and `point` and `normal` are zero.
+    // Whether the sweep touches anything. If not, `toi` is 1, `other` is `NK_NO_ID`, and
+    // `point` and `normal` are zero.
     bool hit;
-    // Whose triangle: `NK_CONTACT_TRIANGLE` (the mesh's) or `NK_CONTACT_HEIGHTFIELD`.
+    // What it touches: `NK_CONTACT_TRIANGLE` (a triangle of the mesh),
+    // `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.
     NkContactKind kind;
-    // The triangle touched first.
-    uint32_t triangle;
+    // The triangle's or the body's id.
+    uint32_t other;
     // Time of impact, 0 to 1 along the sweep.
     double toi;
     // Where, in world coordinates.
     double point[3];
-    // The triangle's unit normal there, facing the body.
+    // The unit normal there that pushes the sweeping body back.
     double normal[3];
 } NkSweepResult;
 
@@ -178,7 +186,7 @@ typedef struct NkRay {
 
 // Where a ray meets a triangle of the mesh or of the heightfield, or a body.
 typedef struct NkRayHit {
-    // Whether the ray hits anything. If not, `id` is `NK_NO_TRIANGLE`, `distance` is
+    // Whether the ray hits anything. If not, `id` is `NK_NO_ID`, `distance` is
     // `INFINITY`, and `point` and `normal` are zero.
     bool hit;
     // What was hit: `NK_CONTACT_TRIANGLE`, `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.

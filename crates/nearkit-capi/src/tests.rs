@@ -62,7 +62,7 @@ fn contacts(c: *mut NkCollider, w: *const NkWorld) -> Vec<NkContact> {
 fn layout_is_what_the_header_says() {
     assert_eq!(std::mem::size_of::<NkContact>(), 56);
     assert_eq!(std::mem::offset_of!(NkContact, point), 32);
-    assert_eq!(std::mem::size_of::<NkSweep>(), 13 * 8);
+    assert_eq!(std::mem::size_of::<NkSweep>(), 13 * 8 + 8);
     assert_eq!(std::mem::size_of::<NkSweepResult>(), 72);
     assert_eq!(std::mem::size_of::<NkOverlap>(), 88);
     assert_eq!(std::mem::size_of::<NkOverlapHit>(), 8);

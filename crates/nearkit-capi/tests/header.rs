@@ -78,7 +78,7 @@ int demo(void) {
     size_t n = 0;
     uint32_t id = 0;
     double c[3] = {0, 0, 1}, r[3] = {1, 1, 1}, q[4] = {0, 0, 0, 1};
-    NkSweep s = {{1, 1, 1}, {0, 0, 0, 1}, {0, 0, 5}, {0, 0, -5}};
+    NkSweep s = {{1, 1, 1}, {0, 0, 0, 1}, {0, 0, 5}, {0, 0, -5}, 0xFFFFFFFFu, NK_NO_ID};
     NkSweepResult hit;
     NkStatus st = nk_world_new(1.0, &world);
     if (st != NK_STATUS_OK) { puts(nk_last_error_message()); return 1; }
