@@ -62,8 +62,8 @@ pub struct CollideArgs {
     /// Spacing of a .npy heightfield's samples, in metres.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub spacing: f64,
-    /// Also time this many swept queries against the mesh: the bodies (in turn) each moving
-    /// 1 m along x and 0.5 m down.
+    /// Also time this many swept queries (shape casts): the bodies in turn, each moving 1.5 m
+    /// along x, 0.5 m along y and 1.3 m down, against the terrain and the other bodies.
     #[arg(long, default_value_t = 0)]
     pub sweeps: usize,
     /// Write the last tick's contacts as CSV (tick,body,kind,other,nx,ny,nz,depth,px,py,pz).

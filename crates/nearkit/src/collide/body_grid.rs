@@ -13,11 +13,12 @@ pub(crate) struct BodyGrid {
     boxes: Vec<Option<(V3, V3)>>,
     ranges: Vec<Option<CellRange>>,
     grid: HashGrid,
+    cell_size: f64,
 }
 
 impl BodyGrid {
-    pub fn build(world: &World) -> Result<Self> {
-        let cell_size = world.cell_size();
+    /// The bodies of `world` in cells of `cell_size` (any size finds the same bodies).
+    pub fn build(world: &World, cell_size: f64) -> Result<Self> {
         let b = world.bodies();
         let boxes: Vec<Option<(V3, V3)>> = (0..b.len())
             .into_par_iter()
@@ -33,11 +34,12 @@ impl BodyGrid {
             })
             .collect::<Result<Vec<_>>>()?;
         let grid = HashGrid::build(&ranges)?;
-        Ok(BodyGrid { boxes, ranges, grid })
+        Ok(BodyGrid { boxes, ranges, grid, cell_size })
     }
 
-    /// Calls `f` once for each body whose box meets the box [lo, hi], whose cells are `cells`.
-    pub fn overlapping(&self, lo: &V3, hi: &V3, cells: &CellRange, mut f: impl FnMut(usize)) {
+    /// Calls `f` once for each body whose box meets the box [lo, hi].
+    pub fn overlapping(&self, lo: &V3, hi: &V3, mut f: impl FnMut(usize)) -> Result<()> {
+        let cells = CellRange::of_box(*lo, *hi, self.cell_size)?;
         for cell in cells.cells() {
             for o in self.grid.items_in(cell) {
                 let o = o as usize;
@@ -49,5 +51,6 @@ impl BodyGrid {
                 }
             }
         }
+        Ok(())
     }
 }

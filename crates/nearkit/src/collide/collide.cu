@@ -1005,7 +1005,7 @@ extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS, 4)
 // bodies come from the tick's grid (bv), which the host keeps current.
 #define SWEEP_VALUES NK_SWEEP_VALUES
 extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cell_size, MeshView mesh, BodyView bv,
-                                         u32 bodies, u32 mesh_layer, u32* out_tri, double* out, u32* error) {
+                                         u32 body_layers, u32 mesh_layer, u32* out_tri, double* out, u32* error) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const double* w = sweeps + SWEEP_VALUES * (u64)i;
@@ -1073,7 +1073,8 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
                     }
         }
     }
-    if (bodies > 0) {
+    // body_layers: the bodies' layers joined (0: no bodies).
+    if ((mask & body_layers) != 0) {
         for (int z = lc[2]; z <= hc[2]; z++)
             for (int y = lc[1]; y <= hc[1]; y++)
                 for (int x = lc[0]; x <= hc[0]; x++) {

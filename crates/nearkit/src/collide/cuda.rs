@@ -187,7 +187,7 @@ kernels! {
         cell_size: f64,
         mesh: MeshView,
         bv: BodyView,
-        bodies: u32,
+        body_layers: u32,
         mesh_layer: u32,
         out_tri: Out<u32>,
         out: Out<f64>,
@@ -923,9 +923,10 @@ impl CudaCollider {
     }
 
     /// The bodies as the last tick gridded them (what overlap queries and sweeps read); a tick
-    /// runs first unless the last one was for this world as it is now.
-    fn current_body_view(&mut self, world: &World) -> Result<BodyView> {
-        let bodies = world.bodies().len();
+    /// runs first unless the last one was for this world as it is now. `needed` false: an
+    /// empty view (no tick).
+    fn current_body_view(&mut self, world: &World, needed: bool) -> Result<BodyView> {
+        let bodies = if needed { world.bodies().len() } else { 0 };
         if bodies > 0 && self.grid_for != Some((world.id(), world.versions())) {
             while self.launch_tick(world)?.is_none() {}
         }
@@ -960,15 +961,18 @@ impl CudaCollider {
             .with_min_len(4096)
             .enumerate()
             .try_for_each(|(i, s)| s.check(cell_size).map_err(|e| crate::collide::cpu::sweep_error(i, e)))?;
-        let bodies = world.bodies().len();
-        if (world.mesh().is_none() && world.heightfield().is_none() && bodies == 0) || sweeps.is_empty() {
+        let mut body_layers = world.bodies().layers_present();
+        if (world.mesh().is_none() && world.heightfield().is_none() && body_layers == 0) || sweeps.is_empty() {
             return Ok(vec![None; sweeps.len()]);
         }
         let be_arc = self.gpu.clone();
         let gpu = &*be_arc;
         let _busy = gpu.lock();
         self.sync(world)?;
-        let view = self.current_body_view(world)?;
+        if !sweeps.iter().any(|s| s.mask & body_layers != 0) {
+            body_layers = 0;
+        }
+        let view = self.current_body_view(world, body_layers != 0)?;
         let s = gpu.stream();
         let n = sweeps.len();
         let t0 = std::time::Instant::now();
@@ -1004,7 +1008,7 @@ impl CudaCollider {
             cell_size,
             mesh,
             view,
-            bodies as u32,
+            body_layers,
             world.mesh_layer(),
             self.sweep_tri.buf.as_mut().expect("allocated above"),
             self.sweep_out.buf.as_mut().expect("allocated above"),
@@ -1068,7 +1072,7 @@ impl CudaCollider {
         let _busy = gpu.lock();
         self.sync(world)?;
         let bodies = world.bodies().len();
-        let view = self.current_body_view(world)?;
+        let view = self.current_body_view(world, true)?;
         let s = gpu.stream();
         let flat: Vec<f64> =
             queries.iter().flat_map(|q| q.radii.into_iter().chain(q.orientation).chain(q.center)).collect();

@@ -10,7 +10,7 @@ use super::body_grid::BodyGrid;
 use super::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use super::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
 use super::ellipsoid::{body_box, sub, Shape, V3};
-use super::hash_grid::{query_cells, CellRange};
+use super::hash_grid::query_cells;
 use super::world::{check_pose, ContactKind, World, ID_BITS};
 use crate::error::{Error, Result};
 
@@ -128,7 +128,7 @@ pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> 
     let cell_size = world.cell_size();
     check_queries(queries, limit, cell_size)?;
     let b = world.bodies();
-    let bodies = BodyGrid::build(world)?;
+    let bodies = BodyGrid::build(world, cell_size)?;
     let (mesh, terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
     let rows = queries
         .par_iter()
@@ -137,10 +137,6 @@ pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> 
         .map(|(qi, q)| -> Result<(Vec<u32>, u32)> {
             let shape = Shape::new(q.radii, q.orientation);
             let (lo, hi) = body_box(&shape, q.center);
-            let cells = CellRange::of_box(lo, hi, cell_size).map_err(|e| match e {
-                Error::InvalidArgument(m) => Error::InvalidArgument(format!("overlap query {qi}: {m}")),
-                e => e,
-            })?;
             let mut found: Vec<u32> = Vec::new();
             if q.mask & mesh_layer != 0 {
                 if let Some(m) = mesh {
@@ -159,13 +155,18 @@ pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> 
                     });
                 }
             }
-            bodies.overlapping(&lo, &hi, &cells, |o| {
-                if q.mask & b.layer[o] != 0
-                    && contact_ellipsoid_ellipsoid(&shape, &b.shape(o), sub(b.center[o], q.center)).is_some()
-                {
-                    found.push(ContactKind::Body.tag() | o as u32);
-                }
-            });
+            bodies
+                .overlapping(&lo, &hi, |o| {
+                    if q.mask & b.layer[o] != 0
+                        && contact_ellipsoid_ellipsoid(&shape, &b.shape(o), sub(b.center[o], q.center)).is_some()
+                    {
+                        found.push(ContactKind::Body.tag() | o as u32);
+                    }
+                })
+                .map_err(|e| match e {
+                    Error::InvalidArgument(m) => Error::InvalidArgument(format!("overlap query {qi}: {m}")),
+                    e => e,
+                })?;
             found.sort_unstable();
             let total = found.len() as u32;
             found.truncate(limit);

@@ -51,30 +51,40 @@ pub fn sweep_ellipsoid_ellipsoid(a: &Shape, b: &Shape, r0: V3, motion: V3) -> Op
         let ab = normalize(x).unwrap_or([0.0, 0.0, 1.0]);
         SweepHit { toi: t, point, normal: [-ab[0], -ab[1], -ab[2]] }
     };
-    let mut l = first_guess(a, b, r0);
-    let mut t = 0.0f64;
-    for _ in 0..STEPS {
-        let r = at(t);
-        l = settle(&sa, &sb, r, l);
+    // E_λ's entry ahead of r(t): the smaller root s of w·(r − s·m)ᵀG⁻¹(r − s·m) = 1, that is
+    // A·s² − 2B·s + (c − 1) = 0 (c = w·rᵀG⁻¹r > 1: r is outside E_λ), in the form without
+    // cancellation; `None` when the line misses E_λ or moves away from it.
+    let entry = |r: V3, l: f64| -> Result<f64, f64> {
         let inv = inverse(blend(&sa, &sb, l));
         let x = apply(&inv, r);
         let w = l * (1.0 - l);
         let c = w * dot(r, x);
         if !(c > 1.0) {
-            return Some(touch(t, l));
+            return Err(c); // r is inside E_λ
         }
-        // E_λ's entry ahead: the smaller root s of w·(r − s·m)ᵀG⁻¹(r − s·m) = 1, that is
-        // A·s² − 2B·s + (c − 1) = 0, in the form without cancellation.
         let y = apply(&inv, motion);
         let (qa, qb) = (w * dot(motion, y), w * dot(motion, x));
-        if !(qb > 0.0) {
-            return None; // moving away from E_λ
-        }
         let disc = qb * qb - qa * (c - 1.0);
-        if !(disc >= 0.0) {
-            return None; // the line misses E_λ
+        if !(qb > 0.0 && disc >= 0.0) {
+            return Ok(f64::INFINITY);
         }
-        let s = (c - 1.0) / (qb + disc.sqrt());
+        Ok((c - 1.0) / (qb + disc.sqrt()))
+    };
+    // Most pairs the broad phase gives are settled by the first guess's E_λ alone: the sweep
+    // passes it by, or stops short of it.
+    let mut l = first_guess(a, b, r0);
+    let mut t = match entry(r0, l) {
+        Ok(s) if !(s <= 1.0) => return None,
+        Ok(s) => s,
+        Err(_) => 0.0,
+    };
+    for _ in 0..STEPS {
+        let r = at(t);
+        l = settle(&sa, &sb, r, l);
+        let s = match entry(r, l) {
+            Err(_) => return Some(touch(t, l)), // max F ≤ 1: touching or overlapping at t
+            Ok(s) => s,
+        };
         t += s;
         if !(t <= 1.0) {
             return None;

@@ -139,6 +139,12 @@ impl Bodies {
         self.center.is_empty()
     }
 
+    /// The layer bits of the bodies there are, joined (0: no bodies): a query whose mask
+    /// misses them all need not look for bodies.
+    pub(crate) fn layers_present(&self) -> u32 {
+        self.alive.iter().zip(&self.layer).filter(|(a, _)| **a).fold(0, |acc, (_, l)| acc | l)
+    }
+
     pub(crate) fn shape(&self, i: usize) -> Shape {
         Shape::new(self.radii[i], self.orientation[i])
     }

@@ -450,11 +450,26 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
     }
     let (mesh, terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
     let b = world.bodies();
-    let any_body = b.alive.iter().any(|&a| a);
-    if mesh.is_none() && terrain.is_none() && !any_body {
+    let body_layers = b.layers_present();
+    if mesh.is_none() && terrain.is_none() && body_layers == 0 {
         return Ok(vec![None; sweeps.len()]);
     }
-    let bodies = if any_body { Some(BodyGrid::build(world)?) } else { None };
+    let bodies = if sweeps.iter().any(|s| s.mask & body_layers != 0) {
+        // Cells about as wide as the sweeps' boxes: each then walks a few cells (any cell size
+        // finds the same bodies).
+        let mut widest: Vec<f64> = sweeps
+            .iter()
+            .map(|s| {
+                let (lo, hi) = s.bounds();
+                (0..3).map(|a| hi[a] - lo[a]).fold(0.0, f64::max)
+            })
+            .collect();
+        let middle = widest.len() / 2;
+        let median = *widest.select_nth_unstable_by(middle, f64::total_cmp).1;
+        Some(BodyGrid::build(world, median.clamp(cell_size, 4.0 * cell_size))?)
+    } else {
+        None
+    };
     sweeps
         .par_iter()
         .enumerate()
@@ -488,10 +503,9 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
                     });
                 }
             }
-            if let Some(grid) = &bodies {
-                let cells = CellRange::of_box(lo, hi, cell_size).map_err(|e| sweep_error(i, e))?;
+            if let Some(grid) = bodies.as_ref().filter(|_| s.mask & body_layers != 0) {
                 let ignore = s.ignore.map(|id| id.0 as usize);
-                grid.overlapping(&lo, &hi, &cells, |o| {
+                grid.overlapping(&lo, &hi, |o| {
                     if s.mask & b.layer[o] != 0 && Some(o) != ignore {
                         if let Some(h) =
                             sweep_ellipsoid_ellipsoid(&shape, &b.shape(o), sub(b.center[o], s.from), motion)
@@ -499,7 +513,8 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
                             offer(h, ContactKind::Body.tag() | o as u32);
                         }
                     }
-                });
+                })
+                .map_err(|e| sweep_error(i, e))?;
             }
             Ok(best.map(|(h, tagged)| SweepResult {
                 toi: h.toi,
