@@ -355,6 +355,28 @@ __device__ __forceinline__ Hit sweep_touch(const double sa[6], const double sb[6
     return Hit{t, v3(t * m.x + k * sx.x, t * m.y + k * sx.y, t * m.z + k * sx.z), dneg(ab)};
 }
 
+// sweep_ellipsoid_ellipsoid.rs: entry. False when r is inside E_λ; else s = the entry ahead
+// (inf: none).
+__device__ __forceinline__ bool sweep_entry(const double sa[6], const double sb[6], D3 r, D3 m, double l,
+                                            double& s) {
+    double g[6];
+    pw_blend(sa, sb, l, g);
+    PwInverse inv = pw_inverse(g);
+    D3 x = pw_apply(inv, r);
+    double w = l * (1.0 - l);
+    double c = w * vdot(r, x);
+    if (!(c > 1.0)) return false;
+    D3 y = pw_apply(inv, m);
+    double qa = w * vdot(m, y), qb = w * vdot(m, x);
+    double disc = qb * qb - qa * (c - 1.0);
+    if (!(qb > 0.0 && disc >= 0.0)) {
+        s = t_inf<double>();
+        return true;
+    }
+    s = (c - 1.0) / (qb + sqrt(disc));
+    return true;
+}
+
 __device__ bool sweep_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r0, D3 motion, Hit& out) {
     double reach =
         (t_max(t_max(a.radii.x, a.radii.y), a.radii.z) + t_max(t_max(b.radii.x, b.radii.y), b.radii.z)) * REACH_SLACK;
@@ -367,26 +389,18 @@ __device__ bool sweep_ellipsoid_ellipsoid(const Shape& a, const Shape& b, D3 r0,
     sigma(a, sa);
     sigma(b, sb);
     double l = pw_first_guess(a, b, r0);
-    double t = 0.0;
+    double t = 0.0, s;
+    if (sweep_entry(sa, sb, r0, motion, l, s)) {
+        if (!(s <= 1.0)) return false;
+        t = s;
+    }
     for (int it = 0; it < SWEEP_STEPS; it++) {
         D3 r = sweep_at(r0, motion, t);
         l = pw_settle(sa, sb, r, l);
-        double g[6];
-        pw_blend(sa, sb, l, g);
-        PwInverse inv = pw_inverse(g);
-        D3 x = pw_apply(inv, r);
-        double w = l * (1.0 - l);
-        double c = w * vdot(r, x);
-        if (!(c > 1.0)) {
+        if (!sweep_entry(sa, sb, r, motion, l, s)) {
             out = sweep_touch(sa, sb, r0, motion, t, l);
             return true;
         }
-        D3 y = pw_apply(inv, motion);
-        double qa = w * vdot(motion, y), qb = w * vdot(motion, x);
-        if (!(qb > 0.0)) return false;
-        double disc = qb * qb - qa * (c - 1.0);
-        if (!(disc >= 0.0)) return false;
-        double s = (c - 1.0) / (qb + sqrt(disc));
         t += s;
         if (!(t <= 1.0)) return false;
         if (s <= SWEEP_SETTLED) break;
