@@ -32,6 +32,12 @@
 // `NkSweep.ignore` when the sweep ignores no body.
 #define NK_NO_ID UINT32_MAX
 
+// `NkOverlap.shape`: an ellipsoid of semi-axes `radii`.
+#define NK_OVERLAP_ELLIPSOID 0
+
+// `NkOverlap.shape`: a box of half extents `radii`.
+#define NK_OVERLAP_BOX 1
+
 // What a call did. Every `nk_` function that can fail returns one; on anything but
 // `NK_STATUS_OK`, `nk_last_error_message()` says what went wrong and what to do, and the
 // call changed nothing (its outputs are left as they were, except that a failed `*_new`
@@ -153,13 +159,15 @@ typedef struct NkSweepResult {
 typedef struct NkOverlap {
     // Its center.
     double center[3];
-    // Semi-axes along its own x, y and z; positive.
+    // Semi-axes (a box's half extents) along its own x, y and z; positive.
     double radii[3];
     // Quaternion (x, y, z, w); the identity is (0, 0, 0, 1).
     double orientation[4];
     // It overlaps the mesh and the heightfield when `mask` meets the world's mesh layer,
     // and a body when `mask` meets the body's layer.
     uint32_t mask;
+    // `NK_OVERLAP_ELLIPSOID` (0: an ellipsoid, or a sphere) or `NK_OVERLAP_BOX`.
+    uint32_t shape;
 } NkOverlap;
 
 // One thing an overlap query overlaps.
@@ -321,7 +329,8 @@ enum NkStatus nk_collider_sweeps(struct NkCollider *collider,
                                  size_t count,
                                  struct NkSweepResult *results);
 
-// What each query overlaps (the contacts' exact tests; touching is not overlapping):
+// What each query overlaps (exact tests, an ellipsoid's the contacts'; touching is not
+// overlapping):
 // `hits[i * limit ..]` receives query i's first `min(totals[i], limit)` hits, sorted by
 // (kind, id), and `totals[i]` how many there are in all. `limit` is 1 to 64.
 //

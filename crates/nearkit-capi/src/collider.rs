@@ -426,14 +426,21 @@ pub unsafe extern "C" fn nk_collider_sweeps(
 pub struct NkOverlap {
     /// Its center.
     pub center: [f64; 3],
-    /// Semi-axes along its own x, y and z; positive.
+    /// Semi-axes (a box's half extents) along its own x, y and z; positive.
     pub radii: [f64; 3],
     /// Quaternion (x, y, z, w); the identity is (0, 0, 0, 1).
     pub orientation: [f64; 4],
     /// It overlaps the mesh and the heightfield when `mask` meets the world's mesh layer,
     /// and a body when `mask` meets the body's layer.
     pub mask: u32,
+    /// `NK_OVERLAP_ELLIPSOID` (0: an ellipsoid, or a sphere) or `NK_OVERLAP_BOX`.
+    pub shape: u32,
 }
+
+/// `NkOverlap.shape`: an ellipsoid of semi-axes `radii`.
+pub const NK_OVERLAP_ELLIPSOID: u32 = 0;
+/// `NkOverlap.shape`: a box of half extents `radii`.
+pub const NK_OVERLAP_BOX: u32 = 1;
 
 /// One thing an overlap query overlaps.
 #[repr(C)]
@@ -445,7 +452,8 @@ pub struct NkOverlapHit {
     pub id: u32,
 }
 
-/// What each query overlaps (the contacts' exact tests; touching is not overlapping):
+/// What each query overlaps (exact tests, an ellipsoid's the contacts'; touching is not
+/// overlapping):
 /// `hits[i * limit ..]` receives query i's first `min(totals[i], limit)` hits, sorted by
 /// (kind, id), and `totals[i]` how many there are in all. `limit` is 1 to 64.
 ///
@@ -470,10 +478,22 @@ pub unsafe extern "C" fn nk_collider_overlaps(
         let out_totals = slice_mut(totals, count, "totals")?;
         let w = world_ref(world)?;
         with_collider(collider, |c| {
-            let qs: Vec<Overlap> = input
+            let qs = input
                 .iter()
-                .map(|q| Overlap { center: q.center, radii: q.radii, orientation: q.orientation, mask: q.mask })
-                .collect();
+                .enumerate()
+                .map(|(i, q)| {
+                    let make = match q.shape {
+                        NK_OVERLAP_ELLIPSOID => Overlap::ellipsoid,
+                        NK_OVERLAP_BOX => Overlap::cuboid,
+                        s => {
+                            return Err(nearkit_core::Error::InvalidArgument(format!(
+                            "overlap query {i}: shape {s} is neither NK_OVERLAP_ELLIPSOID (0) nor NK_OVERLAP_BOX (1)"
+                        )))
+                        }
+                    };
+                    Ok(make(q.center, q.radii, q.orientation).with_mask(q.mask))
+                })
+                .collect::<nearkit_core::Result<Vec<Overlap>>>()?;
             let found = c.collider.overlaps(&w.world, &qs, limit)?;
             for i in 0..count {
                 out_totals[i] = found.total[i];

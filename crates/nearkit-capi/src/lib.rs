@@ -48,6 +48,7 @@ pub use collider::{
     nk_collider_ray_casts, nk_collider_ray_casts_all, nk_collider_sweeps, NkCollider, NkColliderOptions, NkContact,
     NkContactKind, NkDevice, NkOverlap, NkOverlapHit, NkRay, NkRayHit, NkSweep, NkSweepResult, NK_CONTACT_BODY,
     NK_CONTACT_HEIGHTFIELD, NK_CONTACT_TRIANGLE, NK_DEVICE_AUTO, NK_DEVICE_CPU, NK_DEVICE_CUDA, NK_NO_ID,
+    NK_OVERLAP_BOX, NK_OVERLAP_ELLIPSOID,
 };
 pub use status::NkStatus;
 pub use world::{

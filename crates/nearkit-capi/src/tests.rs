@@ -419,8 +419,9 @@ fn heightfields_and_overlaps_match_the_rust_api() {
         .map(|i| NkOverlap {
             center: [(i % 40) as f64, (i / 10) as f64, 0.2],
             radii: [0.4 + (i % 3) as f64, 0.5, 0.6],
-            orientation: [0.0, 0.0, 0.0, 1.0],
+            orientation: [0.0, 0.2 * (i % 5) as f64, 0.0, 1.0],
             mask: if i % 4 == 0 { 2 } else { u32::MAX },
+            shape: if i % 3 == 0 { NK_OVERLAP_BOX } else { NK_OVERLAP_ELLIPSOID },
         })
         .collect();
     let limit = 5;
@@ -430,11 +431,13 @@ fn heightfields_and_overlaps_match_the_rust_api() {
     }
     let rust_queries: Vec<nearkit_core::collide::Overlap> = queries
         .iter()
-        .map(|q| nearkit_core::collide::Overlap {
-            center: q.center,
-            radii: q.radii,
-            orientation: q.orientation,
-            mask: q.mask,
+        .map(|q| {
+            let make = if q.shape == NK_OVERLAP_BOX {
+                nearkit_core::collide::Overlap::cuboid
+            } else {
+                nearkit_core::collide::Overlap::ellipsoid
+            };
+            make(q.center, q.radii, q.orientation).with_mask(q.mask)
         })
         .collect();
     let found = Collider::cpu().overlaps(&rust, &rust_queries, limit).unwrap();
@@ -466,6 +469,12 @@ fn heightfields_and_overlaps_match_the_rust_api() {
             nk_collider_overlaps(c, w, queries.as_ptr(), 300, 0, hits.as_mut_ptr(), totals.as_mut_ptr()),
             NkStatus::InvalidArgument,
             "limit",
+        );
+        let cone = [NkOverlap { shape: 7, ..queries[0] }];
+        fails(
+            nk_collider_overlaps(c, w, cone.as_ptr(), 1, 1, hits.as_mut_ptr(), totals.as_mut_ptr()),
+            NkStatus::InvalidArgument,
+            "shape 7",
         );
         fails(nk_world_set_heightfield(w, heights.as_ptr(), 1, 3, 1.0, 0.0, 0.0), NkStatus::InvalidArgument, "2 × 2");
         ok(nk_collider_free(c));

@@ -406,7 +406,8 @@ impl PyCollider {
     }
 
     /// Each query's overlaps: (offsets (n + 1), kinds u8, ids, totals), rows sorted by
-    /// (kind, id) and cut at `limit`.
+    /// (kind, id) and cut at `limit`. `boxes`: the queries are boxes of half extents `radii`
+    /// (else ellipsoids).
     fn overlaps<'py>(
         &mut self,
         py: Python<'py>,
@@ -416,6 +417,7 @@ impl PyCollider {
         orientations: PyReadonlyArray2<'_, f64>,
         masks: PyReadonlyArray1<'_, u32>,
         limit: usize,
+        boxes: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let n = centers.shape()[0];
         check_rows("centers", centers.shape(), n, 3)?;
@@ -426,7 +428,10 @@ impl PyCollider {
         }
         let (c, r, q, m) = (centers.as_array(), radii.as_array(), orientations.as_array(), masks.as_array());
         let queries: Vec<Overlap> = (0..n)
-            .map(|i| Overlap { center: row(&c, i), radii: row(&r, i), orientation: row(&q, i), mask: m[i] })
+            .map(|i| {
+                let make = if boxes { Overlap::cuboid } else { Overlap::ellipsoid };
+                make(row(&c, i), row(&r, i), row(&q, i)).with_mask(m[i])
+            })
             .collect();
         let (collider, world, engine) = (SameThread(&mut self.collider), &world.world, &self.engine);
         let found = detach_on(py, engine, move || {

@@ -115,6 +115,41 @@ def test_sweeps_hit_the_ground():
     assert np.isinf(hits.toi[1]) and hits.other[1] == -1 and np.isnan(hits.point[1]).all()
 
 
+def test_sweeps_meet_bodies_by_mask_and_pass_the_one_ignored():
+    world = flat_world()
+    world.add_bodies([[10, 10, 1.0], [10, 10, 3.0]], radii=0.5, layers=[1, 2])
+    collider = nearkit.Collider(device="cpu")
+    start, end = [[10, 10, 8.0]] * 4, [[10, 10, -2.0]] * 4
+    hits = collider.sweeps(world, start, end, radii=0.5, masks=[0xFFFFFFFF, 1, 0xFFFFFFFF, 0], ignore=[-1, -1, 1, -1])
+    # Body 1's top is at 3.5, body 0's at 1.5: the sweep's bottom (center − 0.5) meets them
+    # there, and the ground (mesh layer 1) at 0.
+    np.testing.assert_allclose(hits.toi[:3], [(7.5 - 3.5) / 10, (7.5 - 1.5) / 10, (7.5 - 1.5) / 10], atol=1e-9)
+    assert hits.kind[:3].tolist() == [nearkit.CONTACT_BODY] * 3 and hits.other[:3].tolist() == [1, 0, 0]
+    np.testing.assert_allclose(hits.normal[0], [0, 0, 1], atol=1e-9)
+    assert not hits.hit[3]
+    with pytest.raises(ValueError, match="ignore"):
+        collider.sweeps(world, start, end, radii=0.5, ignore=-2)
+
+
+def test_box_overlaps_touching_is_not_overlapping():
+    world = flat_world()
+    world.add_bodies([[10, 10, 1.0]], radii=0.5)
+    collider = nearkit.Collider(device="cpu")
+    centers = [[10, 10, 0.25], [10, 10, 0.2], [10, 10, 1.75], [10, 10, 1.7], [3, 3, 0.0]]
+    hits = collider.overlaps(world, centers, radii=[2, 2, 0.25], shape="box")
+    kinds = [hits.row(i)[0].tolist() for i in range(len(centers))]
+    # Resting on the ground (and under the body, 0.5 below it): nothing; a hair lower, the
+    # ground's triangles under it. Just over the body's top: nothing; a hair lower, the body.
+    assert kinds[0] == [] and kinds[2] == []
+    assert set(kinds[1]) == {nearkit.CONTACT_HEIGHTFIELD} and hits.total[1] == 32
+    assert kinds[3] == [nearkit.CONTACT_BODY]
+    assert set(kinds[4]) == {nearkit.CONTACT_HEIGHTFIELD}
+    turned = collider.overlaps(world, [[10, 10, 1.75]], radii=[2, 2, 0.25], orientations=[0, 0.1, 0, 1], shape="box")
+    assert turned.row(0)[0].tolist() == [nearkit.CONTACT_BODY]
+    with pytest.raises(ValueError, match="shape"):
+        collider.overlaps(world, centers, radii=1.0, shape="cone")
+
+
 def test_a_crater_tick_matches_itself_across_devices_and_layouts(rng):
     h = rng.uniform(-0.3, 0.3, (41, 41))
     world = nearkit.World()

@@ -8,6 +8,7 @@ pub use crate::closest_point::triangle::{closest_point_triangle, TrianglePoint};
 pub use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 pub use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
 pub use crate::collide::ellipsoid::{dot, sub, Shape, V3};
+pub use crate::collide::overlap_cuboid::{cuboid_meets_ellipsoid, cuboid_meets_triangle};
 pub use crate::collide::sweep_ellipsoid_ellipsoid::sweep_ellipsoid_ellipsoid;
 pub use crate::collide::sweep_ellipsoid_triangle::{sweep_ellipsoid_triangle, SweepHit};
 pub use crate::geometry::vectors::{dist2_nd, MAX_DIM};

@@ -4,12 +4,12 @@
 
 use nearkit::collide::scene::{heightfield, Scene};
 use nearkit::collide::{
-    Body, BodyId, Collider, ColliderOptions, Contact, ContactKind, Heightfield, Overlap, Sweep, SweepResult, World,
-    OVERLAP_LIMIT_MAX,
+    Body, BodyId, Collider, ColliderOptions, Contact, ContactKind, Heightfield, Overlap, OverlapShape, Sweep,
+    SweepResult, World, OVERLAP_LIMIT_MAX,
 };
 use nearkit::test_hooks::{
-    contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, dot, sub, sweep_ellipsoid_ellipsoid,
-    sweep_ellipsoid_triangle, Shape, SweepHit, V3,
+    contact_ellipsoid_ellipsoid, contact_ellipsoid_triangle, cuboid_meets_ellipsoid, cuboid_meets_triangle, dot, sub,
+    sweep_ellipsoid_ellipsoid, sweep_ellipsoid_triangle, Shape, SweepHit, V3,
 };
 use nearkit::{Engine, Mesh, Points};
 use rand::{Rng, SeedableRng};
@@ -371,6 +371,110 @@ fn ellipsoid_sweeps_meet_ellipsoids_where_bisection_does() {
         }
     }
     assert!(hits > 300 && misses > 300, "{hits} hits, {misses} misses");
+}
+
+/// The triangle clipped to the box |x_a| ≤ h_a (in the box's frame): whether anything is left.
+fn clipped_triangle_is_left(h: V3, tri: [V3; 3]) -> bool {
+    let mut poly: Vec<V3> = tri.to_vec();
+    for a in 0..3 {
+        for sign in [1.0, -1.0] {
+            // Keep sign·x_a ≤ h_a.
+            let inside = |p: &V3| sign * p[a] <= h[a];
+            let mut out = Vec::new();
+            for k in 0..poly.len() {
+                let (p, q) = (poly[k], poly[(k + 1) % poly.len()]);
+                if inside(&p) {
+                    out.push(p);
+                }
+                if inside(&p) != inside(&q) {
+                    let t = (h[a] - sign * p[a]) / (sign * (q[a] - p[a]));
+                    out.push(std::array::from_fn(|i| p[i] + t * (q[i] - p[i])));
+                }
+            }
+            poly = out;
+            if poly.is_empty() {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+#[test]
+fn cuboid_triangle_overlaps_agree_with_clipping() {
+    let mut r = rng(60);
+    let (mut hits, mut misses) = (0, 0);
+    for case in 0..4000 {
+        let b = random_shape(&mut r, 0.2, 2.0);
+        let tri: [V3; 3] = std::array::from_fn(|_| std::array::from_fn(|_| r.random_range(-3.0..3.0)));
+        let got = cuboid_meets_triangle(&b, tri);
+        // The reference clips the triangle, in the box's frame, to the box shrunk and grown by
+        // 1e-9: left in the smaller one, they overlap; nothing left in the larger, they do not.
+        let local = tri.map(|p| {
+            let m = &b.rot;
+            [
+                m[0][0] * p[0] + m[1][0] * p[1] + m[2][0] * p[2],
+                m[0][1] * p[0] + m[1][1] * p[1] + m[2][1] * p[2],
+                m[0][2] * p[0] + m[1][2] * p[1] + m[2][2] * p[2],
+            ]
+        });
+        if clipped_triangle_is_left(b.radii.map(|v| v - 1e-9), local) {
+            assert!(got, "case {case}: the triangle reaches into the box");
+            hits += 1;
+        } else if !clipped_triangle_is_left(b.radii.map(|v| v + 1e-9), local) {
+            assert!(!got, "case {case}: the triangle is clear of the box");
+            misses += 1;
+        }
+    }
+    // A triangle flat on a face touches without overlapping.
+    let unit = Shape::new([1.0; 3], [0.0, 0.0, 0.0, 1.0]);
+    assert!(!cuboid_meets_triangle(&unit, [[-0.5, -0.5, 1.0], [0.5, -0.5, 1.0], [0.0, 0.5, 1.0]]));
+    assert!(cuboid_meets_triangle(&unit, [[-0.5, -0.5, 0.999], [0.5, -0.5, 0.999], [0.0, 0.5, 0.999]]));
+    // A point (a degenerate triangle) inside, and on a corner.
+    assert!(cuboid_meets_triangle(&unit, [[0.2, 0.3, 0.4]; 3]));
+    assert!(!cuboid_meets_triangle(&unit, [[1.0, 1.0, 1.0]; 3]));
+    assert!(hits > 800 && misses > 800, "{hits} hits, {misses} misses");
+}
+
+/// min over the box of (x − c)ᵀΣ⁻¹(x − c), the box's points x = R·s (s in [−h, h]) as offsets
+/// from its center and c the ellipsoid's center: coordinate descent on the convex quadratic
+/// |A·s − b|², A = U·R, b = U·r (U = S⁻¹Rᵀ of the ellipsoid).
+fn box_metric_min(b: &Shape, e: &Shape, r: V3) -> f64 {
+    let a: [[f64; 3]; 3] =
+        std::array::from_fn(|i| std::array::from_fn(|j| (0..3).map(|k| e.unit[i][k] * b.rot[k][j]).sum()));
+    let t = e.unit_of(r);
+    let mut s = [0.0f64; 3];
+    for _ in 0..3000 {
+        for j in 0..3 {
+            let rest: V3 =
+                std::array::from_fn(|i| t[i] - (0..3).filter(|&k| k != j).map(|k| a[i][k] * s[k]).sum::<f64>());
+            let aa: f64 = (0..3).map(|i| a[i][j] * a[i][j]).sum();
+            let ab: f64 = (0..3).map(|i| a[i][j] * rest[i]).sum();
+            s[j] = (ab / aa).clamp(-b.radii[j], b.radii[j]);
+        }
+    }
+    (0..3).map(|i| (0..3).map(|k| a[i][k] * s[k]).sum::<f64>() - t[i]).map(|v| v * v).sum()
+}
+
+#[test]
+fn cuboid_ellipsoid_overlaps_agree_with_the_nearest_point_of_the_box() {
+    let mut r = rng(61);
+    let (mut hits, mut misses) = (0, 0);
+    for case in 0..3000 {
+        let b = random_shape(&mut r, 0.2, 2.0);
+        let e = random_shape(&mut r, 0.2, 2.0);
+        let off: V3 = std::array::from_fn(|_| r.random_range(-3.5..3.5));
+        let got = cuboid_meets_ellipsoid(&b, &e, off);
+        let m = box_metric_min(&b, &e, off);
+        if m < 1.0 - 1e-6 {
+            assert!(got, "case {case}: the box comes within {m} of the ellipsoid's center");
+            hits += 1;
+        } else if m > 1.0 + 1e-6 {
+            assert!(!got, "case {case}: the box stays {m} from the ellipsoid's center");
+            misses += 1;
+        }
+    }
+    assert!(hits > 500 && misses > 500, "{hits} hits, {misses} misses");
 }
 
 /// Every contact by testing every body against every triangle and every other body.
@@ -837,12 +941,13 @@ fn overlap_queries_equal_all_pairs() {
     let queries: Vec<Overlap> = (0..3000)
         .map(|k| {
             let c: V3 = [r.random_range(-1.0..30.0), r.random_range(-1.0..30.0), r.random_range(-2.0..2.0)];
-            let q = if k % 2 == 0 {
-                Overlap::sphere(c, r.random_range(0.05..2.5))
-            } else {
-                let radii = [r.random_range(0.1..1.5), r.random_range(0.1..1.5), r.random_range(0.1..1.5)];
-                let o = [r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), 1.0];
-                Overlap::ellipsoid(c, radii, o)
+            let radii = [r.random_range(0.1..1.5), r.random_range(0.1..1.5), r.random_range(0.1..1.5)];
+            let o = [r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), r.random_range(-1.0..1.0), 1.0];
+            let q = match k % 4 {
+                0 => Overlap::sphere(c, r.random_range(0.05..2.5)),
+                1 => Overlap::ellipsoid(c, radii, o),
+                2 => Overlap::cuboid(c, radii, o),
+                _ => Overlap::cuboid(c, radii, [0.0, 0.0, 0.0, 1.0]),
             };
             if k % 5 == 0 {
                 q.with_mask(0b10)
@@ -859,26 +964,37 @@ fn overlap_queries_equal_all_pairs() {
         let b = world.bodies();
         for (i, q) in queries.iter().enumerate() {
             let shape = Shape::new(q.radii, q.orientation);
+            let cuboid = q.shape == OverlapShape::Cuboid;
+            let meets_triangle = |c: [V3; 3]| {
+                let c = c.map(|p| sub(p, q.center));
+                if cuboid {
+                    cuboid_meets_triangle(&shape, c)
+                } else {
+                    contact_ellipsoid_triangle(&shape, c).is_some()
+                }
+            };
             let mut want: Vec<(ContactKind, u32)> = Vec::new();
             if q.mask & world.mesh_layer() != 0 {
                 for t in 0..world.triangle_count() {
-                    let c = world.triangle(t).unwrap();
-                    if contact_ellipsoid_triangle(&shape, c.map(|p| sub(p, q.center))).is_some() {
+                    if meets_triangle(world.triangle(t).unwrap()) {
                         want.push((ContactKind::Triangle, t as u32));
                     }
                 }
                 for t in 0..terrain.triangle_count() as u32 {
-                    if contact_ellipsoid_triangle(&shape, terrain.triangle(t).map(|p| sub(p, q.center))).is_some() {
+                    if meets_triangle(terrain.triangle(t)) {
                         want.push((ContactKind::Heightfield, t));
                     }
                 }
             }
             for o in 0..b.len() {
                 let other = Shape::new(b.radii[o], b.orientation[o]);
-                if b.alive[o]
-                    && q.mask & b.layer[o] != 0
-                    && contact_ellipsoid_ellipsoid(&shape, &other, sub(b.center[o], q.center)).is_some()
-                {
+                let off = sub(b.center[o], q.center);
+                let meets = if cuboid {
+                    cuboid_meets_ellipsoid(&shape, &other, off)
+                } else {
+                    contact_ellipsoid_ellipsoid(&shape, &other, off).is_some()
+                };
+                if b.alive[o] && q.mask & b.layer[o] != 0 && meets {
                     want.push((ContactKind::Body, o as u32));
                 }
             }

@@ -804,10 +804,11 @@ fn gpu_overlap_queries_match_cpu() {
             .iter()
             .enumerate()
             .map(|(i, b)| {
-                let q = if i % 2 == 0 {
-                    Overlap::sphere(b.center, 0.3 + (i % 13) as f64 * 0.25)
-                } else {
-                    Overlap::ellipsoid(b.center, [1.5, 0.4, 0.9], [0.3, 0.1, -0.2, 1.0])
+                let q = match i % 4 {
+                    0 => Overlap::sphere(b.center, 0.3 + (i % 13) as f64 * 0.25),
+                    1 => Overlap::ellipsoid(b.center, [1.5, 0.4, 0.9], [0.3, 0.1, -0.2, 1.0]),
+                    2 => Overlap::cuboid(b.center, [1.5, 0.4, 0.9], [0.3, 0.1, -0.2, 1.0]),
+                    _ => Overlap::cuboid(b.center, [0.2 + (i % 11) as f64 * 0.2, 0.7, 0.5], [0.0, 0.0, 0.0, 1.0]),
                 };
                 if i % 7 == 0 {
                     q.with_mask(2)

@@ -372,12 +372,15 @@ class Collider:
         orientations: Any = None,
         masks: Any = _ALL_LAYERS,
         limit: int = 64,
+        shape: str = "ellipsoid",
     ) -> OverlapHits:
-        """What spheres or ellipsoids overlap: the mesh's and the heightfield's triangles (when
-        a query's mask meets ``mesh_layer``) and the bodies (when it meets theirs), by the
-        contacts' exact tests (touching is not overlapping). ``radii``: a sphere's radius or
-        semi-axes (scalar, (n,) or (n, 3)); at most ``limit`` (1 to 64) kept per query, the
-        first by (kind, id).
+        """What spheres, ellipsoids or boxes overlap: the mesh's and the heightfield's
+        triangles (when a query's mask meets ``mesh_layer``) and the bodies (when it meets
+        theirs), by exact tests (touching is not overlapping; an ellipsoid's are the
+        contacts'). ``shape``: ``"ellipsoid"`` (``radii``: a sphere's radius or semi-axes) or
+        ``"box"`` (``radii``: half extents along the box's axes), scalar, (n,) or (n, 3) either
+        way, turned by ``orientations``; at most ``limit`` (1 to 64) kept per query, the first
+        by (kind, id).
 
         >>> import numpy as np, nearkit
         >>> world = nearkit.World()
@@ -387,7 +390,12 @@ class Collider:
         >>> hits = nearkit.Collider(device="cpu").overlaps(world, [[5.2, 5, 0.5], [5, 5, 3]], radii=0.3)
         >>> hits.total.tolist(), hits.row(1)[0].tolist()
         ([1, 0], [])
+        >>> crate = nearkit.Collider(device="cpu").overlaps(world, [[5, 5, 1.2]], radii=[2, 2, 0.25], shape="box")
+        >>> crate.total.tolist()  # the body's top is at 0.9, the box's bottom at 0.95
+        [0]
         """
+        if shape not in ("ellipsoid", "sphere", "box"):
+            raise ValueError(f"shape must be 'ellipsoid' (or 'sphere') or 'box', got {shape!r}")
         c, _ = _arrays.points(centers, "centers", np.float64)
         n = c.shape[0]
         return OverlapHits(
@@ -398,6 +406,7 @@ class Collider:
                 _rows(orientations, "orientations", n, 4, _IDENTITY),
                 _u32(masks, "masks", n),
                 int(limit),
+                shape == "box",
             )
         )
 

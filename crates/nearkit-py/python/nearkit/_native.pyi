@@ -142,6 +142,7 @@ class Collider:
         orientations: np.ndarray,
         masks: np.ndarray,
         limit: int,
+        boxes: bool,
     ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
     def ray_casts(
         self,

@@ -1132,10 +1132,50 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
     }
 }
 
+// overlap_cuboid.rs: a box (Shape with half extents as radii) against a triangle and an
+// ellipsoid.
+__device__ __forceinline__ bool cuboid_axis_separates(D3 h, const D3 p[3], D3 u) {
+    if (u.x == 0.0 && u.y == 0.0 && u.z == 0.0) return false;
+    double r = h.x * fabs(u.x) + h.y * fabs(u.y) + h.z * fabs(u.z);
+    double d0 = vdot(u, p[0]), d1 = vdot(u, p[1]), d2 = vdot(u, p[2]);
+    return t_max(t_max(d0, d1), d2) <= -r || t_min(t_min(d0, d1), d2) >= r;
+}
+__device__ bool cuboid_meets_triangle(const Shape& b, D3 c0, D3 c1, D3 c2) {
+    D3 p[3] = {to_local(b, c0), to_local(b, c1), to_local(b, c2)};
+    D3 h = b.radii;
+    const D3 axes[3] = {v3(1.0, 0.0, 0.0), v3(0.0, 1.0, 0.0), v3(0.0, 0.0, 1.0)};
+    for (int a = 0; a < 3; a++)
+        if (cuboid_axis_separates(h, p, axes[a])) return false;
+    D3 e[3] = {vsub(p[1], p[0]), vsub(p[2], p[1]), vsub(p[0], p[2])};
+    if (cuboid_axis_separates(h, p, dcross(e[0], e[1]))) return false;
+    for (int a = 0; a < 3; a++)
+        for (int k = 0; k < 3; k++)
+            if (cuboid_axis_separates(h, p, dcross(axes[a], e[k]))) return false;
+    return true;
+}
+__device__ bool cuboid_meets_ellipsoid(const Shape& b, const Shape& e, D3 r) {
+    D3 h = b.radii;
+    D3 c = to_local(b, r);
+    if (fabs(c.x) <= h.x && fabs(c.y) <= h.y && fabs(c.z) <= h.z) return true;
+    D3 q[8];
+    for (int k = 0; k < 8; k++) {
+        D3 s = v3(k & 1 ? h.x : -h.x, k & 2 ? h.y : -h.y, k & 4 ? h.z : -h.z);
+        q[k] = unit_of(e, vsub(to_world(b, s), r));
+    }
+    const int faces[6][4] = {{0, 2, 6, 4}, {1, 3, 7, 5}, {0, 1, 5, 4}, {2, 3, 7, 6}, {0, 1, 3, 2}, {4, 5, 7, 6}};
+    D3 o = v3(0.0, 0.0, 0.0);
+    for (int f = 0; f < 6; f++) {
+        D3 a = q[faces[f][0]], bb = q[faces[f][1]], cc = q[faces[f][2]], d = q[faces[f][3]];
+        if (closest_point_triangle(o, a, bb, cc).d2 < 1.0 || closest_point_triangle(o, a, cc, d).d2 < 1.0) return true;
+    }
+    return false;
+}
+
 // Hits an overlap query keeps at most (overlap.rs: OVERLAP_LIMIT_MAX).
 #define OVERLAP_LIMIT_MAX NK_OVERLAP_LIMIT_MAX
 
-// One thread per overlap query (10 values: radii, quaternion, center; and a mask): the mesh's
+// One thread per overlap query (11 values: radii, quaternion, center, 1 for a box or 0 for an
+// ellipsoid; and a mask): the mesh's
 // and the heightfield's triangles and the bodies it overlaps, as tagged ids (the kind in the
 // top bits), the `limit` smallest in order into out_ids[limit·i..], and how many in all
 // (overlap.rs). The bodies come from the tick's grid (bv), which the host keeps current.
@@ -1144,12 +1184,23 @@ extern "C" __global__ void overlap_queries(const double* queries, const u32* mas
                                            u32* out_ids, u32* out_total, u32* error) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const double* w = queries + 10 * (u64)i;
+    const double* w = queries + 11 * (u64)i;
     Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
     D3 c = v3(w[7], w[8], w[9]);
+    bool cuboid = w[10] != 0.0;
     u32 mask = masks[i];
-    D3 h = half_extents(s);
-    h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+    D3 h;
+    if (cuboid) {
+        // Overlap::bounds: the box's extents |R|·h.
+        const double(*r)[3] = s.r;
+        D3 e = s.radii;
+        h = v3((fabs(r[0][0]) * e.x + fabs(r[0][1]) * e.y + fabs(r[0][2]) * e.z) * BOX_SLACK,
+               (fabs(r[1][0]) * e.x + fabs(r[1][1]) * e.y + fabs(r[1][2]) * e.z) * BOX_SLACK,
+               (fabs(r[2][0]) * e.x + fabs(r[2][1]) * e.y + fabs(r[2][2]) * e.z) * BOX_SLACK);
+    } else {
+        h = half_extents(s);
+        h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+    }
     double lo[3] = {c.x - h.x, c.y - h.y, c.z - h.z};
     double hi[3] = {c.x + h.x, c.y + h.y, c.z + h.z};
     int lc[3], hc[3];
@@ -1159,6 +1210,11 @@ extern "C" __global__ void overlap_queries(const double* queries, const u32* mas
             return;
         }
     }
+    // Overlap::meets_triangle
+    auto meets_triangle = [&](D3 c0, D3 c1, D3 c2) {
+        Geometry g;
+        return cuboid ? cuboid_meets_triangle(s, c0, c1, c2) : contact_ellipsoid_triangle(s, c0, c1, c2, g);
+    };
     u32 best[OVERLAP_LIMIT_MAX];
     u32 kept = 0, total = 0;
     // Keeps the `limit` smallest tagged ids, in order (each id comes once).
@@ -1182,9 +1238,8 @@ extern "C" __global__ void overlap_queries(const double* queries, const u32* mas
                 cell_at(llc, nx, ny, k, x, y, z);
                 mesh_pairs(mesh, l, cell_key(x, y, z), x, y, z, lo, hi, llc, [&](u32 t) {
                     const double* q = mesh.corners + 9 * (u64)t;
-                    Geometry g;
-                    if (contact_ellipsoid_triangle(s, vsub(v3(q[0], q[1], q[2]), c), vsub(v3(q[3], q[4], q[5]), c),
-                                                   vsub(v3(q[6], q[7], q[8]), c), g))
+                    if (meets_triangle(vsub(v3(q[0], q[1], q[2]), c), vsub(v3(q[3], q[4], q[5]), c),
+                                       vsub(v3(q[6], q[7], q[8]), c)))
                         add(t);
                 });
             }
@@ -1198,9 +1253,7 @@ extern "C" __global__ void overlap_queries(const double* queries, const u32* mas
                     for (u32 k = 0; k < 2; k++) {
                         u32 t = 2 * (r * (hf.cols - 1) + col) + k;
                         D3 p0, p1, p2;
-                        Geometry g;
-                        if (hf_meets(hf, t, lo, hi, p0, p1, p2) &&
-                            contact_ellipsoid_triangle(s, vsub(p0, c), vsub(p1, c), vsub(p2, c), g))
+                        if (hf_meets(hf, t, lo, hi, p0, p1, p2) && meets_triangle(vsub(p0, c), vsub(p1, c), vsub(p2, c)))
                             add(KIND_HEIGHTFIELD | t);
                     }
         }
@@ -1222,8 +1275,10 @@ extern "C" __global__ void overlap_queries(const double* queries, const u32* mas
                             z != max(lc[2], oc[2]))
                             continue;
                         const double* p = bv.center + 3 * (u64)o;
+                        Shape bs = body_shape(bv, o);
+                        D3 off = vsub(v3(p[0], p[1], p[2]), c);
                         Geometry g;
-                        if (contact_ellipsoid_ellipsoid(s, body_shape(bv, o), vsub(v3(p[0], p[1], p[2]), c), g))
+                        if (cuboid ? cuboid_meets_ellipsoid(s, bs, off) : contact_ellipsoid_ellipsoid(s, bs, off, g))
                             add(KIND_BODY | o);
                     }
                 }

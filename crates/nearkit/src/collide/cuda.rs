@@ -17,7 +17,7 @@ use crate::collide::ellipsoid::BOX_SLACK;
 use crate::collide::hash_grid::{bucket_count, CELL_BITS};
 use crate::collide::heightfield::{HeightfieldView, HEIGHTFIELD};
 use crate::collide::level_grid::MAX_LEVELS;
-use crate::collide::overlap::{check_queries, Overlap, Overlaps, OVERLAP_LIMIT_MAX};
+use crate::collide::overlap::{check_queries, Overlap, OverlapShape, Overlaps, OVERLAP_LIMIT_MAX};
 use crate::collide::sweep_ellipsoid_ellipsoid as sweep_ee;
 use crate::collide::world::{
     ContactKind, PackedContact, Sweep, SweepResult, Versions, World, ID_BITS, KIND_BODY, KIND_HEIGHTFIELD,
@@ -1074,8 +1074,14 @@ impl CudaCollider {
         let bodies = world.bodies().len();
         let view = self.current_body_view(world, true)?;
         let s = gpu.stream();
-        let flat: Vec<f64> =
-            queries.iter().flat_map(|q| q.radii.into_iter().chain(q.orientation).chain(q.center)).collect();
+        // 11 values a query: radii, quaternion, center, and 1 for a box (0: an ellipsoid).
+        let flat: Vec<f64> = queries
+            .iter()
+            .flat_map(|q| {
+                let cuboid = if q.shape == OverlapShape::Cuboid { 1.0 } else { 0.0 };
+                q.radii.into_iter().chain(q.orientation).chain(q.center).chain([cuboid])
+            })
+            .collect();
         let masks: Vec<u32> = queries.iter().map(|q| q.mask).collect();
         let d_queries = s.clone_htod(&flat).map_err(cuda_err)?;
         let d_masks = s.clone_htod(&masks).map_err(cuda_err)?;

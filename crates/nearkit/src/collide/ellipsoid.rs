@@ -58,7 +58,7 @@ impl Shape {
 
     /// Rᵀ·u: a world direction in local axes.
     #[inline(always)]
-    fn local_dir(&self, u: V3) -> V3 {
+    pub(crate) fn local_dir(&self, u: V3) -> V3 {
         let r = &self.rot;
         [
             r[0][0] * u[0] + r[1][0] * u[1] + r[2][0] * u[2],
@@ -69,7 +69,7 @@ impl Shape {
 
     /// R·u: local axes to world.
     #[inline(always)]
-    fn world_dir(&self, u: V3) -> V3 {
+    pub(crate) fn world_dir(&self, u: V3) -> V3 {
         let r = &self.rot;
         [
             r[0][0] * u[0] + r[0][1] * u[1] + r[0][2] * u[2],

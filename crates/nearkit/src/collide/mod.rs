@@ -46,6 +46,7 @@ pub(crate) mod hash_grid;
 mod heightfield;
 pub(crate) mod level_grid;
 mod overlap;
+pub(crate) mod overlap_cuboid;
 pub(crate) mod ray_cast;
 pub mod scene;
 pub(crate) mod sweep_ellipsoid_ellipsoid;
@@ -54,6 +55,6 @@ mod world;
 
 pub use collider::{Collider, ColliderOptions};
 pub use heightfield::Heightfield;
-pub use overlap::{Overlap, Overlaps, OVERLAP_LIMIT_MAX};
+pub use overlap::{Overlap, OverlapShape, Overlaps, OVERLAP_LIMIT_MAX};
 pub use ray_cast::{Ray, RayHit, RayHits};
 pub use world::{Body, BodyId, Contact, ContactKind, Contacts, Sweep, SweepResult, World};

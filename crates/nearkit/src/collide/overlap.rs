@@ -1,46 +1,101 @@
 //! Overlap queries: which triangles (of the mesh and the heightfield) and which bodies a
-//! sphere or ellipsoid overlaps, for spawn checks, area effects, "what is under this player".
-//! The tests are the contacts' own (`contact_ellipsoid_triangle`, `contact_ellipsoid_ellipsoid`:
-//! touching is not overlapping), so a query shaped like a body overlaps what that body has
-//! contacts with. Both colliders answer them (the CPU here, CUDA in `collide.cu`), the same.
+//! sphere, ellipsoid or box overlaps, for spawn checks, area effects, "what is under this
+//! player". An ellipsoid's tests are the contacts' own (`contact_ellipsoid_triangle`,
+//! `contact_ellipsoid_ellipsoid`: touching is not overlapping), so a query shaped like a body
+//! overlaps what that body has contacts with; a box's are in `overlap_cuboid`. Both colliders
+//! answer them (the CPU here, CUDA in `collide.cu`), the same.
 
 use rayon::prelude::*;
 
 use super::body_grid::BodyGrid;
 use super::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use super::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
-use super::ellipsoid::{body_box, sub, Shape, V3};
+use super::ellipsoid::{body_box, sub, Shape, BOX_SLACK, V3};
 use super::hash_grid::query_cells;
+use super::overlap_cuboid::{cuboid_meets_ellipsoid, cuboid_meets_triangle};
 use super::world::{check_pose, ContactKind, World, ID_BITS};
 use crate::error::{Error, Result};
 
 /// At most this many hits are kept per query (`Overlaps::total` counts them all).
 pub const OVERLAP_LIMIT_MAX: usize = 64;
 
-/// An ellipsoid (or, with equal radii, a sphere) to test for overlaps. It overlaps the mesh
-/// and the heightfield when `mask` meets the world's mesh layer, and a body when `mask` meets
-/// the body's layer.
+/// The shape of an overlap query.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OverlapShape {
+    /// An ellipsoid of semi-axes `radii` (a sphere when they are equal).
+    Ellipsoid,
+    /// A box of half extents `radii` along its own axes.
+    Cuboid,
+}
+
+/// An ellipsoid, sphere or box to test for overlaps. It overlaps the mesh and the heightfield
+/// when `mask` meets the world's mesh layer, and a body when `mask` meets the body's layer.
+///
+/// ```
+/// use nearkit::collide::{Overlap, OverlapShape};
+/// let q = Overlap::cuboid([0.0, 0.0, 1.0], [2.0, 1.0, 0.5], [0.0, 0.0, 0.0, 1.0]).with_mask(0b10);
+/// assert_eq!((q.shape, q.mask), (OverlapShape::Cuboid, 0b10));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Overlap {
     /// Its center.
     pub center: V3,
-    /// Semi-axes along its own x, y and z.
+    /// Semi-axes (or a box's half extents) along its own x, y and z.
     pub radii: V3,
     /// Quaternion (x, y, z, w).
     pub orientation: [f64; 4],
     /// The layers it looks for.
     pub mask: u32,
+    /// An ellipsoid or a box.
+    pub shape: OverlapShape,
 }
 
 impl Overlap {
     /// A sphere of `radius` at `center`, looking for every layer.
     pub fn sphere(center: V3, radius: f64) -> Self {
-        Overlap { center, radii: [radius; 3], orientation: [0.0, 0.0, 0.0, 1.0], mask: u32::MAX }
+        Self::ellipsoid(center, [radius; 3], [0.0, 0.0, 0.0, 1.0])
     }
 
     /// An ellipsoid, looking for every layer.
     pub fn ellipsoid(center: V3, radii: V3, orientation: [f64; 4]) -> Self {
-        Overlap { center, radii, orientation, mask: u32::MAX }
+        Overlap { center, radii, orientation, mask: u32::MAX, shape: OverlapShape::Ellipsoid }
+    }
+
+    /// A box of `half_extents` along its own axes, turned by `orientation`, looking for every
+    /// layer.
+    pub fn cuboid(center: V3, half_extents: V3, orientation: [f64; 4]) -> Self {
+        Overlap { center, radii: half_extents, orientation, mask: u32::MAX, shape: OverlapShape::Cuboid }
+    }
+
+    /// The box the query's shape fits in (widened by `BOX_SLACK`, as bodies' boxes are).
+    pub(crate) fn bounds(&self, shape: &Shape) -> (V3, V3) {
+        match self.shape {
+            OverlapShape::Ellipsoid => body_box(shape, self.center),
+            OverlapShape::Cuboid => {
+                let (r, h) = (&shape.rot, shape.radii);
+                let e: V3 = std::array::from_fn(|i| {
+                    (r[i][0].abs() * h[0] + r[i][1].abs() * h[1] + r[i][2].abs() * h[2]) * BOX_SLACK
+                });
+                let c = self.center;
+                ([c[0] - e[0], c[1] - e[1], c[2] - e[2]], [c[0] + e[0], c[1] + e[1], c[2] + e[2]])
+            }
+        }
+    }
+
+    /// Whether the query meets the triangle whose corners are offsets from its center.
+    pub(crate) fn meets_triangle(&self, shape: &Shape, corners: [V3; 3]) -> bool {
+        match self.shape {
+            OverlapShape::Ellipsoid => contact_ellipsoid_triangle(shape, corners).is_some(),
+            OverlapShape::Cuboid => cuboid_meets_triangle(shape, corners),
+        }
+    }
+
+    /// Whether the query meets ellipsoid `body`, whose center is at offset `r` from its own.
+    pub(crate) fn meets_ellipsoid(&self, shape: &Shape, body: &Shape, r: V3) -> bool {
+        match self.shape {
+            OverlapShape::Ellipsoid => contact_ellipsoid_ellipsoid(shape, body, r).is_some(),
+            OverlapShape::Cuboid => cuboid_meets_ellipsoid(shape, body, r),
+        }
     }
 
     /// The same query looking for the layers of `mask` only.
@@ -112,7 +167,7 @@ pub(crate) fn check_queries(queries: &[Overlap], limit: usize, cell_size: f64) -
     for (i, q) in queries.iter().enumerate() {
         q.check()
             .and_then(|()| {
-                let (lo, hi) = body_box(&Shape::new(q.radii, q.orientation), q.center);
+                let (lo, hi) = q.bounds(&Shape::new(q.radii, q.orientation));
                 query_cells(lo, hi, cell_size).map(|_| ())
             })
             .map_err(|e| match e {
@@ -136,20 +191,19 @@ pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> 
         .enumerate()
         .map(|(qi, q)| -> Result<(Vec<u32>, u32)> {
             let shape = Shape::new(q.radii, q.orientation);
-            let (lo, hi) = body_box(&shape, q.center);
+            let (lo, hi) = q.bounds(&shape);
             let mut found: Vec<u32> = Vec::new();
             if q.mask & mesh_layer != 0 {
                 if let Some(m) = mesh {
                     m.grid.overlapping(&lo, &hi, &m.lo, &m.hi, |t| {
-                        if contact_ellipsoid_triangle(&shape, m.corners[t as usize].map(|p| sub(p, q.center))).is_some()
-                        {
+                        if q.meets_triangle(&shape, m.corners[t as usize].map(|p| sub(p, q.center))) {
                             found.push(t);
                         }
                     })?;
                 }
                 if let Some(h) = terrain {
                     h.overlapping(&lo, &hi, |t, corners| {
-                        if contact_ellipsoid_triangle(&shape, corners.map(|p| sub(p, q.center))).is_some() {
+                        if q.meets_triangle(&shape, corners.map(|p| sub(p, q.center))) {
                             found.push(ContactKind::Heightfield.tag() | t);
                         }
                     });
@@ -157,9 +211,7 @@ pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> 
             }
             bodies
                 .overlapping(&lo, &hi, |o| {
-                    if q.mask & b.layer[o] != 0
-                        && contact_ellipsoid_ellipsoid(&shape, &b.shape(o), sub(b.center[o], q.center)).is_some()
-                    {
+                    if q.mask & b.layer[o] != 0 && q.meets_ellipsoid(&shape, &b.shape(o), sub(b.center[o], q.center)) {
                         found.push(ContactKind::Body.tag() | o as u32);
                     }
                 })
