@@ -836,6 +836,9 @@ fn world_sweeps_equal_all_triangles_and_bodies() {
         }
     }
     assert!(hits[0] > 100 && hits[1] > 100, "{hits:?} hits on triangles and bodies");
+    // In small batches, which look at every body instead of gridding them: the same.
+    let batched: Vec<_> = sweeps.chunks(50).flat_map(|c| cpu.sweeps(&world, c).unwrap()).collect();
+    assert_eq!(batched, got);
 }
 
 /// A terrain as a heightfield (with a mesh beside it) has the brute force's contacts and
@@ -1008,6 +1011,14 @@ fn overlap_queries_equal_all_pairs() {
         }
         assert!(kinds.iter().all(|&k| k > 200), "{kinds:?}");
         assert!(limit > 10 || cut > 500, "{cut} rows cut");
+        // In small batches, which look at every body instead of gridding them: the same.
+        for (k, chunk) in queries.chunks(100).enumerate() {
+            let part = cpu.overlaps(&world, chunk, limit).unwrap();
+            for i in 0..chunk.len() {
+                assert_eq!(part.row(i).collect::<Vec<_>>(), got.row(100 * k + i).collect::<Vec<_>>());
+            }
+            assert_eq!(part.total[..], got.total[100 * k..100 * k + chunk.len()]);
+        }
     }
     let bad = [Overlap::sphere([0.0, 0.0, f64::NAN], 1.0)];
     assert!(cpu.overlaps(&world, &bad, 4).unwrap_err().to_string().contains("overlap query 0"));

@@ -1,12 +1,62 @@
-//! The bodies gridded for one call of queries on the CPU (overlaps, sweeps): at the world's
-//! cells, by the same boxes as a tick's, so a query finds the bodies a tick would.
+//! How one call of queries on the CPU (overlaps, sweeps) finds the bodies whose boxes meet
+//! each query's box (the boxes a tick uses, so a query finds the bodies a tick would): a few
+//! queries look at every body, many share a grid of the bodies made for the call.
 
 use rayon::prelude::*;
 
 use super::ellipsoid::{body_box, V3};
 use super::hash_grid::{boxes_overlap, owns_pair, CellRange, HashGrid};
-use super::world::{body_error, World};
+use super::world::{body_error, Bodies, World};
 use crate::error::Result;
+
+/// Up to this many queries a call look at every body; more share a grid (whose set-up costs
+/// about as much as this many looks at each body).
+const SCAN_QUERIES: usize = 128;
+
+/// A body's box is within its center ± its largest radius times this (the box's half extents
+/// are at most the largest radius, widened by `BOX_SLACK`, with room for rounding).
+const SPHERE_SLACK: f64 = 1.000_001;
+
+pub(crate) enum BodyFinder<'w> {
+    Scan(&'w Bodies),
+    Grid(BodyGrid),
+}
+
+impl<'w> BodyFinder<'w> {
+    /// For `queries` queries; a grid gets cells of `cell_size`.
+    pub fn new(world: &'w World, queries: usize, cell_size: f64) -> Result<Self> {
+        Ok(if queries <= SCAN_QUERIES {
+            BodyFinder::Scan(world.bodies())
+        } else {
+            BodyFinder::Grid(BodyGrid::build(world, cell_size)?)
+        })
+    }
+
+    /// Calls `f` once for each body whose box meets the box [lo, hi].
+    pub fn overlapping(&self, lo: &V3, hi: &V3, mut f: impl FnMut(usize)) -> Result<()> {
+        match self {
+            BodyFinder::Grid(g) => g.overlapping(lo, hi, f),
+            BodyFinder::Scan(b) => {
+                for o in 0..b.len() {
+                    if !b.alive[o] {
+                        continue;
+                    }
+                    // First the sphere around the body, which needs no rotation.
+                    let (c, r) = (b.center[o], b.radii[o]);
+                    let reach = r[0].max(r[1]).max(r[2]) * SPHERE_SLACK;
+                    if (0..3).any(|a| c[a] + reach < lo[a] || hi[a] < c[a] - reach) {
+                        continue;
+                    }
+                    let (olo, ohi) = body_box(&b.shape(o), c);
+                    if boxes_overlap(lo, hi, &olo, &ohi) {
+                        f(o);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
 
 pub(crate) struct BodyGrid {
     /// Each slot's box; `None` for a slot with no body.

@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use super::body_grid::BodyGrid;
+use super::body_grid::BodyFinder;
 use super::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use super::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
 use super::ellipsoid::{body_box, sub, Shape, BOX_SLACK, V3};
@@ -183,7 +183,7 @@ pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> 
     let cell_size = world.cell_size();
     check_queries(queries, limit, cell_size)?;
     let b = world.bodies();
-    let bodies = BodyGrid::build(world, cell_size)?;
+    let bodies = BodyFinder::new(world, queries.len(), cell_size)?;
     let (mesh, terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
     let rows = queries
         .par_iter()

@@ -15,7 +15,7 @@ mod contact_ellipsoid_triangle_avx2;
 
 use rayon::prelude::*;
 
-use crate::collide::body_grid::BodyGrid;
+use crate::collide::body_grid::BodyFinder;
 use crate::collide::box_f32::box_f32;
 use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
@@ -455,8 +455,8 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
         return Ok(vec![None; sweeps.len()]);
     }
     let bodies = if sweeps.iter().any(|s| s.mask & body_layers != 0) {
-        // Cells about as wide as the sweeps' boxes: each then walks a few cells (any cell size
-        // finds the same bodies).
+        // A grid's cells about as wide as the sweeps' boxes: each then walks a few cells (any
+        // cell size finds the same bodies).
         let mut widest: Vec<f64> = sweeps
             .iter()
             .map(|s| {
@@ -466,7 +466,7 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
             .collect();
         let middle = widest.len() / 2;
         let median = *widest.select_nth_unstable_by(middle, f64::total_cmp).1;
-        Some(BodyGrid::build(world, median.clamp(cell_size, 4.0 * cell_size))?)
+        Some(BodyFinder::new(world, sweeps.len(), median.clamp(cell_size, 4.0 * cell_size))?)
     } else {
         None
     };
