@@ -18,7 +18,8 @@ const SCAN_QUERIES: usize = 128;
 const SPHERE_SLACK: f64 = 1.000_001;
 
 pub(crate) enum BodyFinder<'w> {
-    Scan(&'w Bodies),
+    /// The bodies, and a sphere around each (center, radius; −∞ for a slot with no body).
+    Scan(&'w Bodies, Vec<[f64; 4]>),
     Grid(BodyGrid),
 }
 
@@ -26,7 +27,15 @@ impl<'w> BodyFinder<'w> {
     /// For `queries` queries; a grid gets cells of `cell_size`.
     pub fn new(world: &'w World, queries: usize, cell_size: f64) -> Result<Self> {
         Ok(if queries <= SCAN_QUERIES {
-            BodyFinder::Scan(world.bodies())
+            let b = world.bodies();
+            let spheres = (0..b.len())
+                .map(|o| {
+                    let (c, r) = (b.center[o], b.radii[o]);
+                    let reach = if b.alive[o] { r[0].max(r[1]).max(r[2]) * SPHERE_SLACK } else { f64::NEG_INFINITY };
+                    [c[0], c[1], c[2], reach]
+                })
+                .collect();
+            BodyFinder::Scan(b, spheres)
         } else {
             BodyFinder::Grid(BodyGrid::build(world, cell_size)?)
         })
@@ -36,18 +45,19 @@ impl<'w> BodyFinder<'w> {
     pub fn overlapping(&self, lo: &V3, hi: &V3, mut f: impl FnMut(usize)) -> Result<()> {
         match self {
             BodyFinder::Grid(g) => g.overlapping(lo, hi, f),
-            BodyFinder::Scan(b) => {
-                for o in 0..b.len() {
-                    if !b.alive[o] {
-                        continue;
-                    }
+            BodyFinder::Scan(b, spheres) => {
+                for (o, &[x, y, z, reach]) in spheres.iter().enumerate() {
                     // First the sphere around the body, which needs no rotation.
-                    let (c, r) = (b.center[o], b.radii[o]);
-                    let reach = r[0].max(r[1]).max(r[2]) * SPHERE_SLACK;
-                    if (0..3).any(|a| c[a] + reach < lo[a] || hi[a] < c[a] - reach) {
+                    if x + reach < lo[0]
+                        || hi[0] < x - reach
+                        || y + reach < lo[1]
+                        || hi[1] < y - reach
+                        || z + reach < lo[2]
+                        || hi[2] < z - reach
+                    {
                         continue;
                     }
-                    let (olo, ohi) = body_box(&b.shape(o), c);
+                    let (olo, ohi) = body_box(&b.shape(o), b.center[o]);
                     if boxes_overlap(lo, hi, &olo, &ohi) {
                         f(o);
                     }
