@@ -206,13 +206,9 @@ fn sweeps_hit_faces_edges_corners_and_start_in_contact() {
     assert!((h.toi - 0.4).abs() < 1e-12, "{h:?}");
 }
 
-/// First overlap time by bisection of the static overlap test (the motion is checked at
-/// fine steps first, so a brief pass-through is not missed).
-fn first_overlap(s: &Shape, tri: [V3; 3], motion: V3) -> Option<f64> {
-    let overlaps = |t: f64| {
-        let c = [motion[0] * t, motion[1] * t, motion[2] * t];
-        contact_ellipsoid_triangle(s, tri.map(|p| sub(p, c))).is_some()
-    };
+/// The first t in [0, 1] where `overlaps(t)`, by bisection after a scan in fine steps (so a
+/// brief pass-through is not missed).
+fn first_overlap_time(overlaps: impl Fn(f64) -> bool) -> Option<f64> {
     let steps = 4000;
     let k = (0..=steps).find(|&k| overlaps(k as f64 / steps as f64))?;
     if k == 0 {
@@ -228,6 +224,14 @@ fn first_overlap(s: &Shape, tri: [V3; 3], motion: V3) -> Option<f64> {
         }
     }
     Some(hi)
+}
+
+/// First overlap time of a moving ellipsoid with a triangle, by the static overlap test.
+fn first_overlap(s: &Shape, tri: [V3; 3], motion: V3) -> Option<f64> {
+    first_overlap_time(|t| {
+        let c = [motion[0] * t, motion[1] * t, motion[2] * t];
+        contact_ellipsoid_triangle(s, tri.map(|p| sub(p, c))).is_some()
+    })
 }
 
 #[test]
@@ -306,25 +310,9 @@ fn sphere_sweeps_meet_spheres_where_the_formula_says() {
     assert!(hits > 500 && misses > 500, "{hits} hits, {misses} misses");
 }
 
-/// First overlap time of a moving ellipsoid with a still one, by bisection of the static
-/// contact test after a scan in fine steps.
+/// First overlap time of a moving ellipsoid with a still one, by the static contact test.
 fn first_overlap_of_bodies(a: &Shape, b: &Shape, r0: V3, motion: V3) -> Option<f64> {
-    let overlaps = |t: f64| contact_ellipsoid_ellipsoid(a, b, std::array::from_fn(|k| r0[k] - motion[k] * t)).is_some();
-    let steps = 4000;
-    let k = (0..=steps).find(|&k| overlaps(k as f64 / steps as f64))?;
-    if k == 0 {
-        return Some(0.0);
-    }
-    let (mut lo, mut hi) = ((k - 1) as f64 / steps as f64, k as f64 / steps as f64);
-    for _ in 0..60 {
-        let m = 0.5 * (lo + hi);
-        if overlaps(m) {
-            hi = m;
-        } else {
-            lo = m;
-        }
-    }
-    Some(hi)
+    first_overlap_time(|t| contact_ellipsoid_ellipsoid(a, b, std::array::from_fn(|k| r0[k] - motion[k] * t)).is_some())
 }
 
 #[test]

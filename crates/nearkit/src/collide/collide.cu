@@ -1013,6 +1013,32 @@ extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS, 4)
     }
 }
 
+// Calls f(o) once for each body o of the tick's grid in a layer of `mask` whose box meets the
+// box [lo, hi], whose cells are lc..=hc (each pair in the cell of their boxes' low corners'
+// maximum, as hash_grid::owns_pair). Overlap queries and sweeps find their bodies so.
+template <typename F>
+__device__ __forceinline__ void bodies_meeting(const BodyView& bv, const int lc[3], const int hc[3], const double lo[3],
+                                               const double hi[3], u32 mask, F f) {
+    for (int z = lc[2]; z <= hc[2]; z++)
+        for (int y = lc[1]; y <= hc[1]; y++)
+            for (int x = lc[0]; x <= hc[0]; x++) {
+                u64 key = cell_key(x, y, z);
+                u32 e = bv.grid.head[bucket_of(key, bv.grid.mask)];
+                while (e != 0) {
+                    BodyEntry r = bv.grid.entries[e - 1];
+                    e = r.next;
+                    u32 o = r.body;
+                    if (r.key != key || (mask & bv.layer[o]) == 0) continue;
+                    const double* olo = bv.bbox + 6 * (u64)o;
+                    const int* oc = bv.cells + 6 * (u64)o;
+                    if (!boxes_overlap(lo, hi, olo, olo + 3) || x != max(lc[0], oc[0]) || y != max(lc[1], oc[1]) ||
+                        z != max(lc[2], oc[2]))
+                        continue;
+                    f(o);
+                }
+            }
+}
+
 // One thread per sweep (SWEEP_VALUES values: radii, quaternion, from, to, mask, ignored body
 // or -1): the first triangle or body it touches, ties by smaller tagged id (collide/cpu
 // sweeps). out_tri: the tagged id (NO_ID: none); out: toi, point, normal (7 values). The
@@ -1089,34 +1115,19 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
     }
     // body_layers: the bodies' layers joined (0: no bodies).
     if ((mask & body_layers) != 0) {
-        for (int z = lc[2]; z <= hc[2]; z++)
-            for (int y = lc[1]; y <= hc[1]; y++)
-                for (int x = lc[0]; x <= hc[0]; x++) {
-                    u64 key = cell_key(x, y, z);
-                    u32 e = bv.grid.head[bucket_of(key, bv.grid.mask)];
-                    while (e != 0) {
-                        BodyEntry r = bv.grid.entries[e - 1];
-                        e = r.next;
-                        u32 o = r.body;
-                        if (r.key != key || (mask & bv.layer[o]) == 0 || (long long)o == ignore) continue;
-                        const double* olo = bv.bbox + 6 * (u64)o;
-                        const int* oc = bv.cells + 6 * (u64)o;
-                        if (!boxes_overlap(lo, hi, olo, olo + 3) || x != max(lc[0], oc[0]) || y != max(lc[1], oc[1]) ||
-                            z != max(lc[2], oc[2]))
-                            continue;
-                        const double* p = bv.center + 3 * (u64)o;
-                        Hit hit;
-                        if (sweep_ellipsoid_ellipsoid(s, body_shape(bv, o), vsub(v3(p[0], p[1], p[2]), from), motion,
-                                                      hit)) {
-                            u32 tagged = KIND_BODY | o;
-                            if (!found || hit.toi < best.toi || (hit.toi == best.toi && tagged < best_t)) {
-                                found = true;
-                                best = hit;
-                                best_t = tagged;
-                            }
-                        }
-                    }
+        bodies_meeting(bv, lc, hc, lo, hi, mask, [&](u32 o) {
+            if ((long long)o == ignore) return;
+            const double* p = bv.center + 3 * (u64)o;
+            Hit hit;
+            if (sweep_ellipsoid_ellipsoid(s, body_shape(bv, o), vsub(v3(p[0], p[1], p[2]), from), motion, hit)) {
+                u32 tagged = KIND_BODY | o;
+                if (!found || hit.toi < best.toi || (hit.toi == best.toi && tagged < best_t)) {
+                    found = true;
+                    best = hit;
+                    best_t = tagged;
                 }
+            }
+        });
     }
     out_tri[i] = best_t;
     double* o = out + 7 * (u64)i;
@@ -1259,29 +1270,14 @@ extern "C" __global__ void overlap_queries(const double* queries, const u32* mas
         }
     }
     if (bodies > 0) {
-        for (int z = lc[2]; z <= hc[2]; z++)
-            for (int y = lc[1]; y <= hc[1]; y++)
-                for (int x = lc[0]; x <= hc[0]; x++) {
-                    u64 key = cell_key(x, y, z);
-                    u32 e = bv.grid.head[bucket_of(key, bv.grid.mask)];
-                    while (e != 0) {
-                        BodyEntry r = bv.grid.entries[e - 1];
-                        e = r.next;
-                        u32 o = r.body;
-                        if (r.key != key || (mask & bv.layer[o]) == 0) continue;
-                        const double* olo = bv.bbox + 6 * (u64)o;
-                        const int* oc = bv.cells + 6 * (u64)o;
-                        if (!boxes_overlap(lo, hi, olo, olo + 3) || x != max(lc[0], oc[0]) || y != max(lc[1], oc[1]) ||
-                            z != max(lc[2], oc[2]))
-                            continue;
-                        const double* p = bv.center + 3 * (u64)o;
-                        Shape bs = body_shape(bv, o);
-                        D3 off = vsub(v3(p[0], p[1], p[2]), c);
-                        Geometry g;
-                        if (cuboid ? cuboid_meets_ellipsoid(s, bs, off) : contact_ellipsoid_ellipsoid(s, bs, off, g))
-                            add(KIND_BODY | o);
-                    }
-                }
+        bodies_meeting(bv, lc, hc, lo, hi, mask, [&](u32 o) {
+            const double* p = bv.center + 3 * (u64)o;
+            Shape bs = body_shape(bv, o);
+            D3 off = vsub(v3(p[0], p[1], p[2]), c);
+            Geometry g;
+            if (cuboid ? cuboid_meets_ellipsoid(s, bs, off) : contact_ellipsoid_ellipsoid(s, bs, off, g))
+                add(KIND_BODY | o);
+        });
     }
     for (u32 k = 0; k < kept; k++) out_ids[(u64)limit * i + k] = best[k];
     out_total[i] = total;
