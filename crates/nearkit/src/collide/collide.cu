@@ -1013,6 +1013,24 @@ extern "C" __global__ void __launch_bounds__(32 * CONTACT_WARPS, 4)
     }
 }
 
+// Calls f(t, corners) for each triangle t of the heightfield (rows 0: none) whose box meets
+// [lo, hi] (hf_meets). Overlap queries and sweeps find their terrain so.
+template <typename F>
+__device__ __forceinline__ void heightfield_meeting(const HeightfieldView& hf, const double lo[3], const double hi[3],
+                                                    F f) {
+    u32 c0, c1, r0, r1;
+    if (hf.rows > 0 && hf_span(lo[0], hi[0], hf.origin[0], hf.spacing, hf.cols, c0, c1) &&
+        hf_span(lo[1], hi[1], hf.origin[1], hf.spacing, hf.rows, r0, r1)) {
+        for (u32 r = r0; r <= r1; r++)
+            for (u32 col = c0; col <= c1; col++)
+                for (u32 k = 0; k < 2; k++) {
+                    u32 t = 2 * (r * (hf.cols - 1) + col) + k;
+                    D3 p0, p1, p2;
+                    if (hf_meets(hf, t, lo, hi, p0, p1, p2)) f(t, p0, p1, p2);
+                }
+    }
+}
+
 // Calls f(o) once for each body o of the tick's grid in a layer of `mask` whose box meets the
 // box [lo, hi], whose cells are lc..=hc (each pair in the cell of their boxes' low corners'
 // maximum, as hash_grid::owns_pair). Overlap queries and sweeps find their bodies so.
@@ -1091,27 +1109,17 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
             }
         }
         // The heightfield's triangles, their ids tagged: ties go to the mesh, then the smaller id.
-        const HeightfieldView& hf = mesh.terrain;
-        u32 c0, c1, r0, r1;
-        if (hf.rows > 0 && hf_span(lo[0], hi[0], hf.origin[0], hf.spacing, hf.cols, c0, c1) &&
-            hf_span(lo[1], hi[1], hf.origin[1], hf.spacing, hf.rows, r0, r1)) {
-            for (u32 r = r0; r <= r1; r++)
-                for (u32 c = c0; c <= c1; c++)
-                    for (u32 k = 0; k < 2; k++) {
-                        u32 t = 2 * (r * (hf.cols - 1) + c) + k;
-                        D3 p0, p1, p2;
-                        Hit hit;
-                        if (hf_meets(hf, t, lo, hi, p0, p1, p2) &&
-                            sweep_ellipsoid_triangle(s, vsub(p0, from), vsub(p1, from), vsub(p2, from), motion, hit)) {
-                            u32 tagged = KIND_HEIGHTFIELD | t;
-                            if (!found || hit.toi < best.toi || (hit.toi == best.toi && tagged < best_t)) {
-                                found = true;
-                                best = hit;
-                                best_t = tagged;
-                            }
-                        }
-                    }
-        }
+        heightfield_meeting(mesh.terrain, lo, hi, [&](u32 t, D3 p0, D3 p1, D3 p2) {
+            Hit hit;
+            if (sweep_ellipsoid_triangle(s, vsub(p0, from), vsub(p1, from), vsub(p2, from), motion, hit)) {
+                u32 tagged = KIND_HEIGHTFIELD | t;
+                if (!found || hit.toi < best.toi || (hit.toi == best.toi && tagged < best_t)) {
+                    found = true;
+                    best = hit;
+                    best_t = tagged;
+                }
+            }
+        });
     }
     // body_layers: the bodies' layers joined (0: no bodies).
     if ((mask & body_layers) != 0) {
@@ -1255,19 +1263,9 @@ extern "C" __global__ void overlap_queries(const double* queries, const u32* mas
                 });
             }
         }
-        const HeightfieldView& hf = mesh.terrain;
-        u32 c0, c1, r0, r1;
-        if (hf.rows > 0 && hf_span(lo[0], hi[0], hf.origin[0], hf.spacing, hf.cols, c0, c1) &&
-            hf_span(lo[1], hi[1], hf.origin[1], hf.spacing, hf.rows, r0, r1)) {
-            for (u32 r = r0; r <= r1; r++)
-                for (u32 col = c0; col <= c1; col++)
-                    for (u32 k = 0; k < 2; k++) {
-                        u32 t = 2 * (r * (hf.cols - 1) + col) + k;
-                        D3 p0, p1, p2;
-                        if (hf_meets(hf, t, lo, hi, p0, p1, p2) && meets_triangle(vsub(p0, c), vsub(p1, c), vsub(p2, c)))
-                            add(KIND_HEIGHTFIELD | t);
-                    }
-        }
+        heightfield_meeting(mesh.terrain, lo, hi, [&](u32 t, D3 p0, D3 p1, D3 p2) {
+            if (meets_triangle(vsub(p0, c), vsub(p1, c), vsub(p2, c))) add(KIND_HEIGHTFIELD | t);
+        });
     }
     if (bodies > 0) {
         bodies_meeting(bv, lc, hc, lo, hi, mask, [&](u32 o) {
