@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use super::intersect::{body_box_f32, degenerate, triangle_box};
 use crate::collide::ellipsoid::{Shape, V3};
-use crate::collide::world::{check_center, World};
+use crate::collide::world::{check_center, Bodies, World};
 use crate::error::{Error, Result};
 use crate::geometry::morton::MortonFrame;
 use crate::runtime::cpu::RowPtr;
@@ -282,6 +282,13 @@ pub(crate) struct BodyBvh {
     pub ids: Vec<u32>,
 }
 
+/// Body `i`'s shape, and its box (as its tests use it) with its layer: what a leaf holds.
+fn leaf(b: &Bodies, i: usize) -> (Shape, Boxed) {
+    let s = b.shape(i);
+    let (lo, hi) = body_box_f32(&s, b.center[i]);
+    (s, (lo, hi, b.layer[i]))
+}
+
 impl BodyBvh {
     /// The tree of `world`'s live bodies; an error naming a body whose centre is not finite.
     pub fn build(world: &World) -> Result<Self> {
@@ -289,16 +296,8 @@ impl BodyBvh {
         let live: Vec<u32> =
             (0..b.len() as u32).into_par_iter().with_min_len(GRAIN).filter(|&i| b.alive[i as usize]).collect();
         live.par_iter().with_min_len(4096).try_for_each(|&i| check_center(i as usize, b.center[i as usize]))?;
-        let (shapes, boxes): (Vec<Shape>, Vec<Boxed>) = live
-            .par_iter()
-            .with_min_len(GRAIN)
-            .map(|&i| {
-                let i = i as usize;
-                let s = b.shape(i);
-                let (lo, hi) = body_box_f32(&s, b.center[i]);
-                (s, (lo, hi, b.layer[i]))
-            })
-            .unzip();
+        let (shapes, boxes): (Vec<Shape>, Vec<Boxed>) =
+            live.par_iter().with_min_len(GRAIN).map(|&i| leaf(b, i as usize)).unzip();
         let centers: Vec<V3> = live.iter().map(|&i| b.center[i as usize]).collect();
         let tree = build(&centers, &boxes)?;
         Ok(BodyBvh {
@@ -325,10 +324,8 @@ impl BodyBvh {
             .par_iter()
             .with_min_len(GRAIN)
             .map(|&i| {
-                let i = i as usize;
-                let s = b.shape(i);
-                let (lo, hi) = body_box_f32(&s, b.center[i]);
-                (s.unit, (lo, hi, b.layer[i]))
+                let (s, boxed) = leaf(b, i as usize);
+                (s.unit, boxed)
             })
             .unzip();
         let mut nodes = self.nodes.clone();
