@@ -107,8 +107,11 @@ typedef struct NkContact {
     uint32_t body;
     // What `other` is: an `NK_CONTACT_*` value.
     NkContactKind kind;
-    // The triangle id or the other body's id.
+    // The triangle's id, the other body's id or the instance's id.
     uint32_t other;
+    // The triangle touched in its own mesh: `other` for the mesh and the heightfield, the
+    // shape's triangle for an instance, `NK_NO_ID` for a body.
+    uint32_t triangle;
     // Unit normal that moves `body` out.
     float normal[3];
     // How far `body` must move along `normal`.
@@ -137,16 +140,18 @@ typedef struct NkSweep {
 } NkSweep;
 
 // A sweep's first contact, at `from + toi * (to - from)`. On equal times the mesh comes
-// first, then the heightfield, then bodies, then the smaller id.
+// first, then the heightfield, then bodies, then instances, then the smaller id and triangle.
 typedef struct NkSweepResult {
     // Whether the sweep touches anything. If not, `toi` is 1, `other` is `NK_NO_ID`, and
     // `point` and `normal` are zero.
     bool hit;
     // What it touches: `NK_CONTACT_TRIANGLE` (a triangle of the mesh),
-    // `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.
+    // `NK_CONTACT_HEIGHTFIELD`, `NK_CONTACT_BODY` or `NK_CONTACT_INSTANCE`.
     NkContactKind kind;
-    // The triangle's or the body's id.
+    // The triangle's, the body's or the instance's id.
     uint32_t other;
+    // The triangle touched in its own mesh (as `NkContact.triangle`).
+    uint32_t triangle;
     // Time of impact, 0 to 1 along the sweep.
     double toi;
     // Where, in world coordinates.
@@ -174,8 +179,10 @@ typedef struct NkOverlap {
 typedef struct NkOverlapHit {
     // An `NK_CONTACT_*` value.
     NkContactKind kind;
-    // The triangle's or the body's id.
+    // The triangle's, the body's or the instance's id.
     uint32_t id;
+    // The triangle in its own mesh (as `NkContact.triangle`).
+    uint32_t triangle;
 } NkOverlapHit;
 
 // A ray: the points `origin + t * direction / |direction|` for t from 0 to `max_distance`
@@ -197,10 +204,13 @@ typedef struct NkRayHit {
     // Whether the ray hits anything. If not, `id` is `NK_NO_ID`, `distance` is
     // `INFINITY`, and `point` and `normal` are zero.
     bool hit;
-    // What was hit: `NK_CONTACT_TRIANGLE`, `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.
+    // What was hit: `NK_CONTACT_TRIANGLE`, `NK_CONTACT_HEIGHTFIELD`, `NK_CONTACT_BODY` or
+    // `NK_CONTACT_INSTANCE`.
     NkContactKind kind;
-    // The triangle's index in the mesh or the heightfield, or the body's id.
+    // The triangle's index in the mesh or the heightfield, the body's id, or the instance's.
     uint32_t id;
+    // The triangle hit in its own mesh (as `NkContact.triangle`).
+    uint32_t triangle;
     // The distance from the ray's origin (0 for a ray that starts inside a body).
     double distance;
     // The hit point, `origin + distance * unit direction`.
@@ -208,6 +218,20 @@ typedef struct NkRayHit {
     // The unit surface normal there, facing the ray.
     double normal[3];
 } NkRayHit;
+
+// Where an instance is: shape `shape` (from `nk_world_add_shape`), its origin at
+// `position`, turned by quaternion `orientation` (x, y, z, w; not zero), its triangles in
+// `layer` (bodies and queries meet them when their mask meets it).
+typedef struct NkPlacement {
+    // The shape placed.
+    uint32_t shape;
+    // Where the shape's origin goes, in world coordinates.
+    double position[3];
+    // Quaternion (x, y, z, w) turning the shape's axes into the world's.
+    double orientation[4];
+    // The layer bits of its triangles (1 by default elsewhere).
+    uint32_t layer;
+} NkPlacement;
 
 // A body as `nk_world_add_body` takes it and `nk_world_get_body` gives it.
 typedef struct NkBody {
@@ -244,6 +268,9 @@ typedef struct NkBody {
 
 // Another body.
 #define NK_CONTACT_BODY 2
+
+// A triangle of an instance (`other`/`id`: the instance; `triangle`: its shape's triangle).
+#define NK_CONTACT_INSTANCE 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -402,6 +429,51 @@ enum NkStatus nk_world_set_mesh(struct NkWorld *world,
                                 size_t vertex_count,
                                 const uint32_t *triangles,
                                 size_t triangle_count);
+
+// Adds a shape: a mesh in its own frame (arrays as for `nk_world_set_mesh`, copied), which
+// instances place in the world; it is gridded once however many instances place it. Its id
+// goes to `*out_shape`.
+//
+// # Safety
+// `vertices` and `triangles` point to that many values; `out_shape` is writable; `world` is
+// NULL or a live handle.
+enum NkStatus nk_world_add_shape(struct NkWorld *world,
+                                 const double *vertices,
+                                 size_t vertex_count,
+                                 const uint32_t *triangles,
+                                 size_t triangle_count,
+                                 uint32_t *out_shape);
+
+// Removes a shape that no instance places.
+//
+// # Safety
+// `world` is NULL or a live handle.
+enum NkStatus nk_world_remove_shape(struct NkWorld *world, uint32_t shape);
+
+// Places a shape (only the instances' top level is rebuilt); its id goes to `*out_id`.
+// Contacts, hits and overlaps with its triangles are of kind `NK_CONTACT_INSTANCE`.
+//
+// # Safety
+// `placement` points to one value; `out_id` is writable; `world` is NULL or a live handle.
+enum NkStatus nk_world_add_instance(struct NkWorld *world,
+                                    const struct NkPlacement *placement,
+                                    uint32_t *out_id);
+
+// New placements for `count` instances at once; on a bad id or placement nothing changes.
+//
+// # Safety
+// `ids` and `placements` are NULL (with `count` 0) or point to `count` values; `world` is
+// NULL or a live handle.
+enum NkStatus nk_world_set_instances(struct NkWorld *world,
+                                     const uint32_t *ids,
+                                     const struct NkPlacement *placements,
+                                     size_t count);
+
+// Removes an instance; its id is free for reuse.
+//
+// # Safety
+// `world` is NULL or a live handle.
+enum NkStatus nk_world_remove_instance(struct NkWorld *world, uint32_t id);
 
 // Sets the terrain, kept as heights: `rows` × `cols` heights, row-major (rows along y),
 // `spacing` apart, sample (0, 0) at (`origin_x`, `origin_y`). Its contacts are of kind

@@ -29,6 +29,8 @@ pub const NK_CONTACT_TRIANGLE: NkContactKind = 0;
 pub const NK_CONTACT_HEIGHTFIELD: NkContactKind = 1;
 /// Another body.
 pub const NK_CONTACT_BODY: NkContactKind = 2;
+/// A triangle of an instance (`other`/`id`: the instance; `triangle`: its shape's triangle).
+pub const NK_CONTACT_INSTANCE: NkContactKind = 3;
 
 /// No triangle or body: `NkSweepResult.other` and `NkRayHit.id` when nothing is hit, and
 /// `NkSweep.ignore` when the sweep ignores no body.
@@ -80,8 +82,11 @@ pub struct NkContact {
     pub body: u32,
     /// What `other` is: an `NK_CONTACT_*` value.
     pub kind: NkContactKind,
-    /// The triangle id or the other body's id.
+    /// The triangle's id, the other body's id or the instance's id.
     pub other: u32,
+    /// The triangle touched in its own mesh: `other` for the mesh and the heightfield, the
+    /// shape's triangle for an instance, `NK_NO_ID` for a body.
+    pub triangle: u32,
     /// Unit normal that moves `body` out.
     pub normal: [f32; 3],
     /// How far `body` must move along `normal`.
@@ -97,6 +102,7 @@ pub fn contact_kind_code(kind: ContactKind) -> NkContactKind {
         ContactKind::Triangle => NK_CONTACT_TRIANGLE,
         ContactKind::Heightfield => NK_CONTACT_HEIGHTFIELD,
         ContactKind::Body => NK_CONTACT_BODY,
+        ContactKind::Instance => NK_CONTACT_INSTANCE,
     }
 }
 
@@ -107,6 +113,7 @@ impl From<Contact> for NkContact {
             body: c.body,
             kind: contact_kind_code(c.kind),
             other: c.other,
+            triangle: c.triangle,
             normal: c.normal,
             depth: c.depth,
             point: c.point,
@@ -147,7 +154,7 @@ impl From<&NkSweep> for Sweep {
 }
 
 /// A sweep's first contact, at `from + toi * (to - from)`. On equal times the mesh comes
-/// first, then the heightfield, then bodies, then the smaller id.
+/// first, then the heightfield, then bodies, then instances, then the smaller id and triangle.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct NkSweepResult {
@@ -155,10 +162,12 @@ pub struct NkSweepResult {
     /// `point` and `normal` are zero.
     pub hit: bool,
     /// What it touches: `NK_CONTACT_TRIANGLE` (a triangle of the mesh),
-    /// `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.
+    /// `NK_CONTACT_HEIGHTFIELD`, `NK_CONTACT_BODY` or `NK_CONTACT_INSTANCE`.
     pub kind: NkContactKind,
-    /// The triangle's or the body's id.
+    /// The triangle's, the body's or the instance's id.
     pub other: u32,
+    /// The triangle touched in its own mesh (as `NkContact.triangle`).
+    pub triangle: u32,
     /// Time of impact, 0 to 1 along the sweep.
     pub toi: f64,
     /// Where, in world coordinates.
@@ -174,6 +183,7 @@ impl From<Option<SweepResult>> for NkSweepResult {
                 hit: true,
                 kind: contact_kind_code(r.kind),
                 other: r.other,
+                triangle: r.triangle,
                 toi: r.toi,
                 point: r.point,
                 normal: r.normal,
@@ -182,6 +192,7 @@ impl From<Option<SweepResult>> for NkSweepResult {
                 hit: false,
                 kind: NK_CONTACT_TRIANGLE,
                 other: NK_NO_ID,
+                triangle: NK_NO_ID,
                 toi: 1.0,
                 point: [0.0; 3],
                 normal: [0.0; 3],
@@ -448,8 +459,10 @@ pub const NK_OVERLAP_BOX: u32 = 1;
 pub struct NkOverlapHit {
     /// An `NK_CONTACT_*` value.
     pub kind: NkContactKind,
-    /// The triangle's or the body's id.
+    /// The triangle's, the body's or the instance's id.
     pub id: u32,
+    /// The triangle in its own mesh (as `NkContact.triangle`).
+    pub triangle: u32,
 }
 
 /// What each query overlaps (exact tests, an ellipsoid's the contacts'; touching is not
@@ -497,8 +510,8 @@ pub unsafe extern "C" fn nk_collider_overlaps(
             let found = c.collider.overlaps(&w.world, &qs, limit)?;
             for i in 0..count {
                 out_totals[i] = found.total[i];
-                for (k, (kind, id)) in found.row(i).enumerate() {
-                    out_hits[i * limit + k] = NkOverlapHit { kind: contact_kind_code(kind), id };
+                for (k, (kind, id, triangle)) in found.row_triangles(i).enumerate() {
+                    out_hits[i * limit + k] = NkOverlapHit { kind: contact_kind_code(kind), id, triangle };
                 }
             }
             Ok(())
@@ -535,10 +548,13 @@ pub struct NkRayHit {
     /// Whether the ray hits anything. If not, `id` is `NK_NO_ID`, `distance` is
     /// `INFINITY`, and `point` and `normal` are zero.
     pub hit: bool,
-    /// What was hit: `NK_CONTACT_TRIANGLE`, `NK_CONTACT_HEIGHTFIELD` or `NK_CONTACT_BODY`.
+    /// What was hit: `NK_CONTACT_TRIANGLE`, `NK_CONTACT_HEIGHTFIELD`, `NK_CONTACT_BODY` or
+    /// `NK_CONTACT_INSTANCE`.
     pub kind: NkContactKind,
-    /// The triangle's index in the mesh or the heightfield, or the body's id.
+    /// The triangle's index in the mesh or the heightfield, the body's id, or the instance's.
     pub id: u32,
+    /// The triangle hit in its own mesh (as `NkContact.triangle`).
+    pub triangle: u32,
     /// The distance from the ray's origin (0 for a ray that starts inside a body).
     pub distance: f64,
     /// The hit point, `origin + distance * unit direction`.
@@ -554,6 +570,7 @@ impl From<Option<RayHit>> for NkRayHit {
                 hit: true,
                 kind: contact_kind_code(h.kind),
                 id: h.id,
+                triangle: h.triangle,
                 distance: h.distance,
                 point: h.point,
                 normal: h.normal,
@@ -562,6 +579,7 @@ impl From<Option<RayHit>> for NkRayHit {
                 hit: false,
                 kind: NK_CONTACT_TRIANGLE,
                 id: NK_NO_ID,
+                triangle: NK_NO_ID,
                 distance: f64::INFINITY,
                 point: [0.0; 3],
                 normal: [0.0; 3],

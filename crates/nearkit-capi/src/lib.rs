@@ -47,15 +47,16 @@ pub use collider::{
     nk_collider_new, nk_collider_new_with_options, nk_collider_options_default, nk_collider_overlaps,
     nk_collider_ray_casts, nk_collider_ray_casts_all, nk_collider_sweeps, NkCollider, NkColliderOptions, NkContact,
     NkContactKind, NkDevice, NkOverlap, NkOverlapHit, NkRay, NkRayHit, NkSweep, NkSweepResult, NK_CONTACT_BODY,
-    NK_CONTACT_HEIGHTFIELD, NK_CONTACT_TRIANGLE, NK_DEVICE_AUTO, NK_DEVICE_CPU, NK_DEVICE_CUDA, NK_NO_ID,
-    NK_OVERLAP_BOX, NK_OVERLAP_ELLIPSOID,
+    NK_CONTACT_HEIGHTFIELD, NK_CONTACT_INSTANCE, NK_CONTACT_TRIANGLE, NK_DEVICE_AUTO, NK_DEVICE_CPU, NK_DEVICE_CUDA,
+    NK_NO_ID, NK_OVERLAP_BOX, NK_OVERLAP_ELLIPSOID,
 };
 pub use status::NkStatus;
 pub use world::{
-    nk_world_add_body, nk_world_add_ellipsoid, nk_world_add_sphere, nk_world_body_count, nk_world_free,
-    nk_world_get_body, nk_world_integrate, nk_world_new, nk_world_remove_body, nk_world_set_heightfield,
+    nk_world_add_body, nk_world_add_ellipsoid, nk_world_add_instance, nk_world_add_shape, nk_world_add_sphere,
+    nk_world_body_count, nk_world_free, nk_world_get_body, nk_world_integrate, nk_world_new, nk_world_remove_body,
+    nk_world_remove_instance, nk_world_remove_shape, nk_world_set_heightfield, nk_world_set_instances,
     nk_world_set_layers, nk_world_set_mesh, nk_world_set_mesh_layer, nk_world_set_pose, nk_world_set_poses,
-    nk_world_set_velocity, nk_world_triangle_count, NkBody, NkWorld,
+    nk_world_set_velocity, nk_world_triangle_count, NkBody, NkPlacement, NkWorld,
 };
 
 /// The message of the last call that failed on this thread, NUL-terminated (empty if none

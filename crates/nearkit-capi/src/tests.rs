@@ -65,7 +65,8 @@ fn layout_is_what_the_header_says() {
     assert_eq!(std::mem::size_of::<NkSweep>(), 13 * 8 + 8);
     assert_eq!(std::mem::size_of::<NkSweepResult>(), 72);
     assert_eq!(std::mem::size_of::<NkOverlap>(), 88);
-    assert_eq!(std::mem::size_of::<NkOverlapHit>(), 8);
+    assert_eq!(std::mem::size_of::<NkOverlapHit>(), 12);
+    assert_eq!(std::mem::size_of::<NkPlacement>(), 72);
     assert_eq!(std::mem::size_of::<NkBody>(), 112);
     assert_eq!(std::mem::size_of::<NkRay>(), 64);
     assert_eq!(std::mem::size_of::<NkRayHit>(), 72);
@@ -444,8 +445,10 @@ fn heightfields_and_overlaps_match_the_rust_api() {
     assert_eq!(totals, found.total);
     assert!(totals.iter().filter(|&&t| t as usize > limit).count() > 20);
     for i in 0..300 {
-        let row: Vec<NkOverlapHit> =
-            found.row(i).map(|(k, id)| NkOverlapHit { kind: crate::collider::contact_kind_code(k), id }).collect();
+        let row: Vec<NkOverlapHit> = found
+            .row_triangles(i)
+            .map(|(k, id, triangle)| NkOverlapHit { kind: crate::collider::contact_kind_code(k), id, triangle })
+            .collect();
         assert_eq!(&hits[i * limit..i * limit + row.len()], &row[..], "query {i}");
     }
     // Rays down and across onto the heightfield and its bodies.
@@ -567,6 +570,103 @@ fn ray_casts_match_the_rust_api() {
         fails(nk_collider_ray_casts(c, w, null(), 3, got.as_mut_ptr()), NkStatus::NullPointer, "rays");
         fails(nk_collider_ray_casts(c, w, rays.as_ptr(), 3, null_mut()), NkStatus::NullPointer, "results");
         ok(nk_collider_ray_casts(c, w, null(), 0, null_mut()));
+        ok(nk_collider_free(c));
+        ok(nk_world_free(w));
+    }
+}
+
+#[test]
+fn instances_match_the_rust_api() {
+    use nearkit_core::collide::{ContactKind, InstanceId, Placement, Ray, ShapeId};
+    // A 2 m cube of 12 triangles, placed 30 times, turned; bodies and rays among them.
+    let v: Vec<f64> = (0..8).flat_map(|k| [k & 1, (k >> 1) & 1, (k >> 2) & 1].map(|b| b as f64 * 2.0 - 1.0)).collect();
+    let q = [[0u32, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]];
+    let t: Vec<u32> = q.iter().flat_map(|f| [f[0], f[1], f[2], f[0], f[2], f[3]]).collect();
+    let rows: Vec<[f64; 3]> = v.chunks(3).map(|c| [c[0], c[1], c[2]]).collect();
+    let cube =
+        Mesh { vertices: Points::from_rows(&rows), triangles: t.chunks(3).map(|c| [c[0], c[1], c[2]]).collect() };
+    let mut reference = World::new(1.0).unwrap();
+    let shape = reference.add_shape(&cube).unwrap();
+    let w = new_world_without_mesh();
+    let c = cpu_collider();
+    let mut s = u32::MAX;
+    unsafe { ok(nk_world_add_shape(w, v.as_ptr(), 8, t.as_ptr(), 12, &mut s)) };
+    assert_eq!(s, shape.0);
+    let placements: Vec<NkPlacement> = (0..30)
+        .map(|k| NkPlacement {
+            shape: s,
+            position: [(k % 6) as f64 * 4.0, (k / 6) as f64 * 4.0, 0.0],
+            orientation: [0.1 * k as f64, 0.3, -0.2, 1.0],
+            layer: if k % 4 == 0 { 2 } else { 1 },
+        })
+        .collect();
+    for p in &placements {
+        let mut id = u32::MAX;
+        unsafe { ok(nk_world_add_instance(w, p, &mut id)) };
+        assert_eq!(InstanceId(id), reference.add_instance(Placement::from(p)).unwrap());
+    }
+    for k in 0..200 {
+        let b = Body::sphere([(k % 20) as f64 * 1.2 - 1.0, (k / 20) as f64 * 2.0 - 1.0, 0.5], 0.6).with_layers(1, 1);
+        let mut id = 0;
+        let nb = NkBody {
+            center: b.center,
+            radii: b.radii,
+            orientation: b.orientation,
+            velocity: [0.0; 3],
+            layer: 1,
+            mask: 1,
+        };
+        unsafe { ok(nk_world_add_body(w, &nb, &mut id)) };
+        reference.add_body(b).unwrap();
+    }
+    // Move two in a batch, remove one.
+    let moved = [
+        NkPlacement { position: [1.0, 1.0, 0.25], ..placements[1] },
+        NkPlacement { orientation: [0.0, 0.0, 0.0, 1.0], ..placements[2] },
+    ];
+    unsafe { ok(nk_world_set_instances(w, [1u32, 2].as_ptr(), moved.as_ptr(), 2)) };
+    reference.set_instances(&[InstanceId(1), InstanceId(2)], &[(&moved[0]).into(), (&moved[1]).into()]).unwrap();
+    unsafe { ok(nk_world_remove_instance(w, 5)) };
+    reference.remove_instance(InstanceId(5)).unwrap();
+
+    let mut rust = Collider::cpu();
+    let want: Vec<NkContact> = rust.contacts(&reference).unwrap().into_iter().map(NkContact::from).collect();
+    let got = contacts(c, w);
+    assert!(got.iter().filter(|c| c.kind == NK_CONTACT_INSTANCE).count() > 50);
+    assert!(got.iter().all(|c| c.kind != NK_CONTACT_INSTANCE || (c.other != 5 && c.triangle < 12)));
+    assert_eq!(got, want);
+
+    let rays: Vec<NkRay> = (0..300)
+        .map(|i| NkRay {
+            origin: [(i % 30) as f64 * 0.8 - 1.0, (i / 30) as f64 * 2.2 - 1.0, 5.0],
+            direction: [0.05, 0.02, -1.0],
+            max_distance: f64::INFINITY,
+            mask: if i % 3 == 0 { 2 } else { u32::MAX },
+        })
+        .collect();
+    let rust_rays: Vec<Ray> = rays.iter().map(Ray::from).collect();
+    let want: Vec<NkRayHit> = rust.ray_casts(&reference, &rust_rays).unwrap().into_iter().map(NkRayHit::from).collect();
+    let mut got = vec![NkRayHit::from(None); rays.len()];
+    unsafe { ok(nk_collider_ray_casts(c, w, rays.as_ptr(), rays.len(), got.as_mut_ptr())) };
+    assert!(got.iter().filter(|h| h.kind == NK_CONTACT_INSTANCE).count() > 30);
+    assert_eq!(got, want);
+    assert_eq!(reference.instance(InstanceId(3)).unwrap().shape, ShapeId(s));
+    assert!(ContactKind::Instance > ContactKind::Body);
+
+    unsafe {
+        let bad = NkPlacement { position: [f64::NAN, 0.0, 0.0], ..placements[0] };
+        let mut id = 0;
+        fails(nk_world_add_instance(w, &bad, &mut id), NkStatus::InvalidArgument, "not finite");
+        let bad = NkPlacement { shape: 9, ..placements[0] };
+        fails(nk_world_add_instance(w, &bad, &mut id), NkStatus::InvalidArgument, "no shape 9");
+        fails(
+            nk_world_set_instances(w, [5u32].as_ptr(), placements.as_ptr(), 1),
+            NkStatus::InvalidArgument,
+            "no instance 5",
+        );
+        fails(nk_world_remove_shape(w, s), NkStatus::InvalidArgument, "remove its instances first");
+        fails(nk_world_add_shape(w, v.as_ptr(), 8, t.as_ptr(), 0, &mut id), NkStatus::InvalidArgument, "no triangles");
+        fails(nk_world_add_instance(w, null(), &mut id), NkStatus::NullPointer, "placement");
         ok(nk_collider_free(c));
         ok(nk_world_free(w));
     }

@@ -1,6 +1,6 @@
 //! `NkWorld`: the static mesh and the ellipsoid bodies (nearkit's `World`).
 
-use nearkit_core::collide::{Body, BodyId, Heightfield, World};
+use nearkit_core::collide::{Body, BodyId, Heightfield, InstanceId, Placement, ShapeId, World};
 use nearkit_core::{Mesh, Points};
 
 use crate::status::{array, guard, out_ok, put, slice, Fail, NkStatus, Outcome};
@@ -154,19 +154,157 @@ pub unsafe extern "C" fn nk_world_set_mesh(
 ) -> NkStatus {
     guard("nk_world_set_mesh", || unsafe {
         with_world(world, |w| {
-            let v = slice(vertices.cast::<[f64; 3]>(), vertex_count, "vertices")?;
-            let t = slice(triangles.cast::<[u32; 3]>(), triangle_count, "triangles")?;
-            let mut columns = [Vec::new(), Vec::new(), Vec::new()];
-            for (a, col) in columns.iter_mut().enumerate() {
-                col.try_reserve_exact(v.len())?;
-                col.extend(v.iter().map(|p| p[a]));
-            }
-            let mut tris = Vec::new();
-            tris.try_reserve_exact(t.len())?;
-            tris.extend_from_slice(t);
-            let [x, y, z] = columns;
-            let mesh = Mesh { vertices: Points::new(x, y, z)?, triangles: tris };
+            let mesh = mesh_of(vertices, vertex_count, triangles, triangle_count)?;
             w.world.set_mesh(&mesh)?;
+            Ok(())
+        })
+    })
+}
+
+/// A mesh copied from C arrays (see `nk_world_set_mesh`).
+///
+/// # Safety
+/// `vertices` and `triangles` are NULL (with count 0) or point to that many values.
+unsafe fn mesh_of(
+    vertices: *const f64,
+    vertex_count: usize,
+    triangles: *const u32,
+    triangle_count: usize,
+) -> Result<Mesh<f64>, Fail> {
+    // SAFETY: the caller's promise.
+    let v = unsafe { slice(vertices.cast::<[f64; 3]>(), vertex_count, "vertices")? };
+    // SAFETY: the caller's promise.
+    let t = unsafe { slice(triangles.cast::<[u32; 3]>(), triangle_count, "triangles")? };
+    let mut columns = [Vec::new(), Vec::new(), Vec::new()];
+    for (a, col) in columns.iter_mut().enumerate() {
+        col.try_reserve_exact(v.len())?;
+        col.extend(v.iter().map(|p| p[a]));
+    }
+    let mut tris = Vec::new();
+    tris.try_reserve_exact(t.len())?;
+    tris.extend_from_slice(t);
+    let [x, y, z] = columns;
+    Ok(Mesh { vertices: Points::new(x, y, z)?, triangles: tris })
+}
+
+/// Where an instance is: shape `shape` (from `nk_world_add_shape`), its origin at
+/// `position`, turned by quaternion `orientation` (x, y, z, w; not zero), its triangles in
+/// `layer` (bodies and queries meet them when their mask meets it).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NkPlacement {
+    /// The shape placed.
+    pub shape: u32,
+    /// Where the shape's origin goes, in world coordinates.
+    pub position: [f64; 3],
+    /// Quaternion (x, y, z, w) turning the shape's axes into the world's.
+    pub orientation: [f64; 4],
+    /// The layer bits of its triangles (1 by default elsewhere).
+    pub layer: u32,
+}
+
+impl From<&NkPlacement> for Placement {
+    fn from(p: &NkPlacement) -> Placement {
+        Placement::new(ShapeId(p.shape), p.position, p.orientation).with_layer(p.layer)
+    }
+}
+
+/// Adds a shape: a mesh in its own frame (arrays as for `nk_world_set_mesh`, copied), which
+/// instances place in the world; it is gridded once however many instances place it. Its id
+/// goes to `*out_shape`.
+///
+/// # Safety
+/// `vertices` and `triangles` point to that many values; `out_shape` is writable; `world` is
+/// NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nk_world_add_shape(
+    world: *mut NkWorld,
+    vertices: *const f64,
+    vertex_count: usize,
+    triangles: *const u32,
+    triangle_count: usize,
+    out_shape: *mut u32,
+) -> NkStatus {
+    guard("nk_world_add_shape", || unsafe {
+        out_ok(out_shape, "out_shape")?;
+        with_world(world, |w| {
+            let mesh = mesh_of(vertices, vertex_count, triangles, triangle_count)?;
+            let id = w.world.add_shape(&mesh)?;
+            put(out_shape, id.0);
+            Ok(())
+        })
+    })
+}
+
+/// Removes a shape that no instance places.
+///
+/// # Safety
+/// `world` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nk_world_remove_shape(world: *mut NkWorld, shape: u32) -> NkStatus {
+    guard("nk_world_remove_shape", || unsafe {
+        with_world(world, |w| {
+            w.world.remove_shape(ShapeId(shape))?;
+            Ok(())
+        })
+    })
+}
+
+/// Places a shape (only the instances' top level is rebuilt); its id goes to `*out_id`.
+/// Contacts, hits and overlaps with its triangles are of kind `NK_CONTACT_INSTANCE`.
+///
+/// # Safety
+/// `placement` points to one value; `out_id` is writable; `world` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nk_world_add_instance(
+    world: *mut NkWorld,
+    placement: *const NkPlacement,
+    out_id: *mut u32,
+) -> NkStatus {
+    guard("nk_world_add_instance", || unsafe {
+        out_ok(out_id, "out_id")?;
+        let p = slice(placement, 1, "placement")?;
+        with_world(world, |w| {
+            let id = w.world.add_instance(Placement::from(&p[0]))?;
+            put(out_id, id.0);
+            Ok(())
+        })
+    })
+}
+
+/// New placements for `count` instances at once; on a bad id or placement nothing changes.
+///
+/// # Safety
+/// `ids` and `placements` are NULL (with `count` 0) or point to `count` values; `world` is
+/// NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nk_world_set_instances(
+    world: *mut NkWorld,
+    ids: *const u32,
+    placements: *const NkPlacement,
+    count: usize,
+) -> NkStatus {
+    guard("nk_world_set_instances", || unsafe {
+        let ids = slice(ids, count, "ids")?;
+        let ps = slice(placements, count, "placements")?;
+        with_world(world, |w| {
+            let ids: Vec<InstanceId> = ids.iter().map(|&i| InstanceId(i)).collect();
+            let ps: Vec<Placement> = ps.iter().map(Placement::from).collect();
+            w.world.set_instances(&ids, &ps)?;
+            Ok(())
+        })
+    })
+}
+
+/// Removes an instance; its id is free for reuse.
+///
+/// # Safety
+/// `world` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nk_world_remove_instance(world: *mut NkWorld, id: u32) -> NkStatus {
+    guard("nk_world_remove_instance", || unsafe {
+        with_world(world, |w| {
+            w.world.remove_instance(InstanceId(id))?;
             Ok(())
         })
     })

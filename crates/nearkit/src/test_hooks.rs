@@ -152,7 +152,19 @@ pub fn contact(
     center: V3,
     g: &ContactGeometry,
 ) -> crate::collide::Contact {
-    crate::collide::Contact::new(body, kind, other, center, g)
+    crate::collide::Contact::new(body, kind, other, 0, center, g)
+}
+
+/// The contact of `body` with triangle `triangle` of instance `instance`, as the colliders
+/// report it.
+pub fn instance_contact(
+    body: u32,
+    instance: u32,
+    triangle: u32,
+    center: V3,
+    g: &ContactGeometry,
+) -> crate::collide::Contact {
+    crate::collide::Contact::new(body, crate::collide::ContactKind::Instance, instance, triangle, center, g)
 }
 
 /// Every hit of `ray` in `world`, sorted by (distance, kind, id): a brute force over every

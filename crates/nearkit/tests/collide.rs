@@ -517,7 +517,8 @@ fn brute_sweep(
     let mut offer = |kind: ContactKind, other: u32, h: SweepHit| {
         if best.is_none_or(|b| h.toi < b.toi) {
             let point = [s.from[0] + h.point[0], s.from[1] + h.point[1], s.from[2] + h.point[2]];
-            best = Some(SweepResult { toi: h.toi, kind, other, point, normal: h.normal });
+            let triangle = if kind == ContactKind::Body { nearkit::NO_ID } else { other };
+            best = Some(SweepResult { toi: h.toi, kind, other, triangle, point, normal: h.normal });
         }
     };
     if s.mask & world.mesh_layer() != 0 {
@@ -1053,6 +1054,7 @@ fn contacts_are_the_same_bits_on_any_thread_count_and_on_replay() {
                         body: i as u32,
                         kind: h.kind,
                         other: h.other,
+                        triangle: h.triangle,
                         normal: h.normal.map(|v| v as f32),
                         depth: h.toi as f32,
                         point: h.point,

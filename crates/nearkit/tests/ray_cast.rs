@@ -536,7 +536,7 @@ fn ties_go_to_triangles_then_smaller_ids() {
     let first = c.ray_casts(&world, &[ray]).unwrap()[0].unwrap();
     assert_eq!((first.distance, first.kind, first.id), (5.0, ContactKind::Triangle, 0));
     let all = c.ray_casts_all(&world, &[ray], 10).unwrap();
-    let order: Vec<(f64, ContactKind, u32)> = all.row(0).iter().map(|h| h.order_key()).collect();
+    let order: Vec<(f64, ContactKind, u32)> = all.row(0).iter().map(|h| (h.distance, h.kind, h.id)).collect();
     assert_eq!(
         order,
         [

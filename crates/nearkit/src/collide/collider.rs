@@ -1,10 +1,10 @@
 //! `Collider`: where a world's contacts are computed, the CPU or a GPU, chosen at run time.
 
-use super::cpu::{sweeps as cpu_sweeps, CpuCollider};
+use super::cpu::{instance_contacts, sweeps as cpu_sweeps, CpuCollider, Part};
 use super::cuda::CudaCollider;
 use super::overlap::{overlaps_cpu, Overlap, Overlaps};
 use super::ray_cast::{Ray, RayCaster, RayHit, RayHits};
-use super::world::{Contact, Contacts, PackedContact, Sweep, SweepResult, World};
+use super::world::{Contact, Contacts, InstancePart, PackedContact, Sweep, SweepResult, World};
 use crate::device::Engine;
 use crate::error::Result;
 
@@ -35,7 +35,14 @@ impl Default for ColliderOptions {
 /// Where contacts are computed. The world is the same for both; switching between ticks is
 /// allowed (a CUDA collider uploads what changed since it last ran). It also casts rays
 /// into the world, keeping what it built for them (the mesh's tree) from call to call.
-pub struct Collider(Backend, RayCaster);
+pub struct Collider(Backend, RayCaster, Merged);
+
+/// A CUDA collider's contacts with the instances' (found on the CPU for now) merged in.
+#[derive(Default)]
+struct Merged {
+    packed: Vec<PackedContact>,
+    parts: Vec<InstancePart>,
+}
 
 enum Backend {
     Cpu(Box<CpuCollider>),
@@ -49,17 +56,19 @@ impl Collider {
             None => Collider(
                 Backend::Cpu(Box::new(CpuCollider::new(opts.portable_code, opts.profile))),
                 RayCaster::new(None, opts.portable_code),
+                Merged::default(),
             ),
             Some(gpu) => Collider(
                 Backend::Cuda(Box::new(CudaCollider::new(gpu.clone(), opts)?)),
                 RayCaster::new(Some(gpu), false),
+                Merged::default(),
             ),
         })
     }
 
     /// A CPU collider with the default options.
     pub fn cpu() -> Collider {
-        Collider(Backend::Cpu(Box::new(CpuCollider::new(false, false))), RayCaster::new(None, false))
+        Collider(Backend::Cpu(Box::new(CpuCollider::new(false, false))), RayCaster::new(None, false), Merged::default())
     }
 
     /// `CPU (N threads)` or the GPU's description.
@@ -78,11 +87,22 @@ impl Collider {
     /// Every contact, sorted by (body, kind, other): a view of this collider's buffer, valid
     /// until its next tick. This is the fast path (nothing is copied or unpacked).
     pub fn contacts_packed<'a>(&'a mut self, world: &'a World) -> Result<Contacts<'a>> {
-        let packed: &[PackedContact] = match &mut self.0 {
+        let (packed, parts): (&[PackedContact], &[InstancePart]) = match &mut self.0 {
             Backend::Cpu(c) => c.contacts(world)?,
-            Backend::Cuda(c) => c.contacts_packed(world)?,
+            Backend::Cuda(c) => {
+                let gpu = c.contacts_packed(world)?;
+                if world.instances().is_empty() {
+                    (gpu, &[])
+                } else {
+                    let (placed, parts) = instance_contacts(world)?;
+                    let m = &mut self.2;
+                    merge_by_body(gpu, &placed, &mut m.packed);
+                    m.parts = parts;
+                    (&m.packed, &m.parts)
+                }
+            }
         };
-        Ok(Contacts::new(packed, world))
+        Ok(Contacts::new(packed, parts, world))
     }
 
     /// Every contact, sorted by (body, kind, other), unpacked.
@@ -94,16 +114,35 @@ impl Collider {
     /// the first `limit` (1 to `OVERLAP_LIMIT_MAX`) kept; the same on every backend.
     pub fn overlaps(&mut self, world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
         match &mut self.0 {
-            Backend::Cpu(_) => overlaps_cpu(world, queries, limit),
-            Backend::Cuda(c) => c.overlaps(world, queries, limit),
+            Backend::Cpu(_) => overlaps_cpu(world, queries, limit, Part::All),
+            Backend::Cuda(c) => {
+                let gpu = c.overlaps(world, queries, limit)?;
+                if world.instances().is_empty() {
+                    return Ok(gpu);
+                }
+                Ok(gpu.merged(&overlaps_cpu(world, queries, limit, Part::Instances)?, limit))
+            }
         }
     }
 
     /// Each sweep's first hit on the static mesh or the heightfield.
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
         match &mut self.0 {
-            Backend::Cpu(_) => cpu_sweeps(world, sweeps),
-            Backend::Cuda(c) => c.sweeps(world, sweeps),
+            Backend::Cpu(_) => cpu_sweeps(world, sweeps, Part::All),
+            Backend::Cuda(c) => {
+                let mut gpu = c.sweeps(world, sweeps)?;
+                if !world.instances().is_empty() {
+                    let placed = cpu_sweeps(world, sweeps, Part::Instances)?;
+                    for (g, p) in gpu.iter_mut().zip(placed) {
+                        if let Some(p) = p {
+                            if g.is_none_or(|g| sweep_key(&p) < sweep_key(&g)) {
+                                *g = Some(p);
+                            }
+                        }
+                    }
+                }
+                Ok(gpu)
+            }
         }
     }
 
@@ -136,4 +175,26 @@ impl Collider {
     pub fn ray_casts_all(&mut self, world: &World, rays: &[Ray], limit: usize) -> Result<RayHits> {
         self.1.all_hits(world, rays, limit)
     }
+}
+
+/// Two lists of contacts sorted by (body, other), merged into `out`: per body, `a`'s run and
+/// then `b`'s (every id of `b` sorts after every id of `a`'s for the same body).
+fn merge_by_body(a: &[PackedContact], b: &[PackedContact], out: &mut Vec<PackedContact>) {
+    out.clear();
+    out.reserve(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if j == b.len() || (i < a.len() && a[i].body <= b[j].body) {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+}
+
+/// The order of sweeps' hits: (toi, kind, other, triangle).
+fn sweep_key(r: &SweepResult) -> (f64, super::ContactKind, u32, u32) {
+    (r.toi, r.kind, r.other, r.triangle)
 }

@@ -20,7 +20,7 @@ use crate::collide::level_grid::MAX_LEVELS;
 use crate::collide::overlap::{check_queries, Overlap, OverlapShape, Overlaps, OVERLAP_LIMIT_MAX};
 use crate::collide::sweep_ellipsoid_ellipsoid as sweep_ee;
 use crate::collide::world::{
-    ContactKind, PackedContact, Sweep, SweepResult, Versions, World, ID_BITS, KIND_BODY, KIND_HEIGHTFIELD,
+    ContactKind, PackedContact, Sweep, SweepResult, Versions, World, ID_BITS, KIND_BODY, KIND_HEIGHTFIELD, NO_ID,
 };
 use crate::error::{Error, Result};
 use crate::runtime::cuda::launch::{c_definition, c_definitions, c_struct, kernels, Address, CStruct, CType, In, Out};
@@ -633,7 +633,7 @@ impl CudaCollider {
         let v = world.versions();
         let held = match self.held {
             Some((id, v)) if id == world.id() => v,
-            _ => Versions { mesh: u64::MAX, poses: u64::MAX, shapes: u64::MAX },
+            _ => Versions { mesh: u64::MAX, poses: u64::MAX, shapes: u64::MAX, instances: u64::MAX },
         };
         if held.mesh != v.mesh || self.mesh.is_none() {
             self.mesh = Some(DeviceMesh::upload(gpu, world)?);
@@ -1043,6 +1043,7 @@ impl CudaCollider {
                     toi: v[0],
                     kind: ContactKind::of_tagged(t),
                     other: t & ID_BITS,
+                    triangle: if t & KIND_BODY != 0 { NO_ID } else { t & ID_BITS },
                     point: [v[1], v[2], v[3]],
                     normal: [v[4], v[5], v[6]],
                 })

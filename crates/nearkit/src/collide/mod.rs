@@ -44,6 +44,7 @@ pub(crate) mod cuda;
 pub(crate) mod ellipsoid;
 pub(crate) mod hash_grid;
 mod heightfield;
+pub(crate) mod instance;
 pub(crate) mod level_grid;
 mod overlap;
 pub(crate) mod overlap_cuboid;
@@ -55,6 +56,7 @@ mod world;
 
 pub use collider::{Collider, ColliderOptions};
 pub use heightfield::Heightfield;
+pub use instance::{InstanceId, Placement, ShapeId};
 pub use overlap::{Overlap, OverlapShape, Overlaps, OVERLAP_LIMIT_MAX};
 pub use ray_cast::{Ray, RayHit, RayHits};
-pub use world::{Body, BodyId, Contact, ContactKind, Contacts, Sweep, SweepResult, World};
+pub use world::{Body, BodyId, Contact, ContactKind, Contacts, Sweep, SweepResult, World, NO_ID};

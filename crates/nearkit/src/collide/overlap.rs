@@ -10,10 +10,11 @@ use rayon::prelude::*;
 use super::body_grid::BodyFinder;
 use super::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use super::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
+use super::cpu::Part;
 use super::ellipsoid::{body_box, sub, Shape, BOX_SLACK, V3};
 use super::hash_grid::query_cells;
 use super::overlap_cuboid::{cuboid_meets_ellipsoid, cuboid_meets_triangle};
-use super::world::{check_pose, ContactKind, World, ID_BITS};
+use super::world::{check_pose, ContactKind, World, ID_BITS, NO_ID};
 use crate::error::{Error, Result};
 
 /// At most this many hits are kept per query (`Overlaps::total` counts them all).
@@ -117,12 +118,16 @@ impl Overlap {
 /// same of `ids`), and how many there were in all.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overlaps {
-    /// Row i is `offsets[i]..offsets[i + 1]` of `kinds` and `ids`.
+    /// Row i is `offsets[i]..offsets[i + 1]` of `kinds`, `ids` and `triangles`.
     pub offsets: Vec<usize>,
     /// What each hit is.
     pub kinds: Vec<ContactKind>,
-    /// Each hit's triangle or body id.
+    /// Each hit's triangle, body or instance id.
     pub ids: Vec<u32>,
+    /// Each hit's triangle in its own mesh (as [`Contact::triangle`](crate::collide::Contact):
+    /// the id for the mesh and the heightfield, the shape's triangle for an instance,
+    /// [`NO_ID`](crate::NO_ID) for a body).
+    pub triangles: Vec<u32>,
     /// Per query, its overlaps in all (more than its row holds when it hit the limit).
     pub total: Vec<u32>,
 }
@@ -144,15 +149,55 @@ impl Overlaps {
         self.kinds[r.clone()].iter().copied().zip(self.ids[r].iter().copied())
     }
 
-    /// From each query's tagged ids (ascending, at most `limit`) and totals.
-    pub(crate) fn from_tagged(rows: Vec<(Vec<u32>, u32)>) -> Self {
+    /// Query i's overlaps kept, as (kind, id, triangle).
+    pub fn row_triangles(&self, i: usize) -> impl Iterator<Item = (ContactKind, u32, u32)> + '_ {
+        let r = self.offsets[i]..self.offsets[i + 1];
+        self.row(i).zip(self.triangles[r].iter().copied()).map(|((k, id), t)| (k, id, t))
+    }
+
+    /// From each query's keys (`overlap_key`, ascending, at most `limit`) and totals.
+    pub(crate) fn from_keys(rows: Vec<(Vec<u64>, u32)>) -> Self {
         let mut out = Overlaps { offsets: Vec::with_capacity(rows.len() + 1), ..Overlaps::default() };
         out.offsets.push(0);
-        for (tagged, total) in rows {
-            out.kinds.extend(tagged.iter().map(|&t| ContactKind::of_tagged(t)));
-            out.ids.extend(tagged.iter().map(|&t| t & ID_BITS));
+        for (keys, total) in rows {
+            for &k in &keys {
+                let tagged = (k >> 32) as u32;
+                let kind = ContactKind::of_tagged(tagged);
+                out.kinds.push(kind);
+                out.ids.push(tagged & ID_BITS);
+                out.triangles.push(match kind {
+                    ContactKind::Body => NO_ID,
+                    ContactKind::Instance => k as u32,
+                    _ => tagged & ID_BITS,
+                });
+            }
             out.offsets.push(out.ids.len());
             out.total.push(total);
+        }
+        out
+    }
+
+    /// From each query's tagged ids (ascending, at most `limit`, no instances) and totals.
+    pub(crate) fn from_tagged(rows: Vec<(Vec<u32>, u32)>) -> Self {
+        Self::from_keys(
+            rows.into_iter().map(|(t, total)| (t.into_iter().map(|t| overlap_key(t, 0)).collect(), total)).collect(),
+        )
+    }
+
+    /// These overlaps with `placed`'s (instances only) after each row, cut at `limit`.
+    pub(crate) fn merged(&self, placed: &Overlaps, limit: usize) -> Overlaps {
+        let mut out = Overlaps { offsets: vec![0], ..Overlaps::default() };
+        for i in 0..self.len() {
+            for o in [self, placed] {
+                let r = o.offsets[i]..o.offsets[i + 1];
+                let room = limit - (out.ids.len() - out.offsets[i]);
+                let r = r.start..r.end.min(r.start + room);
+                out.kinds.extend_from_slice(&o.kinds[r.clone()]);
+                out.ids.extend_from_slice(&o.ids[r.clone()]);
+                out.triangles.extend_from_slice(&o.triangles[r]);
+            }
+            out.offsets.push(out.ids.len());
+            out.total.push(self.total[i] + placed.total[i]);
         }
         out
     }
@@ -178,52 +223,73 @@ pub(crate) fn check_queries(queries: &[Overlap], limit: usize, cell_size: f64) -
     Ok(())
 }
 
-/// Every query's overlaps on the CPU.
-pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
+/// An overlap's sort key: its tagged id, then its triangle (an instance's).
+#[inline(always)]
+fn overlap_key(tagged: u32, triangle: u32) -> u64 {
+    (tagged as u64) << 32 | triangle as u64
+}
+
+/// Every query's overlaps on the CPU (or the instances' only: `part`).
+pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize, part: Part) -> Result<Overlaps> {
     let cell_size = world.cell_size();
     check_queries(queries, limit, cell_size)?;
     let b = world.bodies();
-    let bodies = BodyFinder::new(world, queries.len(), cell_size)?;
-    let (mesh, terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
+    let all = part == Part::All;
+    let bodies = BodyFinder::new(world, if all { queries.len() } else { 0 }, cell_size)?;
+    let (mesh, terrain, mesh_layer) =
+        (world.mesh().filter(|_| all), world.heightfield().filter(|_| all), world.mesh_layer());
+    let instances = world.instances();
     let rows = queries
         .par_iter()
         .with_min_len(64)
         .enumerate()
-        .map(|(qi, q)| -> Result<(Vec<u32>, u32)> {
+        .map(|(qi, q)| -> Result<(Vec<u64>, u32)> {
             let shape = Shape::new(q.radii, q.orientation);
             let (lo, hi) = q.bounds(&shape);
-            let mut found: Vec<u32> = Vec::new();
+            let mut found: Vec<u64> = Vec::new();
+            let name = |e: Error| match e {
+                Error::InvalidArgument(m) => Error::InvalidArgument(format!("overlap query {qi}: {m}")),
+                e => e,
+            };
             if q.mask & mesh_layer != 0 {
                 if let Some(m) = mesh {
                     m.grid.overlapping(&lo, &hi, &m.lo, &m.hi, |t| {
                         if q.meets_triangle(&shape, m.corners[t as usize].map(|p| sub(p, q.center))) {
-                            found.push(t);
+                            found.push(overlap_key(t, 0));
                         }
                     })?;
                 }
                 if let Some(h) = terrain {
                     h.overlapping(&lo, &hi, |t, corners| {
                         if q.meets_triangle(&shape, corners.map(|p| sub(p, q.center))) {
-                            found.push(ContactKind::Heightfield.tag() | t);
+                            found.push(overlap_key(ContactKind::Heightfield.tag() | t, 0));
                         }
                     });
                 }
             }
-            bodies
-                .overlapping(&lo, &hi, |o| {
-                    if q.mask & b.layer[o] != 0 && q.meets_ellipsoid(&shape, &b.shape(o), sub(b.center[o], q.center)) {
-                        found.push(ContactKind::Body.tag() | o as u32);
+            if all {
+                bodies
+                    .overlapping(&lo, &hi, |o| {
+                        if q.mask & b.layer[o] != 0
+                            && q.meets_ellipsoid(&shape, &b.shape(o), sub(b.center[o], q.center))
+                        {
+                            found.push(overlap_key(ContactKind::Body.tag() | o as u32, 0));
+                        }
+                    })
+                    .map_err(name)?;
+            }
+            instances
+                .overlapping(&lo, &hi, q.mask, |inst, t, corners| {
+                    if q.meets_triangle(&shape, corners.map(|p| sub(p, q.center))) {
+                        found.push(overlap_key(ContactKind::Instance.tag() | inst, t));
                     }
                 })
-                .map_err(|e| match e {
-                    Error::InvalidArgument(m) => Error::InvalidArgument(format!("overlap query {qi}: {m}")),
-                    e => e,
-                })?;
+                .map_err(name)?;
             found.sort_unstable();
             let total = found.len() as u32;
             found.truncate(limit);
             Ok((found, total))
         })
         .collect::<Result<Vec<_>>>()?;
-    Ok(Overlaps::from_tagged(rows))
+    Ok(Overlaps::from_keys(rows))
 }

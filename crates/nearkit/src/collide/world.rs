@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::contact_ellipsoid_triangle::ContactGeometry;
 use super::ellipsoid::{cross, dot, normalize, sub, Shape, V3};
 use super::heightfield::{Heightfield, MAX_TRIANGLES};
+use super::instance::{InstanceId, Instances, Placement, ShapeId};
 use super::level_grid::LevelGrid;
 use crate::error::{Error, Result};
 use crate::geometry::mesh::Mesh;
@@ -85,7 +86,7 @@ pub(crate) struct StaticMesh {
 }
 
 impl StaticMesh {
-    fn new(mesh: &Mesh<f64>, cell_size: f64) -> Result<Self> {
+    pub(crate) fn new(mesh: &Mesh<f64>, cell_size: f64) -> Result<Self> {
         mesh.validate()?;
         if mesh.triangles.len() >= MAX_TRIANGLES {
             return Err(Error::InvalidArgument(format!(
@@ -157,6 +158,7 @@ pub(crate) struct Versions {
     pub mesh: u64,
     pub poses: u64,
     pub shapes: u64,
+    pub instances: u64,
 }
 
 /// A static triangle mesh and ellipsoid bodies: what a [`Collider`](crate::collide::Collider)
@@ -168,6 +170,7 @@ pub struct World {
     mesh_layer: u32,
     mesh: Option<Arc<StaticMesh>>,
     heightfield: Option<Arc<Heightfield>>,
+    instances: Instances,
     bodies: Bodies,
     free: BTreeSet<u32>,
     versions: Versions,
@@ -187,6 +190,7 @@ impl World {
             mesh_layer: 1,
             mesh: None,
             heightfield: None,
+            instances: Instances::new(cell_size),
             bodies: Bodies::default(),
             free: BTreeSet::new(),
             versions: Versions::default(),
@@ -234,6 +238,88 @@ impl World {
     /// The terrain as shared (whose identity tells a kept device copy apart).
     pub(crate) fn heightfield_shared(&self) -> Option<&Arc<Heightfield>> {
         self.heightfield.as_ref()
+    }
+
+    /// Adds a shape: a mesh in its own frame, which instances place in the world (it is
+    /// gridded and treed once, however many instances place it).
+    ///
+    /// ```
+    /// use nearkit::collide::{Body, Collider, ContactKind, Placement, World};
+    /// use nearkit::{Mesh, Points};
+    /// let mut world = World::new(1.0).unwrap();
+    /// let tile = Mesh {
+    ///     vertices: Points::from_rows(&[[-1.0, -1.0, 0.0], [1.0, -1.0, 0.0], [0.0, 1.0, 0.0]]),
+    ///     triangles: vec![[0, 1, 2]],
+    /// };
+    /// let shape = world.add_shape(&tile).unwrap();
+    /// // Turned a quarter about x, at (5, 0, 0): the tile stands in the plane y = 0.
+    /// let h = std::f64::consts::FRAC_1_SQRT_2;
+    /// let wall = world.add_instance(Placement::new(shape, [5.0, 0.0, 0.0], [h, 0.0, 0.0, h])).unwrap();
+    /// world.add_body(Body::sphere([5.0, 0.25, 0.0], 0.5)).unwrap();
+    /// let contacts = Collider::cpu().contacts(&world).unwrap();
+    /// assert_eq!((contacts[0].kind, contacts[0].other, contacts[0].triangle), (ContactKind::Instance, wall.0, 0));
+    /// assert!((contacts[0].depth - 0.25).abs() < 1e-6);
+    /// ```
+    pub fn add_shape(&mut self, mesh: &Mesh<f64>) -> Result<ShapeId> {
+        self.instances.add_shape(mesh)
+    }
+
+    /// Removes a shape no instance places (an error names an instance that does).
+    pub fn remove_shape(&mut self, id: ShapeId) -> Result<()> {
+        self.instances.remove_shape(id)
+    }
+
+    /// The triangles of a shape; an error if there is no such shape.
+    pub fn shape_triangle_count(&self, id: ShapeId) -> Result<usize> {
+        self.instances.shape_triangles(id)
+    }
+
+    /// Places a shape; only the instances' top-level grid is rebuilt. An error if the shape
+    /// does not exist, the pose is not finite or the placed shape lies beyond the grid's range.
+    pub fn add_instance(&mut self, placement: Placement) -> Result<InstanceId> {
+        let id = self.instances.add(placement)?;
+        self.versions.instances += 1;
+        Ok(id)
+    }
+
+    /// Moves (or re-layers, or re-shapes) one instance.
+    pub fn set_instance(&mut self, id: InstanceId, placement: Placement) -> Result<()> {
+        self.set_instances(&[id], &[placement])
+    }
+
+    /// New placements for many instances at once (one rebuild of the top level); on a bad id
+    /// or placement nothing changes.
+    pub fn set_instances(&mut self, ids: &[InstanceId], placements: &[Placement]) -> Result<()> {
+        self.instances.set(ids, placements)?;
+        self.versions.instances += 1;
+        Ok(())
+    }
+
+    /// Removes an instance; its id is free for reuse.
+    pub fn remove_instance(&mut self, id: InstanceId) -> Result<()> {
+        self.instances.remove(id)?;
+        self.versions.instances += 1;
+        Ok(())
+    }
+
+    /// Where instance `id` is, if it exists.
+    pub fn instance(&self, id: InstanceId) -> Option<Placement> {
+        self.instances.get(id).map(|i| i.placement)
+    }
+
+    /// Instances placed.
+    pub fn instance_count(&self) -> usize {
+        self.instances.len()
+    }
+
+    /// Triangle `t` of instance `id`'s shape, placed: the corners every query tests.
+    pub fn instance_triangle(&self, id: InstanceId, t: usize) -> Option<[V3; 3]> {
+        let inst = self.instances.get(id)?;
+        (t < inst.shape.mesh.corners.len()).then(|| inst.corners(t as u32))
+    }
+
+    pub(crate) fn instances(&self) -> &Instances {
+        &self.instances
     }
 
     /// Triangles of the static mesh (0 without one).
@@ -424,6 +510,8 @@ pub enum ContactKind {
     Heightfield,
     /// Another body.
     Body,
+    /// A triangle of an instance (`other` the instance, `triangle` its shape's triangle).
+    Instance,
 }
 
 impl ContactKind {
@@ -433,6 +521,7 @@ impl ContactKind {
             ContactKind::Triangle => "triangle",
             ContactKind::Heightfield => "heightfield",
             ContactKind::Body => "body",
+            ContactKind::Instance => "instance",
         }
     }
 
@@ -443,18 +532,18 @@ impl ContactKind {
             ContactKind::Triangle => 0,
             ContactKind::Heightfield => KIND_HEIGHTFIELD,
             ContactKind::Body => KIND_BODY,
+            ContactKind::Instance => KIND_INSTANCE,
         }
     }
 
     /// The kind of a packed id.
     #[inline(always)]
     pub(crate) fn of_tagged(other: u32) -> Self {
-        if other & KIND_BODY != 0 {
-            ContactKind::Body
-        } else if other & KIND_HEIGHTFIELD != 0 {
-            ContactKind::Heightfield
-        } else {
-            ContactKind::Triangle
+        match other >> 30 {
+            0 => ContactKind::Triangle,
+            1 => ContactKind::Heightfield,
+            2 => ContactKind::Body,
+            _ => ContactKind::Instance,
         }
     }
 }
@@ -471,8 +560,11 @@ pub struct Contact {
     pub body: u32,
     /// What `other` is.
     pub kind: ContactKind,
-    /// The triangle id or the other body's id.
+    /// The triangle's id, the other body's id, or the instance's id.
     pub other: u32,
+    /// The triangle touched in its own mesh: `other` for the static mesh and the
+    /// heightfield, the shape's triangle for an instance, [`NO_ID`] for a body.
+    pub triangle: u32,
     /// Unit normal that moves `body` out.
     pub normal: [f32; 3],
     /// How far `body` must move along `normal`.
@@ -483,36 +575,53 @@ pub struct Contact {
 
 impl Contact {
     /// The contact of `body` (centered at `center`) from the narrow phase's geometry.
+    /// `triangle` is read for an instance only (see [`Contact::triangle`]).
     #[cfg(feature = "test-hooks")]
-    pub(crate) fn new(body: u32, kind: ContactKind, other: u32, center: V3, g: &ContactGeometry) -> Self {
+    pub(crate) fn new(
+        body: u32,
+        kind: ContactKind,
+        other: u32,
+        triangle: u32,
+        center: V3,
+        g: &ContactGeometry,
+    ) -> Self {
         let p = PackedContact::new(body, kind, other, g);
-        Contact::from_parts(body, kind, other, center, p.normal, p.depth, p.offset)
+        Contact::from_parts(body, kind, other, triangle, center, p.normal, p.depth, p.offset)
     }
 
     /// As `new`, from the rounded parts (how the CUDA collider's results arrive).
+    #[allow(clippy::too_many_arguments)]
     #[inline]
     pub(crate) fn from_parts(
         body: u32,
         kind: ContactKind,
         other: u32,
+        triangle: u32,
         center: V3,
         normal: [f32; 3],
         depth: f32,
         offset: [f32; 3],
     ) -> Self {
         let point = [center[0] + offset[0] as f64, center[1] + offset[1] as f64, center[2] + offset[2] as f64];
-        Contact { body, kind, other, normal, depth, point }
+        let triangle = match kind {
+            ContactKind::Triangle | ContactKind::Heightfield => other,
+            ContactKind::Body => NO_ID,
+            ContactKind::Instance => triangle,
+        };
+        Contact { body, kind, other, triangle, normal, depth, point }
     }
 
-    /// (body, kind, other): the order contacts come in.
-    pub fn order_key(&self) -> (u32, ContactKind, u32) {
-        (self.body, self.kind, self.other)
+    /// (body, kind, other, triangle): the order contacts come in.
+    pub fn order_key(&self) -> (u32, ContactKind, u32, u32) {
+        (self.body, self.kind, self.other, self.triangle)
     }
 }
 
 /// A contact as both colliders produce it (36 bytes, what a GPU sends back): `other` carries
-/// the kind in its top two bits (`KIND_BODY`, `KIND_HEIGHTFIELD`), so sorting a body's
-/// contacts by it gives (kind, other) order; the point is an offset from the body's center.
+/// the kind in its top two bits (`KIND_BODY`, `KIND_HEIGHTFIELD`, both: `KIND_INSTANCE`), so
+/// sorting a body's contacts by it gives (kind, other) order; the point is an offset from the
+/// body's center. An instance's contact holds, for its id, an index into the tick's
+/// (instance, triangle) pairs (`InstancePart`), numbered in (body, instance, triangle) order.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct PackedContact {
@@ -527,6 +636,8 @@ pub(crate) struct PackedContact {
 pub(crate) const KIND_BODY: u32 = 0x8000_0000;
 /// The bit of `PackedContact::other` that marks a heightfield's triangle.
 pub(crate) const KIND_HEIGHTFIELD: u32 = 0x4000_0000;
+/// The bits of `PackedContact::other` that mark an instance's triangle (both kinds' bits).
+pub(crate) const KIND_INSTANCE: u32 = 0xc000_0000;
 /// The bits of `PackedContact::other` that hold the id.
 pub(crate) const ID_BITS: u32 = 0x3fff_ffff;
 
@@ -547,25 +658,42 @@ impl PackedContact {
         ContactKind::of_tagged(self.other)
     }
 
-    /// The full contact, its point placed by the body's center.
+    /// The full contact, its point placed by the body's center (an instance's pair from
+    /// `parts`).
     #[inline]
-    pub fn unpack(&self, centers: &[V3]) -> Contact {
+    pub fn unpack(&self, centers: &[V3], parts: &[InstancePart]) -> Contact {
         let c = centers[self.body as usize];
-        Contact::from_parts(self.body, self.kind(), self.other & ID_BITS, c, self.normal, self.depth, self.offset)
+        let kind = self.kind();
+        let (other, triangle) = match kind {
+            ContactKind::Instance => {
+                let [i, t] = parts[(self.other & ID_BITS) as usize];
+                (i, t)
+            }
+            _ => (self.other & ID_BITS, 0),
+        };
+        Contact::from_parts(self.body, kind, other, triangle, c, self.normal, self.depth, self.offset)
     }
 }
+
+/// An instance's contact's (instance, triangle).
+pub(crate) type InstancePart = [u32; 2];
+
+/// What a contact, a hit or an overlap names when there is nothing to name (a body's
+/// `triangle`; the C API's `NK_NO_ID`).
+pub use crate::geometry::points::NO_ID;
 
 /// A tick's contacts, sorted by (body, kind, other): a view of the collider's own buffer
 /// (valid until its next tick), unpacked on access.
 #[derive(Clone, Copy)]
 pub struct Contacts<'a> {
     packed: &'a [PackedContact],
+    parts: &'a [InstancePart],
     centers: &'a [V3],
 }
 
 impl<'a> Contacts<'a> {
-    pub(crate) fn new(packed: &'a [PackedContact], world: &'a World) -> Self {
-        Contacts { packed, centers: &world.bodies().center }
+    pub(crate) fn new(packed: &'a [PackedContact], parts: &'a [InstancePart], world: &'a World) -> Self {
+        Contacts { packed, parts, centers: &world.bodies().center }
     }
 
     /// How many contacts.
@@ -580,13 +708,13 @@ impl<'a> Contacts<'a> {
 
     /// Contact `i`.
     pub fn get(&self, i: usize) -> Contact {
-        self.packed[i].unpack(self.centers)
+        self.packed[i].unpack(self.centers, self.parts)
     }
 
     /// Every contact, in order.
     pub fn iter(&self) -> impl Iterator<Item = Contact> + 'a {
-        let centers = self.centers;
-        self.packed.iter().map(move |p| p.unpack(centers))
+        let (centers, parts) = (self.centers, self.parts);
+        self.packed.iter().map(move |p| p.unpack(centers, parts))
     }
 
     /// Every contact, unpacked into a vector.
@@ -628,8 +756,8 @@ pub struct Sweep {
 }
 
 /// The first thing a sweep touches: at `from + toi·(to − from)`. On equal times the mesh comes
-/// first, then the heightfield, then bodies, then the smaller id (as for rays). `point` is in
-/// world coordinates.
+/// first, then the heightfield, then bodies, then instances, then the smaller id and triangle
+/// (as for rays). `point` is in world coordinates.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SweepResult {
     /// Time of impact, 0 to 1 along the sweep.
@@ -637,8 +765,10 @@ pub struct SweepResult {
     /// What was touched: a triangle of the mesh ([`ContactKind::Triangle`]) or of the
     /// heightfield, or a body.
     pub kind: ContactKind,
-    /// The triangle's or the body's id.
+    /// The triangle's, the body's or the instance's id.
     pub other: u32,
+    /// The triangle touched in its own mesh (as [`Contact::triangle`]; [`NO_ID`] for a body).
+    pub triangle: u32,
     /// Where, in world coordinates.
     pub point: V3,
     /// The unit normal there that pushes the sweeping body back: the triangle's facing it, or

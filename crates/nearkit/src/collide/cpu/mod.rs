@@ -24,7 +24,8 @@ use crate::collide::hash_grid::{boxes_overlap, CellRange, CELL_LIMIT};
 use crate::collide::sweep_ellipsoid_ellipsoid::sweep_ellipsoid_ellipsoid;
 use crate::collide::sweep_ellipsoid_triangle::{sweep_ellipsoid_triangle, SweepHit};
 use crate::collide::world::{
-    body_error, check_center, layers_meet, ContactKind, PackedContact, Sweep, SweepResult, World, ID_BITS,
+    body_error, check_center, layers_meet, ContactKind, InstancePart, PackedContact, Sweep, SweepResult, World,
+    ID_BITS, KIND_INSTANCE, NO_ID,
 };
 use crate::error::Result;
 use crate::runtime::cpu::{prefetch, RowPtr};
@@ -41,8 +42,9 @@ fn has_avx2() -> bool {
 /// Bodies per work unit.
 const CHUNK: usize = 64;
 
-/// A chunk's contacts (one sorted run per body) and its runs as (body, length).
-type ChunkContacts = (Vec<PackedContact>, Vec<(u32, u32)>);
+/// A chunk's contacts (one sorted run per body), its runs as (body, length), and its
+/// instance contacts' (instance, triangle) pairs (the contacts number them from 0).
+type ChunkContacts = (Vec<PackedContact>, Vec<(u32, u32)>, Vec<InstancePart>);
 
 /// The listed triangles `tris` whose boxes meet the body's box (lo, hi) and whose planes
 /// lie within its reach, in `kept` (without branches: about half pass, unpredictably).
@@ -161,6 +163,15 @@ struct Scratch {
     kept: Vec<u32>,
     pairs: Vec<BodyPair>,
     terrain: TerrainScratch,
+    placed: PlacedScratch,
+}
+
+/// A body's candidate triangles of instances: (instance, triangle) and placed corners.
+#[derive(Default)]
+struct PlacedScratch {
+    found: Vec<(InstancePart, [V3; 3])>,
+    corners: Vec<[V3; 3]>,
+    order: Vec<u32>,
 }
 
 /// A body's candidate triangles of the heightfield: ids and corners, and 0, 1, 2, … (their
@@ -200,6 +211,7 @@ impl Tick<'_> {
         self.pair_contacts(pairs);
         // Room for a typical chunk up front (a body touches a few triangles and bodies).
         let (mut found, mut runs) = (Vec::with_capacity(8 * chunk.len()), Vec::with_capacity(chunk.len()));
+        let mut parts = Vec::new();
         let mut next_pair = 0;
         for i in chunk.clone() {
             if i + 2 < chunk.end {
@@ -222,9 +234,23 @@ impl Tick<'_> {
                 next_pair += 1;
             }
             found[body_start..].sort_unstable_by_key(|p| p.other);
+            self.instance_contacts(i as usize, &mut scratch.placed, &mut found, &mut parts);
             runs.push((i, (found.len() - start) as u32));
         }
-        (found, runs)
+        (found, runs, parts)
+    }
+
+    /// Body `i`'s contacts with the instances' triangles under its box, in (instance,
+    /// triangle) order, their pairs appended to `parts`.
+    fn instance_contacts(
+        &self,
+        i: usize,
+        scratch: &mut PlacedScratch,
+        out: &mut Vec<PackedContact>,
+        parts: &mut Vec<InstancePart>,
+    ) {
+        let (Some(me), Some((lo, hi))) = (&self.shapes[i], &self.boxes[i]) else { return };
+        body_instance_contacts(self.world, i, me, lo, hi, self.avx2, scratch, out, parts)
     }
 
     /// Each pair's contact.
@@ -346,6 +372,8 @@ pub(crate) struct CpuCollider {
     sigma: Vec<[f64; 6]>,
     lists: CandidateLists,
     offset: Vec<usize>,
+    /// The tick's instance contacts' (instance, triangle) pairs.
+    parts: Vec<InstancePart>,
 }
 
 impl CpuCollider {
@@ -355,8 +383,9 @@ impl CpuCollider {
         Self { avx2: !portable && has_avx2(), profile, ..Self::default() }
     }
 
-    /// Every contact of the world, sorted by (body, kind, other).
-    pub fn contacts(&mut self, world: &World) -> Result<&[PackedContact]> {
+    /// Every contact of the world, sorted by (body, kind, other), and the instance contacts'
+    /// (instance, triangle) pairs.
+    pub fn contacts(&mut self, world: &World) -> Result<(&[PackedContact], &[InstancePart])> {
         let b = world.bodies();
         let n = b.len();
         let t0 = std::time::Instant::now();
@@ -384,18 +413,29 @@ impl CpuCollider {
             lists: &self.lists,
         };
         // Each chunk of bodies: their contacts, one sorted run per body.
-        let chunks: Vec<ChunkContacts> = (0..n.div_ceil(CHUNK))
+        let mut chunks: Vec<ChunkContacts> = (0..n.div_ceil(CHUNK))
             .into_par_iter()
             .map_init(Scratch::default, |scratch, c| {
                 tick.chunk_contacts((c * CHUNK) as u32..(n.min((c + 1) * CHUNK)) as u32, scratch)
             })
             .collect();
         let t3 = t0.elapsed();
+        // Instance contacts number their pairs within their chunk: from 0 of all, in order.
+        self.parts.clear();
+        for (found, _, parts) in &mut chunks {
+            if !parts.is_empty() {
+                let base = self.parts.len() as u32;
+                for c in found.iter_mut().filter(|c| c.other >= KIND_INSTANCE) {
+                    c.other = KIND_INSTANCE | ((c.other & ID_BITS) + base);
+                }
+                self.parts.append(parts);
+            }
+        }
         // Runs to their places in body order.
         let offset = &mut self.offset;
         offset.clear();
         offset.resize(n + 1, 0);
-        for (_, runs) in &chunks {
+        for (_, runs, _) in &chunks {
             for &(i, c) in runs {
                 offset[i as usize + 1] = c as usize;
             }
@@ -408,7 +448,7 @@ impl CpuCollider {
         out.resize(offset[n], PackedContact::default());
         let dst = RowPtr(out.as_mut_ptr());
         let offset = &self.offset;
-        chunks.par_iter().for_each(|(found, runs)| {
+        chunks.par_iter().for_each(|(found, runs, _)| {
             let mut at = 0;
             for &(i, c) in runs {
                 let c = c as usize;
@@ -429,8 +469,101 @@ impl CpuCollider {
                 t0.elapsed() - t3
             );
         }
-        Ok(&self.packed)
+        Ok((&self.packed, &self.parts))
     }
+}
+
+/// Body `i`'s (shape `me`, box [lo, hi]) contacts with the instances' triangles, in
+/// (instance, triangle) order: each packed with `KIND_INSTANCE` and the index of its pair in
+/// `parts` (where it is appended).
+#[allow(clippy::too_many_arguments)]
+fn body_instance_contacts(
+    world: &World,
+    i: usize,
+    me: &Shape,
+    lo: &V3,
+    hi: &V3,
+    avx2: bool,
+    scratch: &mut PlacedScratch,
+    out: &mut Vec<PackedContact>,
+    parts: &mut Vec<InstancePart>,
+) {
+    let instances = world.instances();
+    if instances.is_empty() {
+        return;
+    }
+    let c = world.bodies().center[i];
+    let PlacedScratch { found, corners, order } = scratch;
+    found.clear();
+    // The box lies in the grid's range: the body's box was checked.
+    instances
+        .overlapping(lo, hi, world.bodies().mask[i], |inst, t, tri| found.push(([inst, t], tri)))
+        .expect("a body's box lies in the grid's range");
+    if found.is_empty() {
+        return;
+    }
+    found.sort_unstable_by_key(|f| f.0);
+    corners.clear();
+    corners.extend(found.iter().map(|f| f.1));
+    let mut emit = |k: u32, g: ContactGeometry| {
+        out.push(PackedContact::new(i as u32, ContactKind::Instance, parts.len() as u32, &g));
+        parts.push(found[k as usize].0);
+    };
+    #[cfg(target_arch = "x86_64")]
+    if avx2 {
+        while order.len() < corners.len() {
+            order.push(order.len() as u32);
+        }
+        // SAFETY: the CPU has AVX2.
+        return unsafe {
+            contact_ellipsoid_triangle_avx2::triangle_contacts(me, c, &order[..corners.len()], corners, emit)
+        };
+    }
+    let _ = (avx2, &order);
+    for (k, tri) in corners.iter().enumerate() {
+        if let Some(g) = contact_ellipsoid_triangle(me, tri.map(|p| sub(p, c))) {
+            emit(k as u32, g);
+        }
+    }
+}
+
+/// Every body's contacts with the instances' triangles, sorted by (body, instance,
+/// triangle), and their (instance, triangle) pairs: what the CUDA collider adds to its
+/// own (instances are tested on the CPU for now).
+pub(crate) fn instance_contacts(world: &World) -> Result<(Vec<PackedContact>, Vec<InstancePart>)> {
+    let b = world.bodies();
+    if world.instances().is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let avx2 = has_avx2();
+    let cell_size = world.cell_size();
+    let chunks: Vec<(Vec<PackedContact>, Vec<InstancePart>)> = (0..b.len().div_ceil(CHUNK))
+        .into_par_iter()
+        .map_init(PlacedScratch::default, |scratch, k| -> Result<_> {
+            let (mut out, mut parts) = (Vec::new(), Vec::new());
+            for i in k * CHUNK..b.len().min((k + 1) * CHUNK) {
+                if !b.alive[i] {
+                    continue;
+                }
+                check_center(i, b.center[i])?;
+                let s = b.shape(i);
+                let (lo, hi) = body_box(&s, b.center[i]);
+                CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?;
+                body_instance_contacts(world, i, &s, &lo, &hi, avx2, scratch, &mut out, &mut parts);
+            }
+            Ok((out, parts))
+        })
+        .collect::<Result<_>>()?;
+    let (mut out, mut parts) = (Vec::new(), Vec::new());
+    for (found, p) in chunks {
+        let base = parts.len() as u32;
+        out.extend(found.into_iter().map(|mut c| {
+            c.other = KIND_INSTANCE | ((c.other & ID_BITS) + base);
+            c
+        }));
+        parts.extend(p);
+    }
+    Ok((out, parts))
 }
 
 /// An error about sweep `i`, naming it.
@@ -441,17 +574,29 @@ pub(crate) fn sweep_error(i: usize, e: crate::error::Error) -> crate::error::Err
     }
 }
 
-/// Each sweep's first contact with the mesh, the heightfield or a body (`None`: it moves
-/// freely).
-pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
+/// What a CPU call looks at: everything, or the instances only (what the CUDA collider adds
+/// to its own answers, instances being tested on the CPU for now).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    All,
+    Instances,
+}
+
+/// Each sweep's first contact with the mesh, the heightfield, a body or an instance (`None`:
+/// it moves freely).
+pub(crate) fn sweeps(world: &World, sweeps: &[Sweep], part: Part) -> Result<Vec<Option<SweepResult>>> {
     let cell_size = world.cell_size();
     for (i, s) in sweeps.iter().enumerate() {
         s.check(cell_size).map_err(|e| sweep_error(i, e))?;
     }
-    let (mesh, terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
+    let (mut mesh, mut terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
     let b = world.bodies();
-    let body_layers = b.layers_present();
-    if mesh.is_none() && terrain.is_none() && body_layers == 0 {
+    let mut body_layers = b.layers_present();
+    if part == Part::Instances {
+        (mesh, terrain, body_layers) = (None, None, 0);
+    }
+    let instances = world.instances();
+    if mesh.is_none() && terrain.is_none() && body_layers == 0 && instances.is_empty() {
         return Ok(vec![None; sweeps.len()]);
     }
     let bodies = if sweeps.iter().any(|s| s.mask & body_layers != 0) {
@@ -477,12 +622,13 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
             let shape = Shape::new(s.radii, s.orientation);
             let (lo, hi) = s.bounds();
             let motion = sub(s.to, s.from);
-            // The best hit, with its tagged id: ties go to the smaller tag, which puts the
-            // mesh before the heightfield before bodies.
-            let mut best: Option<(SweepHit, u32)> = None;
-            let mut offer = |h: SweepHit, tagged: u32| {
-                if best.is_none_or(|(b, bt)| h.toi < b.toi || (h.toi == b.toi && tagged < bt)) {
-                    best = Some((h, tagged));
+            // The best hit, with its tagged id and triangle: ties go to the smaller tag, which
+            // puts the mesh before the heightfield before bodies before instances.
+            let mut best: Option<(SweepHit, u64)> = None;
+            let mut offer = |h: SweepHit, tagged: u32, triangle: u32| {
+                let key = (tagged as u64) << 32 | triangle as u64;
+                if best.is_none_or(|(b, bk)| h.toi < b.toi || (h.toi == b.toi && key < bk)) {
+                    best = Some((h, key));
                 }
             };
             if s.mask & mesh_layer != 0 {
@@ -491,18 +637,25 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
                         if let Some(h) =
                             sweep_ellipsoid_triangle(&shape, m.corners[t as usize].map(|p| sub(p, s.from)), motion)
                         {
-                            offer(h, t);
+                            offer(h, t, t);
                         }
                     })?;
                 }
                 if let Some(hf) = terrain {
                     hf.overlapping(&lo, &hi, |t, corners| {
                         if let Some(h) = sweep_ellipsoid_triangle(&shape, corners.map(|p| sub(p, s.from)), motion) {
-                            offer(h, ContactKind::Heightfield.tag() | t);
+                            offer(h, ContactKind::Heightfield.tag() | t, t);
                         }
                     });
                 }
             }
+            instances
+                .overlapping(&lo, &hi, s.mask, |inst, t, corners| {
+                    if let Some(h) = sweep_ellipsoid_triangle(&shape, corners.map(|p| sub(p, s.from)), motion) {
+                        offer(h, ContactKind::Instance.tag() | inst, t);
+                    }
+                })
+                .map_err(|e| sweep_error(i, e))?;
             if let Some(grid) = bodies.as_ref().filter(|_| s.mask & body_layers != 0) {
                 let ignore = s.ignore.map(|id| id.0 as usize);
                 grid.overlapping(&lo, &hi, |o| {
@@ -510,18 +663,22 @@ pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<Sweep
                         if let Some(h) =
                             sweep_ellipsoid_ellipsoid(&shape, &b.shape(o), sub(b.center[o], s.from), motion)
                         {
-                            offer(h, ContactKind::Body.tag() | o as u32);
+                            offer(h, ContactKind::Body.tag() | o as u32, NO_ID);
                         }
                     }
                 })
                 .map_err(|e| sweep_error(i, e))?;
             }
-            Ok(best.map(|(h, tagged)| SweepResult {
-                toi: h.toi,
-                kind: ContactKind::of_tagged(tagged),
-                other: tagged & ID_BITS,
-                point: add(s.from, h.point),
-                normal: h.normal,
+            Ok(best.map(|(h, key)| {
+                let tagged = (key >> 32) as u32;
+                SweepResult {
+                    toi: h.toi,
+                    kind: ContactKind::of_tagged(tagged),
+                    other: tagged & ID_BITS,
+                    triangle: key as u32,
+                    point: add(s.from, h.point),
+                    normal: h.normal,
+                }
             }))
         })
         .collect()

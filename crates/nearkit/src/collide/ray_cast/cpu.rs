@@ -9,8 +9,10 @@ use super::heightfield;
 use super::intersect::{RayFrame, UnitRay};
 use super::wide::{self, Visit};
 use super::{Ray, RayHit, RayHits, TaggedHit};
+use crate::collide::cpu::Part;
 use crate::collide::heightfield::Heightfield;
-use crate::collide::world::{World, KIND_BODY, KIND_HEIGHTFIELD};
+use crate::collide::instance::Instances;
+use crate::collide::world::{ContactKind, World, KIND_BODY};
 use crate::error::{Error, Result};
 use crate::geometry::morton::MortonFrame;
 use crate::runtime::cpu::{order_by_key, prefetch, RowPtr};
@@ -23,12 +25,15 @@ pub(crate) struct Targets<'a> {
     pub terrain: Option<&'a Heightfield>,
     pub mesh_layer: u32,
     pub bodies: &'a BodyBvh,
+    pub instances: &'a Instances,
+    /// Everything, or the instances only.
+    pub part: Part,
     pub avx2: bool,
 }
 
 impl<'a> Targets<'a> {
     /// `portable`: the portable code even where the CPU has AVX2 (the same hits).
-    pub fn new(world: &'a World, mesh: Option<&'a MeshBvh>, bodies: &'a BodyBvh, portable: bool) -> Self {
+    pub fn new(world: &'a World, mesh: Option<&'a MeshBvh>, bodies: &'a BodyBvh, portable: bool, part: Part) -> Self {
         #[cfg(target_arch = "x86_64")]
         let avx2 = !portable && std::arch::is_x86_feature_detected!("avx2");
         #[cfg(not(target_arch = "x86_64"))]
@@ -36,7 +41,15 @@ impl<'a> Targets<'a> {
             let _ = portable;
             false
         };
-        Targets { mesh, terrain: world.heightfield(), mesh_layer: world.mesh_layer(), bodies, avx2 }
+        Targets {
+            mesh,
+            terrain: world.heightfield(),
+            mesh_layer: world.mesh_layer(),
+            bodies,
+            instances: world.instances(),
+            part,
+            avx2,
+        }
     }
 }
 
@@ -58,6 +71,12 @@ pub(crate) fn search_world(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
 
 #[inline(always)]
 fn search_wide(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
+    if !w.instances.is_empty() {
+        w.instances.ray_search(r, visit);
+    }
+    if w.part == Part::Instances {
+        return;
+    }
     let bodies = w.bodies;
     if r.mask & w.mesh_layer != 0 {
         if let Some(m) = w.mesh {
@@ -86,16 +105,23 @@ pub(crate) fn finish(r: &RayFrame, w: &Targets, h: TaggedHit) -> RayHit {
     let at = h.at as usize;
     // −0 (a box's entry, clamped to) is reported as 0.
     let t = h.t + 0.0;
-    let normal = if h.tagged & KIND_BODY != 0 {
-        r.ellipsoid_normal(w.bodies.center[at], &w.bodies.unit[at], t)
-    } else if h.tagged & KIND_HEIGHTFIELD != 0 {
-        let [a, b, c] = w.terrain.expect("a hit on the heightfield").triangle(h.at);
-        r.triangle_normal(a, b, c)
-    } else {
-        let [a, b, c] = w.mesh.expect("a hit on the mesh").corners[at];
-        r.triangle_normal(a, b, c)
+    let normal = match h.kind() {
+        ContactKind::Body => r.ellipsoid_normal(w.bodies.center[at], &w.bodies.unit[at], t),
+        ContactKind::Heightfield => {
+            let [a, b, c] = w.terrain.expect("a hit on the heightfield").triangle(h.at);
+            r.triangle_normal(a, b, c)
+        }
+        ContactKind::Triangle => {
+            let [a, b, c] = w.mesh.expect("a hit on the mesh").corners[at];
+            r.triangle_normal(a, b, c)
+        }
+        ContactKind::Instance => {
+            let inst = w.instances.slots()[h.id() as usize].as_ref().expect("a hit on a live instance");
+            let [a, b, c] = inst.corners(h.at);
+            r.triangle_normal(a, b, c)
+        }
     };
-    RayHit { distance: t, kind: h.kind(), id: h.id(), point: r.point(t), normal }
+    RayHit { distance: t, kind: h.kind(), id: h.id(), triangle: h.triangle(), point: r.point(t), normal }
 }
 
 /// The nearest hit.
@@ -219,9 +245,10 @@ pub(crate) fn first_hits_into(
     bodies: &BodyBvh,
     rays: &[Ray],
     portable: bool,
+    part: Part,
     out: &mut Vec<Option<RayHit>>,
 ) {
-    let w = Targets::new(world, mesh, bodies, portable);
+    let w = Targets::new(world, mesh, bodies, portable, part);
     cast_all_into(rays, 256, out, |u| {
         let r = RayFrame::new(u);
         let mut v = First(None, r.max_distance);
@@ -238,8 +265,9 @@ pub(crate) fn all_hits(
     rays: &[Ray],
     limit: usize,
     portable: bool,
+    part: Part,
 ) -> Result<RayHits> {
-    let w = Targets::new(world, mesh, bodies, portable);
+    let w = Targets::new(world, mesh, bodies, portable, part);
     let rows: Vec<Vec<RayHit>> = cast_all(rays, 64, |u| {
         if limit == 0 {
             return Vec::new();
@@ -267,6 +295,7 @@ pub(crate) fn all_hits(
 pub(crate) fn brute_force(world: &World, ray: &super::Ray) -> Result<Vec<RayHit>> {
     use super::intersect::{body_box_f32, degenerate, triangle_box};
     use crate::collide::ellipsoid::V3;
+    use crate::collide::world::{KIND_HEIGHTFIELD, KIND_INSTANCE};
     let u = super::intersect::UnitRay::new(ray).map_err(|m| super::ray_error(0, m))?;
     let r = RayFrame::new(&u);
     let mut hits = Vec::new();
@@ -293,6 +322,15 @@ pub(crate) fn brute_force(world: &World, ray: &super::Ray) -> Result<Vec<RayHit>
             }
         }
     }
+    // Instances: every placed triangle whose shape's triangle is not degenerate either.
+    for (i, inst) in world.instances().slots().iter().enumerate() {
+        let Some(inst) = inst.as_ref().filter(|x| x.placement.layer & r.mask != 0) else { continue };
+        for (t, local) in inst.shape.mesh.corners.iter().enumerate() {
+            if !degenerate(local) {
+                test(inst.corners(t as u32), KIND_INSTANCE | i as u32, t as u32);
+            }
+        }
+    }
     let b = world.bodies();
     for i in 0..b.len() {
         if !b.alive[i] || b.layer[i] & r.mask == 0 {
@@ -313,17 +351,27 @@ pub(crate) fn brute_force(world: &World, ray: &super::Ray) -> Result<Vec<RayHit>
         .into_iter()
         .map(|h| {
             let t = h.t + 0.0;
-            let normal = if h.tagged & KIND_BODY != 0 {
-                let i = h.id() as usize;
-                r.ellipsoid_normal(b.center[i], &b.shape(i).unit, t)
-            } else if h.tagged & KIND_HEIGHTFIELD != 0 {
-                let [p, q, s] = world.heightfield().expect("a heightfield hit").triangle(h.at);
-                r.triangle_normal(p, q, s)
-            } else {
-                let [p, q, s] = world.triangle(h.id() as usize).expect("in range");
-                r.triangle_normal(p, q, s)
+            let [p, q, s] = match h.kind() {
+                ContactKind::Body => {
+                    let i = h.id() as usize;
+                    let normal = r.ellipsoid_normal(b.center[i], &b.shape(i).unit, t);
+                    return RayHit {
+                        distance: t,
+                        kind: h.kind(),
+                        id: h.id(),
+                        triangle: h.triangle(),
+                        point: r.point(t),
+                        normal,
+                    };
+                }
+                ContactKind::Heightfield => world.heightfield().expect("a heightfield hit").triangle(h.at),
+                ContactKind::Triangle => world.triangle(h.id() as usize).expect("in range"),
+                ContactKind::Instance => {
+                    world.instance_triangle(crate::collide::InstanceId(h.id()), h.at as usize).expect("in range")
+                }
             };
-            RayHit { distance: t, kind: h.kind(), id: h.id(), point: r.point(t), normal }
+            let normal = r.triangle_normal(p, q, s);
+            RayHit { distance: t, kind: h.kind(), id: h.id(), triangle: h.triangle(), point: r.point(t), normal }
         })
         .collect())
 }

@@ -415,7 +415,14 @@ impl HostPtrs {
 /// The hit from a tagged id and its 7 values (t, point, normal), as the kernels write them.
 fn unpack(tag: u32, v: &[f64]) -> RayHit {
     let h = TaggedHit { t: v[0], tagged: tag, at: 0 };
-    RayHit { distance: v[0], kind: h.kind(), id: h.id(), point: [v[1], v[2], v[3]], normal: [v[4], v[5], v[6]] }
+    RayHit {
+        distance: v[0],
+        kind: h.kind(),
+        id: h.id(),
+        triangle: h.triangle(),
+        point: [v[1], v[2], v[3]],
+        normal: [v[4], v[5], v[6]],
+    }
 }
 
 impl CudaRayCaster {

@@ -33,6 +33,7 @@ pub(crate) mod wide;
 
 use std::sync::{Arc, Weak};
 
+use crate::collide::cpu::Part;
 use crate::collide::ellipsoid::V3;
 use crate::collide::world::{ContactKind, StaticMesh, Versions, World, ID_BITS};
 use crate::error::{Error, Result};
@@ -78,8 +79,13 @@ pub struct RayHit {
     pub distance: f64,
     /// What was hit.
     pub kind: ContactKind,
-    /// The triangle's index in the mesh or in the heightfield, or the body's id.
+    /// The triangle's index in the mesh or in the heightfield, the body's id, or the
+    /// instance's.
     pub id: u32,
+    /// The triangle hit in its own mesh (as [`Contact::triangle`](crate::collide::Contact):
+    /// `id` for the mesh and the heightfield, the shape's triangle for an instance,
+    /// [`NO_ID`](crate::NO_ID) for a body).
+    pub triangle: u32,
     /// The hit point, `origin + distance·unit direction`.
     pub point: V3,
     /// The unit surface normal there, facing the ray (`normal · direction ≤ 0`): a triangle's
@@ -88,10 +94,10 @@ pub struct RayHit {
 }
 
 impl RayHit {
-    /// (distance, kind, id): the order hits come in (at equal distances the mesh's triangles,
-    /// then the heightfield's, then bodies; then smaller ids).
-    pub fn order_key(&self) -> (f64, ContactKind, u32) {
-        (self.distance, self.kind, self.id)
+    /// (distance, kind, id, triangle): the order hits come in (at equal distances the mesh's
+    /// triangles, then the heightfield's, then bodies, then instances; then smaller ids).
+    pub fn order_key(&self) -> (f64, ContactKind, u32, u32) {
+        (self.distance, self.kind, self.id, self.triangle)
     }
 }
 
@@ -120,11 +126,32 @@ impl RayHits {
     pub fn row(&self, i: usize) -> &[RayHit] {
         &self.hits[self.offsets[i]..self.offsets[i + 1]]
     }
+
+    /// Each row merged with the same row of `other`, in order, cut at `limit`.
+    pub(crate) fn merged(&self, other: &RayHits, limit: usize) -> RayHits {
+        let mut out = RayHits { offsets: vec![0], hits: Vec::with_capacity(self.hits.len() + other.hits.len()) };
+        for i in 0..self.len() {
+            let (a, b) = (self.row(i), other.row(i));
+            let (mut x, mut y) = (0, 0);
+            while (x < a.len() || y < b.len()) && out.hits.len() - out.offsets[i] < limit {
+                if y == b.len() || (x < a.len() && a[x].order_key() <= b[y].order_key()) {
+                    out.hits.push(a[x]);
+                    x += 1;
+                } else {
+                    out.hits.push(b[y]);
+                    y += 1;
+                }
+            }
+            out.offsets.push(out.hits.len());
+        }
+        out
+    }
 }
 
-/// A hit as both backends find it: the distance and the id, tagged with `KIND_BODY` for a
-/// body (so (distance, tagged id) orders hits by (distance, kind, id)), and where its
-/// primitive lies in its tree (to finish the hits kept).
+/// A hit as both backends find it: the distance and the id, tagged with its kind's bits
+/// (so (distance, tagged id) orders hits by (distance, kind, id)), and where its primitive
+/// lies in its tree (to finish the hits kept; an instance's: the shape's triangle, which
+/// breaks ties between one instance's triangles).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct TaggedHit {
     pub t: f64,
@@ -136,7 +163,9 @@ impl TaggedHit {
     /// Whether this hit comes before `other`.
     #[inline(always)]
     pub fn before(&self, other: &TaggedHit) -> bool {
-        self.t < other.t || (self.t == other.t && self.tagged < other.tagged)
+        self.t < other.t
+            || (self.t == other.t
+                && (self.tagged < other.tagged || (self.tagged == other.tagged && self.at < other.at)))
     }
 
     pub fn kind(&self) -> ContactKind {
@@ -145,6 +174,15 @@ impl TaggedHit {
 
     pub fn id(&self) -> u32 {
         self.tagged & ID_BITS
+    }
+
+    /// `RayHit::triangle`, from the id of the triangle a mesh hit names.
+    pub fn triangle(&self) -> u32 {
+        match self.kind() {
+            ContactKind::Body => crate::NO_ID,
+            ContactKind::Instance => self.at,
+            _ => self.id(),
+        }
     }
 }
 
@@ -235,10 +273,25 @@ impl RayCaster {
         let bodies = self.body_bvh(world)?;
         match &mut self.cuda {
             None => {
-                cpu::first_hits_into(world, mesh.as_deref(), &bodies, rays, self.portable, out);
+                cpu::first_hits_into(world, mesh.as_deref(), &bodies, rays, self.portable, Part::All, out);
                 Ok(())
             }
-            Some(c) => c.first_hits_into(world, mesh.as_ref(), &bodies, rays, out),
+            Some(c) => {
+                c.first_hits_into(world, mesh.as_ref(), &bodies, rays, out)?;
+                if !world.instances().is_empty() {
+                    // Instances are searched on the CPU for now; the nearer hit wins.
+                    let mut placed = Vec::new();
+                    cpu::first_hits_into(world, None, &bodies, rays, false, Part::Instances, &mut placed);
+                    for (g, p) in out.iter_mut().zip(placed) {
+                        if let Some(p) = p {
+                            if g.is_none_or(|g| p.order_key() < g.order_key()) {
+                                *g = Some(p);
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            }
         }
     }
 
@@ -251,8 +304,15 @@ impl RayCaster {
         let mesh = self.mesh_bvh(world)?;
         let bodies = self.body_bvh(world)?;
         match &mut self.cuda {
-            None => cpu::all_hits(world, mesh.as_deref(), &bodies, rays, limit, self.portable),
-            Some(c) => c.all_hits(world, mesh.as_ref(), &bodies, rays, limit),
+            None => cpu::all_hits(world, mesh.as_deref(), &bodies, rays, limit, self.portable, Part::All),
+            Some(c) => {
+                let gpu = c.all_hits(world, mesh.as_ref(), &bodies, rays, limit)?;
+                if world.instances().is_empty() {
+                    return Ok(gpu);
+                }
+                let placed = cpu::all_hits(world, None, &bodies, rays, limit, false, Part::Instances)?;
+                Ok(gpu.merged(&placed, limit))
+            }
         }
     }
 }
