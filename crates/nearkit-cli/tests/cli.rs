@@ -389,10 +389,11 @@ fn collide_runs_scenes_and_writes_contacts_and_the_scene() {
     assert!(out.contains("19,440 triangles") && out.contains("per tick p50"), "{out}");
     let text = std::fs::read_to_string(&contacts).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("tick,body,kind,other,nx,ny,nz,depth,px,py,pz"));
+    assert_eq!(lines.next(), Some("tick,body,kind,other,triangle,nx,ny,nz,depth,px,py,pz"));
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert!(rows.len() > 500, "{} contacts", rows.len());
-    assert!(rows.iter().all(|r| r.len() == 11 && r[0] == "2" && (r[2] == "triangle" || r[2] == "body")));
+    assert!(rows.iter().all(|r| r.len() == 12 && r[0] == "2" && (r[2] == "triangle" || r[2] == "body")));
+    assert!(rows.iter().all(|r| (r[2] == "body") == r[4].is_empty()));
     assert!(rows.iter().any(|r| r[2] == "body"));
     let bodies = std::fs::read_to_string(scene.join("bodies.csv")).unwrap();
     assert_eq!(bodies.lines().count(), 501);

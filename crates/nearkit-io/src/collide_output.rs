@@ -9,14 +9,17 @@ use nearkit::Mesh;
 use crate::output::write_atomically;
 use crate::Result;
 
-/// `tick,body,kind,other,nx,ny,nz,depth,px,py,pz`, one row per contact.
+/// `tick,body,kind,other,triangle,nx,ny,nz,depth,px,py,pz`, one row per contact (`triangle`
+/// is empty for a body).
 pub fn write_contacts(path: &Path, tick: u64, contacts: &[Contact]) -> Result<()> {
     write_atomically(path, |w| {
-        writeln!(w, "tick,body,kind,other,nx,ny,nz,depth,px,py,pz")?;
+        writeln!(w, "tick,body,kind,other,triangle,nx,ny,nz,depth,px,py,pz")?;
         for c in contacts {
             let [nx, ny, nz] = c.normal;
             let [px, py, pz] = c.point;
-            writeln!(w, "{tick},{},{},{},{nx},{ny},{nz},{},{px},{py},{pz}", c.body, c.kind.name(), c.other, c.depth)?;
+            let (kind, other, depth) = (c.kind.name(), c.other, c.depth);
+            let triangle = if c.triangle == nearkit::NO_ID { String::new() } else { c.triangle.to_string() };
+            writeln!(w, "{tick},{},{kind},{other},{triangle},{nx},{ny},{nz},{depth},{px},{py},{pz}", c.body)?;
         }
         Ok(())
     })

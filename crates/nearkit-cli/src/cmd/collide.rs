@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use clap::Args;
 use nearkit::collide::scene::Scene;
-use nearkit::collide::{BodyId, Collider, ColliderOptions, Contact, ContactKind, Sweep, World};
-use nearkit::{Device, Engine};
+use nearkit::collide::{BodyId, Collider, ColliderOptions, Contact, ContactKind, InstanceId, Placement, Sweep, World};
+use nearkit::{Device, Engine, Mesh, Points};
 
 use super::scene::{self, SceneSpec};
 use crate::common::{check_memory, check_out, engine_options, ms, parse_with, thousands, CliError, CliResult};
@@ -25,6 +25,8 @@ Examples:
   nearkit collide --scene mesh:dem.npy --spacing 30   your own elevation model, 30 m apart
   nearkit collide --scene relief:4096x4096 --bodies 100000   a 4 km terrain kept as heights
   nearkit collide --switch-every 10                CPU and CUDA take turns; contacts must agree
+  nearkit collide --instances 500 --moving-instances 20   500 placed buildings, 20 turning each tick
+  nearkit collide --instances 100 --instance-shape bunny.ply   your own mesh, placed 100 times
   nearkit collide --contacts-out c.csv --scene-out last/
 
 Every tick the bodies take a random step (the same steps on every device), then every
@@ -66,7 +68,20 @@ pub struct CollideArgs {
     /// along x, 0.5 m along y and 1.3 m down, against the terrain and the other bodies.
     #[arg(long, default_value_t = 0)]
     pub sweeps: usize,
-    /// Write the last tick's contacts as CSV (tick,body,kind,other,nx,ny,nz,depth,px,py,pz).
+    /// Place this many copies of a shape (--instance-shape) among the bodies, each at a
+    /// random body's place, turned about z at random. Their triangles are kept once, in the
+    /// shape's frame.
+    #[arg(long, default_value_t = 0)]
+    pub instances: usize,
+    /// The shape --instances places: a mesh file (.ply, .off, .obj, .stl, in metres about its
+    /// own origin). Default: a generated 10 × 6 m building, 4 m walls under a gabled roof.
+    #[arg(long)]
+    pub instance_shape: Option<PathBuf>,
+    /// Turn this many of the instances a little every tick (moving platforms, doors): only
+    /// the instances' top level is rebuilt; its time is printed apart.
+    #[arg(long, default_value_t = 0)]
+    pub moving_instances: usize,
+    /// Write the last tick's contacts as CSV (tick,body,kind,other,triangle,nx,ny,nz,depth,px,py,pz).
     #[arg(long)]
     pub contacts_out: Option<PathBuf>,
     /// Write the last tick's scene into this folder: mesh.ply and bodies.csv.
@@ -164,6 +179,9 @@ struct TickStats {
     times: Vec<f64>,
     triangle_contacts: Vec<usize>,
     body_contacts: Vec<usize>,
+    instance_contacts: Vec<usize>,
+    /// Milliseconds per tick spent moving instances (`--moving-instances`).
+    moves: Vec<f64>,
     /// Switches at which the CPU and CUDA contacts were compared (and agreed).
     checks: usize,
     /// The last tick's contacts, when they are to be written.
@@ -176,13 +194,20 @@ fn run_ticks(
     args: &CollideArgs,
     scene: &Scene,
     world: &mut World,
+    placed: &[InstanceId],
     first: &mut Collider,
     mut second: Option<&mut Collider>,
 ) -> CliResult<TickStats> {
     let bar = count_bar(args.ticks, "ticks", args.quiet);
     let mut stats = TickStats::default();
+    let moving = &placed[..args.moving_instances.min(placed.len())];
     for tick in 0..args.ticks {
         scene.advance(world, tick);
+        if !moving.is_empty() {
+            let start = Instant::now();
+            turn_instances(world, moving, tick)?;
+            stats.moves.push(start.elapsed().as_secs_f64() * 1e3);
+        }
         let on_second = args.switch_every.is_some_and(|n| (tick / n) % 2 == 1);
         let check_now = args.switch_every.is_some_and(|n| tick % n == 0);
         let keep = check_now || (tick + 1 == args.ticks && args.contacts_out.is_some());
@@ -191,8 +216,10 @@ fn run_ticks(
             let start = Instant::now();
             let contacts = active.contacts_packed(world)?;
             stats.times.push(start.elapsed().as_secs_f64() * 1e3);
-            stats.triangle_contacts.push(contacts.len() - contacts.count(ContactKind::Body));
-            stats.body_contacts.push(contacts.count(ContactKind::Body));
+            let (on_bodies, on_instances) = (contacts.count(ContactKind::Body), contacts.count(ContactKind::Instance));
+            stats.triangle_contacts.push(contacts.len() - on_bodies - on_instances);
+            stats.body_contacts.push(on_bodies);
+            stats.instance_contacts.push(on_instances);
             keep.then(|| contacts.to_vec())
         };
         if check_now {
@@ -236,9 +263,105 @@ fn print_stats(ticks: u64, stats: &TickStats) -> CliResult {
         thousands(*stats.triangle_contacts.last().unwrap()),
         thousands(*stats.body_contacts.last().unwrap())
     );
+    if stats.instance_contacts.iter().any(|&n| n > 0) {
+        out!("contacts per tick with instances: {:.0}", mean(&stats.instance_contacts));
+    }
+    if !stats.moves.is_empty() {
+        let mut m = stats.moves.clone();
+        m.sort_by(f64::total_cmp);
+        out!(
+            "moving instances (untimed above): p50 {:.3} ms, max {:.3} ms per tick",
+            percentile(&m, 0.5),
+            m[m.len() - 1]
+        );
+    }
     if stats.checks > 0 {
         out!("CPU and CUDA agreed bit for bit at {} switches", stats.checks);
     }
+    Ok(())
+}
+
+/// A 10 × 6 m building about its origin: a box of 4 m walls (its floor at z = 0) under a
+/// gabled roof rising to 6 m (18 triangles).
+fn building() -> Mesh<f64> {
+    let (x, y, wall, ridge) = (5.0, 3.0, 4.0, 6.0);
+    let v = [
+        [-x, -y, 0.0],
+        [x, -y, 0.0],
+        [x, y, 0.0],
+        [-x, y, 0.0],
+        [-x, -y, wall],
+        [x, -y, wall],
+        [x, y, wall],
+        [-x, y, wall],
+        [-x, 0.0, ridge],
+        [x, 0.0, ridge],
+    ];
+    let triangles = vec![
+        [0, 2, 1],
+        [0, 3, 2],
+        [0, 1, 5],
+        [0, 5, 4],
+        [1, 2, 6],
+        [1, 6, 5],
+        [2, 3, 7],
+        [2, 7, 6],
+        [3, 0, 4],
+        [3, 4, 7],
+        [4, 5, 9],
+        [4, 9, 8],
+        [7, 8, 9],
+        [7, 9, 6],
+        [4, 8, 7],
+        [5, 6, 9],
+    ];
+    Mesh { vertices: Points::from_rows(&v), triangles }
+}
+
+/// `--instances`: copies of the shape at bodies' places (spread over the bodies in id
+/// order), turned about z by a seeded random angle.
+fn place_instances(args: &CollideArgs, world: &mut World) -> CliResult<Vec<InstanceId>> {
+    if args.instances == 0 {
+        if args.moving_instances > 0 || args.instance_shape.is_some() {
+            return Err(CliError("--moving-instances and --instance-shape need --instances N".into()));
+        }
+        return Ok(Vec::new());
+    }
+    let mesh = match &args.instance_shape {
+        Some(path) => nearkit_io::read_mesh::<f64>(path)?,
+        None => building(),
+    };
+    let shape = world.add_shape(&mesh)?;
+    let b = world.bodies();
+    let alive: Vec<usize> = (0..b.len()).filter(|&i| b.alive[i]).collect();
+    if alive.is_empty() {
+        return Err(CliError("--instances places shapes among the bodies: give --bodies 1 or more".into()));
+    }
+    let mut seed = args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let placements: Vec<Placement> = (0..args.instances)
+        .map(|k| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let angle = (seed >> 11) as f64 / (1u64 << 53) as f64 * std::f64::consts::TAU;
+            let c = b.center[alive[k * alive.len() / args.instances]];
+            Placement::new(shape, [c[0], c[1], c[2] - 1.0], [0.0, 0.0, (angle / 2.0).sin(), (angle / 2.0).cos()])
+        })
+        .collect();
+    placements.iter().map(|&p| world.add_instance(p).map_err(CliError::from)).collect()
+}
+
+/// `--moving-instances`: each of `ids` turns 1° about z a tick, in one batch.
+fn turn_instances(world: &mut World, ids: &[InstanceId], tick: u64) -> CliResult {
+    let half = (tick as f64 + 1.0).to_radians() / 2.0;
+    let placements: Vec<Placement> = ids
+        .iter()
+        .map(|&id| {
+            let p = world.instance(id).expect("placed");
+            Placement { orientation: [0.0, 0.0, half.sin(), half.cos()], ..p }
+        })
+        .collect();
+    world.set_instances(ids, &placements)?;
     Ok(())
 }
 
@@ -262,12 +385,16 @@ fn time_sweeps(world: &World, collider: &mut Collider, count: usize) -> CliResul
     let hits = collider.sweeps(world, &sweeps)?;
     let t = start.elapsed();
     let on = |kind: ContactKind| hits.iter().filter(|h| h.is_some_and(|h| h.kind == kind)).count();
+    let instances = match on(ContactKind::Instance) {
+        0 => String::new(),
+        n => format!(", {} an instance", thousands(n)),
+    };
     out!(
-        "{} swept queries in {} ({:.1} M/s): {} hit the mesh or terrain first, {} a body",
+        "{} swept queries in {} ({:.1} M/s): {} hit the mesh or terrain first, {} a body{instances}",
         thousands(sweeps.len()),
         ms(t),
         sweeps.len() as f64 / t.as_secs_f64() / 1e6,
-        thousands(hits.iter().filter(|h| h.is_some()).count() - on(ContactKind::Body)),
+        thousands(hits.iter().filter(|h| h.is_some()).count() - on(ContactKind::Body) - on(ContactKind::Instance)),
         thousands(on(ContactKind::Body))
     );
     Ok(())
@@ -280,7 +407,7 @@ fn check_outputs(args: &CollideArgs) -> CliResult {
     if let Some(path) = &args.contacts_out {
         if path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() != Some("csv") {
             return Err(CliError(format!(
-                "{}: contacts are written as CSV (tick,body,kind,other,nx,ny,nz,depth,px,py,pz): name the file .csv",
+                "{}: contacts are written as CSV (tick,body,kind,other,triangle,nx,ny,nz,depth,px,py,pz): name the file .csv",
                 path.display()
             )));
         }
@@ -347,10 +474,22 @@ pub fn run(args: &CollideArgs) -> CliResult {
     let spinner = Spinner::start("building the scene", args.quiet);
     let scene = build_scene(args)?;
     let mut world: World = scene.world(args.cell_size)?;
+    let placed = place_instances(args, &mut world)?;
     spinner.finish();
     let (mut first, mut second, device) = open_colliders(args)?;
+    let instances = match placed.first() {
+        Some(&id) => {
+            let shape = world.instance(id).expect("placed").shape;
+            format!(
+                ", {} instances of {} triangles",
+                thousands(placed.len()),
+                thousands(world.shape_triangle_count(shape)?)
+            )
+        }
+        None => String::new(),
+    };
     out!(
-        "scene {}: {} triangles, {} bodies, {} m cells; device {}",
+        "scene {}: {} triangles, {} bodies{instances}, {} m cells; device {}",
         scene.name,
         thousands(world.triangle_count() + world.heightfield().map_or(0, |h| h.triangle_count())),
         thousands(world.body_count()),
@@ -362,7 +501,7 @@ pub fn run(args: &CollideArgs) -> CliResult {
     if let Some(s) = second.as_mut() {
         s.contacts(&world)?;
     }
-    let stats = run_ticks(args, &scene, &mut world, &mut first, second.as_mut())?;
+    let stats = run_ticks(args, &scene, &mut world, &placed, &mut first, second.as_mut())?;
     print_stats(args.ticks, &stats)?;
     if args.sweeps > 0 {
         time_sweeps(&world, &mut first, args.sweeps)?;

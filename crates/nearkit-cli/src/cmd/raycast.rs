@@ -166,6 +166,7 @@ fn kind_code(k: ContactKind) -> u64 {
         ContactKind::Triangle => 0,
         ContactKind::Body => 1,
         ContactKind::Heightfield => 2,
+        ContactKind::Instance => 3,
     }
 }
 

@@ -355,7 +355,21 @@ impl Instances {
     /// Offers `f` every placed triangle (instance, triangle, world corners) of an instance in
     /// `mask` whose box meets [lo, hi] (`triangle_meets_box`), each once, in no set order.
     /// An error when the box lies beyond the grid's range.
-    pub fn overlapping(&self, lo: &V3, hi: &V3, mask: u32, mut f: impl FnMut(u32, u32, [V3; 3])) -> Result<()> {
+    pub fn overlapping(&self, lo: &V3, hi: &V3, mask: u32, f: impl FnMut(u32, u32, [V3; 3])) -> Result<()> {
+        self.overlapping_near(lo, hi, mask, None, f)
+    }
+
+    /// `overlapping`, less the triangles whose planes lie farther than `radius` from
+    /// `center` (a body's bounding sphere: they cannot touch it), tested in the shape's frame
+    /// before the corners are placed.
+    pub fn overlapping_near(
+        &self,
+        lo: &V3,
+        hi: &V3,
+        mask: u32,
+        sphere: Option<(V3, f64)>,
+        mut f: impl FnMut(u32, u32, [V3; 3]),
+    ) -> Result<()> {
         if self.live.is_empty() {
             return Ok(());
         }
@@ -368,7 +382,20 @@ impl Instances {
             }
             let Some((llo, lhi)) = inst.local_box(lo, hi) else { return };
             let m = &inst.shape.mesh;
+            // The sphere in the shape's frame, its radius widened by the margin.
+            let near = sphere.map(|(c, r)| {
+                let p = &inst.placement.position;
+                let d: V3 = std::array::from_fn(|a| c[a] - p[a]);
+                let big = d.iter().chain(p).fold(0.0f64, |x, v| x.max(v.abs()));
+                (inst.local_dir(d), r + MARGIN * (big + r + inst.shape.reach + 1e-300))
+            });
             err = m.grid.overlapping(&llo, &lhi, &m.lo, &m.hi, |t| {
+                if let Some((c, r)) = near {
+                    let [nx, ny, nz, off] = m.plane[t as usize];
+                    if ((nx * c[0] + ny * c[1] + nz * c[2]) - off).abs() > r {
+                        return;
+                    }
+                }
                 let c = inst.corners(t);
                 if triangle_meets_box(&c, lo, hi) {
                     f(i, t, c);

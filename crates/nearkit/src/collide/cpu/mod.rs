@@ -496,8 +496,9 @@ fn body_instance_contacts(
     let PlacedScratch { found, corners, order } = scratch;
     found.clear();
     // The box lies in the grid's range: the body's box was checked.
+    let reach = me.radii[0].max(me.radii[1]).max(me.radii[2]);
     instances
-        .overlapping(lo, hi, world.bodies().mask[i], |inst, t, tri| found.push(([inst, t], tri)))
+        .overlapping_near(lo, hi, world.bodies().mask[i], Some((c, reach)), |inst, t, tri| found.push(([inst, t], tri)))
         .expect("a body's box lies in the grid's range");
     if found.is_empty() {
         return;
