@@ -1255,3 +1255,88 @@ fn gpu_sharded_index_refuses_bad_rows() {
     assert!(ShardedIndex::<f32>::from_rows(&[&[]], &engines).is_err(), "no rows");
     assert!(ShardedIndex::from_rows(&[&[1.0f32, 2.0]], &engines).is_err(), "not rows of three");
 }
+
+/// A world with mesh instances (the crater and its bodies, plus 300 placed buildings, some
+/// in layer 2, some moved each step): contacts, sweeps, overlap queries and rays are the
+/// CPU's bits on the CUDA collider.
+#[test]
+fn gpu_collision_world_with_instances_matches_cpu() {
+    use nearkit::collide::scene::Scene;
+    use nearkit::collide::{ContactKind, InstanceId, Overlap, Placement, Ray};
+    let Some(gpu) = gpu() else { return };
+    let mut cuda = Collider::new(&gpu.0, &ColliderOptions::default()).unwrap();
+    let mut cpu = Collider::cpu();
+    let scene = Scene::crater(4000, 31);
+    let mut world = scene.world(1.0).unwrap();
+    // A 4 × 3 × 3 m box (12 triangles) about its origin.
+    let v: Vec<[f64; 3]> = (0..8)
+        .map(|k| {
+            [
+                if k & 1 != 0 { 2.0 } else { -2.0 },
+                if k & 2 != 0 { 1.5 } else { -1.5 },
+                if k & 4 != 0 { 3.0 } else { 0.0 },
+            ]
+        })
+        .collect();
+    let q = [[0u32, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]];
+    let shed = nearkit::Mesh {
+        vertices: Points::from_rows(&v),
+        triangles: q.iter().flat_map(|f| [[f[0], f[1], f[2]], [f[0], f[2], f[3]]]).collect(),
+    };
+    let shape = world.add_shape(&shed).unwrap();
+    let ids: Vec<InstanceId> = (0..300)
+        .map(|k| {
+            let c = scene.bodies[k * 13].center;
+            let a = k as f64 * 0.37;
+            let p = Placement::new(shape, [c[0], c[1], c[2] - 1.0], [0.0, 0.0, a.sin(), a.cos()]);
+            world.add_instance(if k % 5 == 0 { p.with_layer(2) } else { p }).unwrap()
+        })
+        .collect();
+    let sweeps: Vec<_> = scene.bodies.iter().take(2000).map(dropped_body).collect();
+    let queries: Vec<Overlap> = scene
+        .bodies
+        .iter()
+        .take(2000)
+        .enumerate()
+        .map(|(i, b)| Overlap::sphere(b.center, 0.5 + (i % 7) as f64 * 0.3))
+        .collect();
+    let rays: Vec<Ray> = scene
+        .bodies
+        .iter()
+        .take(3000)
+        .enumerate()
+        .map(|(i, b)| {
+            let c = b.center;
+            let r = Ray::new([c[0], c[1], c[2] + 6.0], [(i % 5) as f64 * 0.1 - 0.2, 0.05, -1.0], f64::INFINITY);
+            if i % 4 == 0 {
+                r.with_mask(2)
+            } else {
+                r
+            }
+        })
+        .collect();
+    for step in 0..3 {
+        if step > 0 {
+            scene.advance(&mut world, step);
+            let moved: Vec<Placement> = ids[..40]
+                .iter()
+                .map(|&id| {
+                    let p = world.instance(id).unwrap();
+                    Placement { position: [p.position[0] + 0.3, p.position[1], p.position[2]], ..p }
+                })
+                .collect();
+            world.set_instances(&ids[..40], &moved).unwrap();
+        }
+        let (a, b) = (cpu.contacts(&world).unwrap(), cuda.contacts(&world).unwrap());
+        assert!(a.iter().filter(|c| c.kind == ContactKind::Instance).count() > 500, "step {step}");
+        assert!(a == b, "step {step}: contacts ({} vs {})", a.len(), b.len());
+        same_sweeps(&cpu.sweeps(&world, &sweeps).unwrap(), &cuda.sweeps(&world, &sweeps).unwrap());
+        for limit in [64, 3] {
+            assert!(cpu.overlaps(&world, &queries, limit).unwrap() == cuda.overlaps(&world, &queries, limit).unwrap());
+        }
+        let (a, b) = (cpu.ray_casts(&world, &rays).unwrap(), cuda.ray_casts(&world, &rays).unwrap());
+        assert!(a.iter().filter(|h| h.is_some_and(|h| h.kind == ContactKind::Instance)).count() > 100);
+        assert!(a == b, "step {step}: first hits");
+        assert!(cpu.ray_casts_all(&world, &rays, 4).unwrap() == cuda.ray_casts_all(&world, &rays, 4).unwrap());
+    }
+}
