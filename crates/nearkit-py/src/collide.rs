@@ -2,7 +2,8 @@
 //! bulk from arrays) and `Collider` (its contacts and sweeps on the CPU or a GPU).
 
 use nearkit::collide::{
-    scene, Body, BodyId, Collider, ColliderOptions, ContactKind, Heightfield, Overlap, Ray, RayHit, Sweep, World,
+    scene, Body, BodyId, Collider, ColliderOptions, ContactKind, Heightfield, InstanceId, Overlap, Placement, Ray,
+    RayHit, ShapeId, Sweep, World,
 };
 use nearkit::Engine;
 use numpy::{PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
@@ -17,16 +18,26 @@ use crate::mesh_index::mesh_of;
 
 /// Bytes of one contact record; the Python side views them as `nearkit.CONTACT_DTYPE`:
 /// body u32 at 0, kind u8 at 4 (`kind_code`), other u32 at 8, depth f32 at 12,
-/// normal 3 × f32 at 16, point 3 × f64 at 32.
+/// normal 3 × f32 at 16, triangle i32 at 28 (-1 for a body), point 3 × f64 at 32.
 pub const CONTACT_RECORD_SIZE: usize = 56;
 
 /// A contact's or hit's kind as Python numbers it: 0 a mesh triangle, 1 a body, 2 a
-/// heightfield triangle (`nearkit.CONTACT_*`).
+/// heightfield triangle, 3 an instance's triangle (`nearkit.CONTACT_*`).
 fn kind_code(kind: ContactKind) -> u8 {
     match kind {
         ContactKind::Triangle => 0,
         ContactKind::Body => 1,
         ContactKind::Heightfield => 2,
+        ContactKind::Instance => 3,
+    }
+}
+
+/// A triangle id for Python: -1 for none (`NO_ID`).
+fn triangle_code(t: u32) -> i64 {
+    if t == nearkit::NO_ID {
+        -1
+    } else {
+        t as i64
     }
 }
 
@@ -205,6 +216,125 @@ impl PyWorld {
         Ok(numpy::PyArray1::from_vec(py, flat).reshape([n, 3, 3])?.into_any())
     }
 
+    /// Adds a shape (a mesh in its own frame) that instances place; returns its id.
+    fn add_shape(&mut self, vertices: PyReadonlyArray2<'_, f64>, faces: PyReadonlyArray2<'_, u32>) -> PyResult<u32> {
+        let mesh = mesh_of(vertices.as_array(), &faces)?;
+        Ok(self.world.add_shape(&mesh).map_err(err)?.0)
+    }
+
+    fn remove_shape(&mut self, shape: u32) -> PyResult<()> {
+        self.world.remove_shape(ShapeId(shape)).map_err(err)
+    }
+
+    /// Places N shapes: (N,) shape ids, (N, 3) positions, (N, 4) quaternions, (N,) layers;
+    /// returns their ids. All or none.
+    fn add_instances<'py>(
+        &mut self,
+        py: Python<'py>,
+        shapes: PyReadonlyArray1<'_, u32>,
+        positions: PyReadonlyArray2<'_, f64>,
+        orientations: PyReadonlyArray2<'_, f64>,
+        layers: PyReadonlyArray1<'_, u32>,
+    ) -> PyResult<Bound<'py, numpy::PyArray1<i64>>> {
+        let n = shapes.len();
+        check_rows("positions", positions.shape(), n, 3)?;
+        check_rows("orientations", orientations.shape(), n, 4)?;
+        if layers.len() != n {
+            return Err(PyValueError::new_err(format!("{n} shapes, but {} layers", layers.len())));
+        }
+        let (s, p, q, l) = (shapes.as_array(), positions.as_array(), orientations.as_array(), layers.as_array());
+        let mut ids = Vec::with_capacity(n);
+        for i in 0..n {
+            let placement = Placement::new(ShapeId(s[i]), row(&p, i), row(&q, i)).with_layer(l[i]);
+            match self.world.add_instance(placement) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    for &id in &ids {
+                        // Just added, so it is there to remove.
+                        let _ = self.world.remove_instance(id);
+                    }
+                    return Err(PyValueError::new_err(format!("instance {i}: {e}")));
+                }
+            }
+        }
+        Ok(vector(py, ids.into_iter().map(|id| id.0 as i64).collect()))
+    }
+
+    /// New positions, and orientations where given, of instances `ids` (one rebuild of the
+    /// top level; all or none).
+    #[pyo3(signature = (ids, positions, orientations=None))]
+    fn set_instances(
+        &mut self,
+        ids: PyReadonlyArray1<'_, u32>,
+        positions: PyReadonlyArray2<'_, f64>,
+        orientations: Option<PyReadonlyArray2<'_, f64>>,
+    ) -> PyResult<()> {
+        let ids: Vec<InstanceId> = ids.as_array().iter().map(|&i| InstanceId(i)).collect();
+        let n = ids.len();
+        check_rows("positions", positions.shape(), n, 3)?;
+        let p = positions.as_array();
+        let q = match &orientations {
+            Some(q) => {
+                check_rows("orientations", q.shape(), n, 4)?;
+                Some(q.as_array())
+            }
+            None => None,
+        };
+        let placements = (0..n)
+            .map(|i| {
+                let now = self
+                    .world
+                    .instance(ids[i])
+                    .ok_or_else(|| PyValueError::new_err(format!("there is no instance {}", ids[i].0)))?;
+                Ok(Placement {
+                    position: row(&p, i),
+                    orientation: q.as_ref().map_or(now.orientation, |q| row(q, i)),
+                    ..now
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        self.world.set_instances(&ids, &placements).map_err(err)
+    }
+
+    fn remove_instances(&mut self, ids: PyReadonlyArray1<'_, u32>) -> PyResult<()> {
+        for &i in ids.as_array().iter() {
+            self.world.remove_instance(InstanceId(i)).map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// The instances as arrays: ids, shapes, positions, orientations, layers.
+    fn instances<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let placed: Vec<(u32, Placement)> =
+            self.world.instance_ids().into_iter().map(|id| (id.0, self.world.instance(id).expect("listed"))).collect();
+        let n = placed.len();
+        let d = PyDict::new(py);
+        d.set_item("ids", vector(py, placed.iter().map(|p| p.0 as i64).collect()))?;
+        d.set_item("shapes", vector(py, placed.iter().map(|p| p.1.shape.0 as i64).collect()))?;
+        d.set_item("positions", matrix(py, placed.iter().flat_map(|p| p.1.position).collect(), n, 3)?)?;
+        d.set_item("orientations", matrix(py, placed.iter().flat_map(|p| p.1.orientation).collect(), n, 4)?)?;
+        d.set_item("layers", vector(py, placed.iter().map(|p| p.1.layer).collect()))?;
+        Ok(d)
+    }
+
+    /// Instance `id`'s triangles, placed, as an (F, 3, 3) array of corners.
+    fn instance_triangles<'py>(&self, py: Python<'py>, id: u32) -> PyResult<Bound<'py, PyAny>> {
+        let p = self
+            .world
+            .instance(InstanceId(id))
+            .ok_or_else(|| PyValueError::new_err(format!("there is no instance {id}")))?;
+        let n = self.world.shape_triangle_count(p.shape).map_err(err)?;
+        let flat: Vec<f64> = (0..n)
+            .flat_map(|t| self.world.instance_triangle(InstanceId(id), t).unwrap_or_default().into_iter().flatten())
+            .collect();
+        Ok(numpy::PyArray1::from_vec(py, flat).reshape([n, 3, 3])?.into_any())
+    }
+
+    #[getter]
+    fn instance_count(&self) -> usize {
+        self.world.instance_count()
+    }
+
     #[getter]
     fn body_count(&self) -> usize {
         self.world.body_count()
@@ -340,6 +470,7 @@ impl PyCollider {
                 r[4] = kind_code(c.kind);
                 r[8..12].copy_from_slice(&c.other.to_ne_bytes());
                 r[12..16].copy_from_slice(&c.depth.to_ne_bytes());
+                r[28..32].copy_from_slice(&(triangle_code(c.triangle) as i32).to_ne_bytes());
                 for a in 0..3 {
                     r[16 + 4 * a..20 + 4 * a].copy_from_slice(&c.normal[a].to_ne_bytes());
                     r[32 + 8 * a..40 + 8 * a].copy_from_slice(&c.point[a].to_ne_bytes());
@@ -399,10 +530,12 @@ impl PyCollider {
         let toi: Vec<f64> = hits.iter().map(|h| h.map_or(f64::INFINITY, |h| h.toi)).collect();
         let other: Vec<i64> = hits.iter().map(|h| h.map_or(-1, |h| h.other as i64)).collect();
         let kind: Vec<i8> = hits.iter().map(|h| h.map_or(-1, |h| kind_code(h.kind) as i8)).collect();
+        let triangle: Vec<i64> = hits.iter().map(|h| h.map_or(-1, |h| triangle_code(h.triangle))).collect();
         let point: Vec<f64> = hits.iter().flat_map(|h| h.map_or([f64::NAN; 3], |h| h.point)).collect();
         let normal: Vec<f64> = hits.iter().flat_map(|h| h.map_or([f64::NAN; 3], |h| h.normal)).collect();
         let (point, normal) = (matrix(py, point, n, 3)?, matrix(py, normal, n, 3)?);
-        (vector(py, hit), vector(py, toi), vector(py, other), point, normal, vector(py, kind)).into_pyobject(py)
+        (vector(py, hit), vector(py, toi), vector(py, other), point, normal, vector(py, kind), vector(py, triangle))
+            .into_pyobject(py)
     }
 
     /// Each query's overlaps: (offsets (n + 1), kinds u8, ids, totals), rows sorted by
@@ -443,7 +576,9 @@ impl PyCollider {
         let kinds: Vec<u8> = found.kinds.iter().map(|&k| kind_code(k)).collect();
         let ids: Vec<i64> = found.ids.iter().map(|&i| i as i64).collect();
         let total: Vec<i64> = found.total.iter().map(|&t| t as i64).collect();
-        (vector(py, offsets), vector(py, kinds), vector(py, ids), vector(py, total)).into_pyobject(py)
+        let triangles: Vec<i64> = found.triangles.iter().map(|&t| triangle_code(t)).collect();
+        (vector(py, offsets), vector(py, kinds), vector(py, ids), vector(py, total), vector(py, triangles))
+            .into_pyobject(py)
     }
 
     /// Each ray's hits: (offsets (n + 1), distance, kind u8, id, point (h, 3), normal (h, 3)),
@@ -500,9 +635,19 @@ impl PyCollider {
         let distance: Vec<f64> = hits.par_iter().with_min_len(1 << 12).map(|x| x.distance).collect();
         let kind: Vec<u8> = hits.par_iter().with_min_len(1 << 12).map(|x| kind_code(x.kind)).collect();
         let id: Vec<i64> = hits.par_iter().with_min_len(1 << 12).map(|x| x.id as i64).collect();
+        let triangle: Vec<i64> = hits.par_iter().with_min_len(1 << 12).map(|x| triangle_code(x.triangle)).collect();
         let point: Vec<f64> = hits.par_iter().with_min_len(1 << 12).flat_map_iter(|x| x.point).collect();
         let normal: Vec<f64> = hits.par_iter().with_min_len(1 << 12).flat_map_iter(|x| x.normal).collect();
         let (point, normal) = (matrix(py, point, h, 3)?, matrix(py, normal, h, 3)?);
-        (vector(py, offsets), vector(py, distance), vector(py, kind), vector(py, id), point, normal).into_pyobject(py)
+        (
+            vector(py, offsets),
+            vector(py, distance),
+            vector(py, kind),
+            vector(py, id),
+            point,
+            normal,
+            vector(py, triangle),
+        )
+            .into_pyobject(py)
     }
 }

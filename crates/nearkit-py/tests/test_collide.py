@@ -258,3 +258,70 @@ def test_rays_hit_a_heightfield_where_its_mesh_is_hit():
     # The heightfield is in the mesh's layer.
     world.mesh_layer = 2
     assert len(collider.ray_casts(world, origins, directions, masks=1).distance) == 0
+
+
+def _quat_matrix(q):
+    x, y, z, w = q / np.linalg.norm(q)
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+            [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+            [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)],
+        ]
+    )
+
+
+def test_instances_place_a_shape_and_meet_spheres_rays_and_queries(rng):
+    """A unit cube placed 20 times, turned: its placed triangles are R·v + p; spheres touch
+    the placed walls where numpy says; rays down hit the instances' tops; moved and removed
+    instances move and go."""
+    v = np.array([[x, y, z] for z in (-1, 1) for y in (-1, 1) for x in (-1, 1)], dtype=float)
+    quads = [[0, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]]
+    faces = np.array([t for q in quads for t in ([q[0], q[1], q[2]], [q[0], q[2], q[3]])])
+    world = nearkit.World()
+    cube = world.add_shape(v, faces)
+    n = 20
+    positions = np.column_stack([np.arange(n) * 5.0, np.zeros(n), np.zeros(n)])
+    angles = rng.uniform(0, 2 * np.pi, n)
+    quats = np.column_stack([np.zeros(n), np.zeros(n), np.sin(angles / 2), np.cos(angles / 2)])
+    ids = world.add_instances(cube, positions, quats, layers=np.where(np.arange(n) % 4 == 0, 2, 1))
+    assert ids.tolist() == list(range(n)) and world.instance_count == n
+    for i in (0, 7):
+        want = (v[faces] @ _quat_matrix(quats[i]).T) + positions[i]
+        np.testing.assert_allclose(world.instance_triangles(i), want, atol=1e-12)
+    # A sphere of radius 0.5 just above each cube's top (z = 1), sinking 0.1: the top face's
+    # triangle under it 0.1 deep, pushed straight up; the other top triangle at most that.
+    world.add_bodies(positions + [0.2, 0.1, 1.4], radii=0.5, layers=4)
+    c = nearkit.Collider(device="cpu").contacts(world)
+    assert (c["kind"] == nearkit.CONTACT_INSTANCE).all()
+    assert c["other"].tolist() == c["body"].tolist() and set(c["other"].tolist()) == set(range(n))
+    assert (c["depth"] <= 0.1 + 1e-6).all() and ((c["triangle"] >= 0) & (c["triangle"] < 12)).all()
+    for b in range(n):
+        deepest = c[c["body"] == b][np.argmax(c[c["body"] == b]["depth"])]
+        np.testing.assert_allclose(deepest["depth"], 0.1, rtol=1e-5)
+        np.testing.assert_allclose(deepest["normal"], [0, 0, 1], atol=1e-6)
+    # Rays straight down onto each cube hit its top at z = 1; those in layer 2 only when the
+    # mask allows.
+    origins = positions + [0.3, -0.2, 10.0]
+    hits = nearkit.Collider(device="cpu").ray_casts(world, origins, [0, 0, -1], masks=1)
+    first = hits.offsets[:-1] != hits.offsets[1:]
+    assert first.tolist() == (np.arange(n) % 4 != 0).tolist()
+    assert (hits.kind == nearkit.CONTACT_INSTANCE).all() and (hits.distance == 8.6).sum() == 0
+    np.testing.assert_allclose(hits.point[:, 2], 1.0, atol=1e-12)
+    # Overlap queries and sweeps name the instance and its triangle.
+    o = nearkit.Collider(device="cpu").overlaps(world, positions[:3] + [0, 0, 1.0], radii=0.25)
+    on = o.kind == nearkit.CONTACT_INSTANCE
+    assert on.sum() == 6 and (o.triangle[on] >= 0).all() and (o.triangle[~on] == -1).all()
+    s = nearkit.Collider(device="cpu").sweeps(world, [[5, 0, 5]], [[5, 0, -5]], radii=0.1, masks=1)
+    assert s.kind.tolist() == [nearkit.CONTACT_INSTANCE] and s.other.tolist() == [1]
+    np.testing.assert_allclose(s.point[0], [5, 0, 1], atol=1e-9)
+    # Moved up by 10 m, the spheres no longer touch cube 3; removed, cube 4 is gone.
+    world.set_instances([3], [positions[3] + [0, 0, 10]])
+    world.remove_instances([4])
+    c = nearkit.Collider(device="cpu").contacts(world)
+    assert 3 not in c["other"] and 4 not in c["other"] and world.instance_count == n - 1
+    assert world.instances()["ids"].tolist() == [i for i in range(n) if i != 4]
+    with pytest.raises(ValueError, match="no shape 9"):
+        world.add_instances(9, [[0, 0, 0]])
+    with pytest.raises(ValueError, match="remove its instances first"):
+        world.remove_shape(cube)

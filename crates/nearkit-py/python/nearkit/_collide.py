@@ -10,22 +10,25 @@ import numpy as np
 from . import _arrays, _native
 
 #: What ``Collider.contacts`` returns: one record per overlap, sorted by body, then a body's
-#: mesh triangles, heightfield triangles and bodies, each by id. ``kind`` is
-#: ``CONTACT_TRIANGLE`` (``other`` is a triangle of the mesh), ``CONTACT_HEIGHTFIELD`` (a
-#: triangle of the heightfield; see :meth:`World.set_heightfield`) or ``CONTACT_BODY``
-#: (``other`` is a body; each pair once, ``body`` the smaller id). ``normal`` (unit) moves
-#: ``body`` out by ``depth``; ``point`` is in world coordinates.
+#: mesh triangles, heightfield triangles, bodies and instances' triangles, each by id.
+#: ``kind`` is ``CONTACT_TRIANGLE`` (``other`` is a triangle of the mesh),
+#: ``CONTACT_HEIGHTFIELD`` (a triangle of the heightfield; see :meth:`World.set_heightfield`),
+#: ``CONTACT_BODY`` (``other`` is a body; each pair once, ``body`` the smaller id) or
+#: ``CONTACT_INSTANCE`` (``other`` is an instance, ``triangle`` its shape's triangle; see
+#: :meth:`World.add_instances`). ``triangle`` is the triangle touched in its own mesh (-1 for a
+#: body). ``normal`` (unit) moves ``body`` out by ``depth``; ``point`` is in world coordinates.
 CONTACT_DTYPE = np.dtype(
     {
-        "names": ["body", "kind", "other", "depth", "normal", "point"],
-        "formats": ["=u4", "u1", "=u4", "=f4", ("=f4", (3,)), ("=f8", (3,))],
-        "offsets": [0, 4, 8, 12, 16, 32],
+        "names": ["body", "kind", "other", "depth", "normal", "triangle", "point"],
+        "formats": ["=u4", "u1", "=u4", "=f4", ("=f4", (3,)), "=i4", ("=f8", (3,))],
+        "offsets": [0, 4, 8, 12, 16, 28, 32],
         "itemsize": _native.CONTACT_RECORD_SIZE,
     }
 )
 CONTACT_TRIANGLE = 0
 CONTACT_BODY = 1
 CONTACT_HEIGHTFIELD = 2
+CONTACT_INSTANCE = 3
 
 _IDENTITY = np.array([0.0, 0.0, 0.0, 1.0])
 _ALL_LAYERS = 0xFFFFFFFF
@@ -35,8 +38,9 @@ class SweepHits(NamedTuple):
     """Per sweep: ``hit`` (bool), ``toi`` (time of impact, 0 to 1 along the sweep; inf for a
     miss), ``other`` (int64: the triangle or body touched; -1 for a miss), ``point`` and
     ``normal`` ((n, 3); the unit normal that pushes the sweeping body back; NaN for a miss),
-    and ``kind`` (int8: ``CONTACT_TRIANGLE``, ``CONTACT_HEIGHTFIELD`` or ``CONTACT_BODY``; -1
-    for a miss)."""
+    ``kind`` (int8: ``CONTACT_TRIANGLE``, ``CONTACT_HEIGHTFIELD``, ``CONTACT_BODY`` or
+    ``CONTACT_INSTANCE``; -1 for a miss), and ``triangle`` (int64: the triangle touched in its
+    own mesh, an instance's shape's; -1 for a body or a miss)."""
 
     hit: np.ndarray
     toi: np.ndarray
@@ -44,14 +48,16 @@ class SweepHits(NamedTuple):
     point: np.ndarray
     normal: np.ndarray
     kind: np.ndarray
+    triangle: np.ndarray
 
 
 class RayHits(NamedTuple):
     """Per ray, its hits in rows: ray i's are ``distance[offsets[i]:offsets[i + 1]]`` and the
-    same of ``kind`` (``CONTACT_TRIANGLE``, ``CONTACT_HEIGHTFIELD`` or ``CONTACT_BODY``),
-    ``id`` (the triangle or the body), ``point`` and ``normal`` ((h, 3); the unit normal
-    facing the ray), nearest first (ties: mesh triangles, heightfield triangles, bodies, then
-    the smaller id)."""
+    same of ``kind`` (``CONTACT_TRIANGLE``, ``CONTACT_HEIGHTFIELD``, ``CONTACT_BODY`` or
+    ``CONTACT_INSTANCE``), ``id`` (the triangle, the body or the instance), ``point`` and
+    ``normal`` ((h, 3); the unit normal facing the ray) and ``triangle`` (the triangle hit in
+    its own mesh; -1 for a body), nearest first (ties: mesh triangles, heightfield triangles,
+    bodies, instances, then the smaller id and triangle)."""
 
     offsets: np.ndarray
     distance: np.ndarray
@@ -59,6 +65,7 @@ class RayHits(NamedTuple):
     id: np.ndarray
     point: np.ndarray
     normal: np.ndarray
+    triangle: np.ndarray
 
     def row(self, i: int) -> slice:
         """The slice of ray i's hits."""
@@ -67,14 +74,16 @@ class RayHits(NamedTuple):
 
 class OverlapHits(NamedTuple):
     """Per query, what it overlaps, in rows: query i's are ``kind[offsets[i]:offsets[i + 1]]``
-    (``CONTACT_TRIANGLE``, ``CONTACT_HEIGHTFIELD`` or ``CONTACT_BODY``) and the same of
-    ``other`` (the triangle or body id), sorted by (mesh triangles, heightfield triangles,
-    bodies; each by id) and cut at the limit; ``total`` counts them all."""
+    (``CONTACT_TRIANGLE``, ``CONTACT_HEIGHTFIELD``, ``CONTACT_BODY`` or ``CONTACT_INSTANCE``)
+    and the same of ``other`` (the triangle, body or instance id) and ``triangle`` (the
+    triangle in its own mesh; -1 for a body), sorted by (mesh triangles, heightfield
+    triangles, bodies, instances; each by id) and cut at the limit; ``total`` counts them all."""
 
     offsets: np.ndarray
     kind: np.ndarray
     other: np.ndarray
     total: np.ndarray
+    triangle: np.ndarray
 
     def row(self, i: int) -> Tuple[np.ndarray, np.ndarray]:
         """Query i's (kinds, ids)."""
@@ -246,6 +255,72 @@ class World:
         """The living bodies as arrays: ``ids``, ``centers``, ``radii``, ``orientations``,
         ``layers``, ``masks``."""
         return self._native.bodies()
+
+    def add_shape(self, vertices: Any, faces: Any) -> int:
+        """Adds a shape: a mesh in its own frame (``vertices`` (V, 3), ``faces`` (F, 3)) that
+        :meth:`add_instances` places, gridded once however many times it is placed; returns
+        its id."""
+        v, _ = _arrays.points(vertices, "vertices", np.float64)
+        return int(self._native.add_shape(np.ascontiguousarray(v), _arrays.faces(faces)))
+
+    def remove_shape(self, shape: int) -> None:
+        """Removes a shape no instance places."""
+        self._native.remove_shape(int(shape))
+
+    def add_instances(self, shapes: Any, positions: Any, orientations: Any = None, layers: Any = 1) -> np.ndarray:
+        """Places shapes as rigid instances: ``shapes`` (scalar or (n,)) at ``positions``
+        ((n, 3)), turned by ``orientations`` (quaternions (x, y, z, w), (n, 4) or (4,);
+        identity if None), their triangles in ``layers`` (bodies and queries meet them when
+        their masks do). Returns their ids (int64; ids of removed instances are reused,
+        lowest first). Only the instances' top-level grid is rebuilt. Contacts, hits and
+        overlaps with them are of kind ``CONTACT_INSTANCE``, ``triangle`` naming the shape's
+        triangle. All or none.
+
+        >>> import numpy as np, nearkit
+        >>> world = nearkit.World()
+        >>> tile = world.add_shape([[-1, -1, 0], [1, -1, 0], [0, 1, 0]], [[0, 1, 2]])
+        >>> world.add_instances(tile, [[0, 0, 0], [5, 0, 0]]).tolist()
+        [0, 1]
+        >>> world.add_bodies([[5, 0, 0.4]], radii=0.5).tolist()
+        [0]
+        >>> c = nearkit.Collider(device="cpu").contacts(world)
+        >>> c["kind"].tolist() == [nearkit.CONTACT_INSTANCE], c["other"].tolist(), c["triangle"].tolist()
+        (True, [1], [0])
+        """
+        p, _ = _arrays.points(positions, "positions", np.float64)
+        n = p.shape[0]
+        return self._native.add_instances(
+            _u32(shapes, "shapes", n),
+            np.ascontiguousarray(p),
+            _rows(orientations, "orientations", n, 4, _IDENTITY),
+            _u32(layers, "layers", n),
+        )
+
+    def set_instances(self, ids: Any, positions: Any, orientations: Any = None) -> None:
+        """Moves instances ``ids`` to ``positions`` ((n, 3)) and, if given, ``orientations``
+        ((n, 4)); all or none."""
+        i = np.atleast_1d(_arrays.ids(ids, "ids"))
+        p = _rows(positions, "positions", len(i), 3)
+        q = None if orientations is None else _rows(orientations, "orientations", len(i), 4)
+        self._native.set_instances(i, p, q)
+
+    def remove_instances(self, ids: Any) -> None:
+        """Removes instances; their ids become free for reuse."""
+        self._native.remove_instances(np.atleast_1d(_arrays.ids(ids, "ids")))
+
+    def instances(self) -> dict:
+        """The instances as arrays: ``ids``, ``shapes``, ``positions``, ``orientations``,
+        ``layers``."""
+        return self._native.instances()
+
+    def instance_triangles(self, instance: int) -> np.ndarray:
+        """An instance's triangles, placed (the corners every query tests), as (F, 3, 3)."""
+        return self._native.instance_triangles(int(instance))
+
+    @property
+    def instance_count(self) -> int:
+        """Instances placed."""
+        return self._native.instance_count
 
     def triangles(self) -> np.ndarray:
         """The static mesh's triangles as (f, 3, 3) corners (empty without a mesh)."""

@@ -220,6 +220,11 @@ impl Instances {
         self.live.len()
     }
 
+    /// The live instances' ids, ascending.
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.live.iter().copied()
+    }
+
     /// The instance slots (`None`: free).
     pub fn slots(&self) -> &[Option<Instance>] {
         &self.placed

@@ -312,6 +312,11 @@ impl World {
         self.instances.len()
     }
 
+    /// The ids of the instances placed, ascending.
+    pub fn instance_ids(&self) -> Vec<InstanceId> {
+        self.instances.ids().map(InstanceId).collect()
+    }
+
     /// Triangle `t` of instance `id`'s shape, placed: the corners every query tests.
     pub fn instance_triangle(&self, id: InstanceId, t: usize) -> Option<[V3; 3]> {
         let inst = self.instances.get(id)?;
