@@ -1,6 +1,6 @@
 //! `Collider`: where a world's contacts are computed, the CPU or a GPU, chosen at run time.
 
-use super::cpu::{instance_contacts, sweeps as cpu_sweeps, CpuCollider, Part};
+use super::cpu::{sweeps as cpu_sweeps, CpuCollider, Part};
 use super::cuda::CudaCollider;
 use super::overlap::{overlaps_cpu, Overlap, Overlaps};
 use super::ray_cast::{Ray, RayCaster, RayHit, RayHits};
@@ -35,14 +35,7 @@ impl Default for ColliderOptions {
 /// Where contacts are computed. The world is the same for both; switching between ticks is
 /// allowed (a CUDA collider uploads what changed since it last ran). It also casts rays
 /// into the world, keeping what it built for them (the mesh's tree) from call to call.
-pub struct Collider(Backend, RayCaster, Merged);
-
-/// A CUDA collider's contacts with the instances' (found on the CPU for now) merged in.
-#[derive(Default)]
-struct Merged {
-    packed: Vec<PackedContact>,
-    parts: Vec<InstancePart>,
-}
+pub struct Collider(Backend, RayCaster);
 
 enum Backend {
     Cpu(Box<CpuCollider>),
@@ -56,19 +49,17 @@ impl Collider {
             None => Collider(
                 Backend::Cpu(Box::new(CpuCollider::new(opts.portable_code, opts.profile))),
                 RayCaster::new(None, opts.portable_code),
-                Merged::default(),
             ),
             Some(gpu) => Collider(
                 Backend::Cuda(Box::new(CudaCollider::new(gpu.clone(), opts)?)),
                 RayCaster::new(Some(gpu), false),
-                Merged::default(),
             ),
         })
     }
 
     /// A CPU collider with the default options.
     pub fn cpu() -> Collider {
-        Collider(Backend::Cpu(Box::new(CpuCollider::new(false, false))), RayCaster::new(None, false), Merged::default())
+        Collider(Backend::Cpu(Box::new(CpuCollider::new(false, false))), RayCaster::new(None, false))
     }
 
     /// `CPU (N threads)` or the GPU's description.
@@ -89,18 +80,7 @@ impl Collider {
     pub fn contacts_packed<'a>(&'a mut self, world: &'a World) -> Result<Contacts<'a>> {
         let (packed, parts): (&[PackedContact], &[InstancePart]) = match &mut self.0 {
             Backend::Cpu(c) => c.contacts(world)?,
-            Backend::Cuda(c) => {
-                let gpu = c.contacts_packed(world)?;
-                if world.instances().is_empty() {
-                    (gpu, &[])
-                } else {
-                    let (placed, parts) = instance_contacts(world)?;
-                    let m = &mut self.2;
-                    merge_by_body(gpu, &placed, &mut m.packed);
-                    m.parts = parts;
-                    (&m.packed, &m.parts)
-                }
-            }
+            Backend::Cuda(c) => c.contacts_packed(world)?,
         };
         Ok(Contacts::new(packed, parts, world))
     }
@@ -174,23 +154,6 @@ impl Collider {
     /// `limit` a ray (its nearest), in rows (see [`RayHits`]).
     pub fn ray_casts_all(&mut self, world: &World, rays: &[Ray], limit: usize) -> Result<RayHits> {
         self.1.all_hits(world, rays, limit)
-    }
-}
-
-/// Two lists of contacts sorted by (body, other), merged into `out`: per body, `a`'s run and
-/// then `b`'s (every id of `b` sorts after every id of `a`'s for the same body).
-fn merge_by_body(a: &[PackedContact], b: &[PackedContact], out: &mut Vec<PackedContact>) {
-    out.clear();
-    out.reserve(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        if j == b.len() || (i < a.len() && a[i].body <= b[j].body) {
-            out.push(a[i]);
-            i += 1;
-        } else {
-            out.push(b[j]);
-            j += 1;
-        }
     }
 }
 

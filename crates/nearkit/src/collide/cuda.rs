@@ -13,14 +13,16 @@ use rayon::prelude::*;
 use super::ColliderOptions;
 use crate::closest_point::cuda::TRIANGLE;
 use crate::collide::contact_ellipsoid_ellipsoid::{SETTLED, STEPS};
-use crate::collide::ellipsoid::BOX_SLACK;
+use crate::collide::ellipsoid::{BOX_SLACK, V3};
 use crate::collide::hash_grid::{bucket_count, CELL_BITS};
 use crate::collide::heightfield::{HeightfieldView, HEIGHTFIELD};
-use crate::collide::level_grid::MAX_LEVELS;
+use crate::collide::instance::MeshShape;
+use crate::collide::level_grid::{LevelGrid, MAX_LEVELS};
 use crate::collide::overlap::{check_queries, Overlap, OverlapShape, Overlaps, OVERLAP_LIMIT_MAX};
 use crate::collide::sweep_ellipsoid_ellipsoid as sweep_ee;
 use crate::collide::world::{
-    ContactKind, PackedContact, Sweep, SweepResult, Versions, World, ID_BITS, KIND_BODY, KIND_HEIGHTFIELD, NO_ID,
+    ContactKind, InstancePart, PackedContact, Sweep, SweepResult, Versions, World, ID_BITS, KIND_BODY,
+    KIND_HEIGHTFIELD, KIND_INSTANCE, NO_ID,
 };
 use crate::error::{Error, Result};
 use crate::runtime::cuda::launch::{c_definition, c_definitions, c_struct, kernels, Address, CStruct, CType, In, Out};
@@ -51,6 +53,47 @@ static COLLIDE: CudaSource = CudaSource {
     },
     structs: c_definitions!(MeshEntry, MeshView, BodyEntry, BodyGridView, BodyView, PackedContact),
 };
+
+static INSTANCE: CudaSource = CudaSource {
+    file: "instance.cu",
+    text: include_str!("instance.cu"),
+    constants: || vec![("INSTANCE_MARGIN", format!("{:?}", crate::collide::instance::MARGIN))],
+    structs: c_definitions!(InstanceView, PlacedContact),
+};
+
+c_struct! {
+    /// `struct InstanceView` of instance.cu: the instances (`Instances`) on the device, the
+    /// live ones numbered as the top level's grid numbers them.
+    pub(crate) struct InstanceView as "InstanceView" {
+        /// The grid over the instances' world boxes (no corners).
+        top: MeshView = "MeshView",
+        /// Each shape's mesh and grid, by shape id.
+        shapes: u64 = "const MeshView*",
+        /// Each shape's box (lo, hi) and reach: 7 per shape id.
+        shape_box: u64 = "const double*",
+        /// Rotation, row-major: 9 per instance.
+        rot: u64 = "const double*",
+        /// Position: 3 per instance.
+        pos: u64 = "const double*",
+        shape: u64 = "const u32*",
+        layer: u64 = "const u32*",
+        /// The instance's id.
+        id: u64 = "const u32*",
+        n: u32 = "u32",
+    }
+}
+
+c_struct! {
+    /// `struct PlacedContact` of instance.cu: a body's contact with an instance's triangle.
+    pub(crate) struct PlacedContact as "PlacedContact" {
+        body: u32 = "u32",
+        instance: u32 = "u32",
+        triangle: u32 = "u32",
+        normal: [f32; 3] = "float[3]",
+        depth: f32 = "float",
+        offset: [f32; 3] = "float[3]",
+    }
+}
 
 c_struct! {
     /// `struct MeshView` of collide.cu: the static mesh and its grid's levels (`LevelGrid`).
@@ -145,7 +188,7 @@ impl CStruct for PackedContact {
 }
 
 kernels! {
-    module KERNELS = "collide", [&COMMON, &LOOKBACK, &TRIANGLE, &HEIGHTFIELD, &COLLIDE];
+    module KERNELS = "collide", [&COMMON, &LOOKBACK, &TRIANGLE, &HEIGHTFIELD, &COLLIDE, &INSTANCE];
     /// Each body's shape, box and cells, put into the tick's body grid.
     fn body_cells(
         center_in: In<f64>,
@@ -208,6 +251,16 @@ kernels! {
         out_total: Out<u32>,
         error: Out<u32>,
     );
+    /// The instances' part of a tick's contacts (instance.cu), unsorted.
+    fn instance_contacts(
+        bv: BodyView,
+        iv: InstanceView,
+        alive: In<u32>,
+        n: u32,
+        cap: u32,
+        out: Out<PlacedContact>,
+        count: Out<u32>,
+    );
     /// The narrow phase alone, for the equality tests.
     fn narrow_check(pairs: In<f64>, n_pairs: u32, tris: In<f64>, n_tris: u32, out: Out<f64>);
 }
@@ -248,26 +301,69 @@ impl DeviceMesh {
             dm.terrain = HeightfieldView::of(h, 0, 0);
         }
         let Some(m) = world.mesh() else { return Ok(dm) };
-        let flat9: Vec<f64> = m.corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();
-        let (mut start, mut entries) = (Vec::new(), Vec::with_capacity(m.grid.entries()));
-        for (l, level) in m.grid.levels.iter().enumerate() {
+        dm.grid(gpu, &m.corners, &m.grid, &m.lo, &m.hi)?;
+        Ok(dm)
+    }
+
+    /// A grid (and its triangles' corners, if any) alone: a shape's, or the instances' top
+    /// level (items the instances' boxes).
+    fn of_grid(gpu: &Gpu, corners: &[[V3; 3]], grid: &LevelGrid, lo: &[V3], hi: &[V3]) -> Result<Self> {
+        let mut dm = DeviceMesh {
+            corners: gpu.alloc::<f64>(1)?,
+            start: gpu.alloc::<u32>(2)?,
+            entries: gpu.alloc_uninit::<MeshEntry>(1)?,
+            cell: [1.0; MAX_LEVELS],
+            mask: [0; MAX_LEVELS],
+            base: [0; MAX_LEVELS],
+            levels: 0,
+            n: 0,
+            heights: gpu.alloc::<f64>(1)?,
+            terrain: HeightfieldView::none(),
+        };
+        dm.grid(gpu, corners, grid, lo, hi)?;
+        Ok(dm)
+    }
+
+    /// Uploads a level grid over items with boxes (lo, hi), and their corners if any.
+    fn grid(&mut self, gpu: &Gpu, corners: &[[V3; 3]], grid: &LevelGrid, lo: &[V3], hi: &[V3]) -> Result<()> {
+        let s = gpu.stream();
+        let flat9: Vec<f64> = corners.iter().flat_map(|c| c.iter().flatten().copied()).collect();
+        let (mut start, mut entries) = (Vec::new(), Vec::with_capacity(grid.entries()));
+        for (l, level) in grid.levels.iter().enumerate() {
             let g = &level.grid;
-            (dm.cell[l], dm.mask[l], dm.base[l]) = (level.cell, g.mask(), start.len() as u32);
+            (self.cell[l], self.mask[l], self.base[l]) = (level.cell, g.mask(), start.len() as u32);
             let first = entries.len() as u32;
             start.extend(g.start.iter().map(|&b| first + b));
             entries.extend(g.keys.iter().zip(&g.items).map(|(&key, &t)| {
                 let t = t as usize;
-                let (lo, hi) = crate::collide::box_f32::box_f32(&m.lo[t], &m.hi[t]);
-                MeshEntry { key, t: t as u32, cell: m.grid.lo_cell[t], lo, hi }
+                let (lo, hi) = crate::collide::box_f32::box_f32(&lo[t], &hi[t]);
+                MeshEntry { key, t: t as u32, cell: grid.lo_cell[t], lo, hi }
             }));
         }
         if !entries.is_empty() {
-            dm.start = s.clone_htod(&start).map_err(cuda_err)?;
-            dm.entries = s.clone_htod(&entries).map_err(cuda_err)?;
+            self.start = s.clone_htod(&start).map_err(cuda_err)?;
+            self.entries = s.clone_htod(&entries).map_err(cuda_err)?;
         }
-        dm.corners = s.clone_htod(&flat9).map_err(cuda_err)?;
-        (dm.levels, dm.n) = (m.grid.levels.len() as u32, m.corners.len() as u32);
-        Ok(dm)
+        if !flat9.is_empty() {
+            self.corners = s.clone_htod(&flat9).map_err(cuda_err)?;
+        }
+        (self.levels, self.n) = (grid.levels.len() as u32, lo.len() as u32);
+        Ok(())
+    }
+
+    /// The view of no mesh (a free shape slot's).
+    fn empty_view() -> MeshView {
+        MeshView {
+            corners: 0,
+            start: 0,
+            entries: 0,
+            cell: [1.0; MAX_LEVELS],
+            mask: [0; MAX_LEVELS],
+            terrain: HeightfieldView::none(),
+            base: [0; MAX_LEVELS],
+            levels: 0,
+            n: 0,
+        }
     }
 
     fn view(&self, gpu: &Gpu) -> MeshView {
@@ -281,6 +377,89 @@ impl DeviceMesh {
             terrain: HeightfieldView { heights: self.heights.device_ptr(s).0, ..self.terrain },
             base: self.base,
             levels: self.levels,
+            n: self.n,
+        }
+    }
+}
+
+/// The instances on the device: each shape's mesh and grid (kept while the world holds the
+/// same shape), the top level's grid and the live instances' placements.
+struct DeviceInstances {
+    /// Each shape slot's mesh (by the shape's identity), `None` for a free slot.
+    shapes: Vec<Option<(std::sync::Weak<MeshShape>, DeviceMesh)>>,
+    views: CudaSlice<MeshView>,
+    shape_box: CudaSlice<f64>,
+    top: DeviceMesh,
+    rot: CudaSlice<f64>,
+    pos: CudaSlice<f64>,
+    shape: CudaSlice<u32>,
+    layer: CudaSlice<u32>,
+    id: CudaSlice<u32>,
+    n: u32,
+}
+
+impl DeviceInstances {
+    /// Uploads `world`'s instances, reusing the meshes of shapes `kept` holds.
+    fn upload(gpu: &Gpu, world: &World, kept: Option<DeviceInstances>) -> Result<Self> {
+        let s = gpu.stream();
+        let inst = world.instances();
+        let mut old = kept.map(|k| k.shapes).unwrap_or_default();
+        let mut shapes = Vec::new();
+        let (mut views, mut shape_box) = (Vec::new(), Vec::new());
+        for (k, slot) in inst.shape_slots().iter().enumerate() {
+            let Some(shape) = slot else {
+                shapes.push(None);
+                views.push(DeviceMesh::empty_view());
+                shape_box.extend([0.0; 7]);
+                continue;
+            };
+            let same =
+                old.get_mut(k).and_then(Option::take).filter(|(w, _)| std::ptr::eq(w.as_ptr(), Arc::as_ptr(shape)));
+            let dm = match same {
+                Some((_, dm)) => dm,
+                None => {
+                    let m = &shape.mesh;
+                    DeviceMesh::of_grid(gpu, &m.corners, &m.grid, &m.lo, &m.hi)?
+                }
+            };
+            views.push(dm.view(gpu));
+            shape_box.extend(shape.lo.iter().chain(&shape.hi).copied().chain([shape.reach]));
+            shapes.push(Some((Arc::downgrade(shape), dm)));
+        }
+        let live: Vec<&crate::collide::instance::Instance> =
+            inst.live.iter().map(|&i| inst.slots()[i as usize].as_ref().expect("live")).collect();
+        let top = DeviceMesh::of_grid(gpu, &[], &inst.grid, &inst.lo, &inst.hi)?;
+        let rot: Vec<f64> = live.iter().flat_map(|x| x.rot.iter().flatten().copied()).collect();
+        let pos: Vec<f64> = live.iter().flat_map(|x| x.placement.position).collect();
+        let shape: Vec<u32> = live.iter().map(|x| x.placement.shape.0).collect();
+        let layer: Vec<u32> = live.iter().map(|x| x.placement.layer).collect();
+        let pad = |v: Vec<f64>| if v.is_empty() { vec![0.0] } else { v };
+        let pad32 = |v: Vec<u32>| if v.is_empty() { vec![0u32] } else { v };
+        Ok(DeviceInstances {
+            views: s.clone_htod(&views).map_err(cuda_err)?,
+            shape_box: s.clone_htod(&pad(shape_box)).map_err(cuda_err)?,
+            shapes,
+            top,
+            rot: s.clone_htod(&pad(rot)).map_err(cuda_err)?,
+            pos: s.clone_htod(&pad(pos)).map_err(cuda_err)?,
+            shape: s.clone_htod(&pad32(shape)).map_err(cuda_err)?,
+            layer: s.clone_htod(&pad32(layer)).map_err(cuda_err)?,
+            id: s.clone_htod(&pad32(inst.live.clone())).map_err(cuda_err)?,
+            n: live.len() as u32,
+        })
+    }
+
+    fn view(&self, gpu: &Gpu) -> InstanceView {
+        let s = gpu.stream();
+        InstanceView {
+            top: self.top.view(gpu),
+            shapes: self.views.device_ptr(s).0,
+            shape_box: self.shape_box.device_ptr(s).0,
+            rot: self.rot.device_ptr(s).0,
+            pos: self.pos.device_ptr(s).0,
+            shape: self.shape.device_ptr(s).0,
+            layer: self.layer.device_ptr(s).0,
+            id: self.id.device_ptr(s).0,
             n: self.n,
         }
     }
@@ -510,6 +689,18 @@ const CELLS_BLOCK: u32 = 256;
 /// Values per sweep uploaded: radii, quaternion, from, to, mask, ignored body.
 const SWEEP_VALUES: usize = 15;
 
+/// Appends an instance contact, packed with `KIND_INSTANCE` and its pair's index.
+fn push_placed(p: &PlacedContact, merged: &mut Vec<PackedContact>, parts: &mut Vec<InstancePart>) {
+    merged.push(PackedContact {
+        body: p.body,
+        other: KIND_INSTANCE | parts.len() as u32,
+        normal: p.normal,
+        depth: p.depth,
+        offset: p.offset,
+    });
+    parts.push([p.instance, p.triangle]);
+}
+
 /// What the kernels read of the bodies and the tick's body grid (`heads`: its buckets).
 fn body_view(gpu: &Gpu, d: &DeviceBodies, t: &TickBuffers, heads: u64, bmask: u64) -> BodyView {
     let s = gpu.stream();
@@ -557,6 +748,15 @@ pub(crate) struct CudaCollider {
     last_key: Option<GraphKey>,
     /// The world (by id) and versions the body grid of the last tick was made for.
     grid_for: Option<(u64, Versions)>,
+    /// The world's instances on the device (`None`: it has none).
+    instances: Option<DeviceInstances>,
+    /// The instances' part of a tick: its contacts on the device, their count, and room.
+    placed_out: Grow<PlacedContact>,
+    placed_count: Option<CudaSlice<u32>>,
+    placed_cap: usize,
+    /// A tick's contacts with the instances' merged in, and their (instance, triangle) pairs.
+    merged: Vec<PackedContact>,
+    parts: Vec<InstancePart>,
 }
 
 /// The device's address of page-locked host memory (the same under unified addressing).
@@ -607,6 +807,12 @@ impl CudaCollider {
             graph: None,
             last_key: None,
             grid_for: None,
+            instances: None,
+            placed_out: Grow::new(),
+            placed_count: None,
+            placed_cap: 1 << 12,
+            merged: Vec::new(),
+            parts: Vec::new(),
             tick: TickBuffers {
                 bbox: Grow::new(),
                 shape: Grow::new(),
@@ -683,20 +889,96 @@ impl CudaCollider {
                 self.pose_src = [d.center.device_ptr(s).0, d.orientation.device_ptr(s).0];
             }
         }
+        if held.instances != v.instances {
+            let kept = self.instances.take();
+            if !world.instances().is_empty() {
+                self.instances = Some(DeviceInstances::upload(gpu, world, kept)?);
+            }
+        }
         self.held = Some((world.id(), v));
         Ok(())
     }
 
-    /// Every contact of the world, sorted by (body, kind, other), as the CPU collider gives:
-    /// a view of this collider's pinned buffer, valid until its next tick.
-    pub fn contacts_packed(&mut self, world: &World) -> Result<&[PackedContact]> {
+    /// Every contact of the world, sorted by (body, kind, other), and the instance contacts'
+    /// (instance, triangle) pairs, as the CPU collider gives: views of this collider's
+    /// buffers, valid until its next tick.
+    pub fn contacts_packed(&mut self, world: &World) -> Result<(&[PackedContact], &[InstancePart])> {
+        let count = self.tick_contacts(world)?;
+        if self.instances.is_none() || world.bodies().is_empty() {
+            let host = match count {
+                0 => &[][..],
+                _ => &self.contacts_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..count],
+            };
+            return Ok((host, &[]));
+        }
+        let placed = self.placed_contacts(world)?;
+        let host = match count {
+            0 => &[][..],
+            _ => &self.contacts_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..count],
+        };
+        // Per body, the tick's contacts, then its instance contacts in (instance, triangle)
+        // order, numbered in that order.
+        let (merged, parts) = (&mut self.merged, &mut self.parts);
+        merged.clear();
+        parts.clear();
+        merged.reserve(host.len() + placed.len());
+        let mut j = 0;
+        for c in host {
+            while j < placed.len() && placed[j].body < c.body {
+                push_placed(&placed[j], merged, parts);
+                j += 1;
+            }
+            merged.push(*c);
+        }
+        for p in &placed[j..] {
+            push_placed(p, merged, parts);
+        }
+        Ok((&self.merged, &self.parts))
+    }
+
+    /// The instances' contacts of the tick just run (its body shapes and boxes), sorted by
+    /// (body, instance, triangle).
+    fn placed_contacts(&mut self, world: &World) -> Result<Vec<PlacedContact>> {
+        let be_arc = self.gpu.clone();
+        let gpu = &*be_arc;
+        let s = gpu.stream();
+        let n = world.bodies().len();
+        let iv = self.instances.as_ref().expect("instances uploaded").view(gpu);
+        let d = self.bodies.as_ref().expect("synced");
+        let bv = body_view(gpu, d, &self.tick, 0, 0);
+        if self.placed_count.is_none() {
+            self.placed_count = Some(gpu.alloc::<u32>(1)?);
+        }
+        loop {
+            let cap = self.placed_cap;
+            let out = self.placed_out.at_least(gpu, cap)?;
+            let count = self.placed_count.as_mut().expect("allocated");
+            s.memset_zeros(count).map_err(cuda_err)?;
+            instance_contacts(gpu, threads(n, 128), bv, iv, &d.alive, n as u32, cap as u32, out, &mut *count)?;
+            let found = s.clone_dtoh(&*count).map_err(cuda_err)?[0] as usize;
+            if found > cap {
+                self.placed_cap = found + found / 4;
+                continue;
+            }
+            let mut placed = if found == 0 {
+                Vec::new()
+            } else {
+                s.clone_dtoh(&self.placed_out.get().slice(0..found)).map_err(cuda_err)?
+            };
+            placed.par_sort_unstable_by_key(|p| (p.body, p.instance, p.triangle));
+            return Ok(placed);
+        }
+    }
+
+    /// The tick on the device; its contact count (they are in `contacts_host`).
+    fn tick_contacts(&mut self, world: &World) -> Result<usize> {
         let be_arc = self.gpu.clone();
         let gpu = &*be_arc;
         let _busy = gpu.lock();
         let t0 = std::time::Instant::now();
         self.sync(world)?;
         if world.bodies().is_empty() {
-            return Ok(&[]);
+            return Ok(0);
         }
         let t_sync = t0.elapsed();
         let count = loop {
@@ -707,7 +989,7 @@ impl CudaCollider {
         };
         let t_kernels = t0.elapsed();
         if count == 0 {
-            return Ok(&[]);
+            return Ok(0);
         }
         self.expect = count;
         if count > self.fetched {
@@ -726,8 +1008,7 @@ impl CudaCollider {
                 t0.elapsed() - t_kernels
             );
         }
-        let host = self.contacts_host.buf.as_ref().expect("allocated above");
-        Ok(&host.as_slice().map_err(cuda_err)?[..count])
+        Ok(count)
     }
 
     /// Sizes every tick buffer for the current capacities (nothing is allocated while a

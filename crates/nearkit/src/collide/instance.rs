@@ -73,7 +73,7 @@ pub(crate) struct MeshShape {
 
 /// Relative widening of the boxes the shapes' frames are searched with: far above the
 /// rounding of a transform (a few 2^-53), far below anything that costs time.
-const MARGIN: f64 = 1e-9;
+pub(crate) const MARGIN: f64 = 1e-9;
 
 /// A placed shape, with its rotation matrix and a world box holding every placed corner.
 #[derive(Clone)]
@@ -189,10 +189,10 @@ pub(crate) struct Instances {
     free_shapes: BTreeSet<u32>,
     free: BTreeSet<u32>,
     /// The live instances, and their boxes, as the grid numbers them.
-    live: Vec<u32>,
-    lo: Vec<V3>,
-    hi: Vec<V3>,
-    grid: LevelGrid,
+    pub live: Vec<u32>,
+    pub lo: Vec<V3>,
+    pub hi: Vec<V3>,
+    pub grid: LevelGrid,
 }
 
 impl Instances {
@@ -218,6 +218,11 @@ impl Instances {
     /// Instances placed.
     pub fn len(&self) -> usize {
         self.live.len()
+    }
+
+    /// The shape slots (`None`: free).
+    pub fn shape_slots(&self) -> &[Option<Arc<MeshShape>>] {
+        &self.shapes
     }
 
     /// The live instances' ids, ascending.

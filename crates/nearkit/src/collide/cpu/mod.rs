@@ -528,45 +528,6 @@ fn body_instance_contacts(
     }
 }
 
-/// Every body's contacts with the instances' triangles, sorted by (body, instance,
-/// triangle), and their (instance, triangle) pairs: what the CUDA collider adds to its
-/// own (instances are tested on the CPU for now).
-pub(crate) fn instance_contacts(world: &World) -> Result<(Vec<PackedContact>, Vec<InstancePart>)> {
-    let b = world.bodies();
-    if world.instances().is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    let avx2 = has_avx2();
-    let cell_size = world.cell_size();
-    let chunks: Vec<(Vec<PackedContact>, Vec<InstancePart>)> = (0..b.len().div_ceil(CHUNK))
-        .into_par_iter()
-        .map_init(PlacedScratch::default, |scratch, k| -> Result<_> {
-            let (mut out, mut parts) = (Vec::new(), Vec::new());
-            for i in k * CHUNK..b.len().min((k + 1) * CHUNK) {
-                if !b.alive[i] {
-                    continue;
-                }
-                check_center(i, b.center[i])?;
-                let s = b.shape(i);
-                let (lo, hi) = body_box(&s, b.center[i]);
-                CellRange::of_box(lo, hi, cell_size).map_err(|e| body_error(i, e))?;
-                body_instance_contacts(world, i, &s, &lo, &hi, avx2, scratch, &mut out, &mut parts);
-            }
-            Ok((out, parts))
-        })
-        .collect::<Result<_>>()?;
-    let (mut out, mut parts) = (Vec::new(), Vec::new());
-    for (found, p) in chunks {
-        let base = parts.len() as u32;
-        out.extend(found.into_iter().map(|mut c| {
-            c.other = KIND_INSTANCE | ((c.other & ID_BITS) + base);
-            c
-        }));
-        parts.extend(p);
-    }
-    Ok((out, parts))
-}
-
 /// An error about sweep `i`, naming it.
 pub(crate) fn sweep_error(i: usize, e: crate::error::Error) -> crate::error::Error {
     match e {

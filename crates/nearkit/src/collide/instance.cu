@@ -1,0 +1,111 @@
+// Mesh instances on the device (instance.rs): the placed triangles meeting a box, and the
+// instances' part of a tick's contacts. After collide.cu (its grid walks and narrow phases).
+
+#define INSTANCE_MARGIN NK_INSTANCE_MARGIN
+
+// Instance::place: a shape point in world coordinates, R·v + p in this order.
+__device__ __forceinline__ D3 place(const double* r, const double* p, const double* v) {
+    return v3((r[0] * v[0] + r[1] * v[1] + r[2] * v[2]) + p[0], (r[3] * v[0] + r[4] * v[1] + r[5] * v[2]) + p[1],
+              (r[6] * v[0] + r[7] * v[1] + r[8] * v[2]) + p[2]);
+}
+
+// Instance::local_box: a box in instance j's shape frame holding the preimage of the world
+// box [lo, hi], widened by the margin, cut to the shape's box; false when they do not meet.
+__device__ __forceinline__ bool instance_local_box(const InstanceView& iv, u32 j, const double* lo, const double* hi,
+                                                   double* llo, double* lhi) {
+    const double* r = iv.rot + 9 * (u64)j;
+    const double* p = iv.pos + 3 * (u64)j;
+    const double* sb = iv.shape_box + 7 * (u64)iv.shape[j];
+    double d[3], h[3];
+    double bd = 0.0, bh = 0.0, bp = 0.0;
+    for (int a = 0; a < 3; a++) {
+        d[a] = 0.5 * (lo[a] + hi[a]) - p[a];
+        h[a] = 0.5 * (hi[a] - lo[a]);
+        bd = fmax(bd, fabs(d[a]));
+        bh = fmax(bh, fabs(h[a]));
+        bp = fmax(bp, fabs(p[a]));
+    }
+    double m = INSTANCE_MARGIN * ((((bd + bh) + bp) + sb[6]) + 1e-300);
+    for (int a = 0; a < 3; a++) {
+        double c = r[a] * d[0] + r[3 + a] * d[1] + r[6 + a] * d[2];
+        double e = fabs(r[a]) * h[0] + fabs(r[3 + a]) * h[1] + fabs(r[6 + a]) * h[2] + m;
+        llo[a] = fmax(c - e, sb[a]);
+        lhi[a] = fmin(c + e, sb[3 + a]);
+        if (!(llo[a] <= lhi[a])) return false;
+    }
+    return true;
+}
+
+// Instances::overlapping: every placed triangle of an instance in `mask` whose box meets
+// [lo, hi], offered to f(instance id, triangle, corners), each once, in no set order.
+template <typename F>
+__device__ void placed_meeting(const InstanceView& iv, const double* lo, const double* hi, u32 mask, F f) {
+    for (u32 l = 0; l < iv.top.levels; l++) {
+        int lc[3];
+        u32 nx, ny, cells;
+        if (!level_cells(iv.top, l, lo, hi, lc, nx, ny, cells)) cells = 0;
+        for (u32 k = 0; k < cells; k++) {
+            int x, y, z;
+            cell_at(lc, nx, ny, k, x, y, z);
+            mesh_pairs(iv.top, l, cell_key(x, y, z), x, y, z, lo, hi, lc, [&](u32 j) {
+                if ((iv.layer[j] & mask) == 0) return;
+                double llo[3], lhi[3];
+                if (!instance_local_box(iv, j, lo, hi, llo, lhi)) return;
+                const MeshView& sv = iv.shapes[iv.shape[j]];
+                const double* r = iv.rot + 9 * (u64)j;
+                const double* p = iv.pos + 3 * (u64)j;
+                u32 id = iv.id[j];
+                for (u32 l2 = 0; l2 < sv.levels; l2++) {
+                    int slc[3];
+                    u32 sx, sy, scells;
+                    if (!level_cells(sv, l2, llo, lhi, slc, sx, sy, scells)) scells = 0;
+                    for (u32 k2 = 0; k2 < scells; k2++) {
+                        int a, b, c;
+                        cell_at(slc, sx, sy, k2, a, b, c);
+                        mesh_pairs(sv, l2, cell_key(a, b, c), a, b, c, llo, lhi, slc, [&](u32 t) {
+                            const double* q = sv.corners + 9 * (u64)t;
+                            D3 p0 = place(r, p, q), p1 = place(r, p, q + 3), p2 = place(r, p, q + 6);
+                            // triangle_meets_box
+                            if (lo[0] <= fmax(fmax(p0.x, p1.x), p2.x) && fmin(fmin(p0.x, p1.x), p2.x) <= hi[0] &&
+                                lo[1] <= fmax(fmax(p0.y, p1.y), p2.y) && fmin(fmin(p0.y, p1.y), p2.y) <= hi[1] &&
+                                lo[2] <= fmax(fmax(p0.z, p1.z), p2.z) && fmin(fmin(p0.z, p1.z), p2.z) <= hi[2])
+                                f(id, t, p0, p1, p2);
+                        });
+                    }
+                }
+            });
+        }
+    }
+}
+
+// The instances' part of a tick, a thread per body: each contact of a live body with a placed
+// triangle, appended at count (not written past cap); the host sorts them by (body, instance,
+// triangle). Reads the tick's body shapes and boxes (body_cells).
+extern "C" __global__ void instance_contacts(BodyView bv, InstanceView iv, const u32* alive, u32 n, u32 cap,
+                                             PlacedContact* out, u32* count) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || !alive[i]) return;
+    const double* bb = bv.bbox + 6 * (u64)i;
+    double lo[3] = {bb[0], bb[1], bb[2]}, hi[3] = {bb[3], bb[4], bb[5]};
+    Shape s = body_shape(bv, i);
+    const double* pc = bv.center + 3 * (u64)i;
+    D3 c = v3(pc[0], pc[1], pc[2]);
+    placed_meeting(iv, lo, hi, bv.mask[i], [&](u32 inst, u32 t, D3 p0, D3 p1, D3 p2) {
+        Geometry g;
+        if (!contact_ellipsoid_triangle(s, vsub(p0, c), vsub(p1, c), vsub(p2, c), g)) return;
+        u32 at = atomicAdd(count, 1u);
+        if (at >= cap) return;
+        PlacedContact r;
+        r.body = i;
+        r.instance = inst;
+        r.triangle = t;
+        r.normal[0] = (float)g.normal.x;
+        r.normal[1] = (float)g.normal.y;
+        r.normal[2] = (float)g.normal.z;
+        r.depth = (float)g.depth;
+        r.offset[0] = (float)g.point.x;
+        r.offset[1] = (float)g.point.y;
+        r.offset[2] = (float)g.point.z;
+        out[at] = r;
+    });
+}
