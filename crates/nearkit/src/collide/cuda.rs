@@ -58,7 +58,7 @@ static INSTANCE: CudaSource = CudaSource {
     file: "instance.cu",
     text: include_str!("instance.cu"),
     constants: || vec![("INSTANCE_MARGIN", format!("{:?}", crate::collide::instance::MARGIN))],
-    structs: c_definitions!(InstanceView, PlacedContact),
+    structs: c_definitions!(InstanceView, PlacedCandidate, PlacedContact),
 };
 
 c_struct! {
@@ -84,7 +84,18 @@ c_struct! {
 }
 
 c_struct! {
+    /// `struct PlacedCandidate` of instance.cu: a body and a triangle of an instance (its
+    /// slot in `InstanceView`) whose boxes may meet.
+    pub(crate) struct PlacedCandidate as "PlacedCandidate" {
+        body: u32 = "u32",
+        slot: u32 = "u32",
+        triangle: u32 = "u32",
+    }
+}
+
+c_struct! {
     /// `struct PlacedContact` of instance.cu: a body's contact with an instance's triangle.
+    #[derive(Default)]
     pub(crate) struct PlacedContact as "PlacedContact" {
         body: u32 = "u32",
         instance: u32 = "u32",
@@ -251,11 +262,21 @@ kernels! {
         out_total: Out<u32>,
         error: Out<u32>,
     );
-    /// The instances' part of a tick's contacts (instance.cu), unsorted.
-    fn instance_contacts(
+    /// The instances' part of a tick, first step: candidate (body, instance, triangle)s.
+    fn instance_candidates(
         bv: BodyView,
         iv: InstanceView,
         alive: In<u32>,
+        n: u32,
+        cap: u32,
+        out: Out<PlacedCandidate>,
+        count: Out<u32>,
+    );
+    /// Second step: the candidates' contacts (instance.cu), unsorted.
+    fn instance_contacts(
+        bv: BodyView,
+        iv: InstanceView,
+        candidates: In<PlacedCandidate>,
         n: u32,
         cap: u32,
         out: Out<PlacedContact>,
@@ -689,6 +710,35 @@ const CELLS_BLOCK: u32 = 256;
 /// Values per sweep uploaded: radii, quaternion, from, to, mask, ignored body.
 const SWEEP_VALUES: usize = 15;
 
+// SAFETY: all-zero bits are a valid PlacedContact (plain numbers).
+unsafe impl ValidAsZeroBits for PlacedContact {}
+
+/// Instance contacts in any order, sorted by (body, instance, triangle): counted out by body
+/// (`bodies` of them), then each body's few sorted in place.
+fn by_body(found: &[PlacedContact], bodies: usize) -> Vec<PlacedContact> {
+    let mut start = vec![0u32; bodies + 1];
+    for p in found {
+        start[p.body as usize + 1] += 1;
+    }
+    for i in 0..bodies {
+        start[i + 1] += start[i];
+    }
+    let mut next = start.clone();
+    let mut out = vec![PlacedContact::default(); found.len()];
+    for p in found {
+        let at = &mut next[p.body as usize];
+        out[*at as usize] = *p;
+        *at += 1;
+    }
+    for i in 0..bodies {
+        let run = &mut out[start[i] as usize..start[i + 1] as usize];
+        if run.len() > 1 {
+            run.sort_unstable_by_key(|p| (p.instance, p.triangle));
+        }
+    }
+    out
+}
+
 /// Appends an instance contact, packed with `KIND_INSTANCE` and its pair's index.
 fn push_placed(p: &PlacedContact, merged: &mut Vec<PackedContact>, parts: &mut Vec<InstancePart>) {
     merged.push(PackedContact {
@@ -752,8 +802,11 @@ pub(crate) struct CudaCollider {
     instances: Option<DeviceInstances>,
     /// The instances' part of a tick: its contacts on the device, their count, and room.
     placed_out: Grow<PlacedContact>,
+    placed_host: Pinned<PlacedContact>,
     placed_count: Option<CudaSlice<u32>>,
     placed_cap: usize,
+    candidates: Grow<PlacedCandidate>,
+    candidate_cap: usize,
     /// A tick's contacts with the instances' merged in, and their (instance, triangle) pairs.
     merged: Vec<PackedContact>,
     parts: Vec<InstancePart>,
@@ -809,8 +862,11 @@ impl CudaCollider {
             grid_for: None,
             instances: None,
             placed_out: Grow::new(),
+            placed_host: Pinned::new(false),
             placed_count: None,
             placed_cap: 1 << 12,
+            candidates: Grow::new(),
+            candidate_cap: 1 << 16,
             merged: Vec::new(),
             parts: Vec::new(),
             tick: TickBuffers {
@@ -947,27 +1003,67 @@ impl CudaCollider {
         let d = self.bodies.as_ref().expect("synced");
         let bv = body_view(gpu, d, &self.tick, 0, 0);
         if self.placed_count.is_none() {
-            self.placed_count = Some(gpu.alloc::<u32>(1)?);
+            self.placed_count = Some(gpu.alloc::<u32>(2)?);
         }
-        loop {
+        let t0 = std::time::Instant::now();
+        // Candidates, then contacts; a buffer too small grows and its step runs again.
+        let candidates = loop {
+            let cap = self.candidate_cap;
+            let out = self.candidates.at_least(gpu, cap)?;
+            let count = self.placed_count.as_mut().expect("allocated");
+            s.memset_zeros(count).map_err(cuda_err)?;
+            instance_candidates(gpu, threads(n, 32), bv, iv, &d.alive, n as u32, cap as u32, out, &mut *count)?;
+            let found = s.clone_dtoh(&*count).map_err(cuda_err)?[0] as usize;
+            if found <= cap {
+                break found;
+            }
+            self.candidate_cap = found + found / 4;
+        };
+        let t1 = t0.elapsed();
+        let found = loop {
+            if candidates == 0 {
+                break 0;
+            }
             let cap = self.placed_cap;
             let out = self.placed_out.at_least(gpu, cap)?;
             let count = self.placed_count.as_mut().expect("allocated");
             s.memset_zeros(count).map_err(cuda_err)?;
-            instance_contacts(gpu, threads(n, 128), bv, iv, &d.alive, n as u32, cap as u32, out, &mut *count)?;
+            let cand = self.candidates.get();
+            instance_contacts(
+                gpu,
+                threads(candidates, 128),
+                bv,
+                iv,
+                cand,
+                candidates as u32,
+                cap as u32,
+                out,
+                &mut *count,
+            )?;
             let found = s.clone_dtoh(&*count).map_err(cuda_err)?[0] as usize;
-            if found > cap {
-                self.placed_cap = found + found / 4;
-                continue;
+            if found <= cap {
+                break found;
             }
-            let mut placed = if found == 0 {
-                Vec::new()
-            } else {
-                s.clone_dtoh(&self.placed_out.get().slice(0..found)).map_err(cuda_err)?
-            };
-            placed.par_sort_unstable_by_key(|p| (p.body, p.instance, p.triangle));
-            return Ok(placed);
+            self.placed_cap = found + found / 4;
+        };
+        let t2 = t0.elapsed();
+        let host = self.placed_host.at_least(gpu, found.max(1))?;
+        if found > 0 {
+            s.memcpy_dtoh(&self.placed_out.get().slice(0..found), &mut *host).map_err(cuda_err)?;
+            s.synchronize().map_err(cuda_err)?;
         }
+        let t_copy = t0.elapsed();
+        let got = &self.placed_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..found];
+        let placed = by_body(got, n);
+        if self.opts.profile {
+            eprintln!(
+                "profile cuda instances: candidates {t1:?} ({candidates}), contacts {:?} ({found}), download {:?}, sort {:?}",
+                t2 - t1,
+                t_copy - t2,
+                t0.elapsed() - t_copy
+            );
+        }
+        Ok(placed)
     }
 
     /// The tick on the device; its contact count (they are in `contacts_host`).

@@ -36,10 +36,11 @@ __device__ __forceinline__ bool instance_local_box(const InstanceView& iv, u32 j
     return true;
 }
 
-// Instances::overlapping: every placed triangle of an instance in `mask` whose box meets
-// [lo, hi], offered to f(instance id, triangle, corners), each once, in no set order.
+// The (instance slot j, triangle t) pairs of instances in `mask` whose shapes' grids offer
+// triangle t for the world box [lo, hi] (a superset of Instances::overlapping's), offered to
+// f(j, t), each once.
 template <typename F>
-__device__ void placed_meeting(const InstanceView& iv, const double* lo, const double* hi, u32 mask, F f) {
+__device__ void placed_candidates(const InstanceView& iv, const double* lo, const double* hi, u32 mask, F f) {
     for (u32 l = 0; l < iv.top.levels; l++) {
         int lc[3];
         u32 nx, ny, cells;
@@ -52,9 +53,6 @@ __device__ void placed_meeting(const InstanceView& iv, const double* lo, const d
                 double llo[3], lhi[3];
                 if (!instance_local_box(iv, j, lo, hi, llo, lhi)) return;
                 const MeshView& sv = iv.shapes[iv.shape[j]];
-                const double* r = iv.rot + 9 * (u64)j;
-                const double* p = iv.pos + 3 * (u64)j;
-                u32 id = iv.id[j];
                 for (u32 l2 = 0; l2 < sv.levels; l2++) {
                     int slc[3];
                     u32 sx, sy, scells;
@@ -62,15 +60,7 @@ __device__ void placed_meeting(const InstanceView& iv, const double* lo, const d
                     for (u32 k2 = 0; k2 < scells; k2++) {
                         int a, b, c;
                         cell_at(slc, sx, sy, k2, a, b, c);
-                        mesh_pairs(sv, l2, cell_key(a, b, c), a, b, c, llo, lhi, slc, [&](u32 t) {
-                            const double* q = sv.corners + 9 * (u64)t;
-                            D3 p0 = place(r, p, q), p1 = place(r, p, q + 3), p2 = place(r, p, q + 6);
-                            // triangle_meets_box
-                            if (lo[0] <= fmax(fmax(p0.x, p1.x), p2.x) && fmin(fmin(p0.x, p1.x), p2.x) <= hi[0] &&
-                                lo[1] <= fmax(fmax(p0.y, p1.y), p2.y) && fmin(fmin(p0.y, p1.y), p2.y) <= hi[1] &&
-                                lo[2] <= fmax(fmax(p0.z, p1.z), p2.z) && fmin(fmin(p0.z, p1.z), p2.z) <= hi[2])
-                                f(id, t, p0, p1, p2);
-                        });
+                        mesh_pairs(sv, l2, cell_key(a, b, c), a, b, c, llo, lhi, slc, [&](u32 t) { f(j, t); });
                     }
                 }
             });
@@ -78,34 +68,80 @@ __device__ void placed_meeting(const InstanceView& iv, const double* lo, const d
     }
 }
 
-// The instances' part of a tick, a thread per body: each contact of a live body with a placed
-// triangle, appended at count (not written past cap); the host sorts them by (body, instance,
-// triangle). Reads the tick's body shapes and boxes (body_cells).
-extern "C" __global__ void instance_contacts(BodyView bv, InstanceView iv, const u32* alive, u32 n, u32 cap,
-                                             PlacedContact* out, u32* count) {
+// Triangle t of instance slot j, placed; whether its box meets [lo, hi] (triangle_meets_box).
+__device__ __forceinline__ bool placed_triangle(const InstanceView& iv, u32 j, u32 t, const double* lo,
+                                                const double* hi, D3& p0, D3& p1, D3& p2) {
+    const double* r = iv.rot + 9 * (u64)j;
+    const double* p = iv.pos + 3 * (u64)j;
+    const double* q = iv.shapes[iv.shape[j]].corners + 9 * (u64)t;
+    p0 = place(r, p, q);
+    p1 = place(r, p, q + 3);
+    p2 = place(r, p, q + 6);
+    return lo[0] <= fmax(fmax(p0.x, p1.x), p2.x) && fmin(fmin(p0.x, p1.x), p2.x) <= hi[0] &&
+           lo[1] <= fmax(fmax(p0.y, p1.y), p2.y) && fmin(fmin(p0.y, p1.y), p2.y) <= hi[1] &&
+           lo[2] <= fmax(fmax(p0.z, p1.z), p2.z) && fmin(fmin(p0.z, p1.z), p2.z) <= hi[2];
+}
+
+// Instances::overlapping: every placed triangle of an instance in `mask` whose box meets
+// [lo, hi], offered to f(instance id, triangle, corners), each once, in no set order.
+template <typename F>
+__device__ void placed_meeting(const InstanceView& iv, const double* lo, const double* hi, u32 mask, F f) {
+    placed_candidates(iv, lo, hi, mask, [&](u32 j, u32 t) {
+        D3 p0, p1, p2;
+        if (placed_triangle(iv, j, t, lo, hi, p0, p1, p2)) f(iv.id[j], t, p0, p1, p2);
+    });
+}
+
+// The instances' part of a tick, first step, a thread per body: its candidate (body,
+// instance slot, triangle) triples, appended at count (not written past cap).
+extern "C" __global__ void instance_candidates(BodyView bv, InstanceView iv, const u32* alive, u32 n, u32 cap,
+                                               PlacedCandidate* out, u32* count) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || !alive[i]) return;
     const double* bb = bv.bbox + 6 * (u64)i;
     double lo[3] = {bb[0], bb[1], bb[2]}, hi[3] = {bb[3], bb[4], bb[5]};
+    placed_candidates(iv, lo, hi, bv.mask[i], [&](u32 j, u32 t) {
+        u32 at = atomicAdd(count, 1u);
+        if (at < cap) {
+            PlacedCandidate c;
+            c.body = i;
+            c.slot = j;
+            c.triangle = t;
+            out[at] = c;
+        }
+    });
+}
+
+// Second step, a thread per candidate: the placed triangle's box test and the narrow phase;
+// each contact appended at count (not written past cap). The host sorts them by (body,
+// instance, triangle).
+extern "C" __global__ void instance_contacts(BodyView bv, InstanceView iv, const PlacedCandidate* candidates, u32 n, u32 cap,
+                                             PlacedContact* out, u32* count) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    PlacedCandidate cand = candidates[k];
+    u32 i = cand.body, j = cand.slot, t = cand.triangle;
+    const double* bb = bv.bbox + 6 * (u64)i;
+    double lo[3] = {bb[0], bb[1], bb[2]}, hi[3] = {bb[3], bb[4], bb[5]};
+    D3 p0, p1, p2;
+    if (!placed_triangle(iv, j, t, lo, hi, p0, p1, p2)) return;
     Shape s = body_shape(bv, i);
     const double* pc = bv.center + 3 * (u64)i;
     D3 c = v3(pc[0], pc[1], pc[2]);
-    placed_meeting(iv, lo, hi, bv.mask[i], [&](u32 inst, u32 t, D3 p0, D3 p1, D3 p2) {
-        Geometry g;
-        if (!contact_ellipsoid_triangle(s, vsub(p0, c), vsub(p1, c), vsub(p2, c), g)) return;
-        u32 at = atomicAdd(count, 1u);
-        if (at >= cap) return;
-        PlacedContact r;
-        r.body = i;
-        r.instance = inst;
-        r.triangle = t;
-        r.normal[0] = (float)g.normal.x;
-        r.normal[1] = (float)g.normal.y;
-        r.normal[2] = (float)g.normal.z;
-        r.depth = (float)g.depth;
-        r.offset[0] = (float)g.point.x;
-        r.offset[1] = (float)g.point.y;
-        r.offset[2] = (float)g.point.z;
-        out[at] = r;
-    });
+    Geometry g;
+    if (!contact_ellipsoid_triangle(s, vsub(p0, c), vsub(p1, c), vsub(p2, c), g)) return;
+    u32 at = atomicAdd(count, 1u);
+    if (at >= cap) return;
+    PlacedContact r;
+    r.body = i;
+    r.instance = iv.id[j];
+    r.triangle = t;
+    r.normal[0] = (float)g.normal.x;
+    r.normal[1] = (float)g.normal.y;
+    r.normal[2] = (float)g.normal.z;
+    r.depth = (float)g.depth;
+    r.offset[0] = (float)g.point.x;
+    r.offset[1] = (float)g.point.y;
+    r.offset[2] = (float)g.point.z;
+    out[at] = r;
 }
