@@ -1292,13 +1292,32 @@ fn gpu_collision_world_with_instances_matches_cpu() {
             world.add_instance(if k % 5 == 0 { p.with_layer(2) } else { p }).unwrap()
         })
         .collect();
-    let sweeps: Vec<_> = scene.bodies.iter().take(2000).map(dropped_body).collect();
+    // Some masked to layer 2 (the instances placed there only), some of the overlap queries
+    // boxes.
+    let sweeps: Vec<_> = scene
+        .bodies
+        .iter()
+        .take(2000)
+        .enumerate()
+        .map(|(i, b)| if i % 3 == 0 { dropped_body(b).with_mask(2) } else { dropped_body(b) })
+        .collect();
     let queries: Vec<Overlap> = scene
         .bodies
         .iter()
         .take(2000)
         .enumerate()
-        .map(|(i, b)| Overlap::sphere(b.center, 0.5 + (i % 7) as f64 * 0.3))
+        .map(|(i, b)| {
+            let q = if i % 2 == 0 {
+                Overlap::sphere(b.center, 0.5 + (i % 7) as f64 * 0.3)
+            } else {
+                Overlap::cuboid(b.center, [1.5, 0.4, 0.9], [0.3, 0.1, -0.2, 1.0])
+            };
+            if i % 4 == 1 {
+                q.with_mask(2)
+            } else {
+                q
+            }
+        })
         .collect();
     let rays: Vec<Ray> = scene
         .bodies

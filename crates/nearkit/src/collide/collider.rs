@@ -1,6 +1,6 @@
 //! `Collider`: where a world's contacts are computed, the CPU or a GPU, chosen at run time.
 
-use super::cpu::{sweeps as cpu_sweeps, CpuCollider, Part};
+use super::cpu::{sweeps as cpu_sweeps, CpuCollider};
 use super::cuda::CudaCollider;
 use super::overlap::{overlaps_cpu, Overlap, Overlaps};
 use super::ray_cast::{Ray, RayCaster, RayHit, RayHits};
@@ -94,35 +94,16 @@ impl Collider {
     /// the first `limit` (1 to `OVERLAP_LIMIT_MAX`) kept; the same on every backend.
     pub fn overlaps(&mut self, world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
         match &mut self.0 {
-            Backend::Cpu(_) => overlaps_cpu(world, queries, limit, Part::All),
-            Backend::Cuda(c) => {
-                let gpu = c.overlaps(world, queries, limit)?;
-                if world.instances().is_empty() {
-                    return Ok(gpu);
-                }
-                Ok(gpu.merged(&overlaps_cpu(world, queries, limit, Part::Instances)?, limit))
-            }
+            Backend::Cpu(_) => overlaps_cpu(world, queries, limit),
+            Backend::Cuda(c) => c.overlaps(world, queries, limit),
         }
     }
 
     /// Each sweep's first hit on the static mesh or the heightfield.
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
         match &mut self.0 {
-            Backend::Cpu(_) => cpu_sweeps(world, sweeps, Part::All),
-            Backend::Cuda(c) => {
-                let mut gpu = c.sweeps(world, sweeps)?;
-                if !world.instances().is_empty() {
-                    let placed = cpu_sweeps(world, sweeps, Part::Instances)?;
-                    for (g, p) in gpu.iter_mut().zip(placed) {
-                        if let Some(p) = p {
-                            if g.is_none_or(|g| sweep_key(&p) < sweep_key(&g)) {
-                                *g = Some(p);
-                            }
-                        }
-                    }
-                }
-                Ok(gpu)
-            }
+            Backend::Cpu(_) => cpu_sweeps(world, sweeps),
+            Backend::Cuda(c) => c.sweeps(world, sweeps),
         }
     }
 
@@ -155,9 +136,4 @@ impl Collider {
     pub fn ray_casts_all(&mut self, world: &World, rays: &[Ray], limit: usize) -> Result<RayHits> {
         self.1.all_hits(world, rays, limit)
     }
-}
-
-/// The order of sweeps' hits: (toi, kind, other, triangle).
-fn sweep_key(r: &SweepResult) -> (f64, super::ContactKind, u32, u32) {
-    (r.toi, r.kind, r.other, r.triangle)
 }

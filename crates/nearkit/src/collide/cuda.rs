@@ -282,6 +282,19 @@ kernels! {
         out: Out<PlacedContact>,
         count: Out<u32>,
     );
+    /// The instances' part of each sweep (instance.cu).
+    fn instance_sweeps(sweeps: In<f64>, n: u32, iv: InstanceView, out_id: Out<u32>, out_tri: Out<u32>, out: Out<f64>);
+    /// The instances' part of each overlap query (instance.cu).
+    fn instance_overlaps(
+        queries: In<f64>,
+        masks: In<u32>,
+        n: u32,
+        iv: InstanceView,
+        limit: u32,
+        out_ids: Out<u32>,
+        out_tris: Out<u32>,
+        out_total: Out<u32>,
+    );
     /// The narrow phase alone, for the equality tests.
     fn narrow_check(pairs: In<f64>, n_pairs: u32, tris: In<f64>, n_tris: u32, out: Out<f64>);
 }
@@ -1339,7 +1352,8 @@ impl CudaCollider {
             .enumerate()
             .try_for_each(|(i, s)| s.check(cell_size).map_err(|e| crate::collide::cpu::sweep_error(i, e)))?;
         let mut body_layers = world.bodies().layers_present();
-        if (world.mesh().is_none() && world.heightfield().is_none() && body_layers == 0) || sweeps.is_empty() {
+        let nothing = world.mesh().is_none() && world.heightfield().is_none() && world.instances().is_empty();
+        if (nothing && body_layers == 0) || sweeps.is_empty() {
             return Ok(vec![None; sweeps.len()]);
         }
         let be_arc = self.gpu.clone();
@@ -1411,7 +1425,7 @@ impl CudaCollider {
         let t_down = t0.elapsed();
         let tri = &self.sweep_tri_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..n];
         let out = &self.sweep_out_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..7 * n];
-        let results = tri
+        let mut results: Vec<Option<SweepResult>> = tri
             .par_iter()
             .zip(out.par_chunks_exact(7))
             .with_min_len(4096)
@@ -1426,6 +1440,35 @@ impl CudaCollider {
                 })
             })
             .collect();
+        if let Some(inst) = &self.instances {
+            // The instances' hits; on equal times the others come first.
+            let mut ids = gpu.alloc_uninit::<u32>(n)?;
+            let mut tris = gpu.alloc_uninit::<u32>(n)?;
+            let mut vals = gpu.alloc_uninit::<f64>(7 * n)?;
+            let iv = inst.view(gpu);
+            instance_sweeps(gpu, threads(n, 128), self.sweep_in.get(), n as u32, iv, &mut ids, &mut tris, &mut vals)?;
+            let (ids, tris, vals) = (
+                s.clone_dtoh(&ids).map_err(cuda_err)?,
+                s.clone_dtoh(&tris).map_err(cuda_err)?,
+                s.clone_dtoh(&vals).map_err(cuda_err)?,
+            );
+            results.par_iter_mut().enumerate().with_min_len(4096).for_each(|(i, r)| {
+                if ids[i] == NO_ID {
+                    return;
+                }
+                let v = &vals[7 * i..7 * i + 7];
+                if r.is_none_or(|r| v[0] < r.toi) {
+                    *r = Some(SweepResult {
+                        toi: v[0],
+                        kind: ContactKind::Instance,
+                        other: ids[i],
+                        triangle: tris[i],
+                        point: [v[1], v[2], v[3]],
+                        normal: [v[4], v[5], v[6]],
+                    });
+                }
+            });
+        }
         if self.opts.profile {
             eprintln!(
                 "profile cuda sweeps: upload {t_up:?}, kernel {:?}, download {:?}, unpack {:?} ({n} sweeps)",
@@ -1499,7 +1542,39 @@ impl CudaCollider {
                 (ids[i * limit..i * limit + kept].to_vec(), total[i])
             })
             .collect();
-        Ok(Overlaps::from_tagged(rows))
+        let found = Overlaps::from_tagged(rows);
+        let Some(inst) = &self.instances else { return Ok(found) };
+        // The instances' overlaps, after the others in each row.
+        let mut ids = gpu.alloc_uninit::<u32>(n * limit)?;
+        let mut tris = gpu.alloc_uninit::<u32>(n * limit)?;
+        let mut total = gpu.alloc_uninit::<u32>(n)?;
+        let iv = inst.view(gpu);
+        instance_overlaps(
+            gpu,
+            threads(n, 128),
+            &d_queries,
+            &d_masks,
+            n as u32,
+            iv,
+            limit as u32,
+            &mut ids,
+            &mut tris,
+            &mut total,
+        )?;
+        let (ids, tris, total) = (
+            s.clone_dtoh(&ids).map_err(cuda_err)?,
+            s.clone_dtoh(&tris).map_err(cuda_err)?,
+            s.clone_dtoh(&total).map_err(cuda_err)?,
+        );
+        let rows = (0..n)
+            .map(|i| {
+                let kept = (total[i] as usize).min(limit);
+                let keys =
+                    (i * limit..i * limit + kept).map(|k| ((KIND_INSTANCE | ids[k]) as u64) << 32 | tris[k] as u64);
+                (keys.collect(), total[i])
+            })
+            .collect();
+        Ok(found.merged(&Overlaps::from_keys(rows), limit))
     }
 }
 

@@ -145,3 +145,97 @@ extern "C" __global__ void instance_contacts(BodyView bv, InstanceView iv, const
     r.offset[2] = (float)g.point.z;
     out[at] = r;
 }
+
+// The instances' part of each sweep (sweep_queries' input): its first hit on a placed
+// triangle of an instance its mask meets, the earliest by (toi, instance, triangle); out_id
+// NO_ID for none. The host keeps the earlier of this and sweep_queries' hit (on equal times,
+// sweep_queries': instances come last).
+extern "C" __global__ void instance_sweeps(const double* sweeps, u32 n, InstanceView iv, u32* out_id, u32* out_tri,
+                                           double* out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double* w = sweeps + SWEEP_VALUES * (u64)i;
+    u32 mask = (u32)w[13];
+    Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
+    D3 from = v3(w[7], w[8], w[9]), to = v3(w[10], w[11], w[12]);
+    D3 h = half_extents(s);
+    h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+    double lo[3] = {t_min(from.x - h.x, to.x - h.x), t_min(from.y - h.y, to.y - h.y), t_min(from.z - h.z, to.z - h.z)};
+    double hi[3] = {t_max(from.x + h.x, to.x + h.x), t_max(from.y + h.y, to.y + h.y), t_max(from.z + h.z, to.z + h.z)};
+    D3 motion = vsub(to, from);
+    bool found = false;
+    u32 best_id = NO_ID, best_t = 0;
+    Hit best;
+    placed_meeting(iv, lo, hi, mask, [&](u32 inst, u32 t, D3 p0, D3 p1, D3 p2) {
+        Hit hit;
+        if (!sweep_ellipsoid_triangle(s, vsub(p0, from), vsub(p1, from), vsub(p2, from), motion, hit)) return;
+        if (!found || hit.toi < best.toi ||
+            (hit.toi == best.toi && (inst < best_id || (inst == best_id && t < best_t)))) {
+            found = true;
+            best = hit;
+            best_id = inst;
+            best_t = t;
+        }
+    });
+    out_id[i] = best_id;
+    out_tri[i] = best_t;
+    if (found) {
+        double* o = out + 7 * (u64)i;
+        D3 pt = dadd(from, best.point);
+        o[0] = best.toi;
+        o[1] = pt.x;
+        o[2] = pt.y;
+        o[3] = pt.z;
+        o[4] = best.normal.x;
+        o[5] = best.normal.y;
+        o[6] = best.normal.z;
+    }
+}
+
+// The instances' part of each overlap query (overlap_queries' input): the placed triangles
+// it overlaps, the `limit` first by (instance, triangle) into out_ids / out_tris[limit·i..],
+// and how many in all.
+extern "C" __global__ void instance_overlaps(const double* queries, const u32* masks, u32 n, InstanceView iv,
+                                             u32 limit, u32* out_ids, u32* out_tris, u32* out_total) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double* w = queries + 11 * (u64)i;
+    Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
+    D3 c = v3(w[7], w[8], w[9]);
+    bool cuboid = w[10] != 0.0;
+    D3 h;
+    if (cuboid) {
+        const double(*r)[3] = s.r;
+        D3 e = s.radii;
+        h = v3((fabs(r[0][0]) * e.x + fabs(r[0][1]) * e.y + fabs(r[0][2]) * e.z) * BOX_SLACK,
+               (fabs(r[1][0]) * e.x + fabs(r[1][1]) * e.y + fabs(r[1][2]) * e.z) * BOX_SLACK,
+               (fabs(r[2][0]) * e.x + fabs(r[2][1]) * e.y + fabs(r[2][2]) * e.z) * BOX_SLACK);
+    } else {
+        h = half_extents(s);
+        h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+    }
+    double lo[3] = {c.x - h.x, c.y - h.y, c.z - h.z};
+    double hi[3] = {c.x + h.x, c.y + h.y, c.z + h.z};
+    u64 best[OVERLAP_LIMIT_MAX];
+    u32 kept = 0, total = 0;
+    placed_meeting(iv, lo, hi, masks[i], [&](u32 inst, u32 t, D3 p0, D3 p1, D3 p2) {
+        Geometry g;
+        bool meets = cuboid ? cuboid_meets_triangle(s, vsub(p0, c), vsub(p1, c), vsub(p2, c))
+                            : contact_ellipsoid_triangle(s, vsub(p0, c), vsub(p1, c), vsub(p2, c), g);
+        if (!meets) return;
+        u64 key = ((u64)inst << 32) | t;
+        total++;
+        if (kept == limit && key > best[limit - 1]) return;
+        u32 j = kept < limit ? kept++ : limit - 1;
+        while (j > 0 && best[j - 1] > key) {
+            best[j] = best[j - 1];
+            j--;
+        }
+        best[j] = key;
+    });
+    for (u32 k = 0; k < kept; k++) {
+        out_ids[(u64)limit * i + k] = (u32)(best[k] >> 32);
+        out_tris[(u64)limit * i + k] = (u32)best[k];
+    }
+    out_total[i] = total;
+}

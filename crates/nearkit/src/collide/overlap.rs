@@ -10,7 +10,6 @@ use rayon::prelude::*;
 use super::body_grid::BodyFinder;
 use super::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use super::contact_ellipsoid_triangle::contact_ellipsoid_triangle;
-use super::cpu::Part;
 use super::ellipsoid::{body_box, sub, Shape, BOX_SLACK, V3};
 use super::hash_grid::query_cells;
 use super::overlap_cuboid::{cuboid_meets_ellipsoid, cuboid_meets_triangle};
@@ -155,7 +154,8 @@ impl Overlaps {
         self.row(i).zip(self.triangles[r].iter().copied()).map(|((k, id), t)| (k, id, t))
     }
 
-    /// From each query's keys (`overlap_key`, ascending, at most `limit`) and totals.
+    /// From each query's keys (`overlap_key`: tagged id, triangle; ascending, at most
+    /// `limit`) and totals.
     pub(crate) fn from_keys(rows: Vec<(Vec<u64>, u32)>) -> Self {
         let mut out = Overlaps { offsets: Vec::with_capacity(rows.len() + 1), ..Overlaps::default() };
         out.offsets.push(0);
@@ -229,15 +229,13 @@ fn overlap_key(tagged: u32, triangle: u32) -> u64 {
     (tagged as u64) << 32 | triangle as u64
 }
 
-/// Every query's overlaps on the CPU (or the instances' only: `part`).
-pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize, part: Part) -> Result<Overlaps> {
+/// Every query's overlaps on the CPU.
+pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
     let cell_size = world.cell_size();
     check_queries(queries, limit, cell_size)?;
     let b = world.bodies();
-    let all = part == Part::All;
-    let bodies = BodyFinder::new(world, if all { queries.len() } else { 0 }, cell_size)?;
-    let (mesh, terrain, mesh_layer) =
-        (world.mesh().filter(|_| all), world.heightfield().filter(|_| all), world.mesh_layer());
+    let bodies = BodyFinder::new(world, queries.len(), cell_size)?;
+    let (mesh, terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
     let instances = world.instances();
     let rows = queries
         .par_iter()
@@ -267,17 +265,13 @@ pub(crate) fn overlaps_cpu(world: &World, queries: &[Overlap], limit: usize, par
                     });
                 }
             }
-            if all {
-                bodies
-                    .overlapping(&lo, &hi, |o| {
-                        if q.mask & b.layer[o] != 0
-                            && q.meets_ellipsoid(&shape, &b.shape(o), sub(b.center[o], q.center))
-                        {
-                            found.push(overlap_key(ContactKind::Body.tag() | o as u32, 0));
-                        }
-                    })
-                    .map_err(name)?;
-            }
+            bodies
+                .overlapping(&lo, &hi, |o| {
+                    if q.mask & b.layer[o] != 0 && q.meets_ellipsoid(&shape, &b.shape(o), sub(b.center[o], q.center)) {
+                        found.push(overlap_key(ContactKind::Body.tag() | o as u32, 0));
+                    }
+                })
+                .map_err(name)?;
             instances
                 .overlapping(&lo, &hi, q.mask, |inst, t, corners| {
                     if q.meets_triangle(&shape, corners.map(|p| sub(p, q.center))) {

@@ -536,8 +536,8 @@ pub(crate) fn sweep_error(i: usize, e: crate::error::Error) -> crate::error::Err
     }
 }
 
-/// What a CPU call looks at: everything, or the instances only (what the CUDA collider adds
-/// to its own answers, instances being tested on the CPU for now).
+/// What a CPU ray cast looks at: everything, or the instances only (what the CUDA ray caster
+/// adds to its own hits: its rays meet instances on the CPU for now).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Part {
     All,
@@ -546,17 +546,14 @@ pub(crate) enum Part {
 
 /// Each sweep's first contact with the mesh, the heightfield, a body or an instance (`None`:
 /// it moves freely).
-pub(crate) fn sweeps(world: &World, sweeps: &[Sweep], part: Part) -> Result<Vec<Option<SweepResult>>> {
+pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
     let cell_size = world.cell_size();
     for (i, s) in sweeps.iter().enumerate() {
         s.check(cell_size).map_err(|e| sweep_error(i, e))?;
     }
-    let (mut mesh, mut terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
+    let (mesh, terrain, mesh_layer) = (world.mesh(), world.heightfield(), world.mesh_layer());
     let b = world.bodies();
-    let mut body_layers = b.layers_present();
-    if part == Part::Instances {
-        (mesh, terrain, body_layers) = (None, None, 0);
-    }
+    let body_layers = b.layers_present();
     let instances = world.instances();
     if mesh.is_none() && terrain.is_none() && body_layers == 0 && instances.is_empty() {
         return Ok(vec![None; sweeps.len()]);
