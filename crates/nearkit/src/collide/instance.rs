@@ -13,10 +13,11 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::box_f32::box_f32;
 use super::ellipsoid::{rotation, V3};
 use super::hash_grid::CellRange;
 use super::level_grid::LevelGrid;
-use super::ray_cast::bvh::{MeshBvh, EMPTY, LEAF, STACK};
+use super::ray_cast::bvh::{self, Boxed, MeshBvh, Tree, EMPTY, LEAF, STACK};
 use super::ray_cast::intersect::{degenerate, triangle_box, RayFrame};
 use super::ray_cast::wide::Visit;
 use super::ray_cast::TaggedHit;
@@ -193,6 +194,8 @@ pub(crate) struct Instances {
     pub lo: Vec<V3>,
     pub hi: Vec<V3>,
     pub grid: LevelGrid,
+    /// The same boxes in a tree, for rays (`bvh::Tree`: its leaves name places in `live`).
+    rays: Tree,
 }
 
 impl Instances {
@@ -207,6 +210,7 @@ impl Instances {
             lo: Vec::new(),
             hi: Vec::new(),
             grid: LevelGrid::default(),
+            rays: Tree { nodes: Vec::new(), order: Vec::new() },
         }
     }
 
@@ -359,6 +363,18 @@ impl Instances {
         self.lo = self.live.iter().map(|&i| self.placed[i as usize].as_ref().expect("live").lo).collect();
         self.hi = self.live.iter().map(|&i| self.placed[i as usize].as_ref().expect("live").hi).collect();
         self.grid = LevelGrid::build(&self.lo, &self.hi, self.cell_size)?;
+        let centers: Vec<V3> =
+            self.lo.iter().zip(&self.hi).map(|(l, h)| std::array::from_fn(|a| 0.5 * (l[a] + h[a]))).collect();
+        let boxes: Vec<Boxed> = self
+            .live
+            .iter()
+            .zip(self.lo.iter().zip(&self.hi))
+            .map(|(&i, (l, h))| {
+                let (lo, hi) = box_f32(l, h);
+                (lo, hi, self.placed[i as usize].as_ref().expect("live").placement.layer)
+            })
+            .collect();
+        self.rays = bvh::build(&centers, &boxes)?;
         Ok(())
     }
 
@@ -420,18 +436,46 @@ impl Instances {
     /// clamped into their box's interval: what a brute force over the placed triangles
     /// finds), offered as `KIND_INSTANCE | instance` with the triangle for `at`.
     pub fn ray_search(&self, r: &RayFrame, visit: &mut impl Visit) {
-        for &i in &self.live {
+        // The instances' tree first: its leaves are the instances whose boxes (f32, rounded
+        // outwards) the ray crosses within the limit, in its mask.
+        let nodes = &self.rays.nodes;
+        if nodes.is_empty() {
+            return;
+        }
+        let mut stack = [0u32; STACK];
+        let mut top = 1;
+        while top > 0 {
+            top -= 1;
+            let node = &nodes[stack[top] as usize];
+            for k in 0..2 {
+                let child = node.child[k];
+                if child == EMPTY || node.layers[k] & r.mask == 0 {
+                    continue;
+                }
+                let (lo, hi) = node.child_box(k);
+                let (enter, exit) = r.slab(&lo, &hi);
+                if !RayFrame::meets(enter, exit, visit.limit()) {
+                    continue;
+                }
+                if child & LEAF != 0 {
+                    let i = self.live[self.rays.order[(child & !LEAF) as usize] as usize];
+                    self.ray_search_instance(i, exit, r, visit);
+                } else {
+                    stack[top] = child;
+                    top += 1;
+                }
+            }
+        }
+    }
+
+    /// Instance `i`'s placed triangles a ray hits (see `ray_search`); `exit`: where the ray
+    /// leaves the instance's box.
+    fn ray_search_instance(&self, i: u32, exit: f64, r: &RayFrame, visit: &mut impl Visit) {
+        {
             let inst = self.placed[i as usize].as_ref().expect("live");
-            if inst.placement.layer & r.mask == 0 {
-                continue;
-            }
-            let (enter, exit) = r.slab_f64(&inst.lo, &inst.hi);
-            if !RayFrame::meets(enter, exit, visit.limit()) {
-                continue;
-            }
             let bvh = &inst.shape.bvh;
             if bvh.nodes.is_empty() {
-                continue;
+                return;
             }
             // The ray in the shape's frame, searched with boxes widened by the margin.
             let p = &inst.placement.position;

@@ -50,7 +50,7 @@ impl BvhNode {
 }
 
 /// A box and the layer bits of what it holds.
-type Boxed = ([f32; 3], [f32; 3], u32);
+pub(crate) type Boxed = ([f32; 3], [f32; 3], u32);
 
 fn union(a: &Boxed, b: &Boxed) -> Boxed {
     (std::array::from_fn(|i| a.0[i].min(b.0[i])), std::array::from_fn(|i| a.1[i].max(b.1[i])), a.2 | b.2)
@@ -58,9 +58,9 @@ fn union(a: &Boxed, b: &Boxed) -> Boxed {
 
 /// The tree's nodes (node 0 the root; none for no primitives) and the primitives in the
 /// order its leaves name them.
-struct Tree {
-    nodes: Vec<BvhNode>,
-    order: Vec<u32>,
+pub(crate) struct Tree {
+    pub nodes: Vec<BvhNode>,
+    pub order: Vec<u32>,
 }
 
 /// Primitives a parallel task takes at least: a few thousand bodies, rebuilt every tick, are
@@ -71,7 +71,7 @@ const GRAIN: usize = 2048;
 const PARALLEL_RANGE: usize = 1 << 13;
 
 /// The tree over primitives with these centres and (boxes, layers).
-fn build(centers: &[V3], boxes: &[Boxed]) -> Result<Tree> {
+pub(crate) fn build(centers: &[V3], boxes: &[Boxed]) -> Result<Tree> {
     let n = centers.len();
     if n >= LEAF as usize {
         return Err(Error::InvalidArgument(format!("{n} primitives: ray casts take fewer than 2^31")));
