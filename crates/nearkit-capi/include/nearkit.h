@@ -459,6 +459,17 @@ enum NkStatus nk_world_add_instance(struct NkWorld *world,
                                     const struct NkPlacement *placement,
                                     uint32_t *out_id);
 
+// Places `count` shapes at once (one rebuild of the top level); their ids go to
+// `out_ids`. On a bad placement (named) none is placed.
+//
+// # Safety
+// `placements` and `out_ids` are NULL (with `count` 0) or point to `count` values; `world`
+// is NULL or a live handle.
+enum NkStatus nk_world_add_instances(struct NkWorld *world,
+                                     const struct NkPlacement *placements,
+                                     size_t count,
+                                     uint32_t *out_ids);
+
 // New placements for `count` instances at once; on a bad id or placement nothing changes.
 //
 // # Safety

@@ -52,11 +52,11 @@ pub use collider::{
 };
 pub use status::NkStatus;
 pub use world::{
-    nk_world_add_body, nk_world_add_ellipsoid, nk_world_add_instance, nk_world_add_shape, nk_world_add_sphere,
-    nk_world_body_count, nk_world_free, nk_world_get_body, nk_world_integrate, nk_world_new, nk_world_remove_body,
-    nk_world_remove_instance, nk_world_remove_shape, nk_world_set_heightfield, nk_world_set_instances,
-    nk_world_set_layers, nk_world_set_mesh, nk_world_set_mesh_layer, nk_world_set_pose, nk_world_set_poses,
-    nk_world_set_velocity, nk_world_triangle_count, NkBody, NkPlacement, NkWorld,
+    nk_world_add_body, nk_world_add_ellipsoid, nk_world_add_instance, nk_world_add_instances, nk_world_add_shape,
+    nk_world_add_sphere, nk_world_body_count, nk_world_free, nk_world_get_body, nk_world_integrate, nk_world_new,
+    nk_world_remove_body, nk_world_remove_instance, nk_world_remove_shape, nk_world_set_heightfield,
+    nk_world_set_instances, nk_world_set_layers, nk_world_set_mesh, nk_world_set_mesh_layer, nk_world_set_pose,
+    nk_world_set_poses, nk_world_set_velocity, nk_world_triangle_count, NkBody, NkPlacement, NkWorld,
 };
 
 /// The message of the last call that failed on this thread, NUL-terminated (empty if none

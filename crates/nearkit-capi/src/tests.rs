@@ -600,11 +600,15 @@ fn instances_match_the_rust_api() {
             layer: if k % 4 == 0 { 2 } else { 1 },
         })
         .collect();
-    for p in &placements {
+    for p in &placements[..10] {
         let mut id = u32::MAX;
         unsafe { ok(nk_world_add_instance(w, p, &mut id)) };
         assert_eq!(InstanceId(id), reference.add_instance(Placement::from(p)).unwrap());
     }
+    let mut ids = vec![u32::MAX; 20];
+    unsafe { ok(nk_world_add_instances(w, placements[10..].as_ptr(), 20, ids.as_mut_ptr())) };
+    let rest: Vec<Placement> = placements[10..].iter().map(Placement::from).collect();
+    assert_eq!(ids, reference.add_instances(&rest).unwrap().iter().map(|i| i.0).collect::<Vec<_>>());
     for k in 0..200 {
         let b = Body::sphere([(k % 20) as f64 * 1.2 - 1.0, (k / 20) as f64 * 2.0 - 1.0, 0.5], 0.6).with_layers(1, 1);
         let mut id = 0;
@@ -667,6 +671,9 @@ fn instances_match_the_rust_api() {
         fails(nk_world_remove_shape(w, s), NkStatus::InvalidArgument, "remove its instances first");
         fails(nk_world_add_shape(w, v.as_ptr(), 8, t.as_ptr(), 0, &mut id), NkStatus::InvalidArgument, "no triangles");
         fails(nk_world_add_instance(w, null(), &mut id), NkStatus::NullPointer, "placement");
+        let mut two = [0u32; 2];
+        let pair = [placements[0], NkPlacement { orientation: [0.0; 4], ..placements[0] }];
+        fails(nk_world_add_instances(w, pair.as_ptr(), 2, two.as_mut_ptr()), NkStatus::InvalidArgument, "placement 1");
         ok(nk_collider_free(c));
         ok(nk_world_free(w));
     }

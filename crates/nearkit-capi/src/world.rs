@@ -3,7 +3,7 @@
 use nearkit_core::collide::{Body, BodyId, Heightfield, InstanceId, Placement, ShapeId, World};
 use nearkit_core::{Mesh, Points};
 
-use crate::status::{array, guard, out_ok, put, slice, Fail, NkStatus, Outcome};
+use crate::status::{array, guard, out_ok, put, slice, slice_mut, Fail, NkStatus, Outcome};
 
 /// A collision world: a static triangle mesh and ellipsoid bodies (opaque; see
 /// `nk_world_new`). Coordinates are doubles, in metres by convention.
@@ -267,6 +267,32 @@ pub unsafe extern "C" fn nk_world_add_instance(
         with_world(world, |w| {
             let id = w.world.add_instance(Placement::from(&p[0]))?;
             put(out_id, id.0);
+            Ok(())
+        })
+    })
+}
+
+/// Places `count` shapes at once (one rebuild of the top level); their ids go to
+/// `out_ids`. On a bad placement (named) none is placed.
+///
+/// # Safety
+/// `placements` and `out_ids` are NULL (with `count` 0) or point to `count` values; `world`
+/// is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nk_world_add_instances(
+    world: *mut NkWorld,
+    placements: *const NkPlacement,
+    count: usize,
+    out_ids: *mut u32,
+) -> NkStatus {
+    guard("nk_world_add_instances", || unsafe {
+        let ps = slice(placements, count, "placements")?;
+        let out = slice_mut(out_ids, count, "out_ids")?;
+        with_world(world, |w| {
+            let ps: Vec<Placement> = ps.iter().map(Placement::from).collect();
+            for (o, id) in out.iter_mut().zip(w.world.add_instances(&ps)?) {
+                *o = id.0;
+            }
             Ok(())
         })
     })

@@ -243,20 +243,9 @@ impl PyWorld {
             return Err(PyValueError::new_err(format!("{n} shapes, but {} layers", layers.len())));
         }
         let (s, p, q, l) = (shapes.as_array(), positions.as_array(), orientations.as_array(), layers.as_array());
-        let mut ids = Vec::with_capacity(n);
-        for i in 0..n {
-            let placement = Placement::new(ShapeId(s[i]), row(&p, i), row(&q, i)).with_layer(l[i]);
-            match self.world.add_instance(placement) {
-                Ok(id) => ids.push(id),
-                Err(e) => {
-                    for &id in &ids {
-                        // Just added, so it is there to remove.
-                        let _ = self.world.remove_instance(id);
-                    }
-                    return Err(PyValueError::new_err(format!("instance {i}: {e}")));
-                }
-            }
-        }
+        let placements: Vec<Placement> =
+            (0..n).map(|i| Placement::new(ShapeId(s[i]), row(&p, i), row(&q, i)).with_layer(l[i])).collect();
+        let ids = self.world.add_instances(&placements).map_err(err)?;
         Ok(vector(py, ids.into_iter().map(|id| id.0 as i64).collect()))
     }
 

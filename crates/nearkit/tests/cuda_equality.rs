@@ -1284,11 +1284,15 @@ fn gpu_collision_world_with_instances_matches_cpu() {
         triangles: q.iter().flat_map(|f| [[f[0], f[1], f[2]], [f[0], f[2], f[3]]]).collect(),
     };
     let shape = world.add_shape(&shed).unwrap();
+    // And a 4 × 4 m patch of rough ground (98 triangles: searched by its grid, not scanned).
+    let heights: Vec<f64> = (0..64).map(|k| ((k * 37 % 11) as f64 - 5.0) * 0.05).collect();
+    let patch = world.add_shape(&nearkit::collide::scene::heightfield(&heights, 8, 8, 0.6)).unwrap();
     let ids: Vec<InstanceId> = (0..300)
         .map(|k| {
             let c = scene.bodies[k * 13].center;
             let a = k as f64 * 0.37;
-            let p = Placement::new(shape, [c[0], c[1], c[2] - 1.0], [0.0, 0.0, a.sin(), a.cos()]);
+            let s = if k % 2 == 0 { shape } else { patch };
+            let p = Placement::new(s, [c[0], c[1], c[2] - 1.0], [0.1 * a.cos(), 0.0, a.sin(), a.cos()]);
             world.add_instance(if k % 5 == 0 { p.with_layer(2) } else { p }).unwrap()
         })
         .collect();

@@ -348,7 +348,7 @@ fn place_instances(args: &CollideArgs, world: &mut World) -> CliResult<Vec<Insta
             Placement::new(shape, [c[0], c[1], c[2] - 1.0], [0.0, 0.0, (angle / 2.0).sin(), (angle / 2.0).cos()])
         })
         .collect();
-    placements.iter().map(|&p| world.add_instance(p).map_err(CliError::from)).collect()
+    Ok(world.add_instances(&placements)?)
 }
 
 /// `--moving-instances`: each of `ids` turns 1° about z a tick, in one batch.

@@ -19,6 +19,7 @@ use crate::collide::heightfield::{HeightfieldView, HEIGHTFIELD};
 use crate::collide::instance::MeshShape;
 use crate::collide::level_grid::{LevelGrid, MAX_LEVELS};
 use crate::collide::overlap::{check_queries, Overlap, OverlapShape, Overlaps, OVERLAP_LIMIT_MAX};
+use crate::collide::ray_cast::bvh::BvhNode;
 use crate::collide::sweep_ellipsoid_ellipsoid as sweep_ee;
 use crate::collide::world::{
     ContactKind, InstancePart, PackedContact, Sweep, SweepResult, Versions, World, ID_BITS, KIND_BODY,
@@ -57,16 +58,28 @@ static COLLIDE: CudaSource = CudaSource {
 static INSTANCE: CudaSource = CudaSource {
     file: "instance.cu",
     text: include_str!("instance.cu"),
-    constants: || vec![("INSTANCE_MARGIN", format!("{:?}", crate::collide::instance::MARGIN))],
-    structs: c_definitions!(InstanceView, PlacedCandidate, PlacedContact),
+    constants: || {
+        use crate::collide::instance::{MARGIN, SCAN_BELOW};
+        use crate::collide::ray_cast::bvh::{EMPTY, LEAF, STACK};
+        vec![
+            ("INSTANCE_MARGIN", format!("{MARGIN:?}")),
+            ("INSTANCE_SCAN_BELOW", SCAN_BELOW.to_string()),
+            ("INSTANCE_STACK", STACK.to_string()),
+            ("INSTANCE_LEAF", format!("{LEAF}u")),
+            ("INSTANCE_EMPTY", format!("{EMPTY}u")),
+        ]
+    },
+    structs: c_definitions!(BvhNode, InstanceView, PlacedCandidate, PlacedContact),
 };
 
 c_struct! {
     /// `struct InstanceView` of instance.cu: the instances (`Instances`) on the device, the
     /// live ones numbered as the top level's grid numbers them.
     pub(crate) struct InstanceView as "InstanceView" {
-        /// The grid over the instances' world boxes (no corners).
-        top: MeshView = "MeshView",
+        /// The tree over the live instances' world boxes (`Instances::boxes_meeting`), and
+        /// the places in the live list its leaves name.
+        nodes: u64 = "const BvhNode*",
+        order: u64 = "const u32*",
         /// Each shape's mesh and grid, by shape id.
         shapes: u64 = "const MeshView*",
         /// Each shape's box (lo, hi) and reach: 7 per shape id.
@@ -262,8 +275,8 @@ kernels! {
         out_total: Out<u32>,
         error: Out<u32>,
     );
-    /// The instances' part of a tick, first step: candidate (body, instance, triangle)s.
-    fn instance_candidates(
+    /// The instances' part of a tick, first step: (body, instance) pairs whose boxes meet.
+    fn instance_pairs(
         bv: BodyView,
         iv: InstanceView,
         alive: In<u32>,
@@ -272,7 +285,17 @@ kernels! {
         out: Out<PlacedCandidate>,
         count: Out<u32>,
     );
-    /// Second step: the candidates' contacts (instance.cu), unsorted.
+    /// Second step: the pairs' candidate (body, instance, triangle)s.
+    fn instance_candidates(
+        bv: BodyView,
+        iv: InstanceView,
+        pairs: In<PlacedCandidate>,
+        n: u32,
+        cap: u32,
+        out: Out<PlacedCandidate>,
+        count: Out<u32>,
+    );
+    /// Third step: the candidates' contacts (instance.cu), unsorted.
     fn instance_contacts(
         bv: BodyView,
         iv: InstanceView,
@@ -423,7 +446,8 @@ struct DeviceInstances {
     shapes: Vec<Option<(std::sync::Weak<MeshShape>, DeviceMesh)>>,
     views: CudaSlice<MeshView>,
     shape_box: CudaSlice<f64>,
-    top: DeviceMesh,
+    nodes: CudaSlice<BvhNode>,
+    order: CudaSlice<u32>,
     rot: CudaSlice<f64>,
     pos: CudaSlice<f64>,
     shape: CudaSlice<u32>,
@@ -462,7 +486,9 @@ impl DeviceInstances {
         }
         let live: Vec<&crate::collide::instance::Instance> =
             inst.live.iter().map(|&i| inst.slots()[i as usize].as_ref().expect("live")).collect();
-        let top = DeviceMesh::of_grid(gpu, &[], &inst.grid, &inst.lo, &inst.hi)?;
+        let tree = inst.tree();
+        let empty = BvhNode { bounds: [0.0; 12], child: [u32::MAX; 2], layers: [0; 2] };
+        let nodes = if tree.nodes.is_empty() { vec![empty] } else { tree.nodes.clone() };
         let rot: Vec<f64> = live.iter().flat_map(|x| x.rot.iter().flatten().copied()).collect();
         let pos: Vec<f64> = live.iter().flat_map(|x| x.placement.position).collect();
         let shape: Vec<u32> = live.iter().map(|x| x.placement.shape.0).collect();
@@ -473,7 +499,8 @@ impl DeviceInstances {
             views: s.clone_htod(&views).map_err(cuda_err)?,
             shape_box: s.clone_htod(&pad(shape_box)).map_err(cuda_err)?,
             shapes,
-            top,
+            nodes: s.clone_htod(&nodes).map_err(cuda_err)?,
+            order: s.clone_htod(&pad32(tree.order.clone())).map_err(cuda_err)?,
             rot: s.clone_htod(&pad(rot)).map_err(cuda_err)?,
             pos: s.clone_htod(&pad(pos)).map_err(cuda_err)?,
             shape: s.clone_htod(&pad32(shape)).map_err(cuda_err)?,
@@ -486,7 +513,8 @@ impl DeviceInstances {
     fn view(&self, gpu: &Gpu) -> InstanceView {
         let s = gpu.stream();
         InstanceView {
-            top: self.top.view(gpu),
+            nodes: self.nodes.device_ptr(s).0,
+            order: self.order.device_ptr(s).0,
             shapes: self.views.device_ptr(s).0,
             shape_box: self.shape_box.device_ptr(s).0,
             rot: self.rot.device_ptr(s).0,
@@ -726,30 +754,40 @@ const SWEEP_VALUES: usize = 15;
 // SAFETY: all-zero bits are a valid PlacedContact (plain numbers).
 unsafe impl ValidAsZeroBits for PlacedContact {}
 
-/// Instance contacts in any order, sorted by (body, instance, triangle): counted out by body
-/// (`bodies` of them), then each body's few sorted in place.
-fn by_body(found: &[PlacedContact], bodies: usize) -> Vec<PlacedContact> {
-    let mut start = vec![0u32; bodies + 1];
-    for p in found {
-        start[p.body as usize + 1] += 1;
-    }
-    for i in 0..bodies {
-        start[i + 1] += start[i];
-    }
-    let mut next = start.clone();
-    let mut out = vec![PlacedContact::default(); found.len()];
-    for p in found {
-        let at = &mut next[p.body as usize];
-        out[*at as usize] = *p;
-        *at += 1;
-    }
-    for i in 0..bodies {
-        let run = &mut out[start[i] as usize..start[i + 1] as usize];
-        if run.len() > 1 {
-            run.sort_unstable_by_key(|p| (p.instance, p.triangle));
+/// Sorts instance contacts by (body, instance, triangle): three stable counting sorts, by
+/// triangle, then instance, then body (each key is small), in buffers kept from tick to tick
+/// (fresh ones cost more in page faults than the sort itself).
+#[derive(Default)]
+struct PlacedSort {
+    sorted: Vec<PlacedContact>,
+    spare: Vec<PlacedContact>,
+    at: Vec<u32>,
+}
+
+impl PlacedSort {
+    fn sort(&mut self, found: &[PlacedContact]) {
+        self.sorted.clear();
+        self.sorted.extend_from_slice(found);
+        for key in [|p: &PlacedContact| p.triangle, |p: &PlacedContact| p.instance, |p: &PlacedContact| p.body] {
+            let keys = self.sorted.iter().map(key).max().map_or(0, |m| m as usize + 1);
+            self.at.clear();
+            self.at.resize(keys + 1, 0);
+            for p in &self.sorted {
+                self.at[key(p) as usize + 1] += 1;
+            }
+            for k in 0..keys {
+                self.at[k + 1] += self.at[k];
+            }
+            self.spare.clear();
+            self.spare.resize(self.sorted.len(), PlacedContact::default());
+            for p in &self.sorted {
+                let slot = &mut self.at[key(p) as usize];
+                self.spare[*slot as usize] = *p;
+                *slot += 1;
+            }
+            std::mem::swap(&mut self.sorted, &mut self.spare);
         }
     }
-    out
 }
 
 /// Appends an instance contact, packed with `KIND_INSTANCE` and its pair's index.
@@ -820,6 +858,10 @@ pub(crate) struct CudaCollider {
     placed_cap: usize,
     candidates: Grow<PlacedCandidate>,
     candidate_cap: usize,
+    pairs: Grow<PlacedCandidate>,
+    pair_cap: usize,
+    /// The instances' contacts of the tick, sorted.
+    placed_sort: PlacedSort,
     /// A tick's contacts with the instances' merged in, and their (instance, triangle) pairs.
     merged: Vec<PackedContact>,
     parts: Vec<InstancePart>,
@@ -880,6 +922,9 @@ impl CudaCollider {
             placed_cap: 1 << 12,
             candidates: Grow::new(),
             candidate_cap: 1 << 16,
+            pairs: Grow::new(),
+            pair_cap: 1 << 14,
+            placed_sort: PlacedSort::default(),
             merged: Vec::new(),
             parts: Vec::new(),
             tick: TickBuffers {
@@ -980,7 +1025,8 @@ impl CudaCollider {
             };
             return Ok((host, &[]));
         }
-        let placed = self.placed_contacts(world)?;
+        self.placed_contacts(world)?;
+        let placed = &self.placed_sort.sorted;
         let host = match count {
             0 => &[][..],
             _ => &self.contacts_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..count],
@@ -988,6 +1034,7 @@ impl CudaCollider {
         // Per body, the tick's contacts, then its instance contacts in (instance, triangle)
         // order, numbered in that order.
         let (merged, parts) = (&mut self.merged, &mut self.parts);
+        let placed = &placed[..];
         merged.clear();
         parts.clear();
         merged.reserve(host.len() + placed.len());
@@ -1007,7 +1054,7 @@ impl CudaCollider {
 
     /// The instances' contacts of the tick just run (its body shapes and boxes), sorted by
     /// (body, instance, triangle).
-    fn placed_contacts(&mut self, world: &World) -> Result<Vec<PlacedContact>> {
+    fn placed_contacts(&mut self, world: &World) -> Result<()> {
         let be_arc = self.gpu.clone();
         let gpu = &*be_arc;
         let s = gpu.stream();
@@ -1019,13 +1066,29 @@ impl CudaCollider {
             self.placed_count = Some(gpu.alloc::<u32>(2)?);
         }
         let t0 = std::time::Instant::now();
-        // Candidates, then contacts; a buffer too small grows and its step runs again.
+        // Pairs, candidates, then contacts; a buffer too small grows and its step runs again.
+        let pairs = loop {
+            let cap = self.pair_cap;
+            let out = self.pairs.at_least(gpu, cap)?;
+            let count = self.placed_count.as_mut().expect("allocated");
+            s.memset_zeros(count).map_err(cuda_err)?;
+            instance_pairs(gpu, threads(n, 64), bv, iv, &d.alive, n as u32, cap as u32, out, &mut *count)?;
+            let found = s.clone_dtoh(&*count).map_err(cuda_err)?[0] as usize;
+            if found <= cap {
+                break found;
+            }
+            self.pair_cap = found + found / 4;
+        };
         let candidates = loop {
+            if pairs == 0 {
+                break 0;
+            }
             let cap = self.candidate_cap;
             let out = self.candidates.at_least(gpu, cap)?;
             let count = self.placed_count.as_mut().expect("allocated");
             s.memset_zeros(count).map_err(cuda_err)?;
-            instance_candidates(gpu, threads(n, 32), bv, iv, &d.alive, n as u32, cap as u32, out, &mut *count)?;
+            let p = self.pairs.get();
+            instance_candidates(gpu, threads(pairs, 64), bv, iv, p, pairs as u32, cap as u32, out, &mut *count)?;
             let found = s.clone_dtoh(&*count).map_err(cuda_err)?[0] as usize;
             if found <= cap {
                 break found;
@@ -1067,7 +1130,7 @@ impl CudaCollider {
         }
         let t_copy = t0.elapsed();
         let got = &self.placed_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..found];
-        let placed = by_body(got, n);
+        self.placed_sort.sort(got);
         if self.opts.profile {
             eprintln!(
                 "profile cuda instances: candidates {t1:?} ({candidates}), contacts {:?} ({found}), download {:?}, sort {:?}",
@@ -1076,7 +1139,7 @@ impl CudaCollider {
                 t0.elapsed() - t_copy
             );
         }
-        Ok(placed)
+        Ok(())
     }
 
     /// The tick on the device; its contact count (they are in `contacts_host`).

@@ -2,6 +2,10 @@
 // instances' part of a tick's contacts. After collide.cu (its grid walks and narrow phases).
 
 #define INSTANCE_MARGIN NK_INSTANCE_MARGIN
+#define INSTANCE_STACK NK_INSTANCE_STACK
+#define INSTANCE_LEAF NK_INSTANCE_LEAF
+#define INSTANCE_EMPTY NK_INSTANCE_EMPTY
+#define INSTANCE_SCAN_BELOW NK_INSTANCE_SCAN_BELOW
 
 // Instance::place: a shape point in world coordinates, R·v + p in this order.
 __device__ __forceinline__ D3 place(const double* r, const double* p, const double* v) {
@@ -36,36 +40,71 @@ __device__ __forceinline__ bool instance_local_box(const InstanceView& iv, u32 j
     return true;
 }
 
+// The places (in the live list) of the instances in `mask` whose boxes (the tree's, f32,
+// rounded outwards) meet [lo, hi], offered to f(j), each once (Instances::boxes_meeting).
+template <typename F>
+__device__ void instance_boxes_meeting(const InstanceView& iv, const double* lo, const double* hi, u32 mask, F f) {
+    if (iv.n == 0) return;
+    u32 stack[INSTANCE_STACK];
+    int top = 1;
+    stack[0] = 0;
+    while (top > 0) {
+        const BvhNode& node = iv.nodes[stack[--top]];
+        for (int k = 0; k < 2; k++) {
+            u32 child = node.child[k];
+            if (child == INSTANCE_EMPTY || (node.layers[k] & mask) == 0) continue;
+            const float* b = node.bounds + 6 * k;
+            if (!(lo[0] <= (double)b[3] && (double)b[0] <= hi[0] && lo[1] <= (double)b[4] && (double)b[1] <= hi[1] &&
+                  lo[2] <= (double)b[5] && (double)b[2] <= hi[2]))
+                continue;
+            if (child & INSTANCE_LEAF)
+                f(iv.order[child & ~INSTANCE_LEAF]);
+            else
+                stack[top++] = child;
+        }
+    }
+}
+
 // The (instance slot j, triangle t) pairs of instances in `mask` whose shapes' grids offer
 // triangle t for the world box [lo, hi] (a superset of Instances::overlapping's), offered to
 // f(j, t), each once.
+// The triangles t of instance slot j's shape whose boxes may meet the world box [lo, hi]
+// (its grid's, or for a small shape each triangle's), offered to f(t), each once.
 template <typename F>
-__device__ void placed_candidates(const InstanceView& iv, const double* lo, const double* hi, u32 mask, F f) {
-    for (u32 l = 0; l < iv.top.levels; l++) {
-        int lc[3];
-        u32 nx, ny, cells;
-        if (!level_cells(iv.top, l, lo, hi, lc, nx, ny, cells)) cells = 0;
-        for (u32 k = 0; k < cells; k++) {
-            int x, y, z;
-            cell_at(lc, nx, ny, k, x, y, z);
-            mesh_pairs(iv.top, l, cell_key(x, y, z), x, y, z, lo, hi, lc, [&](u32 j) {
-                if ((iv.layer[j] & mask) == 0) return;
-                double llo[3], lhi[3];
-                if (!instance_local_box(iv, j, lo, hi, llo, lhi)) return;
-                const MeshView& sv = iv.shapes[iv.shape[j]];
-                for (u32 l2 = 0; l2 < sv.levels; l2++) {
-                    int slc[3];
-                    u32 sx, sy, scells;
-                    if (!level_cells(sv, l2, llo, lhi, slc, sx, sy, scells)) scells = 0;
-                    for (u32 k2 = 0; k2 < scells; k2++) {
-                        int a, b, c;
-                        cell_at(slc, sx, sy, k2, a, b, c);
-                        mesh_pairs(sv, l2, cell_key(a, b, c), a, b, c, llo, lhi, slc, [&](u32 t) { f(j, t); });
-                    }
-                }
-            });
+__device__ void shape_candidates(const InstanceView& iv, u32 j, const double* lo, const double* hi, F f) {
+    double llo[3], lhi[3];
+    if (!instance_local_box(iv, j, lo, hi, llo, lhi)) return;
+    const MeshView& sv = iv.shapes[iv.shape[j]];
+    if (sv.n <= INSTANCE_SCAN_BELOW) {
+        // A small shape's triangles one by one (Instances::overlapping_near).
+        for (u32 t = 0; t < sv.n; t++) {
+            const double* q = sv.corners + 9 * (u64)t;
+            bool meets = true;
+            for (int a = 0; a < 3; a++)
+                meets = meets && llo[a] <= fmax(fmax(q[a], q[3 + a]), q[6 + a]) &&
+                        fmin(fmin(q[a], q[3 + a]), q[6 + a]) <= lhi[a];
+            if (meets) f(t);
+        }
+        return;
+    }
+    for (u32 l2 = 0; l2 < sv.levels; l2++) {
+        int slc[3];
+        u32 sx, sy, scells;
+        if (!level_cells(sv, l2, llo, lhi, slc, sx, sy, scells)) scells = 0;
+        for (u32 k2 = 0; k2 < scells; k2++) {
+            int a, b, c;
+            cell_at(slc, sx, sy, k2, a, b, c);
+            mesh_pairs(sv, l2, cell_key(a, b, c), a, b, c, llo, lhi, slc, f);
         }
     }
+}
+
+// The (instance slot j, triangle t) pairs of instances in `mask` whose triangles' boxes may
+// meet the world box [lo, hi] (a superset of Instances::overlapping's), offered to f(j, t),
+// each once.
+template <typename F>
+__device__ void placed_candidates(const InstanceView& iv, const double* lo, const double* hi, u32 mask, F f) {
+    instance_boxes_meeting(iv, lo, hi, mask, [&](u32 j) { shape_candidates(iv, j, lo, hi, [&](u32 t) { f(j, t); }); });
 }
 
 // Triangle t of instance slot j, placed; whether its box meets [lo, hi] (triangle_meets_box).
@@ -92,15 +131,38 @@ __device__ void placed_meeting(const InstanceView& iv, const double* lo, const d
     });
 }
 
-// The instances' part of a tick, first step, a thread per body: its candidate (body,
-// instance slot, triangle) triples, appended at count (not written past cap).
-extern "C" __global__ void instance_candidates(BodyView bv, InstanceView iv, const u32* alive, u32 n, u32 cap,
-                                               PlacedCandidate* out, u32* count) {
+// The instances' part of a tick, first step, a thread per body: the instances whose boxes
+// its box meets, as (body, instance slot) pairs (`triangle` unset), appended at count (not
+// written past cap).
+extern "C" __global__ void instance_pairs(BodyView bv, InstanceView iv, const u32* alive, u32 n, u32 cap,
+                                          PlacedCandidate* out, u32* count) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n || !alive[i]) return;
     const double* bb = bv.bbox + 6 * (u64)i;
     double lo[3] = {bb[0], bb[1], bb[2]}, hi[3] = {bb[3], bb[4], bb[5]};
-    placed_candidates(iv, lo, hi, bv.mask[i], [&](u32 j, u32 t) {
+    instance_boxes_meeting(iv, lo, hi, bv.mask[i], [&](u32 j) {
+        u32 at = atomicAdd(count, 1u);
+        if (at < cap) {
+            PlacedCandidate c;
+            c.body = i;
+            c.slot = j;
+            c.triangle = 0;
+            out[at] = c;
+        }
+    });
+}
+
+// Second step, a thread per pair: the pair's candidate triangles, as (body, instance slot,
+// triangle), appended at count (not written past cap).
+extern "C" __global__ void instance_candidates(BodyView bv, InstanceView iv, const PlacedCandidate* pairs, u32 n,
+                                               u32 cap, PlacedCandidate* out, u32* count) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    PlacedCandidate pair = pairs[k];
+    u32 i = pair.body, j = pair.slot;
+    const double* bb = bv.bbox + 6 * (u64)i;
+    double lo[3] = {bb[0], bb[1], bb[2]}, hi[3] = {bb[3], bb[4], bb[5]};
+    shape_candidates(iv, j, lo, hi, [&](u32 t) {
         u32 at = atomicAdd(count, 1u);
         if (at < cap) {
             PlacedCandidate c;
@@ -112,7 +174,7 @@ extern "C" __global__ void instance_candidates(BodyView bv, InstanceView iv, con
     });
 }
 
-// Second step, a thread per candidate: the placed triangle's box test and the narrow phase;
+// Third step, a thread per candidate: the placed triangle's box test and the narrow phase;
 // each contact appended at count (not written past cap). The host sorts them by (body,
 // instance, triangle).
 extern "C" __global__ void instance_contacts(BodyView bv, InstanceView iv, const PlacedCandidate* candidates, u32 n, u32 cap,

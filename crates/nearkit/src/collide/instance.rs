@@ -15,8 +15,7 @@ use std::sync::Arc;
 
 use super::box_f32::box_f32;
 use super::ellipsoid::{rotation, V3};
-use super::hash_grid::CellRange;
-use super::level_grid::LevelGrid;
+use super::hash_grid::{boxes_overlap, CellRange};
 use super::ray_cast::bvh::{self, Boxed, MeshBvh, Tree, EMPTY, LEAF, STACK};
 use super::ray_cast::intersect::{degenerate, triangle_box, RayFrame};
 use super::ray_cast::wide::Visit;
@@ -75,6 +74,9 @@ pub(crate) struct MeshShape {
 /// Relative widening of the boxes the shapes' frames are searched with: far above the
 /// rounding of a transform (a few 2^-53), far below anything that costs time.
 pub(crate) const MARGIN: f64 = 1e-9;
+
+/// Shapes of this many triangles or fewer are scanned, not walked by their grid, for a box.
+pub(crate) const SCAN_BELOW: usize = 32;
 
 /// A placed shape, with its rotation matrix and a world box holding every placed corner.
 #[derive(Clone)]
@@ -193,8 +195,8 @@ pub(crate) struct Instances {
     pub live: Vec<u32>,
     pub lo: Vec<V3>,
     pub hi: Vec<V3>,
-    pub grid: LevelGrid,
-    /// The same boxes in a tree, for rays (`bvh::Tree`: its leaves name places in `live`).
+    /// The boxes in a tree (`bvh::Tree`: its leaves name places in `live`), for box queries
+    /// and rays (instances may crowd and overlap, where a grid's cells would hold many).
     rays: Tree,
 }
 
@@ -209,7 +211,6 @@ impl Instances {
             live: Vec::new(),
             lo: Vec::new(),
             hi: Vec::new(),
-            grid: LevelGrid::default(),
             rays: Tree { nodes: Vec::new(), order: Vec::new() },
         }
     }
@@ -227,6 +228,11 @@ impl Instances {
     /// The shape slots (`None`: free).
     pub fn shape_slots(&self) -> &[Option<Arc<MeshShape>>] {
         &self.shapes
+    }
+
+    /// The tree over the live instances' boxes.
+    pub fn tree(&self) -> &Tree {
+        &self.rays
     }
 
     /// The live instances' ids, ascending.
@@ -294,23 +300,41 @@ impl Instances {
         Ok(inst)
     }
 
-    pub fn add(&mut self, placement: Placement) -> Result<InstanceId> {
-        let inst = self.make(placement)?;
-        let id = match self.free.pop_first() {
-            Some(i) => {
-                self.placed[i as usize] = Some(inst);
-                i
-            }
-            None => {
-                if self.placed.len() >= (1 << 30) {
-                    return Err(Error::InvalidArgument("too many instances".into()));
-                }
-                self.placed.push(Some(inst));
-                self.placed.len() as u32 - 1
-            }
-        };
+    /// Places many shapes at once (one rebuild of the top level); on a bad placement none is
+    /// placed.
+    pub fn add(&mut self, placements: &[Placement]) -> Result<Vec<InstanceId>> {
+        let made = placements
+            .iter()
+            .enumerate()
+            .map(|(k, &p)| {
+                self.make(p).map_err(|e| match e {
+                    Error::InvalidArgument(m) if placements.len() > 1 => {
+                        Error::InvalidArgument(format!("placement {k}: {m}"))
+                    }
+                    e => e,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if self.live.len() + made.len() > 1 << 30 {
+            return Err(Error::InvalidArgument("too many instances (2^30 at most)".into()));
+        }
+        let ids = made
+            .into_iter()
+            .map(|inst| {
+                InstanceId(match self.free.pop_first() {
+                    Some(i) => {
+                        self.placed[i as usize] = Some(inst);
+                        i
+                    }
+                    None => {
+                        self.placed.push(Some(inst));
+                        self.placed.len() as u32 - 1
+                    }
+                })
+            })
+            .collect();
         self.regrid()?;
-        Ok(InstanceId(id))
+        Ok(ids)
     }
 
     fn slot(&self, id: InstanceId) -> Result<usize> {
@@ -362,7 +386,6 @@ impl Instances {
         self.live = (0..self.placed.len() as u32).filter(|&i| self.placed[i as usize].is_some()).collect();
         self.lo = self.live.iter().map(|&i| self.placed[i as usize].as_ref().expect("live").lo).collect();
         self.hi = self.live.iter().map(|&i| self.placed[i as usize].as_ref().expect("live").hi).collect();
-        self.grid = LevelGrid::build(&self.lo, &self.hi, self.cell_size)?;
         let centers: Vec<V3> =
             self.lo.iter().zip(&self.hi).map(|(l, h)| std::array::from_fn(|a| 0.5 * (l[a] + h[a]))).collect();
         let boxes: Vec<Boxed> = self
@@ -400,10 +423,10 @@ impl Instances {
             return Ok(());
         }
         let mut err = Ok(());
-        self.grid.overlapping(lo, hi, &self.lo, &self.hi, |k| {
+        self.boxes_meeting(lo, hi, mask, |k| {
             let i = self.live[k as usize];
             let inst = self.placed[i as usize].as_ref().expect("live");
-            if inst.placement.layer & mask == 0 || err.is_err() {
+            if err.is_err() {
                 return;
             }
             let Some((llo, lhi)) = inst.local_box(lo, hi) else { return };
@@ -415,7 +438,7 @@ impl Instances {
                 let big = d.iter().chain(p).fold(0.0f64, |x, v| x.max(v.abs()));
                 (inst.local_dir(d), r + MARGIN * (big + r + inst.shape.reach + 1e-300))
             });
-            err = m.grid.overlapping(&llo, &lhi, &m.lo, &m.hi, |t| {
+            let mut offer = |t: u32| {
                 if let Some((c, r)) = near {
                     let [nx, ny, nz, off] = m.plane[t as usize];
                     if ((nx * c[0] + ny * c[1] + nz * c[2]) - off).abs() > r {
@@ -426,9 +449,52 @@ impl Instances {
                 if triangle_meets_box(&c, lo, hi) {
                     f(i, t, c);
                 }
-            });
-        })?;
+            };
+            if m.corners.len() <= SCAN_BELOW {
+                // A small shape's triangles are tested one by one: cheaper than its grid's walk.
+                for t in 0..m.corners.len() {
+                    if boxes_overlap(&llo, &lhi, &m.lo[t], &m.hi[t]) {
+                        offer(t as u32);
+                    }
+                }
+            } else {
+                err = m.grid.overlapping(&llo, &lhi, &m.lo, &m.hi, offer);
+            }
+        });
         err
+    }
+
+    /// The places in `live` of the instances in `mask` whose boxes (f32, rounded outwards)
+    /// meet [lo, hi], each once: a walk of the instances' tree (instances may crowd, and
+    /// overlap each other, where a grid's cells would hold many).
+    fn boxes_meeting(&self, lo: &V3, hi: &V3, mask: u32, mut f: impl FnMut(u32)) {
+        let nodes = &self.rays.nodes;
+        if nodes.is_empty() {
+            return;
+        }
+        let mut stack = [0u32; STACK];
+        let mut top = 1;
+        while top > 0 {
+            top -= 1;
+            let node = &nodes[stack[top] as usize];
+            for k in 0..2 {
+                let child = node.child[k];
+                if child == EMPTY || node.layers[k] & mask == 0 {
+                    continue;
+                }
+                let (blo, bhi) = node.child_box(k);
+                let meets = (0..3).all(|a| lo[a] <= bhi[a] as f64 && blo[a] as f64 <= hi[a]);
+                if !meets {
+                    continue;
+                }
+                if child & LEAF != 0 {
+                    f(self.rays.order[(child & !LEAF) as usize]);
+                } else {
+                    stack[top] = child;
+                    top += 1;
+                }
+            }
+        }
     }
 
     /// The instances in the ray's mask whose boxes it crosses within the visit's limit, each

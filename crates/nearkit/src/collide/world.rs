@@ -277,9 +277,15 @@ impl World {
     /// Places a shape; only the instances' top-level grid is rebuilt. An error if the shape
     /// does not exist, the pose is not finite or the placed shape lies beyond the grid's range.
     pub fn add_instance(&mut self, placement: Placement) -> Result<InstanceId> {
-        let id = self.instances.add(placement)?;
+        Ok(self.add_instances(&[placement])?[0])
+    }
+
+    /// Places many shapes at once (one rebuild of the top level, where one at a time would
+    /// rebuild it for each); on a bad placement (named) none is placed.
+    pub fn add_instances(&mut self, placements: &[Placement]) -> Result<Vec<InstanceId>> {
+        let ids = self.instances.add(placements)?;
         self.versions.instances += 1;
-        Ok(id)
+        Ok(ids)
     }
 
     /// Moves (or re-layers, or re-shapes) one instance.
