@@ -1,8 +1,10 @@
 //! A collision world for a game server: ellipsoid bodies moving every tick against
-//! a static triangle mesh, a heightfield terrain and each other.
+//! a static triangle mesh, a heightfield terrain, mesh instances and each other.
 //!
-//! - [`World`] holds the mesh, a [`Heightfield`] (a terrain kept as its heights) and the
-//!   bodies (structure of arrays); add, remove, move them.
+//! - [`World`] holds the mesh, a [`Heightfield`] (a terrain kept as its heights), shapes
+//!   placed as rigid instances (`instance`: each shape's grid and tree in its own frame, a
+//!   tree over the instances' boxes) and the bodies (structure of arrays); add, remove, move
+//!   them.
 //! - A [`Collider`] (CPU or CUDA, switchable between ticks) finds every contact of a world,
 //!   or the first hit of swept bodies; both give the same contacts, bit for bit.
 //! - Broad phase: hashed uniform grids, for the bodies (`hash_grid`) and, a level per size of
