@@ -3,6 +3,7 @@
 //! function here operation for operation (no fused multiply-add), so both backends agree bit
 //! for bit.
 
+use crate::error::{Error, Result};
 pub use crate::geometry::vec3::{add, cross, dot, normalize, sub, V3};
 
 /// Boxes of bodies are widened by this factor, so that rounding never lets a touching pair
@@ -117,4 +118,18 @@ impl Shape {
         let e = |i: usize, k: usize| r[i][0] * s2[0] * r[k][0] + r[i][1] * s2[1] * r[k][1] + r[i][2] * s2[2] * r[k][2];
         [e(0, 0), e(1, 1), e(2, 2), e(0, 1), e(0, 2), e(1, 2)]
     }
+}
+
+/// Checks a pose: a finite center and a usable quaternion (an error names the problem).
+pub(crate) fn check_pose(center: V3, orientation: [f64; 4]) -> Result<()> {
+    if !center.iter().all(|v| v.is_finite()) {
+        return Err(Error::InvalidArgument(format!("body center {center:?} is not finite")));
+    }
+    let n2: f64 = orientation.iter().map(|v| v * v).sum();
+    if !(n2.is_finite() && n2 > 1e-12) {
+        return Err(Error::InvalidArgument(format!(
+            "orientation {orientation:?} is not a usable quaternion (x, y, z, w); the identity is (0, 0, 0, 1)"
+        )));
+    }
+    Ok(())
 }

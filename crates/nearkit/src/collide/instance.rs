@@ -1,7 +1,7 @@
-//! Meshes placed many times: a shape is a mesh in its own frame, gridded (for contacts, sweeps
-//! and overlap queries) and treed (for rays) once; an instance places a shape with a position
-//! and a rotation. Adding, moving or removing an instance rebuilds only the top level, a
-//! grid over the instances' world boxes (`LevelGrid`, a level per size of box).
+//! Meshes placed many times: a shape is a mesh in its own frame, gridded once (ray casts keep
+//! a tree of it too, `ray_cast::instances`); an instance places a shape with a position and
+//! a rotation. Adding, moving or removing instances rebuilds only the top level, a tree over
+//! the instances' world boxes (`box_tree`).
 //!
 //! An instance's triangle is, by definition, its shape's corners placed by
 //! [`Instance::place`] (R·v + p in f64, no fused multiply-add): the narrow phases test those
@@ -14,13 +14,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::box_f32::box_f32;
+use super::box_tree::{self, Boxed, Tree, EMPTY, LEAF, STACK};
+use super::ellipsoid::check_pose;
 use super::ellipsoid::{rotation, V3};
 use super::hash_grid::{boxes_overlap, CellRange};
-use super::ray_cast::bvh::{self, Boxed, MeshBvh, Tree, EMPTY, LEAF, STACK};
-use super::ray_cast::intersect::{degenerate, triangle_box, RayFrame};
-use super::ray_cast::wide::Visit;
-use super::ray_cast::TaggedHit;
-use super::world::{check_pose, StaticMesh, KIND_INSTANCE};
+use super::static_mesh::StaticMesh;
 use crate::error::{Error, Result};
 use crate::geometry::mesh::Mesh;
 
@@ -60,10 +58,10 @@ impl Placement {
     }
 }
 
-/// A shape: its mesh in its own frame, gridded at the world's cell size, and its tree.
+/// A shape: its mesh in its own frame, gridded at the world's cell size (ray casts keep its
+/// tree, `ray_cast::instances`).
 pub(crate) struct MeshShape {
     pub mesh: StaticMesh,
-    pub bvh: MeshBvh,
     /// The box of its corners.
     pub lo: V3,
     pub hi: V3,
@@ -130,7 +128,7 @@ impl Instance {
 
     /// Rᵀ·d: a world offset in the shape's axes.
     #[inline(always)]
-    fn local_dir(&self, d: V3) -> V3 {
+    pub fn local_dir(&self, d: V3) -> V3 {
         let r = &self.rot;
         [
             r[0][0] * d[0] + r[1][0] * d[1] + r[2][0] * d[2],
@@ -250,8 +248,7 @@ impl Instances {
         let lo: V3 = std::array::from_fn(|a| mesh.lo.iter().fold(f64::INFINITY, |x, v| x.min(v[a])));
         let hi: V3 = std::array::from_fn(|a| mesh.hi.iter().fold(f64::NEG_INFINITY, |x, v| x.max(v[a])));
         let reach = lo.iter().chain(&hi).fold(0.0f64, |x, v| x.max(v.abs()));
-        let bvh = MeshBvh::build(&mesh.corners)?;
-        let shape = Arc::new(MeshShape { mesh, bvh, lo, hi, reach });
+        let shape = Arc::new(MeshShape { mesh, lo, hi, reach });
         Ok(ShapeId(match self.free_shapes.pop_first() {
             Some(i) => {
                 self.shapes[i as usize] = Some(shape);
@@ -397,7 +394,7 @@ impl Instances {
                 (lo, hi, self.placed[i as usize].as_ref().expect("live").placement.layer)
             })
             .collect();
-        self.rays = bvh::build(&centers, &boxes)?;
+        self.rays = box_tree::build(&centers, &boxes)?;
         Ok(())
     }
 
@@ -492,116 +489,6 @@ impl Instances {
                 } else {
                     stack[top] = child;
                     top += 1;
-                }
-            }
-        }
-    }
-
-    /// The instances in the ray's mask whose boxes it crosses within the visit's limit, each
-    /// searched for placed triangles it hits (the watertight test on the placed corners,
-    /// clamped into their box's interval: what a brute force over the placed triangles
-    /// finds), offered as `KIND_INSTANCE | instance` with the triangle for `at`.
-    pub fn ray_search(&self, r: &RayFrame, visit: &mut impl Visit) {
-        // The instances' tree first: its leaves are the instances whose boxes (f32, rounded
-        // outwards) the ray crosses within the limit, in its mask.
-        let nodes = &self.rays.nodes;
-        if nodes.is_empty() {
-            return;
-        }
-        let mut stack = [0u32; STACK];
-        let mut top = 1;
-        while top > 0 {
-            top -= 1;
-            let node = &nodes[stack[top] as usize];
-            for k in 0..2 {
-                let child = node.child[k];
-                if child == EMPTY || node.layers[k] & r.mask == 0 {
-                    continue;
-                }
-                let (lo, hi) = node.child_box(k);
-                let (enter, exit) = r.slab(&lo, &hi);
-                if !RayFrame::meets(enter, exit, visit.limit()) {
-                    continue;
-                }
-                if child & LEAF != 0 {
-                    let i = self.live[self.rays.order[(child & !LEAF) as usize] as usize];
-                    self.ray_search_instance(i, exit, r, visit);
-                } else {
-                    stack[top] = child;
-                    top += 1;
-                }
-            }
-        }
-    }
-
-    /// Instance `i`'s placed triangles a ray hits (see `ray_search`); `exit`: where the ray
-    /// leaves the instance's box.
-    fn ray_search_instance(&self, i: u32, exit: f64, r: &RayFrame, visit: &mut impl Visit) {
-        {
-            let inst = self.placed[i as usize].as_ref().expect("live");
-            let bvh = &inst.shape.bvh;
-            if bvh.nodes.is_empty() {
-                return;
-            }
-            // The ray in the shape's frame, searched with boxes widened by the margin.
-            let p = &inst.placement.position;
-            let d: V3 = std::array::from_fn(|a| r.origin[a] - p[a]);
-            let o = inst.local_dir(d);
-            let u = inst.local_dir(r.dir);
-            let inv: V3 = u.map(|v| if v != 0.0 { 1.0 / v } else { 0.0 });
-            let big = |v: &V3| v.iter().fold(0.0f64, |x, y| x.max(y.abs()));
-            let reach = exit.min(r.max_distance).max(0.0);
-            let m = MARGIN * (big(&d) + reach + big(p) + inst.shape.reach + 1e-300);
-            let crosses = |lo: [f32; 3], hi: [f32; 3], limit: f64| {
-                let (mut enter, mut exit) = (f64::NEG_INFINITY, f64::INFINITY);
-                for a in 0..3 {
-                    let (l, h) = (lo[a] as f64 - m, hi[a] as f64 + m);
-                    if u[a] == 0.0 {
-                        if o[a] < l || o[a] > h {
-                            return false;
-                        }
-                        continue;
-                    }
-                    let (t0, t1) = ((l - o[a]) * inv[a], (h - o[a]) * inv[a]);
-                    let (near, far) = if inv[a] > 0.0 { (t0, t1) } else { (t1, t0) };
-                    enter = enter.max(near);
-                    exit = exit.min(far);
-                }
-                let slack = m * 4.0;
-                enter <= exit && exit >= -slack && enter <= limit + slack
-            };
-            let mut stack = [0u32; STACK];
-            let mut top = 1;
-            stack[0] = 0;
-            while top > 0 {
-                top -= 1;
-                let node = &bvh.nodes[stack[top] as usize];
-                for k in 0..2 {
-                    let child = node.child[k];
-                    if child == EMPTY {
-                        continue;
-                    }
-                    let (lo, hi) = node.child_box(k);
-                    if !crosses(lo, hi, visit.limit()) {
-                        continue;
-                    }
-                    if child & LEAF != 0 {
-                        let t = bvh.ids[(child & !LEAF) as usize];
-                        let c = inst.corners(t);
-                        if degenerate(&c) {
-                            continue;
-                        }
-                        let (lo, hi) = triangle_box(&c);
-                        let (enter, exit) = r.slab(&lo, &hi);
-                        if RayFrame::meets(enter, exit, r.max_distance) {
-                            if let Some(t_hit) = r.triangle(c[0], c[1], c[2], enter, exit) {
-                                visit.hit(TaggedHit { t: t_hit, tagged: KIND_INSTANCE | i, at: t });
-                            }
-                        }
-                    } else {
-                        stack[top] = child;
-                        top += 1;
-                    }
                 }
             }
         }

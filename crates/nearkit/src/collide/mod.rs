@@ -38,6 +38,7 @@
 
 pub(crate) mod body_grid;
 pub(crate) mod box_f32;
+pub(crate) mod box_tree;
 mod collider;
 pub(crate) mod contact_ellipsoid_ellipsoid;
 pub(crate) mod contact_ellipsoid_triangle;
@@ -52,6 +53,7 @@ mod overlap;
 pub(crate) mod overlap_cuboid;
 pub(crate) mod ray_cast;
 pub mod scene;
+mod static_mesh;
 pub(crate) mod sweep_ellipsoid_ellipsoid;
 pub(crate) mod sweep_ellipsoid_triangle;
 mod world;

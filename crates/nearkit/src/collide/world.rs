@@ -5,10 +5,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::contact_ellipsoid_triangle::ContactGeometry;
-use super::ellipsoid::{cross, dot, normalize, sub, Shape, V3};
-use super::heightfield::{Heightfield, MAX_TRIANGLES};
+pub(crate) use super::ellipsoid::check_pose;
+use super::ellipsoid::{Shape, V3};
+use super::heightfield::Heightfield;
 use super::instance::{InstanceId, Instances, Placement, ShapeId};
-use super::level_grid::LevelGrid;
+pub(crate) use super::static_mesh::StaticMesh;
 use crate::error::{Error, Result};
 use crate::geometry::mesh::Mesh;
 
@@ -53,60 +54,10 @@ impl Body {
     }
 }
 
-pub(crate) fn check_pose(center: V3, orientation: [f64; 4]) -> Result<()> {
-    if !center.iter().all(|v| v.is_finite()) {
-        return Err(Error::InvalidArgument(format!("body center {center:?} is not finite")));
-    }
-    let n2: f64 = orientation.iter().map(|v| v * v).sum();
-    if !(n2.is_finite() && n2 > 1e-12) {
-        return Err(Error::InvalidArgument(format!(
-            "orientation {orientation:?} is not a usable quaternion (x, y, z, w); the identity is (0, 0, 0, 1)"
-        )));
-    }
-    Ok(())
-}
-
 /// Whether bodies with these layers and masks collide.
 #[inline(always)]
 pub(crate) fn layers_meet(layer_a: u32, mask_a: u32, layer_b: u32, mask_b: u32) -> bool {
     (layer_a & mask_b) != 0 && (layer_b & mask_a) != 0
-}
-
-/// The static mesh, gridded once (a level per size of triangle).
-#[derive(Debug)]
-pub(crate) struct StaticMesh {
-    pub corners: Vec<[V3; 3]>,
-    /// Unit normal and offset (n·corner) of each triangle's plane; a zero normal for a
-    /// degenerate triangle. For a quick, conservative reject only.
-    pub plane: Vec<[f64; 4]>,
-    pub lo: Vec<V3>,
-    pub hi: Vec<V3>,
-    /// The triangles gridded with the world's cell as the finest level's cells.
-    pub grid: LevelGrid,
-}
-
-impl StaticMesh {
-    pub(crate) fn new(mesh: &Mesh<f64>, cell_size: f64) -> Result<Self> {
-        mesh.validate()?;
-        if mesh.triangles.len() >= MAX_TRIANGLES {
-            return Err(Error::InvalidArgument(format!(
-                "the mesh has {} triangles; a world's mesh holds fewer than 2^30",
-                mesh.triangles.len()
-            )));
-        }
-        let corners: Vec<[V3; 3]> = (0..mesh.triangles.len()).map(|t| mesh.corners(t)).collect();
-        let lo: Vec<V3> = corners.iter().map(|c| std::array::from_fn(|a| c[0][a].min(c[1][a]).min(c[2][a]))).collect();
-        let hi: Vec<V3> = corners.iter().map(|c| std::array::from_fn(|a| c[0][a].max(c[1][a]).max(c[2][a]))).collect();
-        let grid = LevelGrid::build(&lo, &hi, cell_size)?;
-        let plane = corners
-            .iter()
-            .map(|c| match normalize(cross(sub(c[1], c[0]), sub(c[2], c[0]))) {
-                Some(n) => [n[0], n[1], n[2], dot(n, c[0])],
-                None => [0.0; 4],
-            })
-            .collect();
-        Ok(StaticMesh { corners, plane, lo, hi, grid })
-    }
 }
 
 /// The bodies as structure of arrays, slot `i` holding `BodyId(i)` (see [`Body`] for the

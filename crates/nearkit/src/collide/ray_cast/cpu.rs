@@ -6,6 +6,7 @@ use rayon::prelude::*;
 
 use super::bvh::{BodyBvh, MeshBvh};
 use super::heightfield;
+use super::instances::ShapeTrees;
 use super::intersect::{RayFrame, UnitRay};
 use super::wide::{self, Visit};
 use super::{Ray, RayHit, RayHits, TaggedHit};
@@ -26,6 +27,7 @@ pub(crate) struct Targets<'a> {
     pub mesh_layer: u32,
     pub bodies: &'a BodyBvh,
     pub instances: &'a Instances,
+    pub shapes: &'a ShapeTrees,
     /// Everything, or the instances only.
     pub part: Part,
     pub avx2: bool,
@@ -33,7 +35,14 @@ pub(crate) struct Targets<'a> {
 
 impl<'a> Targets<'a> {
     /// `portable`: the portable code even where the CPU has AVX2 (the same hits).
-    pub fn new(world: &'a World, mesh: Option<&'a MeshBvh>, bodies: &'a BodyBvh, portable: bool, part: Part) -> Self {
+    pub fn new(
+        world: &'a World,
+        mesh: Option<&'a MeshBvh>,
+        bodies: &'a BodyBvh,
+        shapes: &'a ShapeTrees,
+        portable: bool,
+        part: Part,
+    ) -> Self {
         #[cfg(target_arch = "x86_64")]
         let avx2 = !portable && std::arch::is_x86_feature_detected!("avx2");
         #[cfg(not(target_arch = "x86_64"))]
@@ -47,6 +56,7 @@ impl<'a> Targets<'a> {
             mesh_layer: world.mesh_layer(),
             bodies,
             instances: world.instances(),
+            shapes,
             part,
             avx2,
         }
@@ -72,7 +82,7 @@ pub(crate) fn search_world(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
 #[inline(always)]
 fn search_wide(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
     if !w.instances.is_empty() {
-        w.instances.ray_search(r, visit);
+        super::instances::search(w.instances, w.shapes, r, visit);
     }
     if w.part == Part::Instances {
         return;
@@ -243,12 +253,13 @@ pub(crate) fn first_hits_into(
     world: &World,
     mesh: Option<&MeshBvh>,
     bodies: &BodyBvh,
+    shapes: &ShapeTrees,
     rays: &[Ray],
     portable: bool,
     part: Part,
     out: &mut Vec<Option<RayHit>>,
 ) {
-    let w = Targets::new(world, mesh, bodies, portable, part);
+    let w = Targets::new(world, mesh, bodies, shapes, portable, part);
     cast_all_into(rays, 256, out, |u| {
         let r = RayFrame::new(u);
         let mut v = First(None, r.max_distance);
@@ -262,12 +273,13 @@ pub(crate) fn all_hits(
     world: &World,
     mesh: Option<&MeshBvh>,
     bodies: &BodyBvh,
+    shapes: &ShapeTrees,
     rays: &[Ray],
     limit: usize,
     portable: bool,
     part: Part,
 ) -> Result<RayHits> {
-    let w = Targets::new(world, mesh, bodies, portable, part);
+    let w = Targets::new(world, mesh, bodies, shapes, portable, part);
     let rows: Vec<Vec<RayHit>> = cast_all(rays, 64, |u| {
         if limit == 0 {
             return Vec::new();

@@ -28,6 +28,7 @@ pub(crate) mod bvh;
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 pub(crate) mod heightfield;
+pub(crate) mod instances;
 pub(crate) mod intersect;
 pub(crate) mod wide;
 
@@ -218,6 +219,8 @@ pub(crate) struct RayCaster {
     /// is not searched afresh, and one whose bodies only moved is refitted.
     bodies: Option<((u64, Versions), Arc<bvh::BodyBvh>, u32)>,
     cuda: Option<Box<cuda::CudaRayCaster>>,
+    /// The trees of the world's shapes (for its instances).
+    shapes: instances::ShapeTrees,
     /// CPU: the portable code even where the CPU has AVX2.
     portable: bool,
 }
@@ -227,7 +230,7 @@ impl RayCaster {
     /// same hits), or on `gpu`.
     pub fn new(gpu: Option<&Arc<Gpu>>, portable: bool) -> Self {
         let cuda = gpu.map(|g| Box::new(cuda::CudaRayCaster::new(g.clone())));
-        RayCaster { mesh: None, bodies: None, cuda, portable }
+        RayCaster { mesh: None, bodies: None, cuda, shapes: instances::ShapeTrees::default(), portable }
     }
 
     /// The tree of `world`'s mesh (`None` without one), built if the mesh changed.
@@ -271,9 +274,11 @@ impl RayCaster {
         check_rays(rays)?;
         let mesh = self.mesh_bvh(world)?;
         let bodies = self.body_bvh(world)?;
+        self.shapes.update(world.instances())?;
+        let shapes = &self.shapes;
         match &mut self.cuda {
             None => {
-                cpu::first_hits_into(world, mesh.as_deref(), &bodies, rays, self.portable, Part::All, out);
+                cpu::first_hits_into(world, mesh.as_deref(), &bodies, shapes, rays, self.portable, Part::All, out);
                 Ok(())
             }
             Some(c) => {
@@ -281,7 +286,7 @@ impl RayCaster {
                 if !world.instances().is_empty() {
                     // Instances are searched on the CPU for now; the nearer hit wins.
                     let mut placed = Vec::new();
-                    cpu::first_hits_into(world, None, &bodies, rays, false, Part::Instances, &mut placed);
+                    cpu::first_hits_into(world, None, &bodies, shapes, rays, false, Part::Instances, &mut placed);
                     for (g, p) in out.iter_mut().zip(placed) {
                         if let Some(p) = p {
                             if g.is_none_or(|g| p.order_key() < g.order_key()) {
@@ -303,14 +308,16 @@ impl RayCaster {
         }
         let mesh = self.mesh_bvh(world)?;
         let bodies = self.body_bvh(world)?;
+        self.shapes.update(world.instances())?;
+        let shapes = &self.shapes;
         match &mut self.cuda {
-            None => cpu::all_hits(world, mesh.as_deref(), &bodies, rays, limit, self.portable, Part::All),
+            None => cpu::all_hits(world, mesh.as_deref(), &bodies, shapes, rays, limit, self.portable, Part::All),
             Some(c) => {
                 let gpu = c.all_hits(world, mesh.as_ref(), &bodies, rays, limit)?;
                 if world.instances().is_empty() {
                     return Ok(gpu);
                 }
-                let placed = cpu::all_hits(world, None, &bodies, rays, limit, false, Part::Instances)?;
+                let placed = cpu::all_hits(world, None, &bodies, shapes, rays, limit, false, Part::Instances)?;
                 Ok(gpu.merged(&placed, limit))
             }
         }
