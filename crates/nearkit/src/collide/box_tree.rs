@@ -150,3 +150,36 @@ impl Fill<'_> {
         (union(&a, &b), 1 + da.max(db))
     }
 }
+
+/// Walks a tree (`nodes`, its leaves naming places in `ids`) depth first: `child(lo, hi,
+/// layers, leaf)` is asked of each child, with `leaf` the id of a leaf's primitive (`None` for
+/// a node); the walk goes into a node when it answers true.
+#[inline(always)]
+pub(crate) fn walk(
+    nodes: &[BvhNode],
+    ids: &[u32],
+    mut child: impl FnMut(&[f32; 3], &[f32; 3], u32, Option<u32>) -> bool,
+) {
+    if nodes.is_empty() {
+        return;
+    }
+    let mut stack = [0u32; STACK];
+    let mut top = 1;
+    while top > 0 {
+        top -= 1;
+        let node = &nodes[stack[top] as usize];
+        for k in 0..2 {
+            let c = node.child[k];
+            if c == EMPTY {
+                continue;
+            }
+            let (lo, hi) = node.child_box(k);
+            if c & LEAF != 0 {
+                child(&lo, &hi, node.layers[k], Some(ids[(c & !LEAF) as usize]));
+            } else if child(&lo, &hi, node.layers[k], None) {
+                stack[top] = c;
+                top += 1;
+            }
+        }
+    }
+}

@@ -1061,6 +1061,22 @@ __device__ __forceinline__ void bodies_meeting(const BodyView& bv, const int lc[
 // or -1): the first triangle or body it touches, ties by smaller tagged id (collide/cpu
 // sweeps). out_tri: the tagged id (NO_ID: none); out: toi, point, normal (7 values). The
 // bodies come from the tick's grid (bv), which the host keeps current.
+// A sweep as uploaded (SWEEP_VALUES: radii, quaternion, from, to, mask, ignored body): its
+// shape, ends and box (Sweep::bounds), as sweep_queries and instance_sweeps read it.
+__device__ __forceinline__ void sweep_setup(const double* w, Shape& s, D3& from, D3& to, double* lo, double* hi) {
+    s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
+    from = v3(w[7], w[8], w[9]);
+    to = v3(w[10], w[11], w[12]);
+    D3 h = half_extents(s);
+    h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+    lo[0] = t_min(from.x - h.x, to.x - h.x);
+    lo[1] = t_min(from.y - h.y, to.y - h.y);
+    lo[2] = t_min(from.z - h.z, to.z - h.z);
+    hi[0] = t_max(from.x + h.x, to.x + h.x);
+    hi[1] = t_max(from.y + h.y, to.y + h.y);
+    hi[2] = t_max(from.z + h.z, to.z + h.z);
+}
+
 #define SWEEP_VALUES NK_SWEEP_VALUES
 extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cell_size, MeshView mesh, BodyView bv,
                                          u32 body_layers, u32 mesh_layer, u32* out_tri, double* out, u32* error) {
@@ -1069,12 +1085,10 @@ extern "C" __global__ void sweep_queries(const double* sweeps, u32 n, double cel
     const double* w = sweeps + SWEEP_VALUES * (u64)i;
     u32 mask = (u32)w[13];
     long long ignore = (long long)w[14];
-    Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
-    D3 from = v3(w[7], w[8], w[9]), to = v3(w[10], w[11], w[12]);
-    D3 h = half_extents(s);
-    h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
-    double lo[3] = {t_min(from.x - h.x, to.x - h.x), t_min(from.y - h.y, to.y - h.y), t_min(from.z - h.z, to.z - h.z)};
-    double hi[3] = {t_max(from.x + h.x, to.x + h.x), t_max(from.y + h.y, to.y + h.y), t_max(from.z + h.z, to.z + h.z)};
+    Shape s;
+    D3 from, to;
+    double lo[3], hi[3];
+    sweep_setup(w, s, from, to, lo, hi);
     int lc[3], hc[3];
     for (int a = 0; a < 3; a++) {
         if (!cell_of(lo[a], cell_size, lc[a]) || !cell_of(hi[a], cell_size, hc[a])) {
@@ -1191,6 +1205,32 @@ __device__ bool cuboid_meets_ellipsoid(const Shape& b, const Shape& e, D3 r) {
 }
 
 // Hits an overlap query keeps at most (overlap.rs: OVERLAP_LIMIT_MAX).
+// An overlap query as uploaded (11 values: radii, quaternion, center, 1 for a box): its
+// shape, center, whether it is a box, and its box (Overlap::bounds: a box's extents |R|·h),
+// as overlap_queries and instance_overlaps read it.
+__device__ __forceinline__ void overlap_setup(const double* w, Shape& s, D3& c, bool& cuboid, double* lo, double* hi) {
+    s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
+    c = v3(w[7], w[8], w[9]);
+    cuboid = w[10] != 0.0;
+    D3 h;
+    if (cuboid) {
+        const double(*r)[3] = s.r;
+        D3 e = s.radii;
+        h = v3((fabs(r[0][0]) * e.x + fabs(r[0][1]) * e.y + fabs(r[0][2]) * e.z) * BOX_SLACK,
+               (fabs(r[1][0]) * e.x + fabs(r[1][1]) * e.y + fabs(r[1][2]) * e.z) * BOX_SLACK,
+               (fabs(r[2][0]) * e.x + fabs(r[2][1]) * e.y + fabs(r[2][2]) * e.z) * BOX_SLACK);
+    } else {
+        h = half_extents(s);
+        h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
+    }
+    lo[0] = c.x - h.x;
+    lo[1] = c.y - h.y;
+    lo[2] = c.z - h.z;
+    hi[0] = c.x + h.x;
+    hi[1] = c.y + h.y;
+    hi[2] = c.z + h.z;
+}
+
 #define OVERLAP_LIMIT_MAX NK_OVERLAP_LIMIT_MAX
 
 // One thread per overlap query (11 values: radii, quaternion, center, 1 for a box or 0 for an
@@ -1204,24 +1244,12 @@ extern "C" __global__ void overlap_queries(const double* queries, const u32* mas
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const double* w = queries + 11 * (u64)i;
-    Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
-    D3 c = v3(w[7], w[8], w[9]);
-    bool cuboid = w[10] != 0.0;
+    Shape s;
+    D3 c;
+    bool cuboid;
+    double lo[3], hi[3];
+    overlap_setup(w, s, c, cuboid, lo, hi);
     u32 mask = masks[i];
-    D3 h;
-    if (cuboid) {
-        // Overlap::bounds: the box's extents |R|·h.
-        const double(*r)[3] = s.r;
-        D3 e = s.radii;
-        h = v3((fabs(r[0][0]) * e.x + fabs(r[0][1]) * e.y + fabs(r[0][2]) * e.z) * BOX_SLACK,
-               (fabs(r[1][0]) * e.x + fabs(r[1][1]) * e.y + fabs(r[1][2]) * e.z) * BOX_SLACK,
-               (fabs(r[2][0]) * e.x + fabs(r[2][1]) * e.y + fabs(r[2][2]) * e.z) * BOX_SLACK);
-    } else {
-        h = half_extents(s);
-        h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
-    }
-    double lo[3] = {c.x - h.x, c.y - h.y, c.z - h.z};
-    double hi[3] = {c.x + h.x, c.y + h.y, c.z + h.z};
     int lc[3], hc[3];
     for (int a = 0; a < 3; a++) {
         if (!cell_of(lo[a], cell_size, lc[a]) || !cell_of(hi[a], cell_size, hc[a])) {

@@ -218,12 +218,10 @@ extern "C" __global__ void instance_sweeps(const double* sweeps, u32 n, Instance
     if (i >= n) return;
     const double* w = sweeps + SWEEP_VALUES * (u64)i;
     u32 mask = (u32)w[13];
-    Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
-    D3 from = v3(w[7], w[8], w[9]), to = v3(w[10], w[11], w[12]);
-    D3 h = half_extents(s);
-    h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
-    double lo[3] = {t_min(from.x - h.x, to.x - h.x), t_min(from.y - h.y, to.y - h.y), t_min(from.z - h.z, to.z - h.z)};
-    double hi[3] = {t_max(from.x + h.x, to.x + h.x), t_max(from.y + h.y, to.y + h.y), t_max(from.z + h.z, to.z + h.z)};
+    Shape s;
+    D3 from, to;
+    double lo[3], hi[3];
+    sweep_setup(w, s, from, to, lo, hi);
     D3 motion = vsub(to, from);
     bool found = false;
     u32 best_id = NO_ID, best_t = 0;
@@ -262,22 +260,11 @@ extern "C" __global__ void instance_overlaps(const double* queries, const u32* m
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const double* w = queries + 11 * (u64)i;
-    Shape s = make_shape(v3(w[0], w[1], w[2]), w[3], w[4], w[5], w[6]);
-    D3 c = v3(w[7], w[8], w[9]);
-    bool cuboid = w[10] != 0.0;
-    D3 h;
-    if (cuboid) {
-        const double(*r)[3] = s.r;
-        D3 e = s.radii;
-        h = v3((fabs(r[0][0]) * e.x + fabs(r[0][1]) * e.y + fabs(r[0][2]) * e.z) * BOX_SLACK,
-               (fabs(r[1][0]) * e.x + fabs(r[1][1]) * e.y + fabs(r[1][2]) * e.z) * BOX_SLACK,
-               (fabs(r[2][0]) * e.x + fabs(r[2][1]) * e.y + fabs(r[2][2]) * e.z) * BOX_SLACK);
-    } else {
-        h = half_extents(s);
-        h = v3(h.x * BOX_SLACK, h.y * BOX_SLACK, h.z * BOX_SLACK);
-    }
-    double lo[3] = {c.x - h.x, c.y - h.y, c.z - h.z};
-    double hi[3] = {c.x + h.x, c.y + h.y, c.z + h.z};
+    Shape s;
+    D3 c;
+    bool cuboid;
+    double lo[3], hi[3];
+    overlap_setup(w, s, c, cuboid, lo, hi);
     u64 best[OVERLAP_LIMIT_MAX];
     u32 kept = 0, total = 0;
     placed_meeting(iv, lo, hi, masks[i], [&](u32 inst, u32 t, D3 p0, D3 p1, D3 p2) {

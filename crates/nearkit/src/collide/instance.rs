@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::box_f32::box_f32;
-use super::box_tree::{self, Boxed, Tree, EMPTY, LEAF, STACK};
+use super::box_tree::{self, Boxed, Tree};
 use super::ellipsoid::check_pose;
 use super::ellipsoid::{rotation, V3};
 use super::hash_grid::{boxes_overlap, CellRange};
@@ -465,32 +465,12 @@ impl Instances {
     /// meet [lo, hi], each once: a walk of the instances' tree (instances may crowd, and
     /// overlap each other, where a grid's cells would hold many).
     fn boxes_meeting(&self, lo: &V3, hi: &V3, mask: u32, mut f: impl FnMut(u32)) {
-        let nodes = &self.rays.nodes;
-        if nodes.is_empty() {
-            return;
-        }
-        let mut stack = [0u32; STACK];
-        let mut top = 1;
-        while top > 0 {
-            top -= 1;
-            let node = &nodes[stack[top] as usize];
-            for k in 0..2 {
-                let child = node.child[k];
-                if child == EMPTY || node.layers[k] & mask == 0 {
-                    continue;
-                }
-                let (blo, bhi) = node.child_box(k);
-                let meets = (0..3).all(|a| lo[a] <= bhi[a] as f64 && blo[a] as f64 <= hi[a]);
-                if !meets {
-                    continue;
-                }
-                if child & LEAF != 0 {
-                    f(self.rays.order[(child & !LEAF) as usize]);
-                } else {
-                    stack[top] = child;
-                    top += 1;
-                }
+        box_tree::walk(&self.rays.nodes, &self.rays.order, |blo, bhi, layers, leaf| {
+            let meets = layers & mask != 0 && (0..3).all(|a| lo[a] <= bhi[a] as f64 && blo[a] as f64 <= hi[a]);
+            if let (true, Some(k)) = (meets, leaf) {
+                f(k);
             }
-        }
+            meets
+        });
     }
 }

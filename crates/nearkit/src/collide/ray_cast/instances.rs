@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Weak};
 
-use super::bvh::{MeshBvh, EMPTY, LEAF, STACK};
+use super::bvh::MeshBvh;
 use super::intersect::{degenerate, triangle_box, RayFrame};
 use super::wide::Visit;
 use super::TaggedHit;
@@ -56,34 +56,17 @@ pub(crate) fn search(instances: &Instances, trees: &ShapeTrees, r: &RayFrame, vi
     // The instances' tree first: its leaves are the instances whose boxes (f32, rounded
     // outwards) the ray crosses within the limit, in its mask.
     let tree = instances.tree();
-    let nodes = &tree.nodes;
-    if nodes.is_empty() {
-        return;
-    }
-    let mut stack = [0u32; STACK];
-    let mut top = 1;
-    while top > 0 {
-        top -= 1;
-        let node = &nodes[stack[top] as usize];
-        for k in 0..2 {
-            let child = node.child[k];
-            if child == EMPTY || node.layers[k] & r.mask == 0 {
-                continue;
-            }
-            let (lo, hi) = node.child_box(k);
-            let (enter, exit) = r.slab(&lo, &hi);
-            if !RayFrame::meets(enter, exit, visit.limit()) {
-                continue;
-            }
-            if child & LEAF != 0 {
-                let i = instances.live[tree.order[(child & !LEAF) as usize] as usize];
-                search_instance(instances, trees, i, exit, r, visit);
-            } else {
-                stack[top] = child;
-                top += 1;
-            }
+    crate::collide::box_tree::walk(&tree.nodes, &tree.order, |lo, hi, layers, leaf| {
+        if layers & r.mask == 0 {
+            return false;
         }
-    }
+        let (enter, exit) = r.slab(lo, hi);
+        let meets = RayFrame::meets(enter, exit, visit.limit());
+        if let (true, Some(k)) = (meets, leaf) {
+            search_instance(instances, trees, instances.live[k as usize], exit, r, visit);
+        }
+        meets
+    });
 }
 
 /// Instance `i`'s placed triangles a ray hits (see `ray_search`); `exit`: where the ray
@@ -122,39 +105,22 @@ fn search_instance(instances: &Instances, trees: &ShapeTrees, i: u32, exit: f64,
             let slack = m * 4.0;
             enter <= exit && exit >= -slack && enter <= limit + slack
         };
-        let mut stack = [0u32; STACK];
-        let mut top = 1;
-        stack[0] = 0;
-        while top > 0 {
-            top -= 1;
-            let node = &bvh.nodes[stack[top] as usize];
-            for k in 0..2 {
-                let child = node.child[k];
-                if child == EMPTY {
-                    continue;
-                }
-                let (lo, hi) = node.child_box(k);
-                if !crosses(lo, hi, visit.limit()) {
-                    continue;
-                }
-                if child & LEAF != 0 {
-                    let t = bvh.ids[(child & !LEAF) as usize];
-                    let c = inst.corners(t);
-                    if degenerate(&c) {
-                        continue;
+        crate::collide::box_tree::walk(&bvh.nodes, &bvh.ids, |lo, hi, _, leaf| {
+            if !crosses(*lo, *hi, visit.limit()) {
+                return false;
+            }
+            let Some(t) = leaf else { return true };
+            let c = inst.corners(t);
+            if !degenerate(&c) {
+                let (lo, hi) = triangle_box(&c);
+                let (enter, exit) = r.slab(&lo, &hi);
+                if RayFrame::meets(enter, exit, r.max_distance) {
+                    if let Some(t_hit) = r.triangle(c[0], c[1], c[2], enter, exit) {
+                        visit.hit(TaggedHit { t: t_hit, tagged: KIND_INSTANCE | i, at: t });
                     }
-                    let (lo, hi) = triangle_box(&c);
-                    let (enter, exit) = r.slab(&lo, &hi);
-                    if RayFrame::meets(enter, exit, r.max_distance) {
-                        if let Some(t_hit) = r.triangle(c[0], c[1], c[2], enter, exit) {
-                            visit.hit(TaggedHit { t: t_hit, tagged: KIND_INSTANCE | i, at: t });
-                        }
-                    }
-                } else {
-                    stack[top] = child;
-                    top += 1;
                 }
             }
-        }
+            true
+        });
     }
 }
