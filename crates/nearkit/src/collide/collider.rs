@@ -90,8 +90,9 @@ impl Collider {
         Ok(self.contacts_packed(world)?.to_vec())
     }
 
-    /// Each query's overlaps (mesh and heightfield triangles, bodies), sorted by (kind, id),
-    /// the first `limit` (1 to `OVERLAP_LIMIT_MAX`) kept; the same on every backend.
+    /// Each query's overlaps (mesh, heightfield and instances' triangles, bodies), sorted by
+    /// (kind, id, triangle), the first `limit` (1 to `OVERLAP_LIMIT_MAX`) kept; the same on
+    /// every backend.
     pub fn overlaps(&mut self, world: &World, queries: &[Overlap], limit: usize) -> Result<Overlaps> {
         match &mut self.0 {
             Backend::Cpu(_) => overlaps_cpu(world, queries, limit),
@@ -99,7 +100,8 @@ impl Collider {
         }
     }
 
-    /// Each sweep's first hit on the static mesh or the heightfield.
+    /// Each sweep's first hit on the static mesh, the heightfield, a body or an instance (see
+    /// [`SweepResult`] for the order of equal times).
     pub fn sweeps(&mut self, world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {
         match &mut self.0 {
             Backend::Cpu(_) => cpu_sweeps(world, sweeps),
@@ -107,10 +109,10 @@ impl Collider {
         }
     }
 
-    /// Each ray's first hit on the static mesh, the heightfield or a body (`None`: it hits
-    /// nothing within its `max_distance`); at equal distances the mesh comes first, then the
-    /// heightfield, then bodies, then the smaller id. Exact (a brute force over every
-    /// triangle and body finds the same), and the same
+    /// Each ray's first hit on the static mesh, the heightfield, a body or an instance
+    /// (`None`: it hits nothing within its `max_distance`); at equal distances the mesh comes
+    /// first, then the heightfield, then bodies, then instances, then the smaller id and
+    /// triangle. Exact (a brute force over every triangle and body finds the same), and the same
     /// bits on the CPU and CUDA. See [`Ray`] for what a ray hits, and [`RayHit`] for what a
     /// hit holds.
     pub fn ray_casts(&mut self, world: &World, rays: &[Ray]) -> Result<Vec<Option<RayHit>>> {

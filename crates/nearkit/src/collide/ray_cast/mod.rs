@@ -1,6 +1,7 @@
 //! Batched ray casts against a collision world: each ray's first hit, or all its hits in
-//! order, on the static mesh, the heightfield and the bodies, exact and bit for bit the same
-//! on the CPU and CUDA.
+//! order, on the static mesh, the heightfield, the instances and the bodies, exact and bit
+//! for bit the same on the CPU and CUDA (instances are searched on the CPU for now, also for a
+//! CUDA collider: `instances`).
 //!
 //! - A ray is `origin + t·u` for t in [0, `max_distance`], u its direction made unit (on the
 //!   host, before either backend sees it), so t is a distance in world units. It meets the
