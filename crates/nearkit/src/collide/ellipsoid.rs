@@ -40,6 +40,26 @@ pub fn rotation(q: [f64; 4]) -> [[f64; 3]; 3] {
     ]
 }
 
+/// M·u for a row-major 3 × 3 matrix, in this order of operations.
+#[inline(always)]
+pub(crate) fn times(m: &[[f64; 3]; 3], u: V3) -> V3 {
+    [
+        m[0][0] * u[0] + m[0][1] * u[1] + m[0][2] * u[2],
+        m[1][0] * u[0] + m[1][1] * u[1] + m[1][2] * u[2],
+        m[2][0] * u[0] + m[2][1] * u[1] + m[2][2] * u[2],
+    ]
+}
+
+/// Mᵀ·u for a row-major 3 × 3 matrix, in this order of operations.
+#[inline(always)]
+pub(crate) fn transpose_times(m: &[[f64; 3]; 3], u: V3) -> V3 {
+    [
+        m[0][0] * u[0] + m[1][0] * u[1] + m[2][0] * u[2],
+        m[0][1] * u[0] + m[1][1] * u[1] + m[2][1] * u[2],
+        m[0][2] * u[0] + m[1][2] * u[1] + m[2][2] * u[2],
+    ]
+}
+
 impl Shape {
     pub fn new(radii: V3, orientation: [f64; 4]) -> Self {
         let rot = rotation(orientation);
@@ -60,23 +80,13 @@ impl Shape {
     /// Rᵀ·u: a world direction in local axes.
     #[inline(always)]
     pub(crate) fn local_dir(&self, u: V3) -> V3 {
-        let r = &self.rot;
-        [
-            r[0][0] * u[0] + r[1][0] * u[1] + r[2][0] * u[2],
-            r[0][1] * u[0] + r[1][1] * u[1] + r[2][1] * u[2],
-            r[0][2] * u[0] + r[1][2] * u[1] + r[2][2] * u[2],
-        ]
+        transpose_times(&self.rot, u)
     }
 
     /// R·u: local axes to world.
     #[inline(always)]
     pub(crate) fn world_dir(&self, u: V3) -> V3 {
-        let r = &self.rot;
-        [
-            r[0][0] * u[0] + r[0][1] * u[1] + r[0][2] * u[2],
-            r[1][0] * u[0] + r[1][1] * u[1] + r[1][2] * u[2],
-            r[2][0] * u[0] + r[2][1] * u[1] + r[2][2] * u[2],
-        ]
+        times(&self.rot, u)
     }
 
     /// S⁻¹Rᵀ·d: an offset from the center into the space where the ellipsoid is the unit ball.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::box_f32::box_f32;
 use super::box_tree::{self, Boxed, Tree};
 use super::ellipsoid::check_pose;
-use super::ellipsoid::{rotation, V3};
+use super::ellipsoid::{rotation, times, transpose_times, V3};
 use super::hash_grid::{boxes_overlap, CellRange};
 use super::static_mesh::StaticMesh;
 use crate::error::{Error, Result};
@@ -94,7 +94,7 @@ impl Instance {
         // The shape's box turned: center R·c + p, half extents |R|·h; widened by the margin.
         let c: V3 = std::array::from_fn(|a| 0.5 * (shape.lo[a] + shape.hi[a]));
         let h: V3 = std::array::from_fn(|a| 0.5 * (shape.hi[a] - shape.lo[a]));
-        let wc = apply(&rot, c);
+        let wc = times(&rot, c);
         let m = MARGIN * (shape.reach + p.iter().fold(0.0f64, |x, v| x.max(v.abs())) + 1e-300);
         let lo = std::array::from_fn(|a| {
             let e = rot[a][0].abs() * h[0] + rot[a][1].abs() * h[1] + rot[a][2].abs() * h[2];
@@ -129,12 +129,7 @@ impl Instance {
     /// Rᵀ·d: a world offset in the shape's axes.
     #[inline(always)]
     pub fn local_dir(&self, d: V3) -> V3 {
-        let r = &self.rot;
-        [
-            r[0][0] * d[0] + r[1][0] * d[1] + r[2][0] * d[2],
-            r[0][1] * d[0] + r[1][1] * d[1] + r[2][1] * d[2],
-            r[0][2] * d[0] + r[1][2] * d[1] + r[2][2] * d[2],
-        ]
+        transpose_times(&self.rot, d)
     }
 
     /// A box in the shape's frame holding the preimage of the world box [lo, hi] (widened by
@@ -160,15 +155,6 @@ impl Instance {
         }
         Some((llo, lhi))
     }
-}
-
-#[inline(always)]
-fn apply(m: &[[f64; 3]; 3], v: V3) -> V3 {
-    [
-        m[0][0] * v[0] + m[0][1] * v[1] + m[0][2] * v[2],
-        m[1][0] * v[0] + m[1][1] * v[1] + m[1][2] * v[2],
-        m[2][0] * v[0] + m[2][1] * v[1] + m[2][2] * v[2],
-    ]
 }
 
 /// Whether placed triangle `corners` has a box meeting [lo, hi] (the test every backend and

@@ -5,7 +5,7 @@
 
 use super::Ray;
 use crate::collide::box_f32::box_f32;
-use crate::collide::ellipsoid::{body_box, cross, dot, normalize, sub, Shape, V3};
+use crate::collide::ellipsoid::{body_box, cross, dot, normalize, sub, times, Shape, V3};
 
 /// A checked ray with a unit direction: what both backends are given.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -167,12 +167,12 @@ impl RayFrame {
     /// 0. The t of the nearer root, clamped into (enter, exit), kept if in [0, max_distance].
     #[inline(always)]
     pub fn ellipsoid(&self, center: V3, unit: &[[f64; 3]; 3], enter: f64, exit: f64) -> Option<f64> {
-        let p = apply(unit, sub(self.origin, center));
+        let p = times(unit, sub(self.origin, center));
         let c = dot(p, p) - 1.0;
         if c <= 0.0 {
             return self.keep(0.0, enter, exit);
         }
-        let v = apply(unit, self.dir);
+        let v = times(unit, self.dir);
         let b = dot(p, v);
         if !(b < 0.0) {
             return None;
@@ -221,11 +221,11 @@ impl RayFrame {
     /// unitᵀ·unit·(x − center).
     pub fn ellipsoid_normal(&self, center: V3, unit: &[[f64; 3]; 3], t: f64) -> V3 {
         let back = [-self.dir[0], -self.dir[1], -self.dir[2]];
-        let p = apply(unit, sub(self.origin, center));
+        let p = times(unit, sub(self.origin, center));
         if dot(p, p) - 1.0 <= 0.0 {
             return back;
         }
-        let v = apply(unit, self.dir);
+        let v = times(unit, self.dir);
         let q = [p[0] + t * v[0], p[1] + t * v[1], p[2] + t * v[2]];
         let g = [
             unit[0][0] * q[0] + unit[1][0] * q[1] + unit[2][0] * q[2],
@@ -234,16 +234,6 @@ impl RayFrame {
         ];
         normalize(g).unwrap_or(back)
     }
-}
-
-/// m·d.
-#[inline(always)]
-fn apply(m: &[[f64; 3]; 3], d: V3) -> V3 {
-    [
-        m[0][0] * d[0] + m[0][1] * d[1] + m[0][2] * d[2],
-        m[1][0] * d[0] + m[1][1] * d[1] + m[1][2] * d[2],
-        m[2][0] * d[0] + m[2][1] * d[1] + m[2][2] * d[2],
-    ]
 }
 
 /// Whether a triangle is degenerate (never hit): (b − a) × (c − a) = 0 in f64.
