@@ -276,7 +276,11 @@ impl Instances {
 
     /// The instance for `placement`, checked (its pose, its shape, its box within the grid).
     fn make(&self, placement: Placement) -> Result<Instance> {
-        check_pose(placement.position, placement.orientation)?;
+        let p = placement.position;
+        if !p.iter().all(|v| v.is_finite()) {
+            return Err(Error::InvalidArgument(format!("instance position {p:?} is not finite")));
+        }
+        check_pose(p, placement.orientation)?;
         let shape = self.shape(placement.shape)?.clone();
         let inst = Instance::new(placement, shape);
         CellRange::of_box(inst.lo, inst.hi, self.cell_size)?;
