@@ -19,6 +19,8 @@
 pub(crate) mod cuda;
 pub(crate) mod nearest_block;
 pub(crate) mod radix;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod scan_avx2;
 pub(crate) mod search;
 
 use rayon::prelude::*;

@@ -332,45 +332,7 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     use crate::runtime::top8::{Slots, Slots32};
-
-    /// `LEFT[m]`: the lanes set in mask `m`, in order (then zeros): the permutation that packs
-    /// those lanes to the left.
-    static LEFT: [[u32; 8]; 256] = {
-        let mut t = [[0u32; 8]; 256];
-        let mut m = 0;
-        while m < 256 {
-            let (mut k, mut l) = (0, 0);
-            while l < 8 {
-                if m & (1 << l) != 0 {
-                    t[m][k] = l as u32;
-                    k += 1;
-                }
-                l += 1;
-            }
-            m += 1;
-        }
-        t
-    };
-
-    /// `LEFT4[m]`: for mask `m` of four 64-bit lanes, the 32-bit lanes that pack them to the
-    /// left (two per 64-bit lane), then zeros.
-    static LEFT4: [[u32; 8]; 16] = {
-        let mut t = [[0u32; 8]; 16];
-        let mut m = 0;
-        while m < 16 {
-            let (mut k, mut l) = (0, 0);
-            while l < 4 {
-                if m & (1 << l) != 0 {
-                    t[m][2 * k] = 2 * l as u32;
-                    t[m][2 * k + 1] = 2 * l as u32 + 1;
-                    k += 1;
-                }
-                l += 1;
-            }
-            m += 1;
-        }
-        t
-    };
+    use crate::tree::scan_avx2::{LEFT, LEFT4};
 
     /// One query's first `best.len()` (1 to 8) candidates in (d², id) order, `skip` left out,
     /// starting from slots of (`r2`, `NO_ID`): four candidates' distances at a time (the same

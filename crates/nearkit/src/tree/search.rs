@@ -177,16 +177,6 @@ pub struct Run<T> {
     pub hi: [T; 3],
 }
 
-impl<T: Real> Run<T> {
-    /// Squared distance from `q` to the run's box (as `MortonTree::box_dist2`).
-    #[inline(always)]
-    fn dist2(&self, q: [T; 3]) -> T {
-        let gap = |d: usize| (self.lo[d] - q[d]).max(q[d] - self.hi[d]).max(T::ZERO);
-        let (gx, gy, gz) = (gap(0), gap(1), gap(2));
-        gx * gx + gy * gy + gz * gz
-    }
-}
-
 /// Squared distance between two boxes: a lower bound, in floating point, of the squared
 /// distance between any point of one and any point of the other (as `box_dist2`).
 #[inline(always)]
@@ -280,72 +270,257 @@ pub fn runs_near_capped<T: Real, R>(
 /// The most points of a run `runs_near` gives when asked for runs of at most `RUN_MAX`.
 pub const RUN_MAX: usize = 64;
 
-/// Every point of `runs` within squared radius `r2` of `q` (inclusive) whose id is at least
-/// `first_id`, appended to `out` as (d2, id) in the runs' order (for the runs of `runs_near`:
-/// ascending position, which is the order radius/radius.cu's one-query walk gives too); returns
-/// how many. Runs hold at most `RUN_MAX` points. A run's squared distances are computed in a
-/// loop the compiler vectorises (the same IEEE operations in each lane), then kept without
-/// branches: each is written, and the end advances only past those within.
+/// A group's runs as columns, so that a query's box tests run several runs at a time.
+#[derive(Clone, Debug, Default)]
+pub struct RunColumns<T> {
+    s: Vec<u32>,
+    e: Vec<u32>,
+    lo: [Vec<T>; 3],
+    hi: [Vec<T>; 3],
+    /// A bit for each run near the query at hand.
+    near: Vec<u64>,
+}
+
+impl<T: Real> RunColumns<T> {
+    /// The runs of `runs`, in their order, padded to whole words of `near` with empty runs
+    /// whose boxes lie at infinity.
+    pub fn fill(&mut self, runs: &[Run<T>]) {
+        let padded = runs.len().div_ceil(64) * 64;
+        let pad = padded - runs.len();
+        self.s.clear();
+        self.e.clear();
+        self.s.extend(runs.iter().map(|r| r.s).chain(std::iter::repeat_n(0, pad)));
+        self.e.extend(runs.iter().map(|r| r.e).chain(std::iter::repeat_n(0, pad)));
+        for d in 0..3 {
+            self.lo[d].clear();
+            self.hi[d].clear();
+            self.lo[d].extend(runs.iter().map(|r| r.lo[d]).chain(std::iter::repeat_n(T::INFINITY, pad)));
+            self.hi[d].extend(runs.iter().map(|r| r.hi[d]).chain(std::iter::repeat_n(T::INFINITY, pad)));
+        }
+        self.near.resize(padded / 64, 0);
+    }
+
+    /// Marks in `near` the runs whose box lies within `r2` of `q` (as `box_box_dist2` computes it): several
+    /// boxes at a time, in AVX2 with `AVX2` (the caller runs with it).
+    #[inline(always)]
+    fn mark_near<const AVX2: bool>(&mut self, q: [T; 3], r2: T) {
+        #[cfg(target_arch = "x86_64")]
+        if AVX2 && (T::NAME == "f64" || T::NAME == "f32") {
+            // SAFETY: T is the type its name says, so the casts only rename; the caller runs
+            // with AVX2; `fill` padded the columns to whole words of `near`.
+            unsafe {
+                if T::NAME == "f64" {
+                    let col = |v: &Vec<T>| std::slice::from_raw_parts(v.as_ptr() as *const f64, v.len());
+                    let q = q.map(|v| v.to_f64());
+                    let (lo, hi) = (self.lo.each_ref().map(col), self.hi.each_ref().map(col));
+                    super::scan_avx2::boxes_near_f64(lo, hi, q, r2.to_f64(), &mut self.near);
+                } else {
+                    let col = |v: &Vec<T>| std::slice::from_raw_parts(v.as_ptr() as *const f32, v.len());
+                    let q = q.map(|v| v.to_f64() as f32);
+                    let (lo, hi) = (self.lo.each_ref().map(col), self.hi.each_ref().map(col));
+                    super::scan_avx2::boxes_near_f32(lo, hi, q, r2.to_f64() as f32, &mut self.near);
+                }
+            }
+            return;
+        }
+        let gap = |lo: T, hi: T, q: T| (lo - q).max(q - hi).max(T::ZERO);
+        let [lx, ly, lz] = &self.lo;
+        let [hx, hy, hz] = &self.hi;
+        for (word, bits) in self.near.iter_mut().enumerate() {
+            let mut out = 0u64;
+            for j in 0..64 {
+                let k = word * 64 + j;
+                let (gx, gy, gz) = (gap(lx[k], hx[k], q[0]), gap(ly[k], hy[k], q[1]), gap(lz[k], hz[k], q[2]));
+                out |= u64::from(gx * gx + gy * gy + gz * gz <= r2) << j;
+            }
+            *bits = out;
+        }
+    }
+
+    /// The runs marked near, as (start, end) positions, in order.
+    #[inline(always)]
+    fn marked(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.near.iter().enumerate().flat_map(move |(word, &bits)| {
+            std::iter::successors(Some(bits), |b| Some(b & (b - 1)))
+                .take_while(|&b| b != 0)
+                .map(move |b| word * 64 + b.trailing_zeros() as usize)
+                .map(move |k| (self.s[k] as usize, self.e[k] as usize))
+        })
+    }
+}
+
+/// Points a window of the scan tests at once.
+const WINDOW: usize = 8;
+
+/// The window of `WINDOW` positions that holds position `j` of a tree of `n >= WINDOW`
+/// points, and the bits of its lanes from `j` up to `e`: the window starts at `j`, or where
+/// it ends with the tree's last point (so as not to read past it).
 #[inline(always)]
-pub fn scan_runs<T: Real>(
+fn window(n: usize, j: usize, e: usize) -> (usize, u32) {
+    let w = if j + WINDOW <= n { j } else { n - WINDOW };
+    let upto = (e - w).min(WINDOW);
+    (w, ((1u32 << upto) - 1) & !((1u32 << (j - w)) - 1))
+}
+
+/// The points of window `w` among `lanes` within `r2` of `q` whose id is at least
+/// `first_id`: their squared distances (computed as `dist2`) and ids written from `d_out` and
+/// `id_out` on (`WINDOW` slots of each may be written); returns how many. In AVX2 with `AVX2`
+/// (the caller runs with it).
+///
+/// # Safety
+/// `w + WINDOW` is at most the tree's size; `d_out` and `id_out` have room for `WINDOW`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn keep_window<T: Real, const AVX2: bool>(
     tree: &MortonTree<T>,
-    runs: &[Run<T>],
+    w: usize,
+    lanes: u32,
     q: [T; 3],
     r2: T,
-    first_id: u64,
-    out: &mut Vec<(T, u32)>,
+    first_id: u32,
+    d_out: *mut T,
+    id_out: *mut u32,
 ) -> usize {
-    let mut d2 = [T::ZERO; RUN_MAX];
-    let start = out.len();
-    for run in runs {
-        if run.dist2(q) > r2 {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 && (T::NAME == "f64" || T::NAME == "f32") {
+        // SAFETY: T is the type its name says (Real has no other of that name), so the casts
+        // only rename; the caller runs with AVX2; the rest is the caller's promise.
+        return unsafe {
+            if T::NAME == "f64" {
+                let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f64, v.len());
+                let xyz = [col(&tree.x), col(&tree.y), col(&tree.z)];
+                let q = q.map(|v| v.to_f64());
+                super::scan_avx2::keep_f64(xyz, &tree.id, w, lanes, q, r2.to_f64(), first_id, d_out.cast(), id_out)
+            } else {
+                let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f32, v.len());
+                let xyz = [col(&tree.x), col(&tree.y), col(&tree.z)];
+                let f32s = |v: T| v.to_f64() as f32;
+                super::scan_avx2::keep_f32(
+                    xyz,
+                    &tree.id,
+                    w,
+                    lanes,
+                    q.map(f32s),
+                    f32s(r2),
+                    first_id,
+                    d_out.cast(),
+                    id_out,
+                )
+            }
+        };
+    }
+    let mut len = 0;
+    for l in 0..WINDOW {
+        let i = w + l;
+        let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+        let id = tree.id[i];
+        // SAFETY: len < WINDOW, for which the caller made room.
+        unsafe {
+            d_out.add(len).write(d);
+            id_out.add(len).write(id);
+        }
+        len += usize::from((lanes >> l & 1 != 0) & (d <= r2) & (id >= first_id));
+    }
+    len
+}
+
+/// How many points of window `w` among `lanes` lie within `r2` of `q` (as [`keep_window`]).
+#[inline(always)]
+fn count_window<T: Real, const AVX2: bool>(tree: &MortonTree<T>, w: usize, lanes: u32, q: [T; 3], r2: T) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if AVX2 && (T::NAME == "f64" || T::NAME == "f32") {
+        // SAFETY: as in `keep_window`; `window` keeps w + WINDOW within the tree.
+        return unsafe {
+            if T::NAME == "f64" {
+                let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f64, v.len());
+                let xyz = [col(&tree.x), col(&tree.y), col(&tree.z)];
+                super::scan_avx2::count_f64(xyz, w, lanes, q.map(|v| v.to_f64()), r2.to_f64())
+            } else {
+                let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f32, v.len());
+                let xyz = [col(&tree.x), col(&tree.y), col(&tree.z)];
+                let f32s = |v: T| v.to_f64() as f32;
+                super::scan_avx2::count_f32(xyz, w, lanes, q.map(f32s), f32s(r2))
+            }
+        } as usize;
+    }
+    (0..WINDOW)
+        .filter(|&l| lanes >> l & 1 != 0 && dist2(q[0], q[1], q[2], tree.x[w + l], tree.y[w + l], tree.z[w + l]) <= r2)
+        .count()
+}
+
+/// Every point of `runs` within squared radius `r2` of `q` (inclusive) whose id is at least
+/// `first_id`, appended as squared distances to `d2` and ids to `ids`, in the runs' order (for
+/// the runs of `runs_near`: ascending position, which is the order radius/radius.cu's
+/// one-query walk gives too); returns how many. Runs whose box lies beyond r are skipped
+/// (their boxes tested several at a time); the others are tested `WINDOW` points at a time.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn scan_runs<T: Real, const AVX2: bool>(
+    tree: &MortonTree<T>,
+    runs: &mut RunColumns<T>,
+    q: [T; 3],
+    r2: T,
+    first_id: u32,
+    d2: &mut Vec<T>,
+    ids: &mut Vec<u32>,
+) -> usize {
+    let start = ids.len();
+    let n = tree.len();
+    runs.mark_near::<AVX2>(q, r2);
+    for (s, e) in runs.marked() {
+        if n < WINDOW {
+            for i in s..e {
+                let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
+                if d <= r2 && tree.id[i] >= first_id {
+                    d2.push(d);
+                    ids.push(tree.id[i]);
+                }
+            }
             continue;
         }
-        let (s, e) = (run.s as usize, run.e as usize);
-        let (xs, ys, zs, ids) = (&tree.x[s..e], &tree.y[s..e], &tree.z[s..e], &tree.id[s..e]);
-        let dist = &mut d2[..e - s];
-        for (((d, &x), &y), &z) in dist.iter_mut().zip(xs).zip(ys).zip(zs) {
-            *d = dist2(q[0], q[1], q[2], x, y, z);
+        // Windows write up to WINDOW slots past the points kept.
+        d2.reserve(e - s + WINDOW);
+        ids.reserve(e - s + WINDOW);
+        let (d_at, id_at, mut len) = (d2.as_mut_ptr(), ids.as_mut_ptr(), ids.len());
+        let mut j = s;
+        while j < e {
+            let (w, lanes) = window(n, j, e);
+            // SAFETY: `window` keeps w + WINDOW within the tree; len grows by at most the
+            // points of s..e, so WINDOW slots from len lie within the room reserved.
+            len += unsafe { keep_window::<T, AVX2>(tree, w, lanes, q, r2, first_id, d_at.add(len), id_at.add(len)) };
+            j = w + WINDOW;
         }
-        out.reserve(e - s);
-        let (at, mut len) = (out.as_mut_ptr(), out.len());
-        // Most candidates lie beyond r: eight at a time give a mask (compares the compiler
-        // vectorises), and only the set bits are written.
-        for (dc, ic) in dist.chunks(8).zip(ids.chunks(8)) {
-            let mut mask = 0u32;
-            for (j, (&d, &id)) in dc.iter().zip(ic).enumerate() {
-                mask |= u32::from(d <= r2 && id as u64 >= first_id) << j;
-            }
-            while mask != 0 {
-                let j = mask.trailing_zeros() as usize;
-                // SAFETY: `len` < the capacity reserved for this run's e - s entries.
-                unsafe { at.add(len).write((dc[j], ic[j])) };
-                len += 1;
-                mask &= mask - 1;
-            }
+        // SAFETY: both hold `len` values written above (or before).
+        unsafe {
+            d2.set_len(len);
+            ids.set_len(len);
         }
-        // SAFETY: entries up to `len` were written above.
-        unsafe { out.set_len(len) };
     }
-    out.len() - start
+    ids.len() - start
 }
 
 /// How many points of `runs` lie within squared radius `r2` of `q` (as [`scan_runs`] finds them).
 #[inline(always)]
-pub fn count_runs<T: Real>(tree: &MortonTree<T>, runs: &[Run<T>], q: [T; 3], r2: T) -> usize {
+pub fn count_runs<T: Real, const AVX2: bool>(
+    tree: &MortonTree<T>,
+    runs: &mut RunColumns<T>,
+    q: [T; 3],
+    r2: T,
+) -> usize {
+    let n = tree.len();
+    runs.mark_near::<AVX2>(q, r2);
     let mut count = 0;
-    for run in runs {
-        if run.dist2(q) > r2 {
+    for (s, e) in runs.marked() {
+        if n < WINDOW {
+            count += (s..e).filter(|&i| dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]) <= r2).count();
             continue;
         }
-        let (s, e) = (run.s as usize, run.e as usize);
-        let (xs, ys, zs) = (&tree.x[s..e], &tree.y[s..e], &tree.z[s..e]);
-        count += xs
-            .iter()
-            .zip(ys)
-            .zip(zs)
-            .map(|((&x, &y), &z)| usize::from(dist2(q[0], q[1], q[2], x, y, z) <= r2))
-            .sum::<usize>();
+        let mut j = s;
+        while j < e {
+            let (w, lanes) = window(n, j, e);
+            count += count_window::<T, AVX2>(tree, w, lanes, q, r2);
+            j = w + WINDOW;
+        }
     }
     count
 }
