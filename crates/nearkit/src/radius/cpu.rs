@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use super::{beyond_memory, check_total, memory_limit, too_many, RadiusOptions, Within};
 use crate::error::Result;
 use crate::geometry::points::Points;
-use crate::geometry::real::Real;
+use crate::geometry::real::{from_ordered_bits, Real};
 use crate::runtime::cpu::{big_vec, prefetch, RowPtr};
 use crate::tree::search;
 use crate::tree::MortonTree;
@@ -168,8 +168,8 @@ fn block_rows_fast<T: Real>(
     sorted: bool,
 ) -> Block<T> {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        #[target_feature(enable = "avx2")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
+        #[target_feature(enable = "avx2,popcnt")]
         unsafe fn avx2<T: Real>(
             tree: &MortonTree<T>,
             range: std::ops::Range<usize>,
@@ -180,7 +180,7 @@ fn block_rows_fast<T: Real>(
         ) -> Block<T> {
             block_rows::<T, true>(tree, range, query, r2, above, sorted)
         }
-        // SAFETY: the CPU has AVX2 (checked just above).
+        // SAFETY: the CPU has AVX2 and POPCNT (checked just above).
         return unsafe { avx2(tree, range, query, r2, above, sorted) };
     }
     block_rows::<T, false>(tree, range, query, r2, above, sorted)
@@ -203,8 +203,8 @@ pub(crate) fn count_within<T: Real>(
         // SAFETY: each query appears once in `order`, so one task writes its slot.
         let mut write = |q: u32, c: usize| unsafe { at.write(q as usize, c as u32) };
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            #[target_feature(enable = "avx2")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
+            #[target_feature(enable = "avx2,popcnt")]
             unsafe fn avx2<T: Real>(
                 tree: &MortonTree<T>,
                 group: &[([T; 3], u32)],
@@ -216,7 +216,7 @@ pub(crate) fn count_within<T: Real>(
                     write(q, search::count_runs::<T, true>(tree, columns, p, r2));
                 }
             }
-            // SAFETY: the CPU has AVX2 (checked just above).
+            // SAFETY: the CPU has AVX2 and POPCNT (checked just above).
             return unsafe { avx2(tree, &group, columns, r2, &mut write) };
         }
         for &(p, q) in &group {
@@ -227,35 +227,14 @@ pub(crate) fn count_within<T: Real>(
 }
 
 /// Sorts a row, squared distances `d2` and their `ids`, by (d², id): a total order, so any
-/// sort gives the same row.
-pub(crate) fn sort_row<T: Real>(d2: &mut [T], ids: &mut [u32], scratch: &mut Vec<(T, u32)>) {
-    let before = |a: &(T, u32), b: &(T, u32)| a.0 < b.0 || (a.0 == b.0 && a.1 < b.1);
+/// sort gives the same row. The squared distances (never negative) sort as their bits, so the
+/// sort compares integers.
+pub(crate) fn sort_row<T: Real>(d2: &mut [T], ids: &mut [u32], scratch: &mut Vec<(u64, u32)>) {
     scratch.clear();
-    scratch.extend(d2.iter().copied().zip(ids.iter().copied()));
-    let row = &mut scratch[..];
-    if row.len() <= 32 {
-        for i in 1..row.len() {
-            let v = row[i];
-            let mut j = i;
-            while j > 0 && before(&v, &row[j - 1]) {
-                row[j] = row[j - 1];
-                j -= 1;
-            }
-            row[j] = v;
-        }
-    } else {
-        row.sort_unstable_by(|a, b| {
-            if before(a, b) {
-                std::cmp::Ordering::Less
-            } else if before(b, a) {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        });
-    }
-    for (k, &(d, id)) in row.iter().enumerate() {
-        d2[k] = d;
+    scratch.extend(d2.iter().map(|d| d.ordered_bits()).zip(ids.iter().copied()));
+    scratch.sort_unstable();
+    for (k, &(bits, id)) in scratch.iter().enumerate() {
+        d2[k] = from_ordered_bits(bits);
         ids[k] = id;
     }
 }

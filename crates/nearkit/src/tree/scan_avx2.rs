@@ -44,7 +44,7 @@ pub(crate) static LEFT4: [[u32; 8]; 16] = {
 };
 
 /// The lanes of `lanes` whose id (at `ids + w`) is at least `first_id` (unsigned).
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 #[inline]
 unsafe fn ids_from(ids: &[u32], w: usize, first_id: u32) -> (__m256i, u32) {
     let v = _mm256_loadu_si256(ids.as_ptr().add(w) as *const __m256i);
@@ -59,9 +59,9 @@ unsafe fn ids_from(ids: &[u32], w: usize, first_id: u32) -> (__m256i, u32) {
 /// count); returns how many. Without branches on the data.
 ///
 /// # Safety
-/// The CPU has AVX2; `w + 8` is at most each column's length; `d_out` and `id_out` have room
+/// The CPU has AVX2 and POPCNT; `w + 8` is at most each column's length; `d_out` and `id_out` have room
 /// for eight values.
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn keep_f64(
@@ -101,7 +101,7 @@ pub unsafe fn keep_f64(
 ///
 /// # Safety
 /// As for [`keep_f64`].
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn keep_f32(
@@ -132,7 +132,7 @@ pub unsafe fn keep_f32(
 ///
 /// # Safety
 /// As for [`keep_f64`].
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 #[inline]
 pub unsafe fn count_f64([x, y, z]: [&[f64]; 3], w: usize, lanes: u32, q: [f64; 3], r2: f64) -> u32 {
     let (qx, qy, qz, r) = (_mm256_set1_pd(q[0]), _mm256_set1_pd(q[1]), _mm256_set1_pd(q[2]), _mm256_set1_pd(r2));
@@ -152,7 +152,7 @@ pub unsafe fn count_f64([x, y, z]: [&[f64]; 3], w: usize, lanes: u32, q: [f64; 3
 ///
 /// # Safety
 /// As for [`keep_f64`].
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 #[inline]
 pub unsafe fn count_f32([x, y, z]: [&[f32]; 3], w: usize, lanes: u32, q: [f32; 3], r2: f32) -> u32 {
     let dx = _mm256_sub_ps(_mm256_set1_ps(q[0]), _mm256_loadu_ps(x.as_ptr().add(w)));
@@ -166,8 +166,8 @@ pub unsafe fn count_f32([x, y, z]: [&[f32]; 3], w: usize, lanes: u32, q: [f32; 3
 /// distance from `q` (as `box_box_dist2` computes it for a point) is at most `r2`, in the words of `near`.
 ///
 /// # Safety
-/// The CPU has AVX2; every column holds `near.len() * 64` boxes at least.
-#[target_feature(enable = "avx2")]
+/// The CPU has AVX2 and POPCNT; every column holds `near.len() * 64` boxes at least.
+#[target_feature(enable = "avx2,popcnt")]
 #[inline]
 pub unsafe fn boxes_near_f64(lo: [&[f64]; 3], hi: [&[f64]; 3], q: [f64; 3], r2: f64, near: &mut [u64]) {
     let (r, zero) = (_mm256_set1_pd(r2), _mm256_setzero_pd());
@@ -193,7 +193,7 @@ pub unsafe fn boxes_near_f64(lo: [&[f64]; 3], hi: [&[f64]; 3], q: [f64; 3], r2: 
 ///
 /// # Safety
 /// As for [`boxes_near_f64`].
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 #[inline]
 pub unsafe fn boxes_near_f32(lo: [&[f32]; 3], hi: [&[f32]; 3], q: [f32; 3], r2: f32, near: &mut [u64]) {
     let (r, zero) = (_mm256_set1_ps(r2), _mm256_setzero_ps());

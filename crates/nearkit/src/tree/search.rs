@@ -301,7 +301,7 @@ impl<T: Real> RunColumns<T> {
     }
 
     /// Marks in `near` the runs whose box lies within `r2` of `q` (as `box_box_dist2` computes it): several
-    /// boxes at a time, in AVX2 with `AVX2` (the caller runs with it).
+    /// boxes at a time, in AVX2 with `AVX2` (the caller runs with AVX2 and POPCNT).
     #[inline(always)]
     fn mark_near<const AVX2: bool>(&mut self, q: [T; 3], r2: T) {
         #[cfg(target_arch = "x86_64")]
@@ -365,7 +365,7 @@ fn window(n: usize, j: usize, e: usize) -> (usize, u32) {
 /// The points of window `w` among `lanes` within `r2` of `q` whose id is at least
 /// `first_id`: their squared distances (computed as `dist2`) and ids written from `d_out` and
 /// `id_out` on (`WINDOW` slots of each may be written); returns how many. In AVX2 with `AVX2`
-/// (the caller runs with it).
+/// (the caller runs with AVX2 and POPCNT).
 ///
 /// # Safety
 /// `w + WINDOW` is at most the tree's size; `d_out` and `id_out` have room for `WINDOW`.
@@ -384,7 +384,7 @@ unsafe fn keep_window<T: Real, const AVX2: bool>(
     #[cfg(target_arch = "x86_64")]
     if AVX2 && (T::NAME == "f64" || T::NAME == "f32") {
         // SAFETY: T is the type its name says (Real has no other of that name), so the casts
-        // only rename; the caller runs with AVX2; the rest is the caller's promise.
+        // only rename; the caller runs with AVX2 and POPCNT; the rest is the caller's promise.
         return unsafe {
             if T::NAME == "f64" {
                 let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f64, v.len());
