@@ -3,9 +3,11 @@
 //!
 //! Queries go in groups of `GROUP` consecutive ones (neighbours along the Morton curve): the
 //! group walks the tree once, with its bounding box, and lists the runs of sorted points
-//! (leaves) within r of the box (`search::runs_near`); each query then scans those runs whose
-//! box is within r of it. Runs come in ascending position, so a row is in the same tree
-//! order as the GPU's one-query walk (radius.cu) gives.
+//! (leaves) within r of the box (`search::runs_near`); each query then tests those runs'
+//! boxes several at a time and scans the runs near it eight points at a time, keeping the
+//! points within without branches (`search::scan_runs`; AVX2 in `tree::scan_avx2`). Runs
+//! come in ascending position, so a row is in the same tree order as the GPU's one-query walk
+//! (radius.cu) gives.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
