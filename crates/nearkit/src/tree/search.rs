@@ -341,10 +341,14 @@ impl<T: Real> RunColumns<T> {
     #[inline(always)]
     fn marked(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         self.near.iter().enumerate().flat_map(move |(word, &bits)| {
-            std::iter::successors(Some(bits), |b| Some(b & (b - 1)))
-                .take_while(|&b| b != 0)
-                .map(move |b| word * 64 + b.trailing_zeros() as usize)
-                .map(move |k| (self.s[k] as usize, self.e[k] as usize))
+            let mut left = bits;
+            std::iter::from_fn(move || {
+                (left != 0).then(|| {
+                    let k = word * 64 + left.trailing_zeros() as usize;
+                    left &= left - 1;
+                    (self.s[k] as usize, self.e[k] as usize)
+                })
+            })
         })
     }
 }
@@ -360,6 +364,18 @@ fn window(n: usize, j: usize, e: usize) -> (usize, u32) {
     let w = if j + WINDOW <= n { j } else { n - WINDOW };
     let upto = (e - w).min(WINDOW);
     (w, ((1u32 << upto) - 1) & !((1u32 << (j - w)) - 1))
+}
+
+/// The tree's coordinate columns as `U`.
+///
+/// # Safety
+/// `U` is `T` (the caller checked `T::NAME`).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn columns_as<T: Real, U>(tree: &MortonTree<T>) -> [&[U]; 3] {
+    // SAFETY: U is T, so the cast only renames.
+    let col = |v: &[T]| unsafe { std::slice::from_raw_parts(v.as_ptr() as *const U, v.len()) };
+    [col(&tree.x), col(&tree.y), col(&tree.z)]
 }
 
 /// The points of window `w` among `lanes` within `r2` of `q` whose id is at least
@@ -387,13 +403,10 @@ unsafe fn keep_window<T: Real, const AVX2: bool>(
         // only rename; the caller runs with AVX2 and POPCNT; the rest is the caller's promise.
         return unsafe {
             if T::NAME == "f64" {
-                let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f64, v.len());
-                let xyz = [col(&tree.x), col(&tree.y), col(&tree.z)];
-                let q = q.map(|v| v.to_f64());
+                let (xyz, q) = (columns_as::<T, f64>(tree), q.map(|v| v.to_f64()));
                 super::scan_avx2::keep_f64(xyz, &tree.id, w, lanes, q, r2.to_f64(), first_id, d_out.cast(), id_out)
             } else {
-                let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f32, v.len());
-                let xyz = [col(&tree.x), col(&tree.y), col(&tree.z)];
+                let xyz = columns_as::<T, f32>(tree);
                 let f32s = |v: T| v.to_f64() as f32;
                 super::scan_avx2::keep_f32(
                     xyz,
@@ -432,14 +445,10 @@ fn count_window<T: Real, const AVX2: bool>(tree: &MortonTree<T>, w: usize, lanes
         // SAFETY: as in `keep_window`; `window` keeps w + WINDOW within the tree.
         return unsafe {
             if T::NAME == "f64" {
-                let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f64, v.len());
-                let xyz = [col(&tree.x), col(&tree.y), col(&tree.z)];
-                super::scan_avx2::count_f64(xyz, w, lanes, q.map(|v| v.to_f64()), r2.to_f64())
+                super::scan_avx2::count_f64(columns_as(tree), w, lanes, q.map(|v| v.to_f64()), r2.to_f64())
             } else {
-                let col = |v: &[T]| std::slice::from_raw_parts(v.as_ptr() as *const f32, v.len());
-                let xyz = [col(&tree.x), col(&tree.y), col(&tree.z)];
                 let f32s = |v: T| v.to_f64() as f32;
-                super::scan_avx2::count_f32(xyz, w, lanes, q.map(f32s), f32s(r2))
+                super::scan_avx2::count_f32(columns_as(tree), w, lanes, q.map(f32s), f32s(r2))
             }
         } as usize;
     }
