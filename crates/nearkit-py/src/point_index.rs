@@ -295,13 +295,16 @@ impl<T: Real> Placed<T> {
         ))
     }
 
-    /// Every indexed point within `r` of each row of `q`, as compressed rows in `order`.
+    /// Every indexed point within `r` of each row of `q`, as compressed rows in `order` (with
+    /// their distances if `distances`).
+    #[allow(clippy::too_many_arguments)]
     fn within(
         &self,
         py: Python<'_>,
         q: ArrayView2<'_, T>,
         r: T,
         order: Order,
+        distances: bool,
         max_results: Option<u64>,
         workers: usize,
     ) -> PyResult<Csr<T>> {
@@ -310,7 +313,7 @@ impl<T: Real> Placed<T> {
             let so_far = out.as_ref().map_or(0, |w| w.total() as u64);
             // A later block may add only what the earlier ones left of the limit; its error
             // would name that remainder, so it is restated with the caller's limit.
-            let opts = order.options(max_results.map(|m| m.saturating_sub(so_far)));
+            let opts = order.options(distances, max_results.map(|m| m.saturating_sub(so_far)));
             let mut rows = index.within(&columns(q, range), r, &opts).map_err(|e| match (e, max_results) {
                 (nearkit::Error::InvalidArgument(m), Some(max)) if so_far > 0 && m.contains("max_results") => {
                     too_many(max)
@@ -355,7 +358,7 @@ impl<T: Real> Placed<T> {
         let n = self.main.len();
         // A GPU is worth it for enough points in all, as for closest pairs of two sets.
         let index = self.for_queries(n + other.map_or(0, |o| o.nrows())).map_err(err)?;
-        let opts = order.options(max_results);
+        let opts = order.options(true, max_results);
         detach_on(py, index.engine(), || {
             with_workers(workers, n, || {
                 let mut rows = match other {
@@ -368,6 +371,40 @@ impl<T: Real> Placed<T> {
         })
         .map_err(err)
     }
+
+    /// Each pair of indexed points within `r`, once, as (i, j) with i < j, rows of a flat
+    /// vector: ascending by i, then in the index's order (scipy's `query_pairs` as an
+    /// ndarray). No distances are computed beyond the test.
+    fn query_pairs(&self, py: Python<'_>, r: T, workers: usize) -> PyResult<Vec<i64>> {
+        let n = self.main.len();
+        let index = self.for_queries(n).map_err(err)?;
+        let opts = Order::Index.options(false, None);
+        detach_on(py, index.engine(), || with_workers(workers, n, || Ok(pair_rows(&index.pairs_within(r, &opts)?))))
+            .map_err(err)
+    }
+}
+
+/// The rows' entries as (row, id) pairs, one after another in a flat vector (in parallel).
+fn pair_rows<T: Sync>(w: &Within<T>) -> Vec<i64> {
+    const CHUNK: usize = 1 << 14;
+    let total = w.ids.len();
+    let mut out: Vec<i64> = Vec::with_capacity(2 * total);
+    out.spare_capacity_mut()[..2 * total].par_chunks_mut(2 * CHUNK).enumerate().for_each(|(c, pairs)| {
+        let first = c * CHUNK;
+        // The row of entry `first`: the last whose start is at most it.
+        let mut row = w.offsets.partition_point(|&o| o as usize <= first) - 1;
+        for (k, pair) in pairs.chunks_exact_mut(2).enumerate() {
+            let at = first + k;
+            while w.offsets[row + 1] as usize <= at {
+                row += 1;
+            }
+            pair[0].write(row as i64);
+            pair[1].write(w.ids[at] as i64);
+        }
+    });
+    // SAFETY: the chunks tile the 2 * total values, each written above.
+    unsafe { out.set_len(2 * total) };
+    out
 }
 
 /// The order of a radius query's rows.
@@ -391,13 +428,25 @@ impl Order {
         }
     }
 
-    fn options(self, max_results: Option<u64>) -> RadiusOptions {
-        RadiusOptions { sorted: self == Order::Distance, max_results }
+    fn options(self, distances: bool, max_results: Option<u64>) -> RadiusOptions {
+        RadiusOptions { sorted: self == Order::Distance, distances, max_results }
     }
 
     /// Puts rows that came in the index's order in this order (in parallel over rows).
     fn apply<T: Real>(self, w: &mut Within<T>) {
         if self != Order::Id {
+            return;
+        }
+        if w.distances.is_empty() {
+            // Ids alone (no distances were asked for).
+            let mut rows = Vec::with_capacity(w.rows());
+            let mut ids = &mut w.ids[..];
+            for o in w.offsets.windows(2) {
+                let (row, rest) = std::mem::take(&mut ids).split_at_mut((o[1] - o[0]) as usize);
+                ids = rest;
+                rows.push(row);
+            }
+            rows.into_par_iter().with_min_len(64).for_each(|ids| ids.sort_unstable());
             return;
         }
         let mut rows = Vec::with_capacity(w.rows());
@@ -450,7 +499,7 @@ fn append<T: Real>(all: &mut Within<T>, block: Within<T>) -> nearkit::Result<()>
     let total = all.total() + block.total();
     let oom = |_| nearkit::Error::OutOfMemory(format!("the rows of {total} neighbours do not fit in memory"));
     all.ids.try_reserve(block.total()).map_err(oom)?;
-    all.distances.try_reserve(block.total()).map_err(oom)?;
+    all.distances.try_reserve(block.distances.len()).map_err(oom)?;
     let base = all.total() as u64;
     all.offsets.pop();
     all.offsets.extend(block.offsets.iter().map(|&o| o + base));
@@ -760,8 +809,9 @@ impl PyPointIndex {
     }
 
     /// Every indexed point within `r` of each row of `x`, as compressed rows in `order`
-    /// (`distance`, `id` or `index`): (offsets, ids, distances).
-    #[pyo3(signature = (x, r, order, max_results, workers))]
+    /// (`distance`, `id` or `index`): (offsets, ids, distances); the distances empty unless
+    /// `distances`.
+    #[pyo3(signature = (x, r, order, max_results, workers, distances = true))]
     fn within<'py>(
         &self,
         py: Python<'py>,
@@ -770,11 +820,12 @@ impl PyPointIndex {
         order: &str,
         max_results: Option<u64>,
         workers: usize,
+        distances: bool,
     ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
         let order = Order::parse(order)?;
         let rows = Rows::extract(x, "x", 3)?;
         with_rows!(self, rows, |p, q| {
-            let c = p.within(py, q, Real::from_f64(r), order, max_results, workers)?;
+            let c = p.within(py, q, Real::from_f64(r), order, distances, max_results, workers)?;
             (vector(py, c.offsets), vector(py, c.ids), vector(py, c.distances)).into_pyobject(py)
         })
     }
@@ -821,5 +872,16 @@ impl PyPointIndex {
                 Index::F64(p) => pairs!(p, None),
             },
         }
+    }
+
+    /// Each pair of indexed points within `r`, once, as an (n_pairs, 2) int64 array of (i, j)
+    /// with i < j.
+    fn query_pairs<'py>(&self, py: Python<'py>, r: f64, workers: usize) -> PyResult<Bound<'py, PyArray2<i64>>> {
+        let pairs = match &self.index {
+            Index::F32(p) => p.query_pairs(py, Real::from_f64(r), workers)?,
+            Index::F64(p) => p.query_pairs(py, Real::from_f64(r), workers)?,
+        };
+        let n = pairs.len() / 2;
+        matrix(py, pairs, n, 2)
     }
 }

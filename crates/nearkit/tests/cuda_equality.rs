@@ -917,6 +917,15 @@ fn same_radius<T: Real>(seed: u64) {
                 assert_eq!(want, dev.to_host(&gpu.0).unwrap(), "{name}: pairs_within_device r={r}");
                 let want = c.pairs_within_other(&queries, r, &opts).unwrap();
                 assert_eq!(want, g.pairs_within_other(&queries, r, &opts).unwrap(), "{name}: pairs_within_other r={r}");
+                // Ids alone: the distances stay on the device.
+                let ids_only = RadiusOptions { distances: false, ..opts };
+                let want = c.within(&queries, r, &ids_only).unwrap();
+                assert!(want.distances.is_empty());
+                assert_eq!(want, g.within(&queries, r, &ids_only).unwrap(), "{name}: within ids only r={r}");
+                assert_eq!(want, gs.within(&queries, r, &ids_only).unwrap(), "{name}: within ids only in chunks");
+                let want = c.pairs_within(r, &ids_only).unwrap();
+                assert_eq!(want, g.pairs_within(r, &ids_only).unwrap(), "{name}: pairs_within ids only r={r}");
+                assert_eq!(want, gs.pairs_within(r, &ids_only).unwrap(), "{name}: pairs_within ids only in batches");
             }
             assert_eq!(c.count_within(&queries, r).unwrap(), g.count_within(&queries, r).unwrap(), "{name}: counts");
             let limit = RadiusOptions { max_results: Some(10), ..Default::default() };

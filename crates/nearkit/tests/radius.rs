@@ -66,6 +66,14 @@ fn all_checks<T: Real>(seed: u64) {
                 let opts = RadiusOptions { sorted, ..Default::default() };
                 let got = index.within(&queries, rt, &opts).unwrap();
                 check_rows(&format!("{name} within r={r} sorted={sorted}"), &got, &want, sorted);
+                // Without distances: the same ids in the same rows, and no distances.
+                let ids_only = index.within(&queries, rt, &RadiusOptions { distances: false, ..opts }).unwrap();
+                assert_eq!((&ids_only.offsets, &ids_only.ids), (&got.offsets, &got.ids), "{name}: ids only r={r}");
+                assert!(ids_only.distances.is_empty(), "{name}: ids only r={r}, yet distances");
+                assert!(
+                    ids_only.pairs().all(|(_, _, d)| d.to_f64().is_nan()),
+                    "{name}: ids only r={r}, pairs' distances"
+                );
             }
             let counts = index.count_within(&queries, rt).unwrap();
             let want_counts: Vec<u32> = want.iter().map(|w| w.len() as u32).collect();
@@ -77,6 +85,11 @@ fn all_checks<T: Real>(seed: u64) {
             let pairs: Vec<(u32, u32)> = got.pairs().map(|(i, j, _)| (i, j)).collect();
             assert!(pairs.iter().all(|&(i, j)| i < j), "{name}: pairs i < j");
             assert_eq!(pairs.len(), got.total());
+            let unsorted = RadiusOptions { sorted: false, ..Default::default() };
+            let with_d = index.pairs_within(rt, &unsorted).unwrap();
+            let ids_only = index.pairs_within(rt, &RadiusOptions { distances: false, ..unsorted }).unwrap();
+            assert_eq!((&ids_only.offsets, &ids_only.ids), (&with_d.offsets, &with_d.ids), "{name}: pairs, ids only");
+            assert!(ids_only.distances.is_empty() && ids_only.row(0).1.is_empty(), "{name}: pairs, ids only");
 
             // Rows of the indexed points, listing the other set's.
             let other_want = brute_within(&queries, &data, rt * rt, None);

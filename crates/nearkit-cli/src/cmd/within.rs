@@ -114,7 +114,7 @@ fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
     let per = (4 + 2 * std::mem::size_of::<T>()) as u64;
     // Each neighbour is held about twice on the way out (rows, and the output buffer).
     let max_results = args.max_results.or_else(|| crate::common::available_memory().map(|m| m / (2 * per)));
-    let opts = RadiusOptions { sorted: !args.unsorted, max_results };
+    let opts = RadiusOptions { sorted: !args.unsorted, max_results, ..Default::default() };
     let r = T::from_f64(radius);
     let spinner = Spinner::start("searching", quiet);
     let start = Instant::now();

@@ -295,7 +295,7 @@ class PointIndex:
         if len(q) == 0:
             return np.empty(lead, dtype=object)
         order = "id" if return_sorted is None or return_sorted else "index"
-        offsets, ids, _ = self._native.within(q, radius, order, None, w)
+        offsets, ids, _ = self._native.within(q, radius, order, None, w, distances=False)
         lists = _native.row_lists(offsets, ids).reshape(lead)
         return lists[()] if lists.ndim == 0 else lists
 
@@ -440,15 +440,12 @@ class PointIndex:
         if output_type not in ("set", "ndarray"):
             raise ValueError(f"unknown output_type {output_type!r}: use 'set' or 'ndarray'")
         radius = _arrays.search_radius(r, "r", self.dtype)
-        # Neither output promises an order within a row: rows stay in the index's (cheapest).
-        offsets, j, _ = self._native.pairs_within(None, radius, "index", None, _arrays.workers(workers))
-        i = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(offsets))
+        # Neither output promises an order within a row: rows stay in the index's (cheapest),
+        # and no distance is kept.
+        pairs = self._native.query_pairs(radius, _arrays.workers(workers))
         if output_type == "ndarray":
-            out = np.empty((len(j), 2), dtype=np.int64)
-            out[:, 0] = i
-            out[:, 1] = j
-            return out
-        return set(zip(i.tolist(), j.tolist()))
+            return pairs
+        return set(zip(pairs[:, 0].tolist(), pairs[:, 1].tolist()))
 
     def sparse_distance_matrix(
         self,

@@ -30,7 +30,7 @@ const RUN: usize = 64;
 const _: () = assert!(RUN <= search::RUN_MAX && crate::tree::DEFAULT_LEAF_SIZE as usize <= search::RUN_MAX);
 
 /// One block's rows: (row, length) in search order, and their entries' squared distances
-/// (then distances) and ids.
+/// (when the rows are sorted or distances asked for) and ids.
 struct Block<T> {
     rows: Vec<(u32, u32)>,
     d2: Vec<T>,
@@ -62,7 +62,7 @@ pub(crate) fn within<T: Real>(
                 return Block { rows: Vec::new(), d2: Vec::new(), ids: Vec::new() };
             }
             let range = b * BLOCK..((b + 1) * BLOCK).min(n_search);
-            let block = block_rows_fast(tree, range, &query, r2, above, opts.sorted);
+            let block = block_rows_fast(tree, range, &query, r2, above, opts.sorted, opts.sorted || opts.distances);
             if total.fetch_add(block.ids.len() as u64, Ordering::Relaxed) + block.ids.len() as u64 > limit {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -87,7 +87,7 @@ pub(crate) fn within<T: Real>(
     let offsets = offsets_of(&counts);
     drop(counts);
     let total = total as usize;
-    let (mut ids, mut distances) = (big_vec::<u32>(total), big_vec::<T>(total));
+    let (mut ids, mut distances) = (big_vec::<u32>(total), big_vec::<T>(if opts.distances { total } else { 0 }));
     let (ids_at, ds_at) = (RowPtr(ids.as_mut_ptr()), RowPtr(distances.as_mut_ptr()));
     // Rows land in random places (a row is a query's, blocks go in Morton order): each row
     // prefetches the place of the row `AHEAD` of it, so that those misses overlap the copies.
@@ -99,15 +99,23 @@ pub(crate) fn within<T: Real>(
                 if ahead_len > 0 {
                     let a = offsets[ahead as usize] as usize;
                     prefetch(ids_at.0.wrapping_add(a), ahead_len as usize);
-                    prefetch(ds_at.0.wrapping_add(a), ahead_len as usize);
+                    if opts.distances {
+                        prefetch(ds_at.0.wrapping_add(a), ahead_len as usize);
+                    }
                 }
             }
             let (start, len) = (offsets[row as usize] as usize, len as usize);
             // SAFETY: row `row`'s slots start..start + len lie inside both allocations
-            // (offsets sum the lengths) and only this row's block writes them.
+            // (offsets sum the lengths; `distances` is empty without distances) and only this
+            // row's block writes them.
             unsafe {
                 ids_at.span(start, len).copy_from_slice(&block.ids[at..at + len]);
-                ds_at.span(start, len).copy_from_slice(&block.d2[at..at + len]);
+                if opts.distances {
+                    // Squared distances become distances on their way.
+                    for (d, &d2) in ds_at.span(start, len).iter_mut().zip(&block.d2[at..at + len]) {
+                        *d = d2.sqrt();
+                    }
+                }
             }
             at += len;
         }
@@ -115,14 +123,17 @@ pub(crate) fn within<T: Real>(
     // SAFETY: every row was written whole, and the rows tile 0..total.
     unsafe {
         ids.set_len(total);
-        distances.set_len(total);
+        if opts.distances {
+            distances.set_len(total);
+        }
     }
     Ok(Within { offsets, ids, distances })
 }
 
-/// The rows of the queries `range` (in search order), group after group.
+/// The rows of the queries `range` (in search order), group after group; their squared
+/// distances with `D2` (which sorted rows need).
 #[inline(always)]
-fn block_rows<T: Real, const AVX2: bool>(
+fn block_rows<T: Real, const AVX2: bool, const D2: bool>(
     tree: &MortonTree<T>,
     range: std::ops::Range<usize>,
     query: &(impl Fn(usize) -> ([T; 3], u32) + Sync),
@@ -130,6 +141,7 @@ fn block_rows<T: Real, const AVX2: bool>(
     above: bool,
     sorted: bool,
 ) -> Block<T> {
+    assert!(D2 || !sorted, "sorted rows need their squared distances");
     let mut block = Block { rows: Vec::with_capacity(range.len()), d2: Vec::new(), ids: Vec::new() };
     let (mut runs, mut columns) = (Vec::new(), search::RunColumns::default());
     let mut group = [([T::ZERO; 3], 0u32); GROUP];
@@ -144,23 +156,20 @@ fn block_rows<T: Real, const AVX2: bool>(
         for &(q, row) in &group[..m] {
             let start = block.ids.len();
             let first_id = if above { row + 1 } else { 0 };
-            let len = search::scan_runs::<T, AVX2>(tree, &mut columns, q, r2, first_id, &mut block.d2, &mut block.ids);
+            let len =
+                search::scan_runs::<T, AVX2, D2>(tree, &mut columns, q, r2, first_id, &mut block.d2, &mut block.ids);
             if sorted {
                 sort_row(&mut block.d2[start..], &mut block.ids[start..], &mut row_scratch);
             }
             block.rows.push((row, len as u32));
         }
     }
-    // Distances from here on.
-    for d in &mut block.d2 {
-        *d = d.sqrt();
-    }
     block
 }
 
 /// [`block_rows`], compiled for AVX2 where the CPU has it: the distance loop of `scan_runs`
 /// then runs eight f32 (four f64) lanes at a time, each lane the scalar code's operations, so
-/// the bits are the same.
+/// the bits are the same. `d2`: keep the squared distances.
 fn block_rows_fast<T: Real>(
     tree: &MortonTree<T>,
     range: std::ops::Range<usize>,
@@ -168,11 +177,12 @@ fn block_rows_fast<T: Real>(
     r2: T,
     above: bool,
     sorted: bool,
+    d2: bool,
 ) -> Block<T> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt") {
         #[target_feature(enable = "avx2,popcnt")]
-        unsafe fn avx2<T: Real>(
+        unsafe fn avx2<T: Real, const D2: bool>(
             tree: &MortonTree<T>,
             range: std::ops::Range<usize>,
             query: &(impl Fn(usize) -> ([T; 3], u32) + Sync),
@@ -180,12 +190,20 @@ fn block_rows_fast<T: Real>(
             above: bool,
             sorted: bool,
         ) -> Block<T> {
-            block_rows::<T, true>(tree, range, query, r2, above, sorted)
+            block_rows::<T, true, D2>(tree, range, query, r2, above, sorted)
         }
         // SAFETY: the CPU has AVX2 and POPCNT (checked just above).
-        return unsafe { avx2(tree, range, query, r2, above, sorted) };
+        return unsafe {
+            match d2 {
+                true => avx2::<T, true>(tree, range, query, r2, above, sorted),
+                false => avx2::<T, false>(tree, range, query, r2, above, sorted),
+            }
+        };
     }
-    block_rows::<T, false>(tree, range, query, r2, above, sorted)
+    match d2 {
+        true => block_rows::<T, false, true>(tree, range, query, r2, above, sorted),
+        false => block_rows::<T, false, false>(tree, range, query, r2, above, sorted),
+    }
 }
 
 /// Each of `n` queries' number of points within `r2`, in query order.
@@ -461,13 +479,22 @@ mod portable_tests {
             for r in [0.0, 3.0, 20.0, 1000.0] {
                 let r2 = T::from_f64(r * r);
                 for (above, sorted) in [(false, false), (true, false), (true, true)] {
-                    let portable = block_rows::<T, false>(&tree, 0..n, &query, r2, above, sorted);
-                    let fast = block_rows_fast(&tree, 0..n, &query, r2, above, sorted);
+                    let portable = block_rows::<T, false, true>(&tree, 0..n, &query, r2, above, sorted);
+                    let fast = block_rows_fast(&tree, 0..n, &query, r2, above, sorted, true);
                     let what = format!("{} n={n} r={r} above={above} sorted={sorted}", T::NAME);
                     assert_eq!(portable.rows, fast.rows, "{what}: rows");
                     assert_eq!(portable.ids, fast.ids, "{what}: ids");
                     let bits = |v: &[T]| v.iter().map(|d| d.to_f64().to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&portable.d2), bits(&fast.d2), "{what}: distances");
+                    if !sorted {
+                        // Without squared distances: the same rows, and none stored.
+                        let ids_only = block_rows::<T, false, false>(&tree, 0..n, &query, r2, above, sorted);
+                        let fast_ids_only = block_rows_fast(&tree, 0..n, &query, r2, above, sorted, false);
+                        for b in [&ids_only, &fast_ids_only] {
+                            assert_eq!((&b.rows, &b.ids), (&portable.rows, &portable.ids), "{what}: ids only");
+                            assert!(b.d2.is_empty(), "{what}: ids only, yet squared distances");
+                        }
+                    }
                     let mut at = 0;
                     for &(row, len) in &portable.rows {
                         let q = data.get(row as usize);

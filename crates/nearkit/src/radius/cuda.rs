@@ -428,25 +428,29 @@ impl<T: Real> HostRows<'_, T> {
         let offsets = download_vec(gpu, &batch.offsets)?;
         self.out.offsets.extend(offsets[1..=rows].iter().map(|&o| done as u64 + o as u64));
         let n = batch.total;
+        // Without distances, the distances stay on the device.
+        let nd = if self.opts.distances { n } else { 0 };
         if self.out.ids.capacity() == 0 {
             // The first (usually the only) batch: fresh memory in huge pages, as page faults
             // on a fresh result cost more than its download.
-            (self.out.ids, self.out.distances) = (big_vec(n), big_vec(n));
+            (self.out.ids, self.out.distances) = (big_vec(n), big_vec(nd));
         }
         self.out.ids.reserve(n);
-        self.out.distances.reserve(n);
+        self.out.distances.reserve(nd);
         if n > 0 {
             // Fresh pages of the rows' place faulted in, in parallel, while the rows are filled.
             let (ids, distances) =
-                (&mut self.out.ids.spare_capacity_mut()[..n], &mut self.out.distances.spare_capacity_mut()[..n]);
+                (&mut self.out.ids.spare_capacity_mut()[..n], &mut self.out.distances.spare_capacity_mut()[..nd]);
             drop(Toucher::start_on(ids, distances));
             download(gpu, &batch.ids.slice(0..n), &mut self.out.ids.spare_capacity_mut()[..n])?;
-            download(gpu, &batch.distances.slice(0..n), &mut self.out.distances.spare_capacity_mut()[..n])?;
+            if nd > 0 {
+                download(gpu, &batch.distances.slice(0..nd), &mut self.out.distances.spare_capacity_mut()[..nd])?;
+            }
         }
-        // SAFETY: both downloads wrote n values after the old end.
+        // SAFETY: the downloads wrote n ids and nd distances after the old ends.
         unsafe {
             self.out.ids.set_len(done + n);
-            self.out.distances.set_len(done + n);
+            self.out.distances.set_len(self.out.distances.len() + nd);
         }
         Ok(())
     }

@@ -26,6 +26,11 @@ pub struct RadiusOptions {
     /// Sort each row by (distance, id) (the default); unsorted rows list their points in the
     /// index's Morton order, which is faster and still the same on every device.
     pub sorted: bool,
+    /// Give each neighbour's distance (the default). Without, [`Within::distances`] stays
+    /// empty and the search stores and moves only ids, which is faster: scipy's
+    /// `query_pairs` and `query_ball_point`, say, give only ids. (Rows left in GPU memory,
+    /// `within_device` and `pairs_within_device`, keep their distances either way.)
+    pub distances: bool,
     /// Fail, before the result is allocated, when it would hold more than this many
     /// neighbours (`None`: as many as the machine's free memory holds, with room for the
     /// copies a search makes; the error is then [`Error::OutOfMemory`]).
@@ -34,7 +39,7 @@ pub struct RadiusOptions {
 
 impl Default for RadiusOptions {
     fn default() -> Self {
-        Self { sorted: true, max_results: None }
+        Self { sorted: true, distances: true, max_results: None }
     }
 }
 
@@ -51,7 +56,8 @@ pub struct Within<T> {
     pub offsets: Vec<u64>,
     /// Neighbour ids, row after row.
     pub ids: Vec<u32>,
-    /// Their Euclidean distances (the square root of the squared distance compared).
+    /// Their Euclidean distances (the square root of the squared distance compared); empty
+    /// when [`RadiusOptions::distances`] was off.
     pub distances: Vec<T>,
 }
 
@@ -66,10 +72,11 @@ impl<T: Real> Within<T> {
         self.ids.len()
     }
 
-    /// Row `i`: its neighbours' ids and distances.
+    /// Row `i`: its neighbours' ids and distances (no distances when they were not asked
+    /// for).
     pub fn row(&self, i: usize) -> (&[u32], &[T]) {
         let (s, e) = (self.offsets[i] as usize, self.offsets[i + 1] as usize);
-        (&self.ids[s..e], &self.distances[s..e])
+        (&self.ids[s..e], self.distances.get(s..e).unwrap_or_default())
     }
 
     /// Each row's length.
@@ -77,11 +84,13 @@ impl<T: Real> Within<T> {
         self.offsets.windows(2).map(|w| (w[1] - w[0]) as u32).collect()
     }
 
-    /// Every (row, id, distance), row after row.
+    /// Every (row, id, distance), row after row (the distance NaN when distances were not
+    /// asked for).
     pub fn pairs(&self) -> impl Iterator<Item = (u32, u32, T)> + '_ {
         (0..self.rows()).flat_map(move |r| {
-            let (ids, ds) = self.row(r);
-            ids.iter().zip(ds).map(move |(&id, &d)| (r as u32, id, d))
+            let (s, e) = (self.offsets[r] as usize, self.offsets[r + 1] as usize);
+            (s..e)
+                .map(move |k| (r as u32, self.ids[k], self.distances.get(k).copied().unwrap_or(T::from_f64(f64::NAN))))
         })
     }
 }

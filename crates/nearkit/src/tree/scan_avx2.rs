@@ -54,17 +54,17 @@ unsafe fn ids_from(ids: &[u32], w: usize, first_id: u32) -> (__m256i, u32) {
 
 /// The points `w..w + 8` of the columns `x`, `y`, `z` among `lanes` that lie within `r2` of
 /// `q` and whose id is at least `first_id`: their squared distances (each lane the scalar
-/// `dist2`'s operations in its order, no fused multiply-add, so the bits are the same) and
-/// ids left-packed at `d_out` and `id_out` (eight slots of each are written whatever the
-/// count); returns how many. Without branches on the data.
+/// `dist2`'s operations in its order, no fused multiply-add, so the bits are the same; with
+/// `D2` only) and ids left-packed at `d_out` and `id_out` (eight slots of each are written
+/// whatever the count); returns how many. Without branches on the data.
 ///
 /// # Safety
-/// The CPU has AVX2 and POPCNT; `w + 8` is at most each column's length; `d_out` and `id_out` have room
-/// for eight values.
+/// The CPU has AVX2 and POPCNT; `w + 8` is at most each column's length; `id_out`, and with
+/// `D2` `d_out`, have room for eight values.
 #[target_feature(enable = "avx2,popcnt")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn keep_f64(
+pub unsafe fn keep_f64<const D2: bool>(
     [x, y, z]: [&[f64]; 3],
     ids: &[u32],
     w: usize,
@@ -88,10 +88,12 @@ pub unsafe fn keep_f64(
     let (v, ok) = ids_from(ids, w, first_id);
     let keep = near & ok & lanes;
     let pack = |m: u32| _mm256_loadu_si256(LEFT4[m as usize].as_ptr() as *const __m256i);
-    let (m0, m1) = (keep & 15, keep >> 4);
-    let n0 = m0.count_ones() as usize;
-    _mm256_storeu_pd(d_out, _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(lo), pack(m0))));
-    _mm256_storeu_pd(d_out.add(n0), _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(hi), pack(m1))));
+    if D2 {
+        let (m0, m1) = (keep & 15, keep >> 4);
+        let n0 = m0.count_ones() as usize;
+        _mm256_storeu_pd(d_out, _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(lo), pack(m0))));
+        _mm256_storeu_pd(d_out.add(n0), _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(hi), pack(m1))));
+    }
     let p = _mm256_loadu_si256(LEFT[keep as usize].as_ptr() as *const __m256i);
     _mm256_storeu_si256(id_out as *mut __m256i, _mm256_permutevar8x32_epi32(v, p));
     keep.count_ones() as usize
@@ -104,7 +106,7 @@ pub unsafe fn keep_f64(
 #[target_feature(enable = "avx2,popcnt")]
 #[inline]
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn keep_f32(
+pub unsafe fn keep_f32<const D2: bool>(
     [x, y, z]: [&[f32]; 3],
     ids: &[u32],
     w: usize,
@@ -123,7 +125,9 @@ pub unsafe fn keep_f32(
     let (v, ok) = ids_from(ids, w, first_id);
     let keep = near & ok & lanes;
     let p = _mm256_loadu_si256(LEFT[keep as usize].as_ptr() as *const __m256i);
-    _mm256_storeu_ps(d_out, _mm256_permutevar8x32_ps(d2, p));
+    if D2 {
+        _mm256_storeu_ps(d_out, _mm256_permutevar8x32_ps(d2, p));
+    }
     _mm256_storeu_si256(id_out as *mut __m256i, _mm256_permutevar8x32_epi32(v, p));
     keep.count_ones() as usize
 }

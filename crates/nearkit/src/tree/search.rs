@@ -379,15 +379,16 @@ unsafe fn columns_as<T: Real, U>(tree: &MortonTree<T>) -> [&[U]; 3] {
 }
 
 /// The points of window `w` among `lanes` within `r2` of `q` whose id is at least
-/// `first_id`: their squared distances (computed as `dist2`) and ids written from `d_out` and
-/// `id_out` on (`WINDOW` slots of each may be written); returns how many. In AVX2 with `AVX2`
-/// (the caller runs with AVX2 and POPCNT).
+/// `first_id`: their squared distances (computed as `dist2`; with `D2` only) and ids written
+/// from `d_out` and `id_out` on (`WINDOW` slots of each may be written); returns how many. In
+/// AVX2 with `AVX2` (the caller runs with AVX2 and POPCNT).
 ///
 /// # Safety
-/// `w + WINDOW` is at most the tree's size; `d_out` and `id_out` have room for `WINDOW`.
+/// `w + WINDOW` is at most the tree's size; `id_out`, and with `D2` `d_out`, have room for
+/// `WINDOW`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-unsafe fn keep_window<T: Real, const AVX2: bool>(
+unsafe fn keep_window<T: Real, const AVX2: bool, const D2: bool>(
     tree: &MortonTree<T>,
     w: usize,
     lanes: u32,
@@ -404,11 +405,21 @@ unsafe fn keep_window<T: Real, const AVX2: bool>(
         return unsafe {
             if T::NAME == "f64" {
                 let (xyz, q) = (columns_as::<T, f64>(tree), q.map(|v| v.to_f64()));
-                super::scan_avx2::keep_f64(xyz, &tree.id, w, lanes, q, r2.to_f64(), first_id, d_out.cast(), id_out)
+                super::scan_avx2::keep_f64::<D2>(
+                    xyz,
+                    &tree.id,
+                    w,
+                    lanes,
+                    q,
+                    r2.to_f64(),
+                    first_id,
+                    d_out.cast(),
+                    id_out,
+                )
             } else {
                 let xyz = columns_as::<T, f32>(tree);
                 let f32s = |v: T| v.to_f64() as f32;
-                super::scan_avx2::keep_f32(
+                super::scan_avx2::keep_f32::<D2>(
                     xyz,
                     &tree.id,
                     w,
@@ -429,7 +440,9 @@ unsafe fn keep_window<T: Real, const AVX2: bool>(
         let id = tree.id[i];
         // SAFETY: len < WINDOW, for which the caller made room.
         unsafe {
-            d_out.add(len).write(d);
+            if D2 {
+                d_out.add(len).write(d);
+            }
             id_out.add(len).write(id);
         }
         len += usize::from((lanes >> l & 1 != 0) & (d <= r2) & (id >= first_id));
@@ -458,13 +471,13 @@ fn count_window<T: Real, const AVX2: bool>(tree: &MortonTree<T>, w: usize, lanes
 }
 
 /// Every point of `runs` within squared radius `r2` of `q` (inclusive) whose id is at least
-/// `first_id`, appended as squared distances to `d2` and ids to `ids`, in the runs' order (for
+/// `first_id`, appended as squared distances to `d2` (with `D2` only) and ids to `ids`, in the runs' order (for
 /// the runs of `runs_near`: ascending position, which is the order radius/radius.cu's
 /// one-query walk gives too); returns how many. Runs whose box lies beyond r are skipped
 /// (their boxes tested several at a time); the others are tested `WINDOW` points at a time.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub fn scan_runs<T: Real, const AVX2: bool>(
+pub fn scan_runs<T: Real, const AVX2: bool, const D2: bool>(
     tree: &MortonTree<T>,
     runs: &mut RunColumns<T>,
     q: [T; 3],
@@ -481,14 +494,18 @@ pub fn scan_runs<T: Real, const AVX2: bool>(
             for i in s..e {
                 let d = dist2(q[0], q[1], q[2], tree.x[i], tree.y[i], tree.z[i]);
                 if d <= r2 && tree.id[i] >= first_id {
-                    d2.push(d);
+                    if D2 {
+                        d2.push(d);
+                    }
                     ids.push(tree.id[i]);
                 }
             }
             continue;
         }
         // Windows write up to WINDOW slots past the points kept.
-        d2.reserve(e - s + WINDOW);
+        if D2 {
+            d2.reserve(e - s + WINDOW);
+        }
         ids.reserve(e - s + WINDOW);
         let (d_at, id_at, mut len) = (d2.as_mut_ptr(), ids.as_mut_ptr(), ids.len());
         let mut j = s;
@@ -496,12 +513,16 @@ pub fn scan_runs<T: Real, const AVX2: bool>(
             let (w, lanes) = window(n, j, e);
             // SAFETY: `window` keeps w + WINDOW within the tree; len grows by at most the
             // points of s..e, so WINDOW slots from len lie within the room reserved.
-            len += unsafe { keep_window::<T, AVX2>(tree, w, lanes, q, r2, first_id, d_at.add(len), id_at.add(len)) };
+            len += unsafe {
+                keep_window::<T, AVX2, D2>(tree, w, lanes, q, r2, first_id, d_at.wrapping_add(len), id_at.add(len))
+            };
             j = w + WINDOW;
         }
-        // SAFETY: both hold `len` values written above (or before).
+        // SAFETY: both hold `len` values written above (or before; `d2` with D2 only).
         unsafe {
-            d2.set_len(len);
+            if D2 {
+                d2.set_len(len);
+            }
             ids.set_len(len);
         }
     }
