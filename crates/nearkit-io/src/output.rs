@@ -484,19 +484,38 @@ pub enum WithinLayout {
     Pairs,
 }
 
-/// Radius rows (see [`WithinLayout`]); distances in the working precision.
-pub fn write_within<T: Real>(path: &Path, rows: &nearkit::Within<T>, layout: WithinLayout) -> Result<()> {
+/// Radius rows (see [`WithinLayout`]); with `with_distances` their distances in the working
+/// precision too (rows found without, `RadiusOptions::distances` off, have none: the files
+/// then hold ids alone, no `distance` column and no `distances` array).
+pub fn write_within<T: Real>(
+    path: &Path,
+    rows: &nearkit::Within<T>,
+    layout: WithinLayout,
+    with_distances: bool,
+) -> Result<()> {
+    if with_distances && rows.distances.len() != rows.total() {
+        return Err(IoError::new(path, "the rows hold no distances: write them without"));
+    }
     let (first, second) = match layout {
         WithinLayout::Rows => ("query", "id"),
         WithinLayout::Pairs => ("i", "j"),
     };
     match path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() {
         Some("csv") => write_atomically(path, |w| {
-            writeln!(w, "{first},{second},distance")?;
+            match with_distances {
+                true => writeln!(w, "{first},{second},distance")?,
+                false => writeln!(w, "{first},{second}")?,
+            }
             for r in 0..rows.rows() {
                 let (ids, ds) = rows.row(r);
-                for (id, d) in ids.iter().zip(ds) {
-                    writeln!(w, "{r},{id},{d}")?;
+                if with_distances {
+                    for (id, d) in ids.iter().zip(ds) {
+                        writeln!(w, "{r},{id},{d}")?;
+                    }
+                } else {
+                    for id in ids {
+                        writeln!(w, "{r},{id}")?;
+                    }
                 }
             }
             Ok(())
@@ -511,7 +530,9 @@ pub fn write_within<T: Real>(path: &Path, rows: &nearkit::Within<T>, layout: Wit
             }
             let ids = if layout == WithinLayout::Pairs { "j" } else { "ids" };
             npz.array(ids, &[n], rows.ids.iter().map(|&i| i as i32))?;
-            if T::NAME == "f32" {
+            if !with_distances {
+                Ok(())
+            } else if T::NAME == "f32" {
                 npz.array("distances", &[n], rows.distances.iter().map(|d| d.to_f64() as f32))
             } else {
                 npz.array("distances", &[n], rows.distances.iter().map(|d| d.to_f64()))

@@ -141,12 +141,21 @@ fn npz_results_hold_their_arrays_bit_for_bit() {
     // Radius rows as pairs, in f64.
     let rows = nearkit::Within { offsets: vec![0, 2, 2, 3], ids: vec![5, 6, 9], distances: vec![0.5f64, 1.5, 2.5] };
     let path = d.path().join("w.npz");
-    nearkit_io::write_within(&path, &rows, nearkit_io::WithinLayout::Pairs).unwrap();
+    nearkit_io::write_within(&path, &rows, nearkit_io::WithinLayout::Pairs, true).unwrap();
     let a = read_npz(&path);
     assert_eq!(a["offsets"], ("<i8".into(), vec![4], le(&[0i64, 2, 2, 3], i64::to_le_bytes)));
     assert_eq!(a["i"], ("<i4".into(), vec![3], le(&[0i32, 0, 2], i32::to_le_bytes)));
     assert_eq!(a["j"], ("<i4".into(), vec![3], le(&[5i32, 6, 9], i32::to_le_bytes)));
     assert_eq!(a["distances"], ("<f8".into(), vec![3], le(&[0.5f64, 1.5, 2.5], f64::to_le_bytes)));
+    // The same rows found without distances: ids alone.
+    let ids_only = nearkit::Within { distances: Vec::new(), ..rows.clone() };
+    nearkit_io::write_within(&path, &ids_only, nearkit_io::WithinLayout::Pairs, false).unwrap();
+    let b = read_npz(&path);
+    assert_eq!((&b["i"], &b["j"], b.contains_key("distances")), (&a["i"], &a["j"], false));
+    let csv = d.path().join("w.csv");
+    nearkit_io::write_within(&csv, &ids_only, nearkit_io::WithinLayout::Rows, false).unwrap();
+    assert_eq!(std::fs::read_to_string(&csv).unwrap(), "query,id\n0,5\n0,6\n2,9\n");
+    assert!(nearkit_io::write_within(&csv, &ids_only, nearkit_io::WithinLayout::Rows, true).is_err());
 
     let path = d.path().join("c.npz");
     nearkit_io::write_counts(&path, &[3, 0, 7]).unwrap();

@@ -28,7 +28,7 @@ Exact and inclusive: a point is within r when its distance is <= r (squared dist
 compared in the working precision, as every nearkit query does), the same on the CPU and a GPU.
 Rows are sorted by (distance, id) unless --unsorted. Output: .csv (query,id,distance; with
 --pairs i,j,distance and i < j) or .npz (offsets: N+1 int64, ids or i and j: int32,
-distances). --count-only writes query,count (.npz: counts). Rows of --queries to a .csv are
+distances); --no-distances leaves the distances out (faster with --unsorted). --count-only writes query,count (.npz: counts). Rows of --queries to a .csv are
 written a million queries at a time, so their size is not bounded by memory; otherwise a
 result larger than the memory free now is refused before it is computed in full
 (--max-results sets the limit, per million queries when streaming).")]
@@ -51,6 +51,9 @@ pub struct WithinArgs {
     /// Leave rows in the index's order (faster; the same on every device).
     #[arg(long)]
     pub unsorted: bool,
+    /// Write ids alone, without distances (the search then keeps no distances).
+    #[arg(long, conflicts_with = "count_only")]
+    pub no_distances: bool,
     /// Fail when the result would hold more neighbours than this (default: what free memory holds).
     #[arg(long)]
     pub max_results: Option<u64>,
@@ -114,7 +117,7 @@ fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
     let per = (4 + 2 * std::mem::size_of::<T>()) as u64;
     // Each neighbour is held about twice on the way out (rows, and the output buffer).
     let max_results = args.max_results.or_else(|| crate::common::available_memory().map(|m| m / (2 * per)));
-    let opts = RadiusOptions { sorted: !args.unsorted, max_results, ..Default::default() };
+    let opts = RadiusOptions { sorted: !args.unsorted, distances: !args.no_distances, max_results };
     let r = T::from_f64(radius);
     let spinner = Spinner::start("searching", quiet);
     let start = Instant::now();
@@ -135,12 +138,17 @@ fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
         // A failed query is reported as itself, not as a failed write.
         let mut failed = None;
         let written = nearkit_io::write_atomically(path, |w| {
-            writeln!(w, "query,id,distance")?;
+            writeln!(w, "{}", if opts.distances { "query,id,distance" } else { "query,id" })?;
             let mut io_error = None;
             let run = index.within_each(q, r, &opts, STREAM_QUERIES, |first, rows| {
                 total += rows.total();
                 for (row, id, d) in rows.pairs() {
-                    if let Err(e) = writeln!(w, "{},{id},{d}", first + row as usize) {
+                    let row = first + row as usize;
+                    let written = match opts.distances {
+                        true => writeln!(w, "{row},{id},{d}"),
+                        false => writeln!(w, "{row},{id}"),
+                    };
+                    if let Err(e) = written {
                         io_error = Some(e);
                         return Err(nearkit::Error::InvalidArgument("write failed".into()));
                     }
@@ -208,13 +216,19 @@ fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
         Ok(rows) => {
             let rows = rows.map_err(limit_note)?;
             match &args.out {
-                Some(path) => nearkit_io::write_within(path, &rows, layout)?,
+                Some(path) => nearkit_io::write_within(path, &rows, layout, opts.distances)?,
                 None => {
                     let (a, b) = if layout == WithinLayout::Rows { ("query", "id") } else { ("i", "j") };
-                    out!("{a:>8} {b:>10} {:>14}", "distance");
+                    match opts.distances {
+                        true => out!("{a:>8} {b:>10} {:>14}", "distance"),
+                        false => out!("{a:>8} {b:>10}"),
+                    }
                     let mut shown = 0;
                     for (i, j, d) in rows.pairs().take(10) {
-                        out!("{i:>8} {j:>10} {:>14.6}", d.to_f64());
+                        match opts.distances {
+                            true => out!("{i:>8} {j:>10} {:>14.6}", d.to_f64()),
+                            false => out!("{i:>8} {j:>10}"),
+                        }
                         shown += 1;
                     }
                     if rows.total() > shown && !quiet {
