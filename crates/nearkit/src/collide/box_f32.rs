@@ -8,22 +8,22 @@ use super::ellipsoid::V3;
 #[inline(always)]
 pub fn f32_down(x: f64) -> f32 {
     let y = x as f32;
-    pick(y, step_f32(y, -1), (y as f64) > x)
+    if (y as f64) > x {
+        step_f32(y, -1)
+    } else {
+        y
+    }
 }
 
 /// The smallest f32 at least x.
 #[inline(always)]
 pub fn f32_up(x: f64) -> f32 {
     let y = x as f32;
-    pick(y, step_f32(y, 1), (y as f64) < x)
-}
-
-/// `b` if `take_b`, else `a`, without a branch: whether a coordinate rounds past itself is
-/// a coin toss, which a branch would mispredict half the time (six per box).
-#[inline(always)]
-fn pick(a: f32, b: f32, take_b: bool) -> f32 {
-    let mask = (take_b as u32).wrapping_neg();
-    f32::from_bits(a.to_bits() ^ ((a.to_bits() ^ b.to_bits()) & mask))
+    if (y as f64) < x {
+        step_f32(y, 1)
+    } else {
+        y
+    }
 }
 
 /// The neighbouring f32 of finite or infinite y, upwards (`dir` 1) or downwards (-1).
@@ -34,7 +34,7 @@ fn step_f32(y: f32, dir: i32) -> f32 {
     }
     let away = (y > 0.0) == (dir > 0);
     let b = y.to_bits();
-    f32::from_bits(if away { b.wrapping_add(1) } else { b.wrapping_sub(1) })
+    f32::from_bits(if away { b + 1 } else { b - 1 })
 }
 
 /// An f32 box holding the f64 box (lo, hi).

@@ -92,8 +92,7 @@ pub struct CandidateLists {
     pub fat: Vec<Option<FatBox>>,
     /// Body i's triangles, ascending.
     pub triangles: Vec<Vec<u32>>,
-    /// Body i's neighbours, lower and higher ids alike, ascending (so that the narrow phase
-    /// takes the higher ones without testing each).
+    /// Body i's neighbours, lower and higher ids alike, in no order.
     pub bodies: Vec<Vec<u32>>,
     /// The lists' own grid cell: about twice a body's box, so that a fat box enters few
     /// cells (the world's cells suit the exact tests' candidates, not the re-listing).
@@ -217,8 +216,8 @@ impl CandidateLists {
                 }
                 for j in std::mem::take(&mut self.bodies[i]) {
                     let list = &mut self.bodies[j as usize];
-                    if let Ok(at) = list.binary_search(&(i as u32)) {
-                        list.remove(at);
+                    if let Some(at) = list.iter().position(|&x| x as usize == i) {
+                        list.swap_remove(at);
                     }
                 }
             }
@@ -267,8 +266,7 @@ impl CandidateLists {
         for (&i, (tris, near)) in movers.iter().zip(fresh) {
             for &j in &near {
                 if !self.moving[j as usize] {
-                    let list = &mut self.bodies[j as usize];
-                    list.insert(list.partition_point(|&x| x < i), i);
+                    self.bodies[j as usize].push(i);
                 }
             }
             self.triangles[i as usize] = tris;
@@ -286,7 +284,7 @@ fn triangles_of(m: &StaticMesh, grid: &LevelGrid, f: &FatBox) -> Result<Vec<u32>
     Ok(out)
 }
 
-/// The other bodies whose fat boxes overlap body i's, ascending.
+/// The other bodies whose fat boxes overlap body i's.
 fn bodies_of(
     i: u32,
     f: &FatBox,
@@ -305,6 +303,5 @@ fn bodies_of(
             }
         }
     }
-    out.sort_unstable();
     out
 }

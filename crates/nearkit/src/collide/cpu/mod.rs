@@ -198,10 +198,9 @@ impl Tick<'_> {
                 prefetch(self.lists.bodies[iu + 4].as_ptr(), 1);
             }
             let Some((lo, hi)) = &self.boxes[iu] else { continue };
-            let listed = &self.lists.bodies[iu];
-            for &o in &listed[listed.partition_point(|&o| o <= i)..] {
+            for &o in &self.lists.bodies[iu] {
                 let ou = o as usize;
-                if !layers_meet(b.layer[iu], b.mask[iu], b.layer[ou], b.mask[ou]) {
+                if o <= i || !layers_meet(b.layer[iu], b.mask[iu], b.layer[ou], b.mask[ou]) {
                     continue;
                 }
                 if matches!(&self.boxes[ou], Some((olo, ohi)) if boxes_overlap(lo, hi, olo, ohi)) {
