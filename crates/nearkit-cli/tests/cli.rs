@@ -595,38 +595,17 @@ fn within_writes_rows_pairs_and_counts() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let want = "i,j,distance\n0,1,5\n0,2,5\n0,4,5\n1,4,0\n1,2,4.472136\n2,4,4.472136\n";
     assert_eq!(std::fs::read_to_string(&out).unwrap(), want);
-    // Ids alone: the same pairs, in the same order, without the distance column.
-    let o = nearkit(&[
-        "within",
-        "--data",
-        s(&data),
-        "--pairs",
-        "-r",
-        "5",
-        "--no-distances",
-        "--device",
-        "cpu",
-        "--out",
-        s(&out),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), "i,j\n0,1\n0,2\n0,4\n1,4\n1,2\n2,4\n");
-    let o = nearkit(&[
-        "within",
-        "--data",
-        s(&data),
-        "--queries",
-        s(&q),
-        "-r",
-        "5",
-        "--no-distances",
-        "--device",
-        "cpu",
-        "--out",
-        s(&out),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), "query,id\n0,0\n0,1\n0,2\n0,4\n");
+    // Ids alone: the same rows, in the same order, without the distance column.
+    for (set, want) in [
+        (vec!["--pairs"], "i,j\n0,1\n0,2\n0,4\n1,4\n1,2\n2,4\n"),
+        (vec!["--queries", s(&q)], "query,id\n0,0\n0,1\n0,2\n0,4\n"),
+    ] {
+        let mut argv = vec!["within", "--data", s(&data), "-r", "5", "--no-distances", "--device", "cpu"];
+        argv.extend(set.iter().chain(&["--out", s(&out)]));
+        let o = nearkit(&argv);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), want);
+    }
     let out = d.path().join("counts.csv");
     let o = nearkit(&[
         "within",
