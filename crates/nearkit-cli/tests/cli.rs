@@ -661,7 +661,7 @@ fn bench_within_runs_small() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("pairs within r, unsorted") && out.contains("clustered"), "{out}");
+    assert!(out.contains("pairs within r, unsorted") && out.contains("ids only") && out.contains("clustered"), "{out}");
 }
 
 #[test]

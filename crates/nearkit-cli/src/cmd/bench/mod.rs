@@ -65,7 +65,8 @@ Examples:
 
 Points are generated in the unit cube; r is found by bisection so that a point has
 --neighbours others within it on average. Each self-join is timed with rows sorted by
-(distance, id) and unsorted. On CUDA, 'resident' has the points and the rows in GPU memory
+(distance, id), unsorted, and unsorted with ids alone (no distances: scipy's query_pairs).
+On CUDA, 'resident' has the points and the rows in GPU memory
 (the index is built inside the timing), 'end to end' starts from host arrays and ends with
 the rows in host memory, beside the transfer floor of the same bytes measured in the run;
 each GPU result is checked against the CPU's, bit for bit.")]

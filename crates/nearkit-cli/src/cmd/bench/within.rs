@@ -39,8 +39,10 @@ pub fn run<T: Real>(args: &BenchWithinArgs) -> CliResult {
         let points = generate::<T>(dist, args.count, 1.0, 2031);
         let r = radius_for::<T>(&engine, &points, args.neighbours)?;
         let name = format!("{dist} {} r={:.4}", short(args.count), r.to_f64());
-        for sorted in [true, false] {
-            rows.push(self_join(args, &engine, &name, &points, r, sorted)?);
+        // Sorted, unsorted, and unsorted ids alone (scipy's `query_pairs`).
+        for (sorted, distances) in [(true, true), (false, true), (false, false)] {
+            let opts = RadiusOptions { sorted, distances, ..Default::default() };
+            rows.push(self_join(args, &engine, &name, &points, r, &opts)?);
         }
     }
     if let Some(path) = &args.mesh {
@@ -114,23 +116,26 @@ fn self_join<T: Real>(
     name: &str,
     points: &Points<T>,
     r: T,
-    sorted: bool,
+    opts: &RadiusOptions,
 ) -> CliResult<Row> {
-    let opts = RadiusOptions { sorted, ..Default::default() };
-    let query = || PointIndex::new(points, engine)?.pairs_within(r, &opts);
+    let query = || PointIndex::new(points, engine)?.pairs_within(r, opts);
     let got = query()?;
     let e2e = time(args.runs, || query().map(drop))?;
     let mut resident = None;
     let mut floor = None;
     if engine.is_cuda() {
         let dp = engine.upload(points)?;
-        let run = || PointIndex::from_device(&dp, engine)?.pairs_within_device(r, &opts).map(drop);
+        let run = || PointIndex::from_device(&dp, engine)?.pairs_within_device(r, opts).map(drop);
         resident = Some(time_on(engine, args.runs, run)?);
         floor = transfer_floor::<T>(engine, points.len(), &got)?;
     }
-    let check = check(engine, args.no_check, &got, || PointIndex::new(points, &Engine::cpu())?.pairs_within(r, &opts))?;
-    let query = format!("pairs within r{}", if sorted { "" } else { ", unsorted" });
-    Ok(Row { workload: name.into(), query, total: got.total(), resident, end_to_end: e2e, floor, check })
+    let check = check(engine, args.no_check, &got, || PointIndex::new(points, &Engine::cpu())?.pairs_within(r, opts))?;
+    let query = match (opts.sorted, opts.distances) {
+        (true, _) => "pairs within r",
+        (false, true) => "pairs within r, unsorted",
+        (false, false) => "pairs within r, ids only",
+    };
+    Ok(Row { workload: name.into(), query: query.into(), total: got.total(), resident, end_to_end: e2e, floor, check })
 }
 
 fn within_rows<T: Real>(
@@ -162,7 +167,7 @@ fn within_rows<T: Real>(
 fn transfer_floor<T: Real>(engine: &Engine, points: usize, rows: &Within<T>) -> CliResult<Option<Duration>> {
     let size = std::mem::size_of::<T>();
     let up = points * 3 * size;
-    let down = rows.offsets.len() * 8 + rows.total() * (4 + size);
+    let down = rows.offsets.len() * 8 + rows.total() * 4 + rows.distances.len() * size;
     Ok(match (engine.bus_floor(up)?, engine.bus_floor(down)?) {
         (Some(u), Some(d)) => Some(u.pinned_up + d.pinned_down),
         _ => None,
