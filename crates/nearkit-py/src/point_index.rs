@@ -346,19 +346,21 @@ impl<T: Real> Placed<T> {
     /// The pairs within `r` of the indexed points (`other` None: each pair once, row `i`
     /// listing `j > i`) or of an indexed point and a point of `other` (row `i` listing the
     /// points of `other`). One call: the library parallelises over the rows itself.
+    #[allow(clippy::too_many_arguments)]
     fn pairs_within(
         &self,
         py: Python<'_>,
         other: Option<ArrayView2<'_, T>>,
         r: T,
         order: Order,
+        distances: bool,
         max_results: Option<u64>,
         workers: usize,
     ) -> PyResult<Csr<T>> {
         let n = self.main.len();
         // A GPU is worth it for enough points in all, as for closest pairs of two sets.
         let index = self.for_queries(n + other.map_or(0, |o| o.nrows())).map_err(err)?;
-        let opts = order.options(true, max_results);
+        let opts = order.options(distances, max_results);
         detach_on(py, index.engine(), || {
             with_workers(workers, n, || {
                 let mut rows = match other {
@@ -846,8 +848,10 @@ impl PyPointIndex {
     }
 
     /// The pairs within `r`: of the indexed points (`other` None; row i lists j > i), or of
-    /// an indexed point and a row of `other`. (offsets, ids, distances).
-    #[pyo3(signature = (other, r, order, max_results, workers))]
+    /// an indexed point and a row of `other`. (offsets, ids, distances); the distances empty
+    /// unless `distances`.
+    #[pyo3(signature = (other, r, order, max_results, workers, distances = true))]
+    #[allow(clippy::too_many_arguments)]
     fn pairs_within<'py>(
         &self,
         py: Python<'py>,
@@ -856,11 +860,12 @@ impl PyPointIndex {
         order: &str,
         max_results: Option<u64>,
         workers: usize,
+        distances: bool,
     ) -> PyResult<Bound<'py, pyo3::types::PyTuple>> {
         let order = Order::parse(order)?;
         macro_rules! pairs {
             ($p:expr, $other:expr) => {{
-                let c = $p.pairs_within(py, $other, Real::from_f64(r), order, max_results, workers)?;
+                let c = $p.pairs_within(py, $other, Real::from_f64(r), order, distances, max_results, workers)?;
                 (vector(py, c.offsets), vector(py, c.ids), vector(py, c.distances)).into_pyobject(py)
             }};
         }

@@ -55,10 +55,11 @@ def test_radius_queries_are_bitwise_equal(rng, dtype, kind):
     cpu, gpu = nearkit.PointIndex(data, device="cpu"), nearkit.PointIndex(data, device="cuda")
     r = RADIUS[kind]
     for sort in [True, False]:  # unsorted rows are in the index's order, the same on both
-        for a, b in zip(cpu.within(q, r, sort=sort), gpu.within(q, r, sort=sort)):
-            np.testing.assert_array_equal(a, b)
-        for a, b in zip(cpu.pairs_within(r, sort=sort), gpu.pairs_within(r, sort=sort)):
-            np.testing.assert_array_equal(a, b)
+        for distances in [True, False]:
+            both = [i.within(q, r, sort=sort, distances=distances) for i in (cpu, gpu)]
+            both += [i.pairs_within(r, sort=sort, distances=distances) for i in (cpu, gpu)]
+            for a, b in [*zip(both[0], both[1]), *zip(both[2], both[3])]:
+                np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(cpu.count_within(q, r), gpu.count_within(q, r))
     np.testing.assert_array_equal(
         cpu.query_pairs(r, output_type="ndarray"), gpu.query_pairs(r, output_type="ndarray")

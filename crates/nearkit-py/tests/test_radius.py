@@ -61,6 +61,16 @@ def assert_same_rows_any_order(w, rows):
         np.testing.assert_array_equal(got_d[order], dist[back])
 
 
+def assert_ids_alone(query, *args):
+    """`query(*args, distances=False)` gives the same rows as with distances, sorted or not,
+    and no distances."""
+    for sort in (True, False):
+        full, ids_only = query(*args, sort=sort), query(*args, sort=sort, distances=False)
+        np.testing.assert_array_equal(ids_only.offsets, full.offsets)
+        np.testing.assert_array_equal(ids_only.ids, full.ids)
+        assert ids_only.distances.shape == (0,) and ids_only.distances.dtype == full.distances.dtype
+
+
 def untied(d2, r2, rtol=1e-9):
     """Where a squared distance is not within rtol of r2: there scipy (whose arithmetic
     differs in the last bits) must agree."""
@@ -77,6 +87,7 @@ def test_within_is_the_brute_force_answer(rng, dtype, kind):
         rows = brute_within(q, data, r)
         assert_rows(index.within(q, r), rows, dtype)
         assert_same_rows_any_order(index.within(q, r, sort=False), rows)
+        assert_ids_alone(index.within, q, r)
         counts = index.count_within(q, r)
         assert counts.dtype == np.int64
         np.testing.assert_array_equal(counts, [len(ids) for ids, _ in rows])
@@ -155,6 +166,7 @@ def test_pairs_within_and_query_pairs_are_the_brute_force_answer(rng, dtype, kin
         rows = brute_rows(d2, r)
         assert_rows(index.pairs_within(r), rows, dtype)
         assert_same_rows_any_order(index.pairs_within(r, sort=False), rows)
+        assert_ids_alone(index.pairs_within, r)
         want = {(i, int(j)) for i, (ids, _) in enumerate(rows) for j in ids}
         got = index.query_pairs(r)
         assert isinstance(got, set) and got == want

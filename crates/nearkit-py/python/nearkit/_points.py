@@ -24,8 +24,8 @@ class Pairs(NamedTuple):
 class Within(NamedTuple):
     """Rows of neighbours in compressed (CSR) form: row ``k`` lists
     ``ids[offsets[k]:offsets[k + 1]]`` (int64 rows of the indexed points, or of ``other``)
-    and their Euclidean ``distances`` (the index's dtype). Rows are ascending by (distance,
-    id) unless unsorted rows were asked for. Unpacks as ``offsets, ids, distances = w``;
+    and their Euclidean ``distances`` (the index's dtype; empty when ``distances=False`` was
+    asked for). Rows are ascending by (distance, id) unless unsorted rows were asked for. Unpacks as ``offsets, ids, distances = w``;
     ``scipy.sparse.csr_matrix((w.distances, w.ids, w.offsets), shape=(rows, n))`` holds the
     same rows as a sparse matrix."""
 
@@ -305,6 +305,7 @@ class PointIndex:
         r: float,
         *,
         sort: bool = True,
+        distances: bool = True,
         max_results: Optional[int] = None,
         workers: Optional[int] = None,
     ) -> Within:
@@ -322,6 +323,9 @@ class PointIndex:
         sort : bool
             Rows ascending by (distance, id) (default); False leaves each row in the index's
             own order (faster; deterministic, the same on every device).
+        distances : bool
+            Return each neighbour's distance (default). False: ``distances`` is empty and the
+            search keeps ids alone, which is faster (with ``sort=False`` most of all).
         max_results : int, optional
             Raise ValueError, before the rows are stored, when they would hold more than this
             many neighbours in all (a guard against a radius that is too large).
@@ -360,7 +364,8 @@ class PointIndex:
         w = _arrays.workers(workers)
         if len(q) == 0:
             return Within(np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0, self.dtype))
-        return Within(*self._native.within(q, radius, "distance" if sort else "index", limit, w))
+        order = "distance" if sort else "index"
+        return Within(*self._native.within(q, radius, order, limit, w, distances=bool(distances)))
 
     def count_within(self, x: Any, r: float, workers: Optional[int] = None) -> Any:
         """How many indexed points lie within distance ``r`` of each query point (inclusive,
@@ -383,14 +388,15 @@ class PointIndex:
         r: float,
         *,
         sort: bool = True,
+        distances: bool = True,
         max_results: Optional[int] = None,
         workers: Optional[int] = None,
     ) -> Within:
         """Every pair of indexed points within distance ``r`` of each other, each pair once,
         as compressed rows: row ``i`` (one per indexed point) lists the points ``j > i``
         within ``r`` of point ``i``, ascending by (distance, j) unless ``sort=False``.
-        ``r``, ``max_results`` and ``workers`` are as for :meth:`within`; duplicate points
-        are pairs at distance 0.
+        ``r``, ``distances``, ``max_results`` and ``workers`` are as for :meth:`within`;
+        duplicate points are pairs at distance 0.
 
         >>> import nearkit
         >>> w = nearkit.PointIndex([[0, 0, 0], [1, 0, 0], [0.5, 0, 0]]).pairs_within(0.6)
@@ -400,7 +406,8 @@ class PointIndex:
         radius = _arrays.search_radius(r, "r", self.dtype)
         limit = _arrays.max_results(max_results)
         w = _arrays.workers(workers)
-        return Within(*self._native.pairs_within(None, radius, "distance" if sort else "index", limit, w))
+        order = "distance" if sort else "index"
+        return Within(*self._native.pairs_within(None, radius, order, limit, w, distances=bool(distances)))
 
     def query_pairs(
         self,
