@@ -10,52 +10,75 @@
 // Every point within r2 (inclusive) to found(position, d2), in ascending tree position: the
 // points, and the order, of the CPU's group walk (tree/search.rs runs_near, scan_runs). Boxes
 // are tested as box_dist2, a sound lower bound in floating point, so no point within is missed.
+//
+// One loop whose every turn either tests one point or expands one node ("if-if", Aila and
+// Laine 2009): the lanes of a warp, whose walks differ in length and shape, then mostly run the
+// same turn, where nested loops (a node, then its run's points) left most lanes idle. Each
+// lane still visits its nodes and points in the same order as a depth-first walk, left child
+// first: a node's points in range come before the subtree it descends into next.
 template <typename T, typename F>
 __device__ __forceinline__ void within_visit(const Tree<T>& t, T qx, T qy, T qz, T r2, F found) {
-    auto scan = [&](u32 s, u32 e) {
-        for (u32 i = s; i < e; i++) {
-            T d = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
-            if (d <= r2) found(i, d);
-        }
-    };
     // Nodes of up to NK_GPU_RUN points are scanned whole: a distance costs less here than a
     // level of the walk (dependent loads).
     u32 run = max((u32)NK_GPU_RUN, t.leaf_size);
     if (t.n <= run || t.n == 1) {
-        scan(0, t.n);
+        for (u32 i = 0; i < t.n; i++) {
+            T d = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);
+            if (d <= r2) found(i, d);
+        }
         return;
     }
     if (box_dist2(t, 0, qx, qy, qz) > r2) return;
     u32 stack[NK_TREE_STACK];
     int sp = 0;
-    u32 node = 0;
+    // The node to expand next (NO_ID: pop one), and the points still to test, s..e.
+    u32 node = 0, s = 0, e = 0;
     for (;;) {
-        u32 j = t.other_end[node];
-        u32 s = min(node, j), e = max(node, j) + 1;
-        bool descend = false;
-        if (e - s <= run) {
-            scan(s, e);
-        } else {
-            u32 l = t.left[node], r = t.right[node];
-            u32 next = NO_ID;
-            if (l & CHILD_POINT) scan(l & ~CHILD_POINT, (l & ~CHILD_POINT) + 1);
-            else if (box_dist2(t, l, qx, qy, qz) <= r2) next = l;
-            if (r & CHILD_POINT) {
-                if (next == NO_ID) scan(r & ~CHILD_POINT, (r & ~CHILD_POINT) + 1);
-                else stack[sp++] = r;
-            } else if (box_dist2(t, r, qx, qy, qz) <= r2) {
-                if (next == NO_ID) next = r;
-                else stack[sp++] = r;
-            }
-            if (next != NO_ID) { node = next; descend = true; }
+        if (s < e) {
+            T d = dist2(qx, qy, qz, t.x[s], t.y[s], t.z[s]);
+            if (d <= r2) found(s, d);
+            s++;
+            continue;
         }
-        if (descend) continue;
-        for (;;) {
+        if (node == NO_ID) {
             if (sp == 0) return;
             u32 c = stack[--sp];
-            if (c & CHILD_POINT) scan(c & ~CHILD_POINT, (c & ~CHILD_POINT) + 1);
-            else { node = c; break; }
+            if (c & CHILD_POINT) {
+                s = c & ~CHILD_POINT;
+                e = s + 1;
+                continue;
+            }
+            node = c;
         }
+        u32 j = t.other_end[node];
+        u32 ns = min(node, j), ne = max(node, j) + 1;
+        if (ne - ns <= run) {
+            s = ns;
+            e = ne;
+            node = NO_ID;
+            continue;
+        }
+        u32 l = t.left[node], r = t.right[node];
+        u32 next = NO_ID;
+        // Point children are tested at once (s..e, empty here): the left one first, and the
+        // right one just after it (its neighbour) unless the left subtree is descended into
+        // first, in which case it waits on the stack.
+        if (l & CHILD_POINT) {
+            s = l & ~CHILD_POINT;
+            e = s + 1;
+        } else if (box_dist2(t, l, qx, qy, qz) <= r2) next = l;
+        if (r & CHILD_POINT) {
+            if (next != NO_ID) stack[sp++] = r;
+            else if (s < e) e++;
+            else {
+                s = r & ~CHILD_POINT;
+                e = s + 1;
+            }
+        } else if (box_dist2(t, r, qx, qy, qz) <= r2) {
+            if (next == NO_ID) next = r;
+            else stack[sp++] = r;
+        }
+        node = next;
     }
 }
 
