@@ -32,11 +32,21 @@ const LONG_ROW: usize = 4096;
 const LONG_ROW_THREADS: u32 = 512;
 /// A query's walk scans nodes of up to this many points whole.
 const GPU_RUN: usize = 16;
+/// Runs (and nodes still to expand) a warp's walk for its 32 queries lists at most; a warp
+/// whose list would grow longer walks a query a lane instead.
+const GROUP_ITEMS: usize = 256;
 
 static RADIUS: CudaSource = CudaSource {
     file: "radius.cu",
     text: include_str!("radius.cu"),
-    constants: || vec![("GPU_RUN", GPU_RUN.to_string()), ("LONG_ROW", LONG_ROW.to_string())],
+    constants: || {
+        vec![
+            ("GPU_RUN", GPU_RUN.to_string()),
+            ("LONG_ROW", LONG_ROW.to_string()),
+            ("GROUP_ITEMS", GROUP_ITEMS.to_string()),
+            ("GROUP_WARPS", (BLOCK / 32).to_string()),
+        ]
+    },
     structs: Vec::new,
 };
 
@@ -156,7 +166,7 @@ struct Counted {
 }
 
 /// What a count keeps of each query's row: its first `cap` points, point k of query i at
-/// `k * queries + i`, so that the fill copies rows of up to `cap` instead of walking again.
+/// `i * cap + k`, so that the fill copies rows of up to `cap` instead of walking again.
 struct Kept<T> {
     ids: CudaSlice<u32>,
     d2: CudaSlice<T>,

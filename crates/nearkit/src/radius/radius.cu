@@ -99,23 +99,164 @@ __device__ __forceinline__ bool thread_within(u32 i, const T* qx, const T* qy, c
     return true;
 }
 
+#define GROUP_ITEMS NK_GROUP_ITEMS
+#define GROUP_WARPS NK_GROUP_WARPS
+#define FULL_WARP 0xffffffffu
+
+// A lower bound, in floating point, of dist2 between any point of `node` and any point of the
+// box glo..ghi: rounding is monotone, so each gap is at most the difference it bounds.
+template <typename T>
+__device__ __forceinline__ T box_box_dist2(const Tree<T>& t, u32 node, const T* glo, const T* ghi) {
+    T gx = t_max(t_max(t.lo_x[node] - ghi[0], glo[0] - t.hi_x[node]), (T)0);
+    T gy = t_max(t_max(t.lo_y[node] - ghi[1], glo[1] - t.hi_y[node]), (T)0);
+    T gz = t_max(t_max(t.lo_z[node] - ghi[2], glo[2] - t.hi_z[node]), (T)0);
+    return gx * gx + gy * gy + gz * gz;
+}
+
+// The runs of sorted points (x..y) of every node within r2 of the box glo..ghi, in ascending
+// position, for the whole warp: a breadth-first walk in which each lane replaces one item of
+// the list by its children (left first) a turn, so the list stays in position order. Items
+// are runs (y != NO_ID) or nodes still to expand (x, NO_ID). `a` and `b` hold GROUP_ITEMS
+// items each; the runs end in *runs (one of them), their number in m. False when the list
+// would outgrow GROUP_ITEMS.
+template <typename T>
+__device__ bool group_runs(const Tree<T>& t, const T* glo, const T* ghi, T r2, uint2* a, uint2* b, uint2** runs,
+                           u32& m) {
+    u32 lane = threadIdx.x % 32;
+    u32 run = max((u32)NK_GPU_RUN, t.leaf_size);
+    *runs = a;
+    if (t.n <= run || t.n == 1) {
+        if (lane == 0) a[0] = make_uint2(0, t.n);
+        __syncwarp();
+        m = 1;
+        return true;
+    }
+    m = 0;
+    if (box_box_dist2(t, 0, glo, ghi) > r2) return true;
+    if (lane == 0) a[0] = make_uint2(0, NO_ID);
+    __syncwarp();
+    m = 1;
+    uint2 *cur = a, *nxt = b;
+    for (;;) {
+        u32 nm = 0;
+        bool expand = false;
+        for (u32 base = 0; base < m; base += 32) {
+            u32 k = base + lane;
+            uint2 o[2];
+            u32 no = 0;
+            if (k < m) {
+                uint2 it = cur[k];
+                if (it.y != NO_ID) o[no++] = it;
+                else {
+                    u32 cs[2] = {t.left[it.x], t.right[it.x]};
+                    for (int c = 0; c < 2; c++) {
+                        u32 ch = cs[c];
+                        if (ch & CHILD_POINT) {
+                            u32 p = ch & ~CHILD_POINT;
+                            o[no++] = make_uint2(p, p + 1);
+                        } else if (box_box_dist2(t, ch, glo, ghi) <= r2) {
+                            u32 j = t.other_end[ch];
+                            u32 ns = min(ch, j), ne = max(ch, j) + 1;
+                            if (ne - ns <= run) o[no++] = make_uint2(ns, ne);
+                            else {
+                                o[no++] = make_uint2(ch, NO_ID);
+                                expand = true;
+                            }
+                        }
+                    }
+                    // Two runs side by side (a node's two halves) are one run.
+                    if (no == 2 && o[0].y != NO_ID && o[1].y != NO_ID && o[0].y == o[1].x) {
+                        o[0].y = o[1].y;
+                        no = 1;
+                    }
+                }
+            }
+            u32 one = __ballot_sync(FULL_WARP, no >= 1), two = __ballot_sync(FULL_WARP, no == 2);
+            u32 below = (1u << lane) - 1;
+            u32 at = nm + __popc(one & below) + __popc(two & below);
+            nm += __popc(one) + __popc(two);
+            if (nm > GROUP_ITEMS) return false;
+            if (no >= 1) nxt[at] = o[0];
+            if (no == 2) nxt[at + 1] = o[1];
+        }
+        bool more = __any_sync(FULL_WARP, expand);
+        __syncwarp();
+        uint2* sw = cur;
+        cur = nxt;
+        nxt = sw;
+        m = nm;
+        if (!more) break;
+    }
+    *runs = cur;
+    return true;
+}
+
 // Each query of rows row_lo..row_hi: its count into counts[row - row_lo]; the sum of all into
 // *total, and the thread of each row into thread_of. Its first `keep` points are kept too,
-// point k of thread i at keep_*[k * nq + i], so that a row of up to `keep` needs no second
+// point k of thread i at keep_*[i * keep + k] (a row's points side by side, for the
+// warp that copies it), so that a row of up to `keep` needs no second
 // walk; threads of longer rows are listed in `longer` (their number in longer[0]).
+//
+// A warp's 32 queries (neighbours in search order) walk the tree once together, for their
+// box (group_runs), then test every point of the runs found, each point read once for all 32
+// lanes: no lane waits on another's walk. Each row comes out in ascending position, as
+// within_visit gives it. A warp whose runs outgrow its list walks a query a lane instead.
 template <typename T>
 __device__ void within_count_impl(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq, Tree<T> t, T r2,
                                   u32 above, u32 row_lo, u32 row_hi, u32 keep, u32* keep_ids, T* keep_d2, u32* counts,
                                   u32* thread_of, u32* longer, u64* total) {
+    __shared__ uint2 items[GROUP_WARPS][2][GROUP_ITEMS];
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    u32 c = 0, row;
-    bool mine = thread_within(i, qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, row, [&](u32 id, T d) {
-        if (c < keep) {
-            keep_ids[(u64)c * nq + i] = id;
-            keep_d2[(u64)c * nq + i] = d;
+    u32 lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    u32 row = i < nq ? qrow[i] : row_hi;
+    bool mine = row >= row_lo && row < row_hi;
+    if (__ballot_sync(FULL_WARP, mine) == 0) return;
+    T x = mine ? qx[i] : (T)0, y = mine ? qy[i] : (T)0, z = mine ? qz[i] : (T)0;
+    T glo[3] = {mine ? x : t_inf<T>(), mine ? y : t_inf<T>(), mine ? z : t_inf<T>()};
+    T ghi[3] = {mine ? x : -t_inf<T>(), mine ? y : -t_inf<T>(), mine ? z : -t_inf<T>()};
+    for (int o = 16; o > 0; o /= 2) {
+        for (int a = 0; a < 3; a++) {
+            glo[a] = t_min(glo[a], __shfl_xor_sync(FULL_WARP, glo[a], o));
+            ghi[a] = t_max(ghi[a], __shfl_xor_sync(FULL_WARP, ghi[a], o));
         }
-        c++;
-    });
+    }
+    u32 lo = above ? row : NO_ID;
+    u32 c = 0;
+    auto found = [&](u32 id, T d) {
+        if (lo == NO_ID || id > lo) {
+            if (c < keep) {
+                keep_ids[(u64)i * keep + c] = id;
+                keep_d2[(u64)i * keep + c] = d;
+            }
+            c++;
+        }
+    };
+    uint2* runs;
+    u32 m;
+    if (group_runs(t, glo, ghi, r2, items[w][0], items[w][1], &runs, m)) {
+        for (u32 k = 0; k < m; k++) {
+            uint2 rr = runs[k];
+            for (u32 c0 = rr.x; c0 < rr.y; c0 += 32) {
+                u32 p = c0 + lane;
+                T px = (T)0, py = (T)0, pz = (T)0;
+                u32 pid = NO_ID;
+                if (p < rr.y) {
+                    px = t.x[p];
+                    py = t.y[p];
+                    pz = t.z[p];
+                    pid = t.id[p];
+                }
+                // Each point (and its id: a load per hit would stall the warp) from its lane.
+                u32 cnt = min(32u, rr.y - c0);
+                for (u32 j = 0; j < cnt; j++) {
+                    T d = dist2(x, y, z, __shfl_sync(FULL_WARP, px, j), __shfl_sync(FULL_WARP, py, j),
+                                __shfl_sync(FULL_WARP, pz, j));
+                    u32 id = __shfl_sync(FULL_WARP, pid, j);
+                    if (mine && d <= r2) found(id, d);
+                }
+            }
+        }
+    } else if (mine) within_visit(t, x, y, z, r2, [&](u32 p, T d) { found(t.id[p], d); });
     if (mine) {
         counts[row - row_lo] = c;
         thread_of[row - row_lo] = i;
@@ -123,8 +264,8 @@ __device__ void within_count_impl(const T* qx, const T* qy, const T* qz, const u
         if (c > min(keep, 32u)) longer[1 + atomicAdd(&longer[0], 1u)] = i;
     }
     u64 sum = c;
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    if (threadIdx.x % 32 == 0 && sum) atomicAdd(total, sum);
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(FULL_WARP, sum, o);
+    if (lane == 0 && sum) atomicAdd(total, sum);
 }
 NK_INSTANTIATE(within_count, (const R* qx, const R* qy, const R* qz, const u32* qrow, u32 nq, Tree<R> t, R r2, u32 above,
                               u32 row_lo, u32 row_hi, u32 keep, u32* keep_ids, R* keep_d2, u32* counts, u32* thread_of,
@@ -154,8 +295,8 @@ __device__ void within_fill_impl(const T* qx, const T* qy, const T* qz, const u3
     u32 m = 0;
     if (len <= keep) {
         for (; m < len; m++) {
-            ids[m] = keep_ids[(u64)m * nq + i];
-            d2[m] = keep_d2[(u64)m * nq + i];
+            ids[m] = keep_ids[(u64)i * keep + m];
+            d2[m] = keep_d2[(u64)i * keep + m];
         }
     } else thread_within(i, qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, row, [&](u32 id, T d) {
         ids[m] = id;
@@ -197,7 +338,7 @@ __device__ void short_rows_impl(const u32* offsets, u32 rows, const u32* thread_
     u32 id = NO_ID;
     if (lane < m) {
         if (kept) {
-            u64 k = (u64)lane * nq + thread_of[r];
+            u64 k = (u64)thread_of[r] * keep + lane;
             d = keep_d2[k];
             id = keep_ids[k];
         } else {
