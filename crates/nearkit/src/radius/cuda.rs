@@ -1,8 +1,9 @@
 //! Launches radius.cu: radius queries on the device, the plan of radius/cpu.rs in three steps.
 //!
-//! A batch of rows is counted (one walk per query, which keeps the first `KEEP` points of its
-//! row), the counts are scanned into offsets, and the rows are filled (copied from what the
-//! count kept, or by a second walk when longer), then sorted and turned into distances. A batch whose
+//! A batch of rows is counted (a walk per warp of queries, which keeps the first `KEEP` points
+//! of each row), the counts are scanned into offsets, and the rows are filled (copied from what
+//! the count kept, or by a second walk when longer), then sorted and turned into distances
+//! (unsorted rows as they are placed). A batch whose
 //! result would not fit in GPU memory (or in 32-bit offsets) is split in two by rows and
 //! each half counted again, so a result of any size comes out, batch after batch, in row order.
 
@@ -111,6 +112,17 @@ kernels! {
         sorted: u32,
         ids: Out<u32>,
         d2: Out<T>,
+    );
+    /// Unsorted rows the count kept, put in place with their distances (a warp for 32 rows).
+    fn copy_rows<T>(
+        offsets: In<u32>,
+        rows: u32,
+        thread_of: In<u32>,
+        keep: u32,
+        keep_ids: In<u32>,
+        keep_d2: In<T>,
+        ids: Out<u32>,
+        d: Out<T>,
     );
     /// One block per listed long row: sorted by (d2, id).
     fn sort_long_rows<T>(lists: In<u32>, offsets: In<u32>, ids: Out<u32>, d2: Out<T>);
@@ -329,7 +341,22 @@ impl<'a, T: Real> Search<'a, T> {
             )?;
         }
         prof.mark_after("fill", || gpu.synchronize())?;
-        if total > 0 {
+        if total > 0 && !self.sorted {
+            // Unsorted rows are final once placed, with their distances (within_fill did the
+            // rows it walked again).
+            copy_rows::<T>(
+                gpu,
+                threads(rows.div_ceil(32) * 32, BLOCK),
+                &offsets,
+                rows as u32,
+                &thread_of,
+                kept.cap,
+                &kept.ids,
+                &kept.d2,
+                &mut ids,
+                &mut d,
+            )?;
+        } else if total > 0 {
             short_rows::<T>(
                 gpu,
                 threads(rows * 32, BLOCK),
@@ -364,7 +391,7 @@ impl<'a, T: Real> Search<'a, T> {
             }
         }
         prof.mark_after("sort", || gpu.synchronize())?;
-        if total > 0 {
+        if total > 0 && self.sorted {
             sqrt_all::<T>(gpu, threads(total, BLOCK), &mut d, total as u32)?;
         }
         prof.mark_after("sqrt", || gpu.synchronize())?;

@@ -1,11 +1,13 @@
-// Radius queries on the device (radius/cuda.rs launches them). One thread per query (queries
-// in Morton order) walks the tree to count its row, keeping its first points; after a scan of
-// the counts it copies its row into place, or walks again if the row was longer than it kept.
-// A row comes out in ascending tree position, as the CPU's group walk gives it
-// (radius/cpu.rs); rows are then sorted by (d2, id) by a warp (short), a block (long) or the
-// device sort (huge). (A warp
-// walking once for its 32 queries' box, as the CPU groups do, was 5x slower here: one long
-// chain of dependent loads per warp instead of 32 short ones.)
+// Radius queries on the device (radius/cuda.rs launches them). The queries, in Morton order,
+// are counted a warp at a time: the warp walks the tree once for its 32 queries' box and every
+// lane tests its query against each point of the runs found (within_count), keeping its first
+// points. After a scan of the counts the rows are copied into place (copy_rows, short_rows),
+// or walked again by one thread a query when longer than what was kept (within_fill). A row
+// comes out in ascending tree position, as the CPU's group walk gives it (radius/cpu.rs);
+// sorted rows are then put in (d2, id) order by a warp (short), a block (long) or the device
+// sort (huge). (A warp walking for its box with one lane, the others waiting, was 5x slower
+// than a walk per thread: what made the shared walk pay is a list of runs built breadth-first
+// by all 32 lanes, and the runs' points read once and tested by every lane.)
 
 // Every point within r2 (inclusive) to found(position, d2), in ascending tree position: the
 // points, and the order, of the CPU's group walk (tree/search.rs runs_near, scan_runs). Boxes
@@ -102,6 +104,13 @@ __device__ __forceinline__ bool thread_within(u32 i, const T* qx, const T* qy, c
 #define GROUP_ITEMS NK_GROUP_ITEMS
 #define GROUP_WARPS NK_GROUP_WARPS
 #define FULL_WARP 0xffffffffu
+
+// A point of a run as a warp reads it from shared memory: one 16-byte load in f32.
+template <typename T>
+struct __align__(16) Cand {
+    T x, y, z;
+    u32 id;
+};
 
 // A lower bound, in floating point, of dist2 between any point of `node` and any point of the
 // box glo..ghi: rounding is monotone, so each gap is at most the difference it bounds.
@@ -205,7 +214,7 @@ template <typename T>
 __device__ void within_count_impl(const T* qx, const T* qy, const T* qz, const u32* qrow, u32 nq, Tree<T> t, T r2,
                                   u32 above, u32 row_lo, u32 row_hi, u32 keep, u32* keep_ids, T* keep_d2, u32* counts,
                                   u32* thread_of, u32* longer, u64* total) {
-    __shared__ uint2 items[GROUP_WARPS][2][GROUP_ITEMS];
+    __shared__ __align__(16) uint2 items[GROUP_WARPS][2][GROUP_ITEMS];
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     u32 lane = threadIdx.x % 32, w = threadIdx.x / 32;
     u32 row = i < nq ? qrow[i] : row_hi;
@@ -220,13 +229,16 @@ __device__ void within_count_impl(const T* qx, const T* qy, const T* qz, const u
             ghi[a] = t_max(ghi[a], __shfl_xor_sync(FULL_WARP, ghi[a], o));
         }
     }
-    u32 lo = above ? row : NO_ID;
+    // Ids from `least` on count: above the row's own in a self-join, all otherwise.
+    u32 least = above ? row + 1 : 0;
     u32 c = 0;
+    u32* my_ids = keep_ids + (u64)i * keep;
+    T* my_d2 = keep_d2 + (u64)i * keep;
     auto found = [&](u32 id, T d) {
-        if (lo == NO_ID || id > lo) {
+        if (id >= least) {
             if (c < keep) {
-                keep_ids[(u64)i * keep + c] = id;
-                keep_d2[(u64)i * keep + c] = d;
+                my_ids[c] = id;
+                my_d2[c] = d;
             }
             c++;
         }
@@ -234,26 +246,50 @@ __device__ void within_count_impl(const T* qx, const T* qy, const T* qz, const u
     uint2* runs;
     u32 m;
     if (group_runs(t, glo, ghi, r2, items[w][0], items[w][1], &runs, m)) {
-        for (u32 k = 0; k < m; k++) {
-            uint2 rr = runs[k];
-            for (u32 c0 = rr.x; c0 < rr.y; c0 += 32) {
-                u32 p = c0 + lane;
-                T px = (T)0, py = (T)0, pz = (T)0;
-                u32 pid = NO_ID;
-                if (p < rr.y) {
-                    px = t.x[p];
-                    py = t.y[p];
-                    pz = t.z[p];
-                    pid = t.id[p];
+        // The runs' points as one sequence, 32 at a time: each lane finds its point's run
+        // (runs[k].y becomes the points up to the end of run k) and reads it; those near the
+        // box go to the other list's room, and every lane tests its query against each.
+        u32 all = 0;
+        for (u32 base = 0; base < m; base += 32) {
+            u32 k = base + lane;
+            u32 len = k < m ? runs[k].y - runs[k].x : 0;
+            for (int o = 1; o < 32; o *= 2) {
+                u32 v = __shfl_up_sync(FULL_WARP, len, o);
+                if (lane >= o) len += v;
+            }
+            if (k < m) runs[k].y = all + len;
+            all += __shfl_sync(FULL_WARP, len, 31);
+        }
+        Cand<T>* st = (Cand<T>*)(runs == items[w][0] ? items[w][1] : items[w][0]);
+        for (u32 f0 = 0; f0 < all; f0 += 32) {
+            u32 f = f0 + lane;
+            Cand<T> cd;
+            bool near = false;
+            __syncwarp();
+            if (f < all) {
+                u32 lo_k = 0, hi_k = m - 1;
+                while (lo_k < hi_k) {
+                    u32 mid = (lo_k + hi_k) / 2;
+                    if (runs[mid].y > f) hi_k = mid;
+                    else lo_k = mid + 1;
                 }
-                // Each point (and its id: a load per hit would stall the warp) from its lane.
-                u32 cnt = min(32u, rr.y - c0);
-                for (u32 j = 0; j < cnt; j++) {
-                    T d = dist2(x, y, z, __shfl_sync(FULL_WARP, px, j), __shfl_sync(FULL_WARP, py, j),
-                                __shfl_sync(FULL_WARP, pz, j));
-                    u32 id = __shfl_sync(FULL_WARP, pid, j);
-                    if (mine && d <= r2) found(id, d);
-                }
+                u32 p = runs[lo_k].x + f - (lo_k ? runs[lo_k - 1].y : 0);
+                cd = Cand<T>{t.x[p], t.y[p], t.z[p], t.id[p]};
+                // A point farther than r from the warp's box is near none of its queries
+                // (a lower bound, as box_box_dist2): only the others are kept, in order.
+                T gx = t_max(t_max(glo[0] - cd.x, cd.x - ghi[0]), (T)0);
+                T gy = t_max(t_max(glo[1] - cd.y, cd.y - ghi[1]), (T)0);
+                T gz = t_max(t_max(glo[2] - cd.z, cd.z - ghi[2]), (T)0);
+                near = gx * gx + gy * gy + gz * gz <= r2;
+            }
+            u32 kept = __ballot_sync(FULL_WARP, near);
+            if (near) st[__popc(kept & ((1u << lane) - 1))] = cd;
+            __syncwarp();
+            u32 cnt = __popc(kept);
+            for (u32 j = 0; j < cnt; j++) {
+                Cand<T> e = st[j];
+                T d = dist2(x, y, z, e.x, e.y, e.z);
+                if (mine && d <= r2) found(e.id, d);
             }
         }
     } else if (mine) within_visit(t, x, y, z, r2, [&](u32 p, T d) { found(t.id[p], d); });
@@ -294,13 +330,16 @@ __device__ void within_fill_impl(const T* qx, const T* qy, const T* qz, const u3
     T* d2 = out_d2 + at;
     u32 m = 0;
     if (len <= keep) {
+        // Unsorted, copy_rows places it.
+        if (!sorted) return;
         for (; m < len; m++) {
             ids[m] = keep_ids[(u64)i * keep + m];
             d2[m] = keep_d2[(u64)i * keep + m];
         }
     } else thread_within(i, qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, row, [&](u32 id, T d) {
         ids[m] = id;
-        d2[m] = d;
+        // Unsorted rows are final here: distances at once.
+        d2[m] = sorted ? d : sqrt(d);
         m++;
     });
     if (!sorted || m <= 32) return;
@@ -365,6 +404,37 @@ __device__ void short_rows_impl(const u32* offsets, u32 rows, const u32* thread_
 NK_INSTANTIATE(short_rows, (const u32* offsets, u32 rows, const u32* thread_of, u32 nq, u32 keep, const u32* keep_ids,
                             const R* keep_d2, u32 sorted, u32* ids, R* d2),
                (offsets, rows, thread_of, nq, keep, keep_ids, keep_d2, sorted, ids, d2))
+
+// Unsorted rows the count kept (up to `keep` points), put in place with their distances: a
+// warp for 32 rows, each row's points copied by the lanes side by side. Longer rows were
+// walked again by within_fill.
+template <typename T>
+__device__ void copy_rows_impl(const u32* offsets, u32 rows, const u32* thread_of, u32 keep, const u32* keep_ids,
+                               const T* keep_d2, u32* ids, T* d) {
+    u64 first = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32 * 32;
+    u32 lane = threadIdx.x % 32;
+    if (first >= rows) return;
+    u64 r = first + lane;
+    u32 at = 0, m = 0, th = 0;
+    if (r < rows) {
+        at = offsets[r];
+        m = offsets[r + 1] - at;
+        th = thread_of[r];
+    }
+    for (u32 k = 0; k < 32; k++) {
+        u32 rat = __shfl_sync(0xffffffffu, at, k), rm = __shfl_sync(0xffffffffu, m, k);
+        u32 rth = __shfl_sync(0xffffffffu, th, k);
+        if (rm > keep) continue;
+        for (u32 j = lane; j < rm; j += 32) {
+            u64 src = (u64)rth * keep + j;
+            ids[rat + j] = keep_ids[src];
+            d[rat + j] = sqrt(keep_d2[src]);
+        }
+    }
+}
+NK_INSTANTIATE(copy_rows, (const u32* offsets, u32 rows, const u32* thread_of, u32 keep, const u32* keep_ids,
+                           const R* keep_d2, u32* ids, R* d),
+               (offsets, rows, thread_of, keep, keep_ids, keep_d2, ids, d))
 
 // One block per listed long row: a bitonic sort by (d2, id) in shared memory.
 template <typename T>
