@@ -2,8 +2,8 @@
 //!
 //! A batch of rows is counted (a walk per warp of queries, which keeps the first `KEEP` points
 //! of each row), the counts are scanned into offsets, and the rows are filled (copied from what
-//! the count kept, or by a second walk when longer), then sorted and turned into distances
-//! (unsorted rows as they are placed). A batch whose
+//! the count kept, or by a second walk when longer), then sorted, each row turned into
+//! distances as it is written in its final order. A batch whose
 //! result would not fit in GPU memory (or in 32-bit offsets) is split in two by rows and
 //! each half counted again, so a result of any size comes out, batch after batch, in row order.
 
@@ -100,16 +100,15 @@ kernels! {
         out_d2: Out<T>,
         lists: Out<u32>,
     );
-    /// One warp per row of up to 32: a kept row put in place, and sorted rows sorted.
+    /// Sorted rows of up to 64 kept (or 32 walked again), one warp per row: sorted and put in
+    /// place as distances.
     fn short_rows<T>(
         offsets: In<u32>,
         rows: u32,
         thread_of: In<u32>,
-        nq: u32,
         keep: u32,
         keep_ids: In<u32>,
         keep_d2: In<T>,
-        sorted: u32,
         ids: Out<u32>,
         d2: Out<T>,
     );
@@ -128,10 +127,8 @@ kernels! {
     fn sort_long_rows<T>(lists: In<u32>, offsets: In<u32>, ids: Out<u32>, d2: Out<T>);
     /// Sort keys of a huge row: ordered bits of `d2[perm[i]]`.
     fn row_d2_keys<T>(d2: In<T>, perm: In<u32>, n: u32, keys: Out<u64>);
-    /// A huge row put in the order `perm`, from a copy of it.
-    fn permute_row<T>(perm: In<u32>, n: u32, ids_in: In<u32>, d2_in: In<T>, ids: Out<u32>, d2: Out<T>);
-    /// Squared distances to distances, in place.
-    fn sqrt_all<T>(d: Out<T>, n: u32);
+    /// A huge row put in the order `perm`, from a copy of it, as distances.
+    fn permute_row<T>(perm: In<u32>, n: u32, ids_in: In<u32>, d2_in: In<T>, ids: Out<u32>, d: Out<T>);
 }
 
 /// The queries of a radius search on the device, in search order: query `i` is point
@@ -363,11 +360,9 @@ impl<'a, T: Real> Search<'a, T> {
                 &offsets,
                 rows as u32,
                 &thread_of,
-                q.len as u32,
                 kept.cap,
                 &kept.ids,
                 &kept.d2,
-                u32::from(self.sorted),
                 &mut ids,
                 &mut d,
             )?;
@@ -390,11 +385,7 @@ impl<'a, T: Real> Search<'a, T> {
                 }
             }
         }
-        prof.mark_after("sort", || gpu.synchronize())?;
-        if total > 0 && self.sorted {
-            sqrt_all::<T>(gpu, threads(total, BLOCK), &mut d, total as u32)?;
-        }
-        prof.mark_after("sqrt", || gpu.synchronize())?;
+        prof.mark_after("place and sort", || gpu.synchronize())?;
         prof.report();
         Ok(Batch { offsets, ids, distances: d, total })
     }

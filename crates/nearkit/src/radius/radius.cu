@@ -330,8 +330,8 @@ __device__ void within_fill_impl(const T* qx, const T* qy, const T* qz, const u3
     T* d2 = out_d2 + at;
     u32 m = 0;
     if (len <= keep) {
-        // Unsorted, copy_rows places it.
-        if (!sorted) return;
+        // Unsorted, copy_rows places it; sorted, short_rows (up to 64).
+        if (!sorted || len <= 64) return;
         for (; m < len; m++) {
             ids[m] = keep_ids[(u64)i * keep + m];
             d2[m] = keep_d2[(u64)i * keep + m];
@@ -359,12 +359,13 @@ NK_INSTANTIATE(within_fill, (const R* qx, const R* qy, const R* qz, const u32* q
                (qx, qy, qz, qrow, nq, t, r2, above, offsets, row_lo, row_hi, longer, nlonger, keep, keep_ids, keep_d2,
                 sorted, max_lists, out_ids, out_d2, lists))
 
-// One warp per row of up to 32 points: a row the count kept (up to `keep`) is read from there
-// and written into place; a longer one of up to 32 is read from its place, when sorted. A
-// sorted row is put in (d2, id) order by a bitonic sort across the lanes first.
+// Sorted rows, one warp per row: a row the count kept (up to `keep`, and up to 64 points, two
+// a lane) is read from there, a row of up to 32 walked again from its place; a bitonic sort
+// across the lanes puts it in (d2, id) order and it is written into place as distances.
+// Longer rows are sorted by sort_long_rows or the device sort.
 template <typename T>
-__device__ void short_rows_impl(const u32* offsets, u32 rows, const u32* thread_of, u32 nq, u32 keep,
-                                const u32* keep_ids, const T* keep_d2, u32 sorted, u32* ids, T* d2) {
+__device__ void short_rows_impl(const u32* offsets, u32 rows, const u32* thread_of, u32 keep, const u32* keep_ids,
+                                const T* keep_d2, u32* ids, T* d2) {
     // 64-bit: a batch may have more than 2^27 rows (2^32 threads).
     u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     u32 lane = threadIdx.x % 32;
@@ -372,38 +373,54 @@ __device__ void short_rows_impl(const u32* offsets, u32 rows, const u32* thread_
     u32 r = (u32)(g / 32);
     u32 at = offsets[r], m = offsets[r + 1] - at;
     bool kept = m <= keep;
-    if (m == 0 || m > 32 || (!kept && (!sorted || m < 2))) return;
-    T d = t_inf<T>();
-    u32 id = NO_ID;
-    if (lane < m) {
+    if (m == 0 || m > (kept ? 64u : 32u)) return;
+    // Element lane + 32 h of the row in (d[h], id[h]).
+    T d[2] = {t_inf<T>(), t_inf<T>()};
+    u32 id[2] = {NO_ID, NO_ID};
+    for (u32 h = 0; h < 2; h++) {
+        u32 e = lane + 32 * h;
+        if (e >= m) break;
         if (kept) {
-            u64 k = (u64)thread_of[r] * keep + lane;
-            d = keep_d2[k];
-            id = keep_ids[k];
+            u64 k = (u64)thread_of[r] * keep + e;
+            d[h] = keep_d2[k];
+            id[h] = keep_ids[k];
         } else {
-            d = d2[at + lane];
-            id = ids[at + lane];
+            d[h] = d2[at + e];
+            id[h] = ids[at + e];
         }
     }
-    if (sorted) {
-        for (u32 k = 2; k <= 32; k *= 2) {
-            for (u32 j = k / 2; j > 0; j /= 2) {
-                T od = __shfl_xor_sync(0xffffffffu, d, j);
-                u32 oi = __shfl_xor_sync(0xffffffffu, id, j);
-                bool keep_min = ((lane & j) == 0) == ((lane & k) == 0);
-                bool take = keep_min ? before(od, oi, d, id) : before(d, id, od, oi);
-                if (take) { d = od; id = oi; }
+    u32 top = m > 32 ? 64 : 32;
+    for (u32 k = 2; k <= top; k *= 2) {
+        for (u32 j = k / 2; j > 0; j /= 2) {
+            if (j == 32) {
+                // Elements lane and lane + 32 (k = 64: ascending).
+                if (before(d[1], id[1], d[0], id[0])) {
+                    T td = d[0]; d[0] = d[1]; d[1] = td;
+                    u32 ti = id[0]; id[0] = id[1]; id[1] = ti;
+                }
+                continue;
+            }
+            for (u32 h = 0; h < top / 32; h++) {
+                u32 e = lane + 32 * h;
+                T od = __shfl_xor_sync(0xffffffffu, d[h], j);
+                u32 oi = __shfl_xor_sync(0xffffffffu, id[h], j);
+                bool keep_min = ((e & j) == 0) == ((e & k) == 0);
+                bool take = keep_min ? before(od, oi, d[h], id[h]) : before(d[h], id[h], od, oi);
+                if (take) { d[h] = od; id[h] = oi; }
             }
         }
     }
-    if (lane < m) {
-        d2[at + lane] = d;
-        ids[at + lane] = id;
+    for (u32 h = 0; h < 2; h++) {
+        u32 e = lane + 32 * h;
+        if (e < m) {
+            d2[at + e] = sqrt(d[h]);
+            ids[at + e] = id[h];
+        }
     }
 }
-NK_INSTANTIATE(short_rows, (const u32* offsets, u32 rows, const u32* thread_of, u32 nq, u32 keep, const u32* keep_ids,
-                            const R* keep_d2, u32 sorted, u32* ids, R* d2),
-               (offsets, rows, thread_of, nq, keep, keep_ids, keep_d2, sorted, ids, d2))
+NK_INSTANTIATE(short_rows, (const u32* offsets, u32 rows, const u32* thread_of, u32 keep, const u32* keep_ids,
+                            const R* keep_d2, u32* ids, R* d2),
+               (offsets, rows, thread_of, keep, keep_ids, keep_d2, ids, d2))
 
 // Unsorted rows the count kept (up to `keep` points), put in place with their distances: a
 // warp for 32 rows, each row's points copied by the lanes side by side. Longer rows were
@@ -467,7 +484,7 @@ __device__ void sort_long_rows_impl(const u32* lists, const u32* offsets, u32* i
         }
     }
     for (u32 j = threadIdx.x; j < m; j += blockDim.x) {
-        d2[at + j] = sd[j];
+        d2[at + j] = sqrt(sd[j]);
         ids[at + j] = si[j];
     }
 }
@@ -481,22 +498,15 @@ __device__ void row_d2_keys_impl(const T* d2, const u32* perm, u32 n, u64* keys)
 }
 NK_INSTANTIATE(row_d2_keys, (const R* d2, const u32* perm, u32 n, u64* keys), (d2, perm, n, keys))
 
-// A huge row put in the order `perm`, from a copy of it.
+// A huge row put in the order `perm`, from a copy of it, as distances.
 template <typename T>
-__device__ void permute_row_impl(const u32* perm, u32 n, const u32* ids_in, const T* d2_in, u32* ids, T* d2) {
+__device__ void permute_row_impl(const u32* perm, u32 n, const u32* ids_in, const T* d2_in, u32* ids, T* d) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         ids[i] = ids_in[perm[i]];
-        d2[i] = d2_in[perm[i]];
+        d[i] = sqrt(d2_in[perm[i]]);
     }
 }
-NK_INSTANTIATE(permute_row, (const u32* perm, u32 n, const u32* ids_in, const R* d2_in, u32* ids, R* d2),
-               (perm, n, ids_in, d2_in, ids, d2))
+NK_INSTANTIATE(permute_row, (const u32* perm, u32 n, const u32* ids_in, const R* d2_in, u32* ids, R* d),
+               (perm, n, ids_in, d2_in, ids, d))
 
-// Squared distances to distances, in place.
-template <typename T>
-__device__ void sqrt_all_impl(T* d, u32 n) {
-    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) d[i] = sqrt(d[i]);
-}
-NK_INSTANTIATE(sqrt_all, (R * d, u32 n), (d, n))
