@@ -200,6 +200,45 @@ fn instance_contacts_equal_all_placed_triangles() {
     }
 }
 
+/// Tick after tick, with bodies moving (most a little, some far), a body's mask changed and
+/// instances moved, added and removed between ticks, the CPU collider (whose lists of placed
+/// triangles are kept from tick to tick) gives every tick the brute force's contacts.
+#[test]
+fn kept_instance_lists_follow_moving_bodies_and_instances() {
+    for portable in [false, true] {
+        let (mut world, ids) = placed_world(5, [0.0; 3]);
+        let mut r = rng(55);
+        let n = world.body_count();
+        let opts = nearkit::collide::ColliderOptions { portable_code: portable, ..Default::default() };
+        let mut cpu = Collider::new(&nearkit::Engine::cpu(), &opts).unwrap();
+        for tick in 0..12 {
+            let want = brute_contacts(&world);
+            assert_eq!(cpu.contacts(&world).unwrap(), want, "tick {tick}, portable {portable}");
+            let (centers, _) = world.poses_mut();
+            for (k, c) in centers.iter_mut().enumerate() {
+                // Most bodies creep (inside their lists' reach); every 37th jumps.
+                let step = if (k + tick) % 37 == 0 { 3.0 } else { 0.05 };
+                for x in c.iter_mut().take(2) {
+                    *x = (*x + r.random_range(-step..step)).clamp(-1.0, 20.0);
+                }
+            }
+            match tick % 4 {
+                1 => {
+                    let p = world.instance(ids[2]).unwrap();
+                    let at = [p.position[0] + 0.3, p.position[1], p.position[2]];
+                    world.set_instance(ids[2], Placement { position: at, ..p }).unwrap();
+                }
+                2 => {
+                    let b = BodyId((tick * 7 % n) as u32);
+                    world.set_layers(b, 1, 0b1).unwrap();
+                }
+                3 if tick == 3 => world.remove_instance(ids[5]).unwrap(),
+                _ => {}
+            }
+        }
+    }
+}
+
 /// A shape placed at the origin unturned collides as the same mesh set as the world's.
 #[test]
 fn an_unmoved_instance_has_the_contacts_of_its_mesh() {

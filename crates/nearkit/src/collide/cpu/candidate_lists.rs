@@ -7,6 +7,10 @@
 //! move centimetres a tick, so a tick re-lists a small part of them, and the rest cost no grid
 //! work at all.
 //!
+//! Placed instances' triangles are listed the same way, with their world corners, for the fat
+//! box and the body's layer mask; the instances' lists are made afresh whenever an instance is
+//! added, moved or removed.
+//!
 //! Exactness: a list is a superset of what the box test passes (the box lies inside the fat
 //! box, and box overlap is monotone in the boxes), and the exact tests decide. So the contacts
 //! are those a fresh grid gives, bit for bit, whatever the lists' history.
@@ -20,11 +24,14 @@ use crate::collide::box_f32::box_f32;
 use crate::collide::ellipsoid::V3;
 use crate::collide::hash_grid::{boxes_overlap, bucket_of, cell_key, owns_pair, CellRange};
 use crate::collide::level_grid::LevelGrid;
-use crate::collide::world::{body_error, StaticMesh, World};
+use crate::collide::world::{body_error, InstancePart, StaticMesh, World};
 use crate::error::Result;
 
 /// A body's box: (lo, hi).
 pub type BodyBox = (V3, V3);
+
+/// A triangle of a placed instance: (instance, triangle) and its world corners.
+pub type PlacedTriangle = (InstancePart, [V3; 3]);
 
 /// A body's shape, box and Σ, made at the start of a tick.
 pub(crate) type ShapeBox = (crate::collide::ellipsoid::Shape, BodyBox, [f64; 6]);
@@ -104,6 +111,13 @@ pub struct CandidateLists {
     /// The bodies whose fat boxes enter each cell.
     cells: HashMap<u64, Vec<u32>, BuildHasherDefault<CellHasher>>,
     moving: Vec<bool>,
+    /// Body i's triangles of placed instances under its fat box, for the layer mask
+    /// `instance_mask[i]`: ((instance, triangle), world corners), in that order.
+    instance_parts: Vec<Vec<PlacedTriangle>>,
+    /// The mask each body's instances' list was made for (`None`: no list).
+    instance_mask: Vec<Option<u32>>,
+    /// The world and instances' version the instances' lists were made for.
+    instances_made: Option<(u64, u64)>,
     /// Bodies re-listed by the last update (for profiling).
     pub relisted: usize,
 }
@@ -119,15 +133,63 @@ impl CandidateLists {
         done
     }
 
+    /// Body `i`'s listed triangles of placed instances, when they were listed for `mask`.
+    pub fn instance_parts(&self, i: usize, mask: u32) -> Option<&[PlacedTriangle]> {
+        (self.instances_made.is_some() && self.instance_mask.get(i) == Some(&Some(mask)) && self.fat[i].is_some())
+            .then(|| &self.instance_parts[i][..])
+    }
+
     fn try_update(&mut self, world: &World, boxes: &[Option<BodyBox>]) -> Result<()> {
         self.start_afresh_if_the_world_changed(world, boxes)?;
         let movers = self.movers(boxes);
-        if movers.is_empty() {
-            return Ok(());
+        if !movers.is_empty() {
+            self.take_out(&movers);
+            self.put_in(world, boxes, &movers)?;
+            self.relist(world, &movers)?;
         }
-        self.take_out(&movers);
-        self.put_in(world, boxes, &movers)?;
-        self.relist(world, &movers)
+        self.relist_instances(world, &movers);
+        Ok(())
+    }
+
+    /// The instances' lists of the movers, or of every body when the instances changed.
+    fn relist_instances(&mut self, world: &World, movers: &[u32]) {
+        let instances = world.instances();
+        if instances.is_empty() {
+            self.instances_made = None;
+            return;
+        }
+        let made = Some((world.id(), world.versions().instances));
+        let n = self.fat.len();
+        let all: Vec<u32>;
+        let who = if self.instances_made != made || self.instance_parts.len() != n {
+            self.instance_parts = vec![Vec::new(); n];
+            self.instance_mask = vec![None; n];
+            all = (0..n as u32).filter(|&i| self.fat[i as usize].is_some()).collect();
+            &all[..]
+        } else {
+            movers
+        };
+        self.instances_made = None;
+        let (fat, masks) = (&self.fat, &world.bodies().mask);
+        let fresh: Vec<Option<Vec<PlacedTriangle>>> = who
+            .par_iter()
+            .with_min_len(16)
+            .map(|&i| {
+                let f = fat[i as usize].as_ref()?;
+                let mut out = Vec::new();
+                // A fat box beyond the instances' range: no list (the tick searches afresh
+                // for the body's own box, and reports an error there).
+                instances.overlapping(&f.lo, &f.hi, masks[i as usize], |inst, t, c| out.push(([inst, t], c))).ok()?;
+                out.sort_unstable_by_key(|x| x.0);
+                Some(out)
+            })
+            .collect();
+        for (&i, list) in who.iter().zip(fresh) {
+            let i = i as usize;
+            self.instance_mask[i] = list.as_ref().map(|_| masks[i]);
+            self.instance_parts[i] = list.unwrap_or_default();
+        }
+        self.instances_made = made;
     }
 
     /// When the mesh, the shapes, the cell size or the number of bodies changed since the

@@ -21,6 +21,7 @@ use crate::collide::contact_ellipsoid_ellipsoid::contact_ellipsoid_ellipsoid;
 use crate::collide::contact_ellipsoid_triangle::{contact_ellipsoid_triangle, ContactGeometry};
 use crate::collide::ellipsoid::{add, body_box, sub, Shape, V3};
 use crate::collide::hash_grid::{boxes_overlap, CellRange, CELL_LIMIT};
+use crate::collide::instance::triangle_meets_box;
 use crate::collide::sweep_ellipsoid_ellipsoid::sweep_ellipsoid_ellipsoid;
 use crate::collide::sweep_ellipsoid_triangle::{sweep_ellipsoid_triangle, SweepHit};
 use crate::collide::world::{
@@ -29,7 +30,7 @@ use crate::collide::world::{
 };
 use crate::error::Result;
 use crate::runtime::cpu::{prefetch, RowPtr};
-use candidate_lists::{BodyBox, CandidateLists, ShapeBox, TriangleFilter};
+use candidate_lists::{BodyBox, CandidateLists, PlacedTriangle, ShapeBox, TriangleFilter};
 
 /// Whether the CPU has AVX2.
 fn has_avx2() -> bool {
@@ -169,7 +170,7 @@ struct Scratch {
 /// A body's candidate triangles of instances: (instance, triangle) and placed corners.
 #[derive(Default)]
 struct PlacedScratch {
-    found: Vec<(InstancePart, [V3; 3])>,
+    found: Vec<PlacedTriangle>,
     corners: Vec<[V3; 3]>,
     order: Vec<u32>,
 }
@@ -250,7 +251,16 @@ impl Tick<'_> {
         parts: &mut Vec<InstancePart>,
     ) {
         let (Some(me), Some((lo, hi))) = (&self.shapes[i], &self.boxes[i]) else { return };
-        body_instance_contacts(self.world, i, me, lo, hi, self.avx2, scratch, out, parts)
+        match self.lists.instance_parts(i, self.world.bodies().mask[i]) {
+            // The listed triangles under the body's box: what a fresh search offers, or more
+            // (the exact tests decide).
+            Some(listed) => {
+                scratch.found.clear();
+                scratch.found.extend(listed.iter().filter(|(_, c)| triangle_meets_box(c, lo, hi)).copied());
+                placed_contacts(self.world, i, me, self.avx2, scratch, out, parts)
+            }
+            None => body_instance_contacts(self.world, i, me, lo, hi, self.avx2, scratch, out, parts),
+        }
     }
 
     /// Each pair's contact.
@@ -493,17 +503,33 @@ fn body_instance_contacts(
         return;
     }
     let c = world.bodies().center[i];
-    let PlacedScratch { found, corners, order } = scratch;
+    let found = &mut scratch.found;
     found.clear();
     // The box lies in the grid's range: the body's box was checked.
     let reach = me.radii[0].max(me.radii[1]).max(me.radii[2]);
     instances
         .overlapping_near(lo, hi, world.bodies().mask[i], Some((c, reach)), |inst, t, tri| found.push(([inst, t], tri)))
         .expect("a body's box lies in the grid's range");
+    found.sort_unstable_by_key(|f| f.0);
+    placed_contacts(world, i, me, avx2, scratch, out, parts)
+}
+
+/// Body `i`'s (shape `me`) contacts with the placed triangles in `scratch.found`, in their
+/// order ((instance, triangle)).
+fn placed_contacts(
+    world: &World,
+    i: usize,
+    me: &Shape,
+    avx2: bool,
+    scratch: &mut PlacedScratch,
+    out: &mut Vec<PackedContact>,
+    parts: &mut Vec<InstancePart>,
+) {
+    let c = world.bodies().center[i];
+    let PlacedScratch { found, corners, order } = scratch;
     if found.is_empty() {
         return;
     }
-    found.sort_unstable_by_key(|f| f.0);
     corners.clear();
     corners.extend(found.iter().map(|f| f.1));
     let mut emit = |k: u32, g: ContactGeometry| {
