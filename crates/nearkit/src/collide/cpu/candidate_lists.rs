@@ -8,8 +8,8 @@
 //! work at all.
 //!
 //! Placed instances' triangles are listed the same way, with their world corners, for the fat
-//! box and the body's layer mask; the instances' lists are made afresh whenever an instance is
-//! added, moved or removed.
+//! box and the body's layer mask; when an instance is added, moved or removed, the lists are
+//! dropped, and made afresh once the instances stand still for a tick.
 //!
 //! Exactness: a list is a superset of what the box test passes (the box lies inside the fat
 //! box, and box overlap is monotone in the boxes), and the exact tests decide. So the contacts
@@ -116,8 +116,10 @@ pub struct CandidateLists {
     instance_parts: Vec<Vec<PlacedTriangle>>,
     /// The mask each body's instances' list was made for (`None`: no list).
     instance_mask: Vec<Option<u32>>,
-    /// The world and instances' version the instances' lists were made for.
+    /// The world and instances' version the instances' lists were made for, and the one the
+    /// last update saw.
     instances_made: Option<(u64, u64)>,
+    instances_seen: Option<(u64, u64)>,
     /// Bodies re-listed by the last update (for profiling).
     pub relisted: usize,
 }
@@ -151,23 +153,28 @@ impl CandidateLists {
         Ok(())
     }
 
-    /// The instances' lists of the movers, or of every body when the instances changed.
+    /// The instances' lists of the movers; of every body once the instances changed and then
+    /// stood still for a tick; none while they keep changing (moving platforms, doors: each
+    /// tick then searches the instances afresh, as listing every body each tick costs more).
     fn relist_instances(&mut self, world: &World, movers: &[u32]) {
         let instances = world.instances();
-        if instances.is_empty() {
-            self.instances_made = None;
-            return;
-        }
-        let made = Some((world.id(), world.versions().instances));
+        let now = Some((world.id(), world.versions().instances));
         let n = self.fat.len();
         let all: Vec<u32>;
-        let who = if self.instances_made != made || self.instance_parts.len() != n {
+        let who = if instances.is_empty() {
+            self.instances_made = None;
+            return;
+        } else if self.instances_made == now && self.instance_parts.len() == n {
+            movers
+        } else if self.instances_seen != now {
+            self.instances_seen = now;
+            self.instances_made = None;
+            return;
+        } else {
             self.instance_parts = vec![Vec::new(); n];
             self.instance_mask = vec![None; n];
             all = (0..n as u32).filter(|&i| self.fat[i as usize].is_some()).collect();
             &all[..]
-        } else {
-            movers
         };
         self.instances_made = None;
         let (fat, masks) = (&self.fat, &world.bodies().mask);
@@ -189,7 +196,7 @@ impl CandidateLists {
             self.instance_mask[i] = list.as_ref().map(|_| masks[i]);
             self.instance_parts[i] = list.unwrap_or_default();
         }
-        self.instances_made = made;
+        self.instances_made = now;
     }
 
     /// When the mesh, the shapes, the cell size or the number of bodies changed since the
