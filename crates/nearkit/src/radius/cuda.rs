@@ -74,9 +74,9 @@ kernels! {
         longer: Out<u32>,
         total: Out<u64>,
     );
-    /// The rows of the `longer` threads (longer than a warp places), copied from what the
-    /// count kept or walked again, and written at their offsets (in tree order, squared
-    /// distances); sorted rows longer than a warp sorts are listed.
+    /// The rows of the `longer` threads (more than 32) longer than what the count kept,
+    /// walked again and written at their offsets (in tree order: distances when unsorted,
+    /// squared when sorted); sorted rows longer than a warp sorts are listed.
     fn within_fill<T>(
         qx: In<T>,
         qy: In<T>,

@@ -296,7 +296,8 @@ __device__ void within_count_impl(const T* qx, const T* qy, const T* qz, const u
     if (mine) {
         counts[row - row_lo] = c;
         thread_of[row - row_lo] = i;
-        // Rows a warp cannot place from what was kept (short_rows) go to within_fill.
+        // Rows of more than 32 go to within_fill, which walks those longer than what was kept
+        // (kept rows are placed by copy_rows, or short_rows up to 64).
         if (c > min(keep, 32u)) longer[1 + atomicAdd(&longer[0], 1u)] = i;
     }
     u64 sum = c;
@@ -309,9 +310,10 @@ NK_INSTANTIATE(within_count, (const R* qx, const R* qy, const R* qz, const u32* 
                (qx, qy, qz, qrow, nq, t, r2, above, row_lo, row_hi, keep, keep_ids, keep_d2, counts, thread_of, longer,
                 total))
 
-// The rows of the threads listed in `longer` (rows longer than a warp places from what the
-// count kept, in short_rows): each copied from what was kept, or walked again when longer,
-// and written at offsets[row - row_lo], in tree order, as (id, d2). With
+// The rows of the threads listed in `longer` (rows of more than 32): those longer than what
+// the count kept are walked again and written at offsets[row - row_lo], in tree order, as
+// (id, distance) when unsorted, (id, d2) when sorted; kept rows are left to copy_rows and
+// short_rows (up to 64; a longer kept row, were `keep` above 64, is copied here). With
 // `sorted`, rows longer than a warp sorts are listed in `lists` for a block (up to
 // NK_LONG_ROW) or the device sort: lists[0], lists[1] count long and huge rows; long rows (as
 // row - row_lo) follow from lists[2], huge ones as (start, length) from lists[2 + max_lists].
