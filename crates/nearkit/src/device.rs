@@ -184,9 +184,12 @@ impl Engine {
     /// Copies a point set into GPU memory, for queries on data already there
     /// ([`PointIndex::from_device`](crate::PointIndex::from_device) and the `*_device` queries).
     pub fn upload<T: Real>(&self, points: &Points<T>) -> Result<DevicePoints<T>> {
-        let magnitudes = Some(points.validate(crate::error::Role::Data)?);
-        let bounds = Some(points.bounds());
-        Ok(DevicePoints { bounds, magnitudes, ..DevicePoints::upload(self.need_gpu("upload")?, points)? })
+        if self.gpu.is_none() {
+            points.validate(crate::error::Role::Data)?;
+        }
+        // Checked on the way up, as `validate` checks.
+        let (up, _) = DevicePoints::upload_checked(self.need_gpu("upload")?, points, crate::error::Role::Data)?;
+        Ok(DevicePoints { bounds: Some(points.bounds()), ..up })
     }
 
     /// Points that another library holds in this engine's GPU memory (a CuPy array, a PyTorch

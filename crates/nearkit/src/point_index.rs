@@ -60,6 +60,20 @@ impl<T: Real> PointIndex<T> {
     /// Indexes `points` on the engine's device.
     pub fn new(points: &Points<T>, engine: &Engine) -> Result<Self> {
         let mut phases = crate::runtime::profile::Phases::new("point index", engine.options().profile);
+        if let (Some(gpu), true) = (engine.gpu(), points.len() <= MAX_TREE_POINTS) {
+            // Checked on their way up (the same checks and errors as `validate`), so that the
+            // host makes one pass over them, not two.
+            let _busy = gpu.lock();
+            let (up, found) = DevicePoints::upload_checked(gpu, points, Role::Data)?;
+            let scale = Scale::for_points::<T>(found, Role::Data)?;
+            phases.mark_after("checked and up", || gpu.synchronize())?;
+            let up = if scale.is_identity() { up } else { DevicePoints::upload(gpu, &scale.points(points))? };
+            // The unsorted copy is freed as soon as the tree has gathered it.
+            let tree = DeviceTree::build_from(gpu, BuildInput::Owned(up))?;
+            phases.mark_after("tree built", || gpu.synchronize())?;
+            phases.report();
+            return Ok(Self { engine: engine.clone(), len: points.len(), tree: Tree::Cuda(Box::new(tree)), scale });
+        }
         let scale = Scale::for_points::<T>(points.validate(Role::Data)?, Role::Data)?;
         check_size(points.len())?;
         let points = &*scale.points(points);
@@ -130,6 +144,12 @@ impl<T: Real> PointIndex<T> {
     /// Each query's nearest indexed point (`b`, `distance`), ties to the smaller id; with a
     /// `max_distance`, queries with none within it get `NO_ID` and an infinite distance.
     pub fn nearest(&self, queries: &Points<T>, max_distance: Option<T>) -> Result<Nearest<T>> {
+        if let (Tree::Cuda(tree), Some(up)) = (&self.tree, self.queries_up(queries, Role::Queries)?) {
+            let r2 = radius2(self.scale.max_distance(max_distance)?)?;
+            let gpu = self.engine.need_gpu("")?;
+            let _busy = gpu.lock();
+            return crate::pairs::cuda::nearest(gpu, tree, &PointSource::Device(&up), r2, self.chunk());
+        }
         let queries = &*self.scaled_queries(queries, Role::Queries)?;
         let r2 = radius2(self.scale.max_distance(max_distance)?)?;
         let mut found = match &self.tree {
@@ -137,7 +157,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::pairs::cuda::nearest(gpu, tree, queries, r2, self.chunk())?
+                crate::pairs::cuda::nearest(gpu, tree, &PointSource::Host(queries), r2, self.chunk())?
             }
         };
         self.scale.undo_all(&mut found.distance);
@@ -309,6 +329,11 @@ impl<T: Real> PointIndex<T> {
     /// The `opts.k` closest pairs (a query `a`, an indexed point `b`) in `opts.mode`,
     /// ascending by (distance, a, b).
     pub fn closest_pairs(&self, queries: &Points<T>, opts: &PairsOptions<T>) -> Result<Vec<Pair<T>>> {
+        if let (Tree::Cuda(tree), Some(up)) = (&self.tree, self.queries_up(queries, Role::A)?) {
+            let opts = &PairsOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
+            let r2 = check_pairs(opts)?;
+            return self.closest_pairs_on_gpu(tree, &PointSource::Device(&up), opts, r2);
+        }
         let queries = &*self.scaled_queries(queries, Role::A)?;
         let opts = &PairsOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
         let r2 = check_pairs(opts)?;
@@ -477,6 +502,20 @@ impl<T: Real> PointIndex<T> {
     }
 
     /// The queries checked, and scaled as the index's points are.
+    /// Queries for a GPU index that needs no scaling, in one chunk: uploaded and checked on
+    /// the way (the checks and errors of `scaled_queries`, with no pass of their own). `None`
+    /// where the query goes the usual way (the CPU, scaled data, several chunks).
+    fn queries_up(&self, queries: &Points<T>, role: Role) -> Result<Option<DevicePoints<T>>> {
+        let (Tree::Cuda(_), true) = (&self.tree, self.scale.is_identity()) else { return Ok(None) };
+        if queries.len() > self.chunk() {
+            return Ok(None);
+        }
+        let gpu = self.engine.need_gpu("")?;
+        let (up, found) = DevicePoints::upload_checked(gpu, queries, role)?;
+        self.scale.check_point_queries::<T>(found, role)?;
+        Ok(Some(up))
+    }
+
     fn scaled_queries<'a>(&self, queries: &'a Points<T>, role: Role) -> Result<std::borrow::Cow<'a, Points<T>>> {
         self.scale.check_point_queries::<T>(queries.validate(role)?, role)?;
         Ok(self.scale.points(queries))

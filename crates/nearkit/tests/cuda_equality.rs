@@ -1372,3 +1372,51 @@ fn gpu_collision_world_with_instances_matches_cpu() {
         assert!(cpu.ray_casts_all(&world, &rays, 4).unwrap() == cuda.ray_casts_all(&world, &rays, 4).unwrap());
     }
 }
+
+/// Host point sets checked on their way up (`PointIndex::new`, `nearest` and `closest_pairs`
+/// on a GPU: one pass copies them into the staging buffers and finds their magnitudes): the
+/// CPU's answers and the CPU's errors, for sets sent in one transfer, in one buffer-full, and
+/// in several (a column split between two buffers), with a bad value in each column.
+fn same_checked_uploads<T: Real>(seed: u64) {
+    use nearkit::generate::{generate, Distribution};
+    let Some(gpu) = gpu() else { return };
+    let (c, g) = (Engine::cpu(), &gpu.0);
+    for (na, nb) in [(40_000, 30_000), (300_000, 100_000), (1_600_000, 700_000)] {
+        let a = generate::<T>(Distribution::Uniform, na, 1.0, seed);
+        let b = generate::<T>(Distribution::Clustered, nb, 1.0, seed + 1);
+        let (ci, gi) = (PointIndex::new(&b, &c).unwrap(), PointIndex::new(&b, g).unwrap());
+        assert_eq!(ci.nearest(&a, None).unwrap(), gi.nearest(&a, None).unwrap(), "{na} x {nb}: nearest");
+        let opts = PairsOptions { k: 100, ..Default::default() };
+        assert_eq!(ci.closest_pairs(&a, &opts).unwrap(), gi.closest_pairs(&a, &opts).unwrap(), "{na} x {nb}: pairs");
+        // A bad value late in z and another earlier in y: the error names the y (the first bad
+        // column), whichever buffer-full holds either.
+        for bad in [T::from_f64(f64::NAN), T::INFINITY, -T::INFINITY] {
+            let mut p = a.clone();
+            p.z[na - 3] = bad;
+            p.y[na / 2 + 1] = bad;
+            let err = |r: nearkit::Result<()>| r.err().map(|e| e.to_string()).expect("refused");
+            let want = err(PointIndex::new(&p, &c).map(drop));
+            assert_eq!(want, err(PointIndex::new(&p, g).map(drop)), "{na}: data");
+            assert!(want.contains(&format!("{}", na / 2 + 1)), "{want}");
+            let want = err(ci.nearest(&p, None).map(drop));
+            assert_eq!(want, err(gi.nearest(&p, None).map(drop)), "{na}: queries");
+            assert_eq!(err(ci.closest_pairs(&p, &opts).map(drop)), err(gi.closest_pairs(&p, &opts).map(drop)), "{na}: A");
+            p.y[na / 2 + 1] = T::ZERO;
+            p.x[0] = bad;
+            assert_eq!(err(ci.nearest(&p, None).map(drop)), err(gi.nearest(&p, None).map(drop)), "{na}: x first");
+        }
+    }
+    let empty = Points::<T>::default();
+    let err = |r: nearkit::Result<PointIndex<T>>| r.err().map(|e| e.to_string()).expect("refused");
+    assert_eq!(err(PointIndex::new(&empty, &c)), err(PointIndex::new(&empty, g)), "no points");
+}
+
+#[test]
+fn gpu_checks_uploaded_points_as_the_cpu_does_f32() {
+    same_checked_uploads::<f32>(71);
+}
+
+#[test]
+fn gpu_checks_uploaded_points_as_the_cpu_does_f64() {
+    same_checked_uploads::<f64>(72);
+}

@@ -43,6 +43,22 @@ impl Magnitudes {
         }
     }
 
+    /// Of one part of a column (merge a column's parts with `union`); `None` if a value is
+    /// not finite. The same values as `of_columns` finds for the whole column.
+    pub(crate) fn of_part<T: Real>(c: &[T]) -> Option<Self> {
+        if std::mem::size_of::<T>() == 4 {
+            // SAFETY: T is f32 (the only 4-byte Real): same size and alignment as u32.
+            let bits = unsafe { std::slice::from_raw_parts(c.as_ptr() as *const u32, c.len()) };
+            let (hi, lo) = abs_bits_range(bits, 0x7fff_ffff);
+            (hi < 0x7f80_0000).then(|| Self::of_range(f32::from_bits(hi) as f64, f32::from_bits(lo) as f64))
+        } else {
+            // SAFETY: T is f64 (the only 8-byte Real): same size and alignment as u64.
+            let bits = unsafe { std::slice::from_raw_parts(c.as_ptr() as *const u64, c.len()) };
+            let (hi, lo) = abs_bits_range(bits, 0x7fff_ffff_ffff_ffff);
+            (hi < 0x7ff0_0000_0000_0000).then(|| Self::of_range(f64::from_bits(hi), f64::from_bits(lo)))
+        }
+    }
+
     fn of_range(max: f64, min_nonzero: f64) -> Self {
         Self { max, min_nonzero: if min_nonzero.is_finite() { min_nonzero } else { f64::INFINITY } }
     }
@@ -65,12 +81,7 @@ where
     let found: Vec<(usize, U, U)> = parts
         .into_par_iter()
         .map(|(i, c)| {
-            let (mut hi, mut lo) = (U::default(), U::MAX_VALUE);
-            for &b in c {
-                let a = b & mask;
-                hi = hi.max(a);
-                lo = lo.min(if a == U::default() { U::MAX_VALUE } else { a });
-            }
+            let (hi, lo) = abs_bits_range(c, mask);
             (i, hi, lo)
         })
         .collect();
@@ -79,6 +90,22 @@ where
         out[i] = (out[i].0.max(hi), out[i].1.min(lo));
     }
     out
+}
+
+/// The largest and the smallest nonzero of `bits & mask` over `c` (all ones when every value
+/// is zero), in one vectorised loop.
+#[inline]
+fn abs_bits_range<U>(c: &[U], mask: U) -> (U, U)
+where
+    U: Copy + Ord + std::ops::BitAnd<Output = U> + Default + MaxValue,
+{
+    let (mut hi, mut lo) = (U::default(), U::MAX_VALUE);
+    for &b in c {
+        let a = b & mask;
+        hi = hi.max(a);
+        lo = lo.min(if a == U::default() { U::MAX_VALUE } else { a });
+    }
+    (hi, lo)
 }
 
 /// `MAX` of the unsigned types.

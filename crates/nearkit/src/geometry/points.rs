@@ -91,6 +91,22 @@ impl<T: Real> Points<T> {
         Self::checked(self.len(), role, found, |i, a| cols[a][i])
     }
 
+    /// The checks of `validate` that need no pass over the values: columns of one length, a
+    /// set neither empty nor too large.
+    pub(crate) fn check_shape(&self, role: Role) -> Result<()> {
+        if self.x.len() != self.y.len() || self.x.len() != self.z.len() {
+            return Err(Error::RaggedColumns { x: self.x.len(), y: self.y.len(), z: self.z.len() });
+        }
+        Self::checked(self.len(), role, Vec::new(), |_, _| T::ZERO).map(drop)
+    }
+
+    /// `validate`'s result from each column's magnitudes found elsewhere (`None` for a column
+    /// with a value that is not finite: the error names the first, as `validate` does).
+    pub(crate) fn validate_found(&self, role: Role, found: Vec<Option<Magnitudes>>) -> Result<Magnitudes> {
+        let cols = [&self.x, &self.y, &self.z];
+        Self::checked(self.len(), role, found, |i, a| cols[a][i])
+    }
+
     /// The checks of `validate` on any count and columns (also rows, read as three strided
     /// columns by `axis_at`).
     fn checked(

@@ -11,7 +11,6 @@ use cudarc::driver::{CudaSlice, DevicePtr};
 
 use super::{to_pairs, Candidate, Nearest, Pair, PairMode};
 use crate::error::Result;
-use crate::geometry::points::Points;
 use crate::geometry::real::{from_ordered_bits, Real};
 use crate::runtime::cpu::{big_vec, Toucher};
 use crate::runtime::cuda::launch::{kernels, In, Out};
@@ -124,7 +123,7 @@ kernels! {
 pub(crate) fn nearest<T: Real>(
     gpu: &Gpu,
     tree: &DeviceTree<T>,
-    a: &Points<T>,
+    a: &PointSource<'_, T>,
     r2: T,
     chunk: usize,
 ) -> Result<Nearest<T>> {
@@ -137,7 +136,7 @@ pub(crate) fn nearest<T: Real>(
     // The answers' fresh pages are faulted in by other threads while the first chunk is searched.
     let mut touched = Some(Toucher::start(&[(b_at, 4 * n), (d_at, n * std::mem::size_of::<T>())]));
     let mut done = 0;
-    for_each_chunk(gpu, &PointSource::Host(a), tree, chunk, |c| {
+    for_each_chunk(gpu, a, tree, chunk, |c| {
         let len = c.points.len;
         let mut ob = gpu.alloc_uninit::<u32>(len)?;
         let mut od = gpu.alloc_uninit::<T>(len)?;

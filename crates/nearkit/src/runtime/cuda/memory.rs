@@ -1,9 +1,11 @@
 //! Point sets in device memory, and the helpers that move them.
 
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, DevicePtr};
 
+use super::transfer::{upload_columns, upload_columns_visited, Column};
 use super::{cuda_err, Gpu};
-use crate::error::Result;
+use crate::error::{Result, Role};
+use crate::geometry::magnitude::Magnitudes;
 use crate::geometry::points::Points;
 use crate::geometry::real::Real;
 
@@ -26,24 +28,44 @@ impl<T: Real> DevicePoints<T> {
         Self::upload_range(gpu, p, 0, p.len())
     }
 
-    /// Points `s..e` of `p`.
+    /// Points `s..e` of `p`, the three columns through the staging buffers together.
     pub(crate) fn upload_range(gpu: &Gpu, p: &Points<T>, s: usize, e: usize) -> Result<Self> {
-        let up = |c: &[T]| -> Result<CudaSlice<T>> {
-            if c.is_empty() {
-                return gpu.stream().clone_htod(c).map_err(cuda_err);
-            }
-            let mut d = gpu.alloc_uninit::<T>(c.len())?;
-            super::transfer::upload(gpu, c, &mut d)?;
-            Ok(d)
-        };
-        Ok(DevicePoints {
-            x: up(&p.x[s..e])?,
-            y: up(&p.y[s..e])?,
-            z: up(&p.z[s..e])?,
-            len: e - s,
-            bounds: None,
-            magnitudes: None,
-        })
+        let (n, stream) = (e - s, gpu.stream());
+        if n == 0 {
+            let empty = || stream.clone_htod(&[] as &[T]).map_err(cuda_err);
+            return Ok(DevicePoints { x: empty()?, y: empty()?, z: empty()?, len: 0, bounds: None, magnitudes: None });
+        }
+        let (x, y, z) = (gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?);
+        let size = std::mem::size_of::<T>();
+        let column =
+            |d: &CudaSlice<T>, h: &[T]| Column { size, device: d.device_ptr(stream).0, host: h[s..e].as_ptr() as usize };
+        upload_columns(gpu, n, &[column(&x, &p.x), column(&y, &p.y), column(&z, &p.z)])?;
+        Ok(DevicePoints { x, y, z, len: n, bounds: None, magnitudes: None })
+    }
+
+    /// All of `p`, uploaded as `upload_range` does, and checked on the way as
+    /// [`Points::validate`] checks (the same errors): each part of a column has its
+    /// magnitudes found right after its copy, so the check makes no pass of its own.
+    pub(crate) fn upload_checked(gpu: &Gpu, p: &Points<T>, role: Role) -> Result<(Self, Magnitudes)> {
+        p.check_shape(role)?;
+        let n = p.len();
+        let (x, y, z) = (gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?);
+        let size = std::mem::size_of::<T>();
+        let stream = gpu.stream();
+        let column = |d: &CudaSlice<T>, h: &[T]| Column { size, device: d.device_ptr(stream).0, host: h.as_ptr() as usize };
+        let parts = upload_columns_visited(gpu, n, &[column(&x, &p.x), column(&y, &p.y), column(&z, &p.z)], |_, at, bytes| {
+            // SAFETY: a part of a column of T, whole items (`upload_columns_visited`).
+            Magnitudes::of_part(unsafe { std::slice::from_raw_parts(at as *const T, bytes / size) })
+        })?;
+        let mut found = vec![Some(Magnitudes::NONE); 3];
+        for (i, m) in parts {
+            found[i] = match (found[i], m) {
+                (Some(a), Some(b)) => Some(a.union(b)),
+                _ => None,
+            };
+        }
+        let m = p.validate_found(role, found)?;
+        Ok((DevicePoints { x, y, z, len: n, bounds: None, magnitudes: Some(m) }, m))
     }
 
     /// The number of points.

@@ -24,8 +24,10 @@ const DIRECT_BYTES: usize = 1 << 20;
 /// Uploads smaller than this go straight through the driver.
 const DIRECT_UP_BYTES: usize = 1 << 20;
 
-/// The host copies of a piece are split into parts of this many bytes, one per task.
-const PART_BYTES: usize = 256 << 10;
+/// The host copies of a piece are split into parts of this many bytes, one per task: a task's
+/// start (waking a thread) costs about as much as copying a few hundred KB, so a 12 MB copy
+/// in parts of 1 MB ran a quarter faster than in parts of 256 KB (BENCHMARKS.md, session 48).
+const PART_BYTES: usize = 1 << 20;
 
 /// Two pinned host buffers, and the event that marks each one's last transfer.
 pub(crate) struct Staging {
@@ -230,7 +232,7 @@ fn through_staging(
 
 /// One column of a transfer in pieces: `size` bytes an item, at device address `device` and
 /// host address `host` (the caller's memory, which outlives the call; a download's may be
-/// uninitialised).
+/// uninitialised; an upload's is read before the call returns).
 #[derive(Clone, Copy)]
 pub(crate) struct Column {
     pub size: usize,
@@ -392,6 +394,101 @@ where
     }
     // The staging buffers are reused by the next transfer, which waits for these events.
     Ok(())
+}
+
+/// Copies `n` items of each of `columns` from the caller's host memory to the device through
+/// the staging buffers: the columns' bytes fill a buffer one after another, the host copies
+/// every part of a buffer-full in one parallel loop (one start of the threads for all the
+/// columns, where a column at a time started them three times), and each column's segment in
+/// it goes up by one transfer while the host fills the other buffer. Uploads of a megabyte or
+/// less in all go straight through the driver.
+pub(crate) fn upload_columns(gpu: &Gpu, n: usize, columns: &[Column]) -> Result<()> {
+    upload_columns_visited(gpu, n, columns, |_, _, _| ()).map(drop)
+}
+
+/// [`upload_columns`], each part of a column also handed, right after its copy (while it is
+/// in the cache), to `visit(column, host address, bytes)`, whose results come back with their
+/// column's index, in no particular order: a check of the values costs no pass of its own.
+/// Parts hold whole items.
+pub(crate) fn upload_columns_visited<V: Send>(
+    gpu: &Gpu,
+    n: usize,
+    columns: &[Column],
+    visit: impl Fn(usize, usize, usize) -> V + Sync,
+) -> Result<Vec<(usize, V)>> {
+    let stream = gpu.stream();
+    let total: usize = columns.iter().map(|c| n * c.size).sum();
+    if total <= DIRECT_UP_BYTES {
+        let mut seen = Vec::new();
+        for (i, c) in columns.iter().enumerate().filter(|(_, c)| n * c.size > 0) {
+            // SAFETY: pageable source of n items: the driver has copied it out when the call returns.
+            unsafe { sys::cuMemcpyHtoDAsync_v2(c.device, c.host as *const _, n * c.size, stream.cu_stream()) }
+                .result()
+                .map_err(cuda_err)?;
+            seen.push((i, visit(i, c.host, n * c.size)));
+        }
+        return Ok(seen);
+    }
+    // (column, first byte, bytes, place in its buffer) of each segment, a buffer-full a round.
+    let mut rounds: Vec<Vec<(usize, usize, usize, usize)>> = vec![Vec::new()];
+    let mut filled = 0;
+    for (i, c) in columns.iter().enumerate() {
+        let (bytes, mut at) = (n * c.size, 0);
+        while at < bytes {
+            // Whole items only: a segment never splits one across buffers.
+            let room = (STAGE_BYTES - filled) / c.size * c.size;
+            if room == 0 {
+                rounds.push(Vec::new());
+                filled = 0;
+                continue;
+            }
+            let len = room.min(bytes - at);
+            rounds.last_mut().expect("one round at least").push((i, at, len, filled));
+            (at, filled) = (at + len, filled + len);
+        }
+    }
+    let mut seen = Vec::new();
+    let mut staging = gpu.staging()?;
+    for round in rounds.iter().filter(|r| !r.is_empty()) {
+        let b = staging.take();
+        // The host fills this buffer while the GPU uploads the other.
+        staging.wait(b)?;
+        let to = staging.ptr::<u8>(b)? as usize;
+        // (column, source, destination, bytes) of every part; PART_BYTES is a multiple of
+        // every item size, so parts hold whole items.
+        let parts: Vec<(usize, usize, usize, usize)> = round
+            .iter()
+            .flat_map(|&(i, at, len, off)| {
+                let host = columns[i].host + at;
+                (0..len.div_ceil(PART_BYTES)).map(move |p| {
+                    let (s, e) = (p * PART_BYTES, ((p + 1) * PART_BYTES).min(len));
+                    (i, host + s, to + off + s, e - s)
+                })
+            })
+            .collect();
+        let visited: Vec<(usize, V)> = parts
+            .into_par_iter()
+            .map(|(i, src, dst, bytes)| {
+                // SAFETY: the caller's column and the staging buffer hold these bytes; no two
+                // parts overlap.
+                unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) };
+                (i, visit(i, src, bytes))
+            })
+            .collect();
+        seen.extend(visited);
+        for &(i, at, len, off) in round {
+            // SAFETY: the buffer holds the segment; it is not written again before this
+            // round's event.
+            unsafe {
+                sys::cuMemcpyHtoDAsync_v2(columns[i].device + at as u64, (to + off) as *const _, len, stream.cu_stream())
+            }
+            .result()
+            .map_err(cuda_err)?;
+        }
+        staging.done[b] = Some(stream.record_event(None).map_err(cuda_err)?);
+    }
+    // The staging buffers are reused by the next transfer, which waits for these events.
+    Ok(seen)
 }
 
 /// A vector of `n` values filled from the device values `src`.
