@@ -284,7 +284,17 @@ impl<T: Real> Placed<T> {
     ) -> PyResult<(Vec<i64>, Vec<i64>, Vec<T>)> {
         // One call: the k best are chosen over every A at once.
         let index = self.for_queries(a.nrows()).map_err(err)?;
-        let pairs = detach_on(py, index.engine(), || {
+        let engine = index.engine();
+        let pairs = detach_on(py, engine, || {
+            // On a GPU, contiguous rows go up as they are, made columns and checked there (no
+            // host pass); an index that scales its coordinates takes the general path.
+            if let (true, Some(rows), false) = (engine.is_cuda(), a.as_slice(), a.nrows() == 0) {
+                let up = engine.upload_rows(rows, Role::A)?;
+                match index.closest_pairs_device(&up, &opts) {
+                    Err(nearkit::Error::Magnitudes { .. }) => {}
+                    r => return r,
+                }
+            }
             with_workers(workers, a.nrows(), || index.closest_pairs(&all_columns(a), &opts))
         })
         .map_err(err)?;
