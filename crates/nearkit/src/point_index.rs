@@ -211,6 +211,14 @@ impl<T: Real> PointIndex<T> {
 
     /// Each query's `k` nearest indexed points, ascending by (distance, id), row-major.
     pub fn knn(&self, queries: &Points<T>, opts: &KnnOptions<T>) -> Result<Knn<T>> {
+        if let (Tree::Cuda(tree), Some(up)) = (&self.tree, self.queries_up(queries, Role::Queries)?) {
+            let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
+            let (k, r2) = knn_limits(self.len, up.len, opts)?;
+            check_room::<(u32, T)>(up.len, k, "the neighbour lists")?;
+            let gpu = self.engine.need_gpu("")?;
+            let _busy = gpu.lock();
+            return crate::knn::cuda::knn(gpu, tree, &PointSource::Device(&up), opts, k, r2, self.chunk());
+        }
         let queries = &*self.scaled_queries(queries, Role::Queries)?;
         let opts = &KnnOptions { max_distance: self.scale.max_distance(opts.max_distance)?, ..*opts };
         let (k, r2) = knn_limits(self.len, queries.len(), opts)?;
@@ -220,7 +228,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::knn::cuda::knn(gpu, tree, queries, opts, k, r2, self.chunk())?
+                crate::knn::cuda::knn(gpu, tree, &PointSource::Host(queries), opts, k, r2, self.chunk())?
             }
         };
         self.scale.undo_all(&mut found.distances);
@@ -284,7 +292,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                let found = crate::knn::cuda::knn(gpu, tree, &queries.columns(), opts, k, r2, self.chunk())?;
+                let found = crate::knn::cuda::knn(gpu, tree, &PointSource::Host(&queries.columns()), opts, k, r2, self.chunk())?;
                 write_mapped(ids, &found.ids, id);
                 write_mapped(distances, &found.distances, |d| d);
             }
@@ -318,7 +326,7 @@ impl<T: Real> PointIndex<T> {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
                 let (ids, distances, memory) = out.room(gpu, n, k)?;
-                crate::knn::cuda::knn_to(gpu, tree, queries, opts, k, r2, self.chunk(), ids, distances, memory)?;
+                crate::knn::cuda::knn_to(gpu, tree, &PointSource::Host(queries), opts, k, r2, self.chunk(), ids, distances, memory)?;
                 out.filled(n, k);
             }
         }
@@ -361,6 +369,12 @@ impl<T: Real> PointIndex<T> {
     /// assert_eq!(rows.row(0).0, [1, 0]); // 0.1 away, then 0.9 away; 3 is 2.1 away
     /// ```
     pub fn within(&self, queries: &Points<T>, r: T, opts: &RadiusOptions) -> Result<Within<T>> {
+        if let (Tree::Cuda(tree), Some(up)) = (&self.tree, self.queries_up(queries, Role::Queries)?) {
+            let r2 = crate::radius::radius2(self.scale, r)?;
+            let gpu = self.engine.need_gpu("")?;
+            let _busy = gpu.lock();
+            return crate::radius::cuda::within(gpu, tree, &PointSource::Device(&up), r2, opts, self.engine.options());
+        }
         let queries = &*self.scaled_queries(queries, Role::Queries)?;
         let r2 = crate::radius::radius2(self.scale, r)?;
         let mut rows = match &self.tree {
@@ -372,7 +386,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::radius::cuda::within(gpu, tree, queries, r2, opts, self.engine.options())?
+                crate::radius::cuda::within(gpu, tree, &PointSource::Host(queries), r2, opts, self.engine.options())?
             }
         };
         self.scale.undo_all(&mut rows.distances);
@@ -412,6 +426,12 @@ impl<T: Real> PointIndex<T> {
     /// How many indexed points lie within distance `r` of each query (the row lengths of
     /// [`PointIndex::within`], without the rows).
     pub fn count_within(&self, queries: &Points<T>, r: T) -> Result<Vec<u32>> {
+        if let (Tree::Cuda(tree), Some(up)) = (&self.tree, self.queries_up(queries, Role::Queries)?) {
+            let r2 = crate::radius::radius2(self.scale, r)?;
+            let gpu = self.engine.need_gpu("")?;
+            let _busy = gpu.lock();
+            return crate::radius::cuda::count_within(gpu, tree, &PointSource::Device(&up), r2, self.engine.options());
+        }
         let queries = &*self.scaled_queries(queries, Role::Queries)?;
         let r2 = crate::radius::radius2(self.scale, r)?;
         match &self.tree {
@@ -419,7 +439,7 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::radius::cuda::count_within(gpu, tree, queries, r2, self.engine.options())
+                crate::radius::cuda::count_within(gpu, tree, &PointSource::Host(queries), r2, self.engine.options())
             }
         }
     }

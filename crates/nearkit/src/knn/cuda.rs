@@ -9,7 +9,7 @@ use super::grid_cuda::{CellQueries, DeviceGrid, GridFrameArgs, GRID_CAND_CHECK, 
 use super::{Knn, KnnOptions};
 use crate::device::Engine;
 use crate::error::{Error, Result};
-use crate::geometry::points::{Points, NO_ID};
+use crate::geometry::points::NO_ID;
 use crate::geometry::real::Real;
 use crate::runtime::cpu::{big_vec, Toucher};
 use crate::runtime::cuda::launch::{kernels, In, Out};
@@ -175,7 +175,7 @@ const OVERLAP_CHUNKS: usize = 4;
 pub(crate) fn knn<T: Real>(
     gpu: &Gpu,
     tree: &DeviceTree<T>,
-    queries: &Points<T>,
+    queries: &PointSource<'_, T>,
     opts: &KnnOptions<T>,
     k: usize,
     r2: T,
@@ -201,7 +201,7 @@ pub(crate) fn knn<T: Real>(
 pub(crate) fn knn_to<T: Real>(
     gpu: &Gpu,
     tree: &DeviceTree<T>,
-    queries: &Points<T>,
+    queries: &PointSource<'_, T>,
     opts: &KnnOptions<T>,
     k: usize,
     r2: T,
@@ -225,7 +225,7 @@ pub(crate) fn knn_to<T: Real>(
     if overlapped.is_some() && n * k >= OVERLAP_ENTRIES {
         chunk = chunk.min(n.div_ceil(OVERLAP_CHUNKS));
     }
-    for_each_sorted_chunk(gpu, &PointSource::Host(queries), tree, grid.as_ref(), chunk, |offset, c| {
+    for_each_sorted_chunk(gpu, queries, tree, grid.as_ref(), chunk, |offset, c| {
         let len = c.len();
         let mut ids = gpu.alloc_uninit::<u32>(len * k)?;
         let mut dist = gpu.alloc_uninit::<T>(len * k)?;

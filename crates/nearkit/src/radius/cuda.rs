@@ -12,7 +12,6 @@ use cudarc::driver::{CudaSlice, CudaView};
 use super::{check_total, too_many, RadiusOptions, Within};
 use crate::device::EngineOptions;
 use crate::error::{Error, Result};
-use crate::geometry::points::Points;
 use crate::geometry::real::Real;
 use crate::runtime::cpu::{big_vec, Toucher};
 use crate::runtime::cuda::launch::{kernels, In, Out};
@@ -488,7 +487,7 @@ impl<T: Real> HostRows<'_, T> {
 pub(crate) fn within<T: Real>(
     gpu: &Gpu,
     tree: &DeviceTree<T>,
-    queries: &Points<T>,
+    queries: &PointSource<'_, T>,
     r2: T,
     opts: &RadiusOptions,
     options: &EngineOptions,
@@ -496,7 +495,7 @@ pub(crate) fn within<T: Real>(
     let cuda = &options.cuda;
     let search = Search::new(gpu, tree, r2, false, opts.sorted, opts.max_results, options);
     let mut host = HostRows { out: Within { offsets: vec![0], ..Within::default() }, opts };
-    for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
+    for_each_chunk(gpu, queries, tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
         let q = Queries { x: p.x.as_view(), y: p.y.as_view(), z: p.z.as_view(), rows: c.ids.as_view(), len: p.len };
         let mut kept = Kept::for_queries(gpu, p.len)?;
@@ -510,14 +509,14 @@ pub(crate) fn within<T: Real>(
 pub(crate) fn count_within<T: Real>(
     gpu: &Gpu,
     tree: &DeviceTree<T>,
-    queries: &Points<T>,
+    queries: &PointSource<'_, T>,
     r2: T,
     options: &EngineOptions,
 ) -> Result<Vec<u32>> {
     let cuda = &options.cuda;
     let search = Search::new(gpu, tree, r2, false, false, None, options);
     let mut counts = Vec::with_capacity(queries.len());
-    for_each_chunk(gpu, &PointSource::Host(queries), tree, cuda.chunk_points.max(1), |c| {
+    for_each_chunk(gpu, queries, tree, cuda.chunk_points.max(1), |c| {
         let p = &c.points;
         let q = Queries { x: p.x.as_view(), y: p.y.as_view(), z: p.z.as_view(), rows: c.ids.as_view(), len: p.len };
         let (dev, _) = search.count(&q, 0, p.len, &mut Kept::none(gpu)?)?;
