@@ -324,7 +324,15 @@ impl<T: Real> Placed<T> {
             // A later block may add only what the earlier ones left of the limit; its error
             // would name that remainder, so it is restated with the caller's limit.
             let opts = order.options(distances, max_results.map(|m| m.saturating_sub(so_far)));
-            let mut rows = index.within(&columns(q, range), r, &opts).map_err(|e| match (e, max_results) {
+            let found = match (index.engine().is_cuda(), q.as_slice()) {
+                // On a GPU, contiguous rows go up as they are (made columns and checked there).
+                (true, Some(all)) => {
+                    let start = range.start;
+                    index.within_rows(&all[3 * start..3 * range.end], r, &opts).map_err(|e| rows_from(e, start))
+                }
+                _ => index.within(&columns(q, range), r, &opts),
+            };
+            let mut rows = found.map_err(|e| match (e, max_results) {
                 (nearkit::Error::InvalidArgument(m), Some(max)) if so_far > 0 && m.contains("max_results") => {
                     too_many(max)
                 }
@@ -346,7 +354,12 @@ impl<T: Real> Placed<T> {
         let mut counts = vec![0i64; q.nrows()];
         let all = &mut counts[..];
         self.in_blocks(py, q.nrows(), false, workers, |index, range| {
-            let c = index.count_within(&columns(q, range.clone()), r)?;
+            let c = match (index.engine().is_cuda(), q.as_slice()) {
+                (true, Some(rows)) => index
+                    .count_within_rows(&rows[3 * range.start..3 * range.end], r)
+                    .map_err(|e| rows_from(e, range.start))?,
+                _ => index.count_within(&columns(q, range.clone()), r)?,
+            };
             all[range].par_iter_mut().zip(&c).for_each(|(o, &c)| *o = c as i64);
             Ok(())
         })?;

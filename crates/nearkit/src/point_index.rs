@@ -16,7 +16,7 @@ use crate::radius::cuda::DeviceWithin;
 use crate::radius::{RadiusOptions, Within};
 use crate::runtime::cpu::{check_room, write_mapped};
 use crate::runtime::cuda::memory::PointSource;
-use crate::runtime::cuda::DevicePoints;
+use crate::runtime::cuda::{DevicePoints, Gpu};
 use crate::sharded::{nearest_rows_on_gpu, NearestRows};
 use crate::tree::cuda::{BuildInput, DeviceTree};
 use crate::tree::{MortonTree, DEFAULT_LEAF_SIZE, MAX_TREE_POINTS};
@@ -202,8 +202,7 @@ impl<T: Real> PointIndex<T> {
             return nearest_rows_on_gpu(gpu, tree, &tree.frame, &job, distance, ids, &id);
         }
         // Elsewhere (the CPU, or coordinates the index scales): the query as columns.
-        let queries = Points::from_rows(&rows.chunks_exact(3).map(|r| [r[0], r[1], r[2]]).collect::<Vec<_>>());
-        let nn = self.nearest(&queries, max_distance)?;
+        let nn = self.nearest(&columns_of_rows(rows), max_distance)?;
         write_mapped(distance, &nn.distance, |d| d);
         write_mapped(ids, &nn.b, id);
         Ok(())
@@ -391,6 +390,49 @@ impl<T: Real> PointIndex<T> {
         };
         self.scale.undo_all(&mut rows.distances);
         Ok(rows)
+    }
+
+    /// [`PointIndex::within`] of query rows (`[x0, y0, z0, x1, …]`: a C-ordered numpy `(n, 3)`
+    /// array): on a GPU they go up as they are and become columns there, checked there (a bad
+    /// row is named by its place); elsewhere they are made columns first. The same rows.
+    pub fn within_rows(&self, rows: &[T], r: T, opts: &RadiusOptions) -> Result<Within<T>> {
+        if let Some((tree, gpu, _busy, up)) = self.rows_up(rows)? {
+            let r2 = crate::radius::radius2(self.scale, r)?;
+            return crate::radius::cuda::within(gpu, tree, &PointSource::Device(&up), r2, opts, self.engine.options());
+        }
+        self.within(&columns_of_rows(rows), r, opts)
+    }
+
+    /// [`PointIndex::count_within`] of query rows, as [`PointIndex::within_rows`] takes them.
+    pub fn count_within_rows(&self, rows: &[T], r: T) -> Result<Vec<u32>> {
+        if let Some((tree, gpu, _busy, up)) = self.rows_up(rows)? {
+            let r2 = crate::radius::radius2(self.scale, r)?;
+            return crate::radius::cuda::count_within(gpu, tree, &PointSource::Device(&up), r2, self.engine.options());
+        }
+        self.count_within(&columns_of_rows(rows), r)
+    }
+
+    /// Query rows uploaded as they are to this index's GPU (held for the query), made columns
+    /// and checked there; `None` where the query goes the usual way (the CPU, coordinates this
+    /// index scales, no rows, more than one chunk).
+    #[allow(clippy::type_complexity)]
+    fn rows_up<'a>(
+        &'a self,
+        rows: &[T],
+    ) -> Result<Option<(&'a DeviceTree<T>, &'a Gpu, std::sync::MutexGuard<'a, ()>, DevicePoints<T>)>> {
+        if rows.len() % 3 != 0 {
+            return Err(Error::InvalidArgument(format!("{} values are not rows of three", rows.len())));
+        }
+        let n = rows.len() / 3;
+        let (Tree::Cuda(tree), true, true) = (&self.tree, self.scale.is_identity(), (1..=self.chunk()).contains(&n))
+        else {
+            return Ok(None);
+        };
+        let gpu = self.engine.need_gpu("")?;
+        let busy = gpu.lock();
+        let up = crate::runtime::cuda::import::upload_rows(gpu, rows, Role::Queries)?;
+        self.check_device_queries(&up, Role::Queries)?;
+        Ok(Some((tree, gpu, busy, up)))
     }
 
     /// [`PointIndex::within`] delivered in batches of `batch` queries, in order: `f(first,
@@ -620,6 +662,11 @@ fn check_pairs<T: Real>(opts: &PairsOptions<T>) -> Result<T> {
         return Err(Error::ZeroK);
     }
     radius2(opts.max_distance)
+}
+
+/// Rows `[x0, y0, z0, x1, …]` as columns (a trailing partial row is ignored: callers check).
+fn columns_of_rows<T: Real>(rows: &[T]) -> Points<T> {
+    Points::from_rows(&rows.chunks_exact(3).map(|r| [r[0], r[1], r[2]]).collect::<Vec<_>>())
 }
 
 /// A tree holds at most `MAX_TREE_POINTS` points (its child indices keep a flag bit).

@@ -907,6 +907,10 @@ fn same_radius<T: Real>(seed: u64) {
                 let want = c.within(&queries, r, &opts).unwrap();
                 assert_eq!(want, g.within(&queries, r, &opts).unwrap(), "{name}: within r={r} sorted={sorted}");
                 assert_eq!(want, gs.within(&queries, r, &opts).unwrap(), "{name}: within in chunks r={r}");
+                // Rows up as they are (numpy's C order), in one chunk and in many.
+                let (rows, _) = row_pieces(&queries);
+                assert_eq!(want, g.within_rows(&rows, r, &opts).unwrap(), "{name}: within_rows r={r}");
+                assert_eq!(want, gs.within_rows(&rows, r, &opts).unwrap(), "{name}: within_rows in chunks r={r}");
                 let dq = gpu.0.upload(&queries).unwrap();
                 let dev = g.within_device(&dq, r, &opts).unwrap();
                 assert_eq!(want, dev.to_host(&gpu.0).unwrap(), "{name}: within_device r={r}");
@@ -928,11 +932,34 @@ fn same_radius<T: Real>(seed: u64) {
                 assert_eq!(want, gs.pairs_within(r, &ids_only).unwrap(), "{name}: pairs_within ids only in batches");
             }
             assert_eq!(c.count_within(&queries, r).unwrap(), g.count_within(&queries, r).unwrap(), "{name}: counts");
+            let (rows, _) = row_pieces(&queries);
+            assert_eq!(c.count_within(&queries, r).unwrap(), g.count_within_rows(&rows, r).unwrap(), "{name}: counts of rows");
             let limit = RadiusOptions { max_results: Some(10), ..Default::default() };
             let (ce, ge) = (c.within(&queries, r, &limit).is_err(), g.within(&queries, r, &limit).is_err());
             assert_eq!(ce, ge, "{name}: the limit");
         }
     }
+}
+
+/// A bad query row is refused with the CPU's error, whichever way the rows go up.
+#[test]
+fn gpu_within_rows_refuses_bad_rows_as_the_cpu_does() {
+    use nearkit::RadiusOptions;
+    let Some(gpu) = gpu() else { return };
+    let data = nearkit::generate::generate::<f32>(nearkit::generate::Distribution::Uniform, 5000, 1.0, 3);
+    let (c, g) = (PointIndex::new(&data, &Engine::cpu()).unwrap(), PointIndex::new(&data, &gpu.0).unwrap());
+    for (at, axis) in [(0, 0), (777, 1), (2999, 2)] {
+        let mut rows: Vec<f32> = (0..3 * 3000).map(|i| (i % 97) as f32 / 97.0).collect();
+        rows[3 * at + axis] = f32::NAN;
+        let err = |r: nearkit::Result<nearkit::Within<f32>>| r.err().map(|e| e.to_string()).expect("refused");
+        let opts = RadiusOptions::default();
+        let want = err(c.within_rows(&rows, 0.1, &opts));
+        assert!(want.contains(&at.to_string()), "{want}");
+        assert_eq!(want, err(g.within_rows(&rows, 0.1, &opts)), "row {at}");
+        let counts = |r: nearkit::Result<Vec<u32>>| r.err().map(|e| e.to_string()).expect("refused");
+        assert_eq!(counts(c.count_within_rows(&rows, 0.1)), counts(g.count_within_rows(&rows, 0.1)), "row {at}");
+    }
+    assert!(g.within_rows(&[0.5f32; 4], 0.1, &RadiusOptions::default()).is_err(), "not rows of three");
 }
 
 #[test]

@@ -5,7 +5,8 @@
 mod common;
 
 use common::*;
-use nearkit::{Device, Error, PointIndex, Points, RadiusOptions, Real, Within};
+use nearkit::generate::{generate, Distribution};
+use nearkit::{Device, Engine, Error, PointIndex, Points, RadiusOptions, Real, Within};
 
 /// Brute force: for each query, every data point with d2 <= r2, by (d2, id).
 fn brute_within<T: Real>(data: &Points<T>, queries: &Points<T>, r2: T, above: Option<()>) -> Vec<Vec<(T, u32)>> {
@@ -276,4 +277,20 @@ fn queries_far_from_the_data_have_empty_rows_f32() {
 #[test]
 fn queries_far_from_the_data_have_empty_rows_f64() {
     far_queries::<f64>(82);
+}
+
+/// `within_rows` and `count_within_rows` (numpy's C order) answer as `within` and
+/// `count_within` of the same points as columns; a partial row is refused.
+#[test]
+fn rows_give_the_rows_of_columns() {
+    let data = generate::<f64>(Distribution::Clustered, 3000, 10.0, 5);
+    let queries = generate::<f64>(Distribution::Uniform, 700, 10.0, 6);
+    let rows: Vec<f64> = (0..queries.len()).flat_map(|i| queries.get(i)).collect();
+    let index = PointIndex::new(&data, &Engine::cpu()).unwrap();
+    for sorted in [true, false] {
+        let opts = RadiusOptions { sorted, ..Default::default() };
+        assert_eq!(index.within(&queries, 0.4, &opts).unwrap(), index.within_rows(&rows, 0.4, &opts).unwrap());
+    }
+    assert_eq!(index.count_within(&queries, 0.4).unwrap(), index.count_within_rows(&rows, 0.4).unwrap());
+    assert!(index.within_rows(&rows[..rows.len() - 1], 0.4, &RadiusOptions::default()).is_err());
 }
