@@ -21,17 +21,7 @@ fn main() {
     let dev: Vec<_> = (0..3).map(|_| s.alloc_zeros::<f32>(n).unwrap()).collect();
     let dptr: Vec<u64> = dev.iter().map(|d| d.device_ptr(&s).0).collect();
     let cs = s.cu_stream() as usize;
-    let run = |name: &str, f: &dyn Fn()| {
-        let mut v = Vec::new();
-        for _ in 0..reps {
-            let t = std::time::Instant::now();
-            f();
-            ctx.synchronize().unwrap();
-            v.push(t.elapsed().as_secs_f64() * 1e3);
-        }
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        println!("{name}: min {:.3} p50 {:.3} ms", v[0], v[reps / 2]);
-    };
+    let run = |name: &str, f: &dyn Fn()| timed(reps, name, f, &|| ctx.synchronize().unwrap());
     let check = |c: &[f32]| c.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
     for part in [128usize << 10, 256 << 10, 512 << 10, 1 << 20] {
         run(&format!("staged, one region, {} KB parts, checked", part >> 10), &|| {
@@ -73,6 +63,19 @@ fn main() {
     one_buffer(&ctx, 3 * bytes);
 }
 
+/// Prints the best and the median time of `reps` runs of `f`, each waited for by `sync`.
+fn timed(reps: usize, name: &str, f: &dyn Fn(), sync: &dyn Fn()) {
+    let mut v = Vec::new();
+    for _ in 0..reps {
+        let t = std::time::Instant::now();
+        f();
+        sync();
+        v.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!("{name}: min {:.3} p50 {:.3} ms", v[0], v[reps / 2]);
+}
+
 /// One buffer of `bytes`: copied into page-locked memory by one thread or many, then sent
 /// whole, or sent a piece at a time as its parts are copied.
 fn one_buffer(ctx: &std::sync::Arc<CudaContext>, bytes: usize) {
@@ -89,17 +92,7 @@ fn one_buffer(ctx: &std::sync::Arc<CudaContext>, bytes: usize) {
     let dma = |off: usize, len: usize| unsafe {
         sys::cuMemcpyHtoDAsync_v2(dptr + off as u64, (pin + off) as *const _, len, cs as sys::CUstream).result().unwrap();
     };
-    let run = |name: &str, f: &dyn Fn()| {
-        let mut v = Vec::new();
-        for _ in 0..reps {
-            let t = std::time::Instant::now();
-            f();
-            s.synchronize().unwrap();
-            v.push(t.elapsed().as_secs_f64() * 1e3);
-        }
-        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        println!("{bytes} bytes, {name}: min {:.3} p50 {:.3} ms", v[0], v[reps / 2]);
-    };
+    let run = |name: &str, f: &dyn Fn()| timed(reps, &format!("{bytes} bytes, {name}"), f, &|| s.synchronize().unwrap());
     run("DMA only", &|| dma(0, bytes));
     run("1 thread copy, then DMA", &|| {
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), pin as *mut u8, bytes) };
