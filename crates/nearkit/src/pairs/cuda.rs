@@ -19,7 +19,13 @@ use crate::runtime::cuda::radix_sort::{bits_for, gather_u32_as_u64, gather_u64, 
 use crate::runtime::cuda::transfer::{download_columns, Column};
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 use crate::runtime::profile::Phases;
-use crate::tree::cuda::{for_each_chunk, gather_points, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
+use crate::tree::cuda::{for_each_chunk_sorted_by, gather_points, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
+
+/// A is put in order by the top 16 bits of its points' Morton codes (two radix passes): a
+/// warp's points then share a cell of 1/32 of the box a side, and the searches ran as fast as
+/// in the full 32-bit order while the sort took 0.1 ms less (1M × 400K; BENCHMARKS.md, session
+/// 48). The answers do not depend on the order.
+const A_ORDER_BITS: u32 = 16;
 
 /// Morton-order neighbours on each side examined for an A's upper bound (step 2 of the plan).
 const BOUND_WINDOW: usize = 4;
@@ -136,7 +142,7 @@ pub(crate) fn nearest<T: Real>(
     // The answers' fresh pages are faulted in by other threads while the first chunk is searched.
     let mut touched = Some(Toucher::start(&[(b_at, 4 * n), (d_at, n * std::mem::size_of::<T>())]));
     let mut done = 0;
-    for_each_chunk(gpu, a, tree, chunk, |c| {
+    for_each_chunk_sorted_by(gpu, a, tree, chunk, A_ORDER_BITS, |c| {
         let len = c.points.len;
         let mut ob = gpu.alloc_uninit::<u32>(len)?;
         let mut od = gpu.alloc_uninit::<T>(len)?;
@@ -301,7 +307,7 @@ fn nearest_per_a<T: Real>(
     let mut bucket_sums = gpu.alloc_uninit::<u32>(256)?;
     let window = BOUND_WINDOW as u32;
     let k32 = k as u32;
-    for_each_chunk(gpu, a, tree, chunk, |c| {
+    for_each_chunk_sorted_by(gpu, a, tree, chunk, A_ORDER_BITS, |c| {
         phases.mark_after("A upload + Morton order", || gpu.synchronize())?;
         let (len, off, last) = (c.points.len, c.offset, c.last);
         let (x, y, z) = (&c.points.x, &c.points.y, &c.points.z);
