@@ -39,20 +39,28 @@ fn main() {
                 .unwrap();
             std::hint::black_box(m);
             for c in 0..3 {
-                unsafe { sys::cuMemcpyHtoDAsync_v2(dptr[c], (pin + c * bytes) as *const _, bytes, cs as sys::CUstream) }.result().unwrap();
+                unsafe {
+                    sys::cuMemcpyHtoDAsync_v2(dptr[c], (pin + c * bytes) as *const _, bytes, cs as sys::CUstream)
+                }
+                .result()
+                .unwrap();
             }
         });
     }
     run("pageable, a column at a time, unchecked", &|| {
         for c in 0..3 {
-            unsafe { sys::cuMemcpyHtoDAsync_v2(dptr[c], cols[c].as_ptr() as *const _, bytes, cs as sys::CUstream) }.result().unwrap();
+            unsafe { sys::cuMemcpyHtoDAsync_v2(dptr[c], cols[c].as_ptr() as *const _, bytes, cs as sys::CUstream) }
+                .result()
+                .unwrap();
         }
     });
     run("pageable, three threads and streams, unchecked", &|| {
         (0..3usize).into_par_iter().for_each(|c| {
             ctx.bind_to_thread().unwrap();
             let st = streams[c].cu_stream() as usize;
-            unsafe { sys::cuMemcpyHtoDAsync_v2(dptr[c], cols[c].as_ptr() as *const _, bytes, st as sys::CUstream) }.result().unwrap();
+            unsafe { sys::cuMemcpyHtoDAsync_v2(dptr[c], cols[c].as_ptr() as *const _, bytes, st as sys::CUstream) }
+                .result()
+                .unwrap();
         });
     });
     run("check only, parallel 256 KB parts", &|| {
@@ -90,9 +98,12 @@ fn one_buffer(ctx: &std::sync::Arc<CudaContext>, bytes: usize) {
     let dptr = dev.device_ptr(&s).0;
     let cs = s.cu_stream() as usize;
     let dma = |off: usize, len: usize| unsafe {
-        sys::cuMemcpyHtoDAsync_v2(dptr + off as u64, (pin + off) as *const _, len, cs as sys::CUstream).result().unwrap();
+        sys::cuMemcpyHtoDAsync_v2(dptr + off as u64, (pin + off) as *const _, len, cs as sys::CUstream)
+            .result()
+            .unwrap();
     };
-    let run = |name: &str, f: &dyn Fn()| timed(reps, &format!("{bytes} bytes, {name}"), f, &|| s.synchronize().unwrap());
+    let run =
+        |name: &str, f: &dyn Fn()| timed(reps, &format!("{bytes} bytes, {name}"), f, &|| s.synchronize().unwrap());
     run("DMA only", &|| dma(0, bytes));
     run("1 thread copy, then DMA", &|| {
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), pin as *mut u8, bytes) };

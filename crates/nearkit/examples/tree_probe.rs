@@ -52,13 +52,31 @@ fn main() {
     if mode == "all" || mode == "host" {
         use rayon::prelude::*;
         println!("rayon threads {}", rayon::current_num_threads());
-        println!("validate A: {}", best(&mut || { let _ = a.validate(Role::A).unwrap(); }));
-        println!("bounds A: {}", best(&mut || { let _ = a.bounds(); }));
-        println!("empty par_iter 64: {}", best(&mut || (0..64).into_par_iter().for_each(|i| { std::hint::black_box(i); })));
-        println!("copy 12 MB par (256K parts): {}", best(&mut || {
-            let v: Vec<f32> = a.x.par_chunks(65536).flat_map_iter(|c| c.iter().copied()).collect();
-            std::hint::black_box(v);
-        }));
+        println!(
+            "validate A: {}",
+            best(&mut || {
+                let _ = a.validate(Role::A).unwrap();
+            })
+        );
+        println!(
+            "bounds A: {}",
+            best(&mut || {
+                let _ = a.bounds();
+            })
+        );
+        println!(
+            "empty par_iter 64: {}",
+            best(&mut || (0..64).into_par_iter().for_each(|i| {
+                std::hint::black_box(i);
+            }))
+        );
+        println!(
+            "copy 12 MB par (256K parts): {}",
+            best(&mut || {
+                let v: Vec<f32> = a.x.par_chunks(65536).flat_map_iter(|c| c.iter().copied()).collect();
+                std::hint::black_box(v);
+            })
+        );
         println!("upload A: {}", best(&mut || drop(e.upload(&a).unwrap())));
         println!("upload B: {}", best(&mut || drop(e.upload(&b).unwrap())));
         let rows: Vec<f32> = (0..a.len()).flat_map(|i| a.get(i)).collect();
@@ -79,7 +97,12 @@ fn main() {
         for v in [&mut t1, &mut t2, &mut t3] {
             v.sort_by(|x, y| x.partial_cmp(y).unwrap());
         }
-        println!("new(B) returns {:.3}, B's tree done {:.3}, closest_pairs(A) after that {:.3} (p50 ms)", t1[reps / 2], t2[reps / 2], t3[reps / 2]);
+        println!(
+            "new(B) returns {:.3}, B's tree done {:.3}, closest_pairs(A) after that {:.3} (p50 ms)",
+            t1[reps / 2],
+            t2[reps / 2],
+            t3[reps / 2]
+        );
     }
     if mode == "all" || mode == "pairs" {
         let ix = PointIndex::from_device(&db, &e).unwrap();
@@ -93,6 +116,9 @@ fn main() {
             best(&mut || drop(PointIndex::new(&b, &e).unwrap().closest_pairs(&a, &opts).unwrap()))
         );
         println!("upload A+B: {}", best(&mut || drop((e.upload(&a).unwrap(), e.upload(&b).unwrap()))));
-        println!("nearest end to end: {}", best(&mut || drop(PointIndex::new(&b, &e).unwrap().nearest(&a, None).unwrap())));
+        println!(
+            "nearest end to end: {}",
+            best(&mut || drop(PointIndex::new(&b, &e).unwrap().nearest(&a, None).unwrap()))
+        );
     }
 }

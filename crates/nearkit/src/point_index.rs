@@ -291,7 +291,15 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                let found = crate::knn::cuda::knn(gpu, tree, &PointSource::Host(&queries.columns()), opts, k, r2, self.chunk())?;
+                let found = crate::knn::cuda::knn(
+                    gpu,
+                    tree,
+                    &PointSource::Host(&queries.columns()),
+                    opts,
+                    k,
+                    r2,
+                    self.chunk(),
+                )?;
                 write_mapped(ids, &found.ids, id);
                 write_mapped(distances, &found.distances, |d| d);
             }
@@ -325,7 +333,18 @@ impl<T: Real> PointIndex<T> {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
                 let (ids, distances, memory) = out.room(gpu, n, k)?;
-                crate::knn::cuda::knn_to(gpu, tree, &PointSource::Host(queries), opts, k, r2, self.chunk(), ids, distances, memory)?;
+                crate::knn::cuda::knn_to(
+                    gpu,
+                    tree,
+                    &PointSource::Host(queries),
+                    opts,
+                    k,
+                    r2,
+                    self.chunk(),
+                    ids,
+                    distances,
+                    memory,
+                )?;
                 out.filled(n, k);
             }
         }

@@ -933,7 +933,11 @@ fn same_radius<T: Real>(seed: u64) {
             }
             assert_eq!(c.count_within(&queries, r).unwrap(), g.count_within(&queries, r).unwrap(), "{name}: counts");
             let (rows, _) = row_pieces(&queries);
-            assert_eq!(c.count_within(&queries, r).unwrap(), g.count_within_rows(&rows, r).unwrap(), "{name}: counts of rows");
+            assert_eq!(
+                c.count_within(&queries, r).unwrap(),
+                g.count_within_rows(&rows, r).unwrap(),
+                "{name}: counts of rows"
+            );
             let limit = RadiusOptions { max_results: Some(10), ..Default::default() };
             let (ce, ge) = (c.within(&queries, r, &limit).is_err(), g.within(&queries, r, &limit).is_err());
             assert_eq!(ce, ge, "{name}: the limit");
@@ -1427,7 +1431,11 @@ fn same_checked_uploads<T: Real>(seed: u64) {
             assert!(want.contains(&format!("{}", na / 2 + 1)), "{want}");
             let want = err(ci.nearest(&p, None).map(drop));
             assert_eq!(want, err(gi.nearest(&p, None).map(drop)), "{na}: queries");
-            assert_eq!(err(ci.closest_pairs(&p, &opts).map(drop)), err(gi.closest_pairs(&p, &opts).map(drop)), "{na}: A");
+            assert_eq!(
+                err(ci.closest_pairs(&p, &opts).map(drop)),
+                err(gi.closest_pairs(&p, &opts).map(drop)),
+                "{na}: A"
+            );
             p.y[na / 2 + 1] = T::ZERO;
             p.x[0] = bad;
             assert_eq!(err(ci.nearest(&p, None).map(drop)), err(gi.nearest(&p, None).map(drop)), "{na}: x first");

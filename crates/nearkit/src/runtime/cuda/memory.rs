@@ -37,8 +37,11 @@ impl<T: Real> DevicePoints<T> {
         }
         let (x, y, z) = (gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?);
         let size = std::mem::size_of::<T>();
-        let column =
-            |d: &CudaSlice<T>, h: &[T]| Column { size, device: d.device_ptr(stream).0, host: h[s..e].as_ptr() as usize };
+        let column = |d: &CudaSlice<T>, h: &[T]| Column {
+            size,
+            device: d.device_ptr(stream).0,
+            host: h[s..e].as_ptr() as usize,
+        };
         upload_columns(gpu, n, &[column(&x, &p.x), column(&y, &p.y), column(&z, &p.z)])?;
         Ok(DevicePoints { x, y, z, len: n, bounds: None, magnitudes: None })
     }
@@ -52,11 +55,13 @@ impl<T: Real> DevicePoints<T> {
         let (x, y, z) = (gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?, gpu.alloc_uninit::<T>(n)?);
         let size = std::mem::size_of::<T>();
         let stream = gpu.stream();
-        let column = |d: &CudaSlice<T>, h: &[T]| Column { size, device: d.device_ptr(stream).0, host: h.as_ptr() as usize };
-        let parts = upload_columns_visited(gpu, n, &[column(&x, &p.x), column(&y, &p.y), column(&z, &p.z)], |_, at, bytes| {
-            // SAFETY: a part of a column of T, whole items (`upload_columns_visited`).
-            Magnitudes::of_part(unsafe { std::slice::from_raw_parts(at as *const T, bytes / size) })
-        })?;
+        let column =
+            |d: &CudaSlice<T>, h: &[T]| Column { size, device: d.device_ptr(stream).0, host: h.as_ptr() as usize };
+        let parts =
+            upload_columns_visited(gpu, n, &[column(&x, &p.x), column(&y, &p.y), column(&z, &p.z)], |_, at, bytes| {
+                // SAFETY: a part of a column of T, whole items (`upload_columns_visited`).
+                Magnitudes::of_part(unsafe { std::slice::from_raw_parts(at as *const T, bytes / size) })
+            })?;
         let mut found = vec![Some(Magnitudes::NONE); 3];
         for (i, m) in parts {
             found[i] = match (found[i], m) {

@@ -480,7 +480,12 @@ pub(crate) fn upload_columns_visited<V: Send>(
             // SAFETY: the buffer holds the segment; it is not written again before this
             // round's event.
             unsafe {
-                sys::cuMemcpyHtoDAsync_v2(columns[i].device + at as u64, (to + off) as *const _, len, stream.cu_stream())
+                sys::cuMemcpyHtoDAsync_v2(
+                    columns[i].device + at as u64,
+                    (to + off) as *const _,
+                    len,
+                    stream.cu_stream(),
+                )
             }
             .result()
             .map_err(cuda_err)?;
