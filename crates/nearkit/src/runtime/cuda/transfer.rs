@@ -353,47 +353,13 @@ where
     D: DevicePtrMut<T>,
 {
     assert_eq!(src.len(), dst.len(), "an upload fills its destination exactly");
-    if std::mem::size_of_val(src) <= DIRECT_UP_BYTES {
-        let stream = gpu.stream().clone();
-        let (base, _sync) = dst.device_ptr_mut(&stream);
-        // SAFETY: pageable source: the driver has copied it out when the call returns.
-        unsafe { sys::cuMemcpyHtoDAsync_v2(base, src.as_ptr() as *const _, size_of_val(src), stream.cu_stream()) }
-            .result()
-            .map_err(cuda_err)?;
-        return Ok(());
-    }
-    staged_upload(gpu, src, dst)
+    let (base, _sync) = dst.device_ptr_mut(gpu.stream());
+    upload_columns(gpu, src.len(), &[host_column(src, base)])
 }
 
-/// `upload` through the staging buffers, whatever the size.
-fn staged_upload<T, D>(gpu: &Gpu, src: &[T], dst: &mut D) -> Result<()>
-where
-    T: DeviceRepr + Copy + Send + Sync,
-    D: DevicePtrMut<T>,
-{
-    let stream = gpu.stream().clone();
-    let (base, _sync) = dst.device_ptr_mut(&stream);
-    let (size, n) = (std::mem::size_of::<T>(), src.len());
-    let mut staging = gpu.staging()?;
-    let piece = STAGE_BYTES / size;
-    let src_ptr = SendPtr(src.as_ptr() as *mut T);
-    for j in 0..n.div_ceil(piece) {
-        let (b, s, e) = (staging.take(), j * piece, ((j + 1) * piece).min(n));
-        // The host fills this buffer while the GPU uploads the other.
-        staging.wait(b)?;
-        let to = staging.ptr::<T>(b)?;
-        // SAFETY: piece j lies at s..e of `src`.
-        copy_parallel(SendPtr(unsafe { src_ptr.0.add(s) }), SendPtr(to), e - s);
-        // SAFETY: the buffer holds the piece; it is not written again before this event.
-        unsafe {
-            sys::cuMemcpyHtoDAsync_v2(base + (s * size) as u64, to as *const _, (e - s) * size, stream.cu_stream())
-        }
-        .result()
-        .map_err(cuda_err)?;
-        staging.done[b] = Some(stream.record_event(None).map_err(cuda_err)?);
-    }
-    // The staging buffers are reused by the next transfer, which waits for these events.
-    Ok(())
+/// A host slice and its device destination as a one-column transfer.
+fn host_column<T>(src: &[T], device: u64) -> Column {
+    Column { size: std::mem::size_of::<T>(), device, host: src.as_ptr() as usize }
 }
 
 /// Copies `n` items of each of `columns` from the caller's host memory to the device through
@@ -429,6 +395,17 @@ pub(crate) fn upload_columns_visited<V: Send>(
         }
         return Ok(seen);
     }
+    staged_columns(gpu, n, columns, visit)
+}
+
+/// [`upload_columns_visited`] through the staging buffers, whatever the size.
+fn staged_columns<V: Send>(
+    gpu: &Gpu,
+    n: usize,
+    columns: &[Column],
+    visit: impl Fn(usize, usize, usize) -> V + Sync,
+) -> Result<Vec<(usize, V)>> {
+    let stream = gpu.stream();
     // (column, first byte, bytes, place in its buffer) of each segment, a buffer-full a round.
     let mut rounds: Vec<Vec<(usize, usize, usize, usize)>> = vec![Vec::new()];
     let mut filled = 0;
@@ -560,7 +537,7 @@ pub(crate) fn measure_bus(gpu: &Gpu, bytes: usize) -> Result<BusFloor> {
     s.synchronize().map_err(cuda_err)?;
     let plain_up = t.elapsed();
     let t = Instant::now();
-    staged_upload(gpu, &fresh, &mut dev2)?;
+    staged_columns(gpu, bytes, &[host_column(&fresh, dev2.device_ptr_mut(s).0)], |_, _, _| ())?;
     s.synchronize().map_err(cuda_err)?;
     let staged_up = t.elapsed();
     drop(fresh);
