@@ -148,7 +148,8 @@ impl<T: Real> PointIndex<T> {
             let r2 = radius2(self.scale.max_distance(max_distance)?)?;
             let gpu = self.engine.need_gpu("")?;
             let _busy = gpu.lock();
-            return crate::pairs::cuda::nearest(gpu, tree, &PointSource::Device(&up), r2, self.chunk());
+            let profile = self.engine.options().profile;
+            return crate::pairs::cuda::nearest(gpu, tree, &PointSource::Device(&up), r2, self.chunk(), profile);
         }
         let queries = &*self.scaled_queries(queries, Role::Queries)?;
         let r2 = radius2(self.scale.max_distance(max_distance)?)?;
@@ -157,7 +158,8 @@ impl<T: Real> PointIndex<T> {
             Tree::Cuda(tree) => {
                 let gpu = self.engine.need_gpu("")?;
                 let _busy = gpu.lock();
-                crate::pairs::cuda::nearest(gpu, tree, &PointSource::Host(queries), r2, self.chunk())?
+                let profile = self.engine.options().profile;
+                crate::pairs::cuda::nearest(gpu, tree, &PointSource::Host(queries), r2, self.chunk(), profile)?
             }
         };
         self.scale.undo_all(&mut found.distance);

@@ -132,7 +132,10 @@ pub(crate) fn nearest<T: Real>(
     a: &PointSource<'_, T>,
     r2: T,
     chunk: usize,
+    profile: bool,
 ) -> Result<Nearest<T>> {
+    let mut phases = Phases::new("cuda nearest", profile);
+    phases.restart(|| gpu.synchronize())?;
     let args = tree.args(gpu);
     let s = gpu.stream();
     let r2_dev = s.clone_htod(&[r2]).map_err(cuda_err)?;
@@ -140,9 +143,11 @@ pub(crate) fn nearest<T: Real>(
     let mut out = Nearest { b: big_vec(n), distance: big_vec(n) };
     let (b_at, d_at) = (out.b.as_mut_ptr() as usize, out.distance.as_mut_ptr() as usize);
     // The answers' fresh pages are faulted in by other threads while the first chunk is searched.
-    let mut touched = Some(Toucher::start(&[(b_at, 4 * n), (d_at, n * std::mem::size_of::<T>())]));
+    let answers = [(b_at, 4 * n), (d_at, n * std::mem::size_of::<T>())];
+    let mut touched = Some(Toucher::start_above(&answers, 1 << 20));
     let mut done = 0;
     for_each_chunk_sorted_by(gpu, a, tree, chunk, A_ORDER_BITS, |c| {
+        phases.mark_after("A upload + Morton order", || gpu.synchronize())?;
         let len = c.points.len;
         let mut ob = gpu.alloc_uninit::<u32>(len)?;
         let mut od = gpu.alloc_uninit::<T>(len)?;
@@ -151,6 +156,7 @@ pub(crate) fn nearest<T: Real>(
         let cfg = threads(len, BLOCK);
         nearest_all::<T>(gpu, cfg, &p.x, &p.y, &p.z, &c.ids, len32, args, &r2_dev, &mut ob, &mut od)?;
         drop(touched.take());
+        phases.mark_after("search (and the answers' pages touched)", || gpu.synchronize())?;
         // Chunks come in order: each one's rows follow the last one's.
         let size = std::mem::size_of::<T>();
         download_columns(
@@ -162,8 +168,10 @@ pub(crate) fn nearest<T: Real>(
             ],
         )?;
         done += len;
+        phases.mark("download");
         Ok(())
     })?;
+    phases.report();
     assert_eq!(done, n, "the chunks cover A");
     // SAFETY: the chunks' downloads wrote every row.
     unsafe {
