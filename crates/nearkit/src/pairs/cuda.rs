@@ -143,8 +143,7 @@ pub(crate) fn nearest<T: Real>(
     let mut out = Nearest { b: big_vec(n), distance: big_vec(n) };
     let (b_at, d_at) = (out.b.as_mut_ptr() as usize, out.distance.as_mut_ptr() as usize);
     // The answers' fresh pages are faulted in by other threads while the first chunk is searched.
-    let answers = [(b_at, 4 * n), (d_at, n * std::mem::size_of::<T>())];
-    let mut touched = Some(Toucher::start_above(&answers, 1 << 20));
+    let mut touched = Some(Toucher::start(&[(b_at, 4 * n), (d_at, n * std::mem::size_of::<T>())]));
     let mut done = 0;
     for_each_chunk_sorted_by(gpu, a, tree, chunk, A_ORDER_BITS, |c| {
         phases.mark_after("A upload + Morton order", || gpu.synchronize())?;

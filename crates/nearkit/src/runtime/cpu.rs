@@ -123,13 +123,7 @@ impl Toucher {
     /// Starts touching `(address, bytes)` ranges that the caller owns, does not read, and
     /// writes only after dropping the toucher.
     pub(crate) fn start(ranges: &[(usize, usize)]) -> Self {
-        Self::start_above(ranges, Self::MIN_BYTES)
-    }
-
-    /// [`Toucher::start`], touching once the ranges hold `min_bytes` in all: less where the
-    /// caller has GPU time to hide it in (the nearest search's answers, 8 MB for 1M points).
-    pub(crate) fn start_above(ranges: &[(usize, usize)], min_bytes: usize) -> Self {
-        if ranges.iter().map(|r| r.1).sum::<usize>() < min_bytes.max(1) {
+        if ranges.iter().map(|r| r.1).sum::<usize>() < Self::MIN_BYTES {
             return Toucher(None);
         }
         let ranges = ranges.to_vec();
