@@ -9,13 +9,11 @@
 // positions of i's place in B's Morton order (a real distance, so the k-th smallest bound over
 // all A bounds their k-th nearest distance), counted straight into a histogram of the top 16
 // bits of each bound (bits are monotone for values >= 0); select_threshold reads the k-th.
-template <typename T>
-__device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, u32 window, u32 per_warp,
-                                  u32* hist) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= na) return;
-    T qx = ax[i], qy = ay[i], qz = az[i];
-    // MortonTree::lower_bound: codes of sorted points are recomputed, not stored.
+// The points within `window` positions of (qx, qy, qz)'s place in the tree's Morton order
+// (MortonTree::lower_bound: codes of sorted points are recomputed, not stored), each offered
+// to f(j).
+template <typename T, typename F>
+__device__ __forceinline__ void morton_window(const Tree<T>& t, T qx, T qy, T qz, u32 window, F f) {
     u64 code = morton_code(t.frame, qx, qy, qz);
     u32 b = (u32)(code >> TABLE_SHIFT);
     u32 lo = t.key_table[b], hi = t.key_table[b + 1];  // first code >= code lies in [lo, hi]
@@ -25,8 +23,17 @@ __device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na,
     }
     u32 s = lo > window ? lo - window : 0;
     u32 e = max(min(lo + window, t.n), s + 1);
+    for (u32 j = s; j < e; j++) f(j);
+}
+
+template <typename T>
+__device__ void window_bound_impl(const T* ax, const T* ay, const T* az, u32 na, Tree<T> t, u32 window, u32 per_warp,
+                                  u32* hist) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= na) return;
+    T qx = ax[i], qy = ay[i], qz = az[i];
     T best = t_inf<T>();
-    for (u32 j = s; j < e; j++) best = t_min(best, dist2(qx, qy, qz, t.x[j], t.y[j], t.z[j]));
+    morton_window(t, qx, qy, qz, window, [&](u32 j) { best = t_min(best, dist2(qx, qy, qz, t.x[j], t.y[j], t.z[j])); });
     // With many queries, one value per warp, its minimum: a million same-bin atomics
     // serialise in L2, and the k-th smallest of the warp minima still bounds the k-th smallest
     // nearest distance from above (each of those k warps holds a query at least that close).
@@ -83,20 +90,31 @@ NK_INSTANTIATE(select_threshold, (const u32* hist, const u32* sums, u32 k, R* ta
 // Every query's nearest point within *r2 (inclusive); NO_ID and +inf when none.
 // Queries arrive in Morton order; a_ids[i] is query i's position in the caller's order.
 // The distance is the root of the squared one, correctly rounded, as the CPU takes it.
+// The walk starts from the best of the query's Morton neighbours in B (`window` each side),
+// where that is within *r2: a real point, so the walk still ends at the first point in
+// (squared distance, id) order, but prunes from its first step (an unbounded walk took most
+// of this kernel's time, BENCHMARKS.md, session 49).
 template <typename T>
 __device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u32* a_ids, u32 na, Tree<T> t, const T* r2,
-                                 u32* out_b, T* out_d) {
+                                 u32 window, u32* out_b, T* out_d) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= na) return;
     T bd = *r2;
     u32 bid = NO_ID;
-    nearest_search(t, ax[i], ay[i], az[i], bd, bid);
+    T qx = ax[i], qy = ay[i], qz = az[i];
+    if (t.n > t.leaf_size && window > 0)
+        morton_window(t, qx, qy, qz, window, [&](u32 j) {
+            T d = dist2(qx, qy, qz, t.x[j], t.y[j], t.z[j]);
+            u32 id = t.id[j];
+            if (before(d, id, bd, bid)) { bd = d; bid = id; }
+        });
+    nearest_search(t, qx, qy, qz, bd, bid);
     u32 o = a_ids[i];
     out_b[o] = bid;
     out_d[o] = bid == NO_ID ? t_inf<T>() : sqrt(bd);
 }
-NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, Tree<R> t, const R* r2, u32* out_b, R* out_d),
-               (ax, ay, az, a_ids, na, t, r2, out_b, out_d))
+NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, Tree<R> t, const R* r2, u32 window, u32* out_b, R* out_d),
+               (ax, ay, az, a_ids, na, t, r2, window, out_b, out_d))
 
 // Queries whose nearest point lies within *tau append (d2, a_offset + a_ids[i], b) to the candidates.
 template <typename T>

@@ -29,6 +29,9 @@ const A_ORDER_BITS: u32 = 16;
 
 /// Morton-order neighbours on each side examined for an A's upper bound (step 2 of the plan).
 const BOUND_WINDOW: usize = 4;
+/// Each A's nearest search starts from the best of this many of B's points each side of its
+/// place in B's Morton order (a bound that prunes the walk from its first step).
+const NEAREST_WINDOW: usize = 4;
 
 const BLOCK: u32 = 256;
 /// Threads, and candidates per thread, of `sort_candidates_small`: candidate counts up to
@@ -64,6 +67,7 @@ kernels! {
         na: u32,
         t: TreeArgs<T>,
         r2: In<T>,
+        window: u32,
         out_b: Out<u32>,
         out_d: Out<T>,
     );
@@ -153,7 +157,8 @@ pub(crate) fn nearest<T: Real>(
         let len32 = len as u32;
         let p = &c.points;
         let cfg = threads(len, BLOCK);
-        nearest_all::<T>(gpu, cfg, &p.x, &p.y, &p.z, &c.ids, len32, args, &r2_dev, &mut ob, &mut od)?;
+        let window = NEAREST_WINDOW as u32;
+        nearest_all::<T>(gpu, cfg, &p.x, &p.y, &p.z, &c.ids, len32, args, &r2_dev, window, &mut ob, &mut od)?;
         drop(touched.take());
         phases.mark_after("search (and the answers' pages touched)", || gpu.synchronize())?;
         // Chunks come in order: each one's rows follow the last one's.
