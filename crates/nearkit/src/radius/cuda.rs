@@ -20,7 +20,7 @@ use crate::runtime::cuda::radix_sort::{exclusive_scan, gather_u32_as_u64, iota_u
 use crate::runtime::cuda::transfer::{download, download_vec};
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 use crate::runtime::profile::Phases;
-use crate::tree::cuda::{for_each_chunk, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
+use crate::tree::cuda::{for_each_chunk, DeviceTree, TreeArgs, TREE_GROUP, TREE_HEADER, TREE_SEARCH};
 
 const BLOCK: u32 = 256;
 /// Rows up to this long are sorted by one warp.
@@ -30,28 +30,16 @@ const KEEP: usize = 64;
 /// Rows up to this long are sorted by one block in shared memory; longer ones by the device sort.
 const LONG_ROW: usize = 4096;
 const LONG_ROW_THREADS: u32 = 512;
-/// A query's walk scans nodes of up to this many points whole.
-const GPU_RUN: usize = 16;
-/// Runs (and nodes still to expand) a warp's walk for its 32 queries lists at most; a warp
-/// whose list would grow longer walks a query a lane instead.
-const GROUP_ITEMS: usize = 256;
 
 static RADIUS: CudaSource = CudaSource {
     file: "radius.cu",
     text: include_str!("radius.cu"),
-    constants: || {
-        vec![
-            ("GPU_RUN", GPU_RUN.to_string()),
-            ("LONG_ROW", LONG_ROW.to_string()),
-            ("GROUP_ITEMS", GROUP_ITEMS.to_string()),
-            ("GROUP_WARPS", (BLOCK / 32).to_string()),
-        ]
-    },
+    constants: || vec![("LONG_ROW", LONG_ROW.to_string()), ("GROUP_WARPS", (BLOCK / 32).to_string())],
     structs: Vec::new,
 };
 
 kernels! {
-    module KERNELS = "radius", [&COMMON, &TREE_HEADER, &TREE_SEARCH, &RADIUS];
+    module KERNELS = "radius", [&COMMON, &TREE_HEADER, &TREE_SEARCH, &TREE_GROUP, &RADIUS];
     /// Each query's number of points within `r2` into `counts[row - row_lo]`, for rows
     /// `row_lo..row_hi`; their sum into `total`; the first `keep` points of each kept.
     fn within_count<T>(

@@ -32,11 +32,27 @@ pub(crate) static TREE_HEADER: CudaSource = CudaSource {
     structs: c_definitions!(TreeArgs<f32>),
 };
 
+/// A query's walk on the device scans nodes of up to this many points whole (the CPU's walk
+/// descends to the tree's leaves: the answers are the same).
+const GPU_RUN: usize = 16;
+
 /// The tree's k-nearest search (search.rs `knn`) in C.
 pub(crate) static TREE_SEARCH: CudaSource = CudaSource {
     file: "search.cuh",
     text: include_str!("search.cuh"),
-    constants: || vec![("TREE_STACK", STACK.to_string())],
+    constants: || vec![("TREE_STACK", STACK.to_string()), ("GPU_RUN", GPU_RUN.to_string())],
+    structs: Vec::new,
+};
+
+/// Runs (and nodes still to expand) a warp's shared walk for its 32 queries lists at most; a
+/// warp whose list would grow longer walks a query a lane instead.
+const GROUP_ITEMS: usize = 256;
+
+/// A warp's 32 queries walking the tree together (group.cuh).
+pub(crate) static TREE_GROUP: CudaSource = CudaSource {
+    file: "group.cuh",
+    text: include_str!("group.cuh"),
+    constants: || vec![("GROUP_ITEMS", GROUP_ITEMS.to_string())],
     structs: Vec::new,
 };
 

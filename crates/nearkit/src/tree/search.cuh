@@ -73,9 +73,13 @@ __device__ __forceinline__ void scan_points(const Tree<T>& t, u32 s, u32 e, T qx
 }
 
 // search::nearest — nearest point before (bd, bid) in (squared distance, id) order.
+// Nodes of up to NK_GPU_RUN points are scanned whole (as within_visit does): a distance costs
+// less here than a level of the walk, and the answer, the first point in (d2, id) order, is
+// the same.
 template <typename T>
 __device__ void nearest_search(const Tree<T>& t, T qx, T qy, T qz, T& bd, u32& bid) {
-    if (t.n <= t.leaf_size || t.n == 1) { scan_points(t, 0, t.n, qx, qy, qz, bd, bid); return; }
+    u32 run = max((u32)NK_GPU_RUN, t.leaf_size);
+    if (t.n <= run || t.n == 1) { scan_points(t, 0, t.n, qx, qy, qz, bd, bid); return; }
     if (!before(box_dist2(t, 0, qx, qy, qz), t.min_id[0], bd, bid)) return;
     u32 stack_node[KNN_STACK];
     T stack_d[KNN_STACK];
@@ -84,7 +88,7 @@ __device__ void nearest_search(const Tree<T>& t, T qx, T qy, T qz, T& bd, u32& b
     for (;;) {
         u32 j = t.other_end[node];
         u32 s = min(node, j), e = max(node, j) + 1;
-        if (e - s <= t.leaf_size) {
+        if (e - s <= run) {
             scan_points(t, s, e, qx, qy, qz, bd, bid);
         } else {
             u32 kid[2]; T kd[2]; u32 km[2];
