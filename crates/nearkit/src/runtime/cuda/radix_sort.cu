@@ -26,39 +26,60 @@ extern "C" __global__ void radix_upsweep(const u64* keys, u32 n, u32 shift, u32*
 }
 
 // Ranks each key of the tile by its digit with match.any (CUB's BlockRadixRankMatch, as in
-// onesweep) and scatters it straight to its place: no shared-memory sort of the tile. Keys are
-// loaded warp-striped, the order the ranking keeps, so the sort stays stable.
+// onesweep); keys are loaded warp-striped, the order the ranking keeps, so the sort stays
+// stable. The ranked tile is put in order in shared memory, keys then values, and written out
+// by consecutive threads to consecutive places of each digit's run (coalesced: a straight
+// scatter from registers wrote a few items a digit per tile, far apart).
 extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_downsweep(const u64* keys_in, const u32* vals_in,
                                                                          u64* keys_out, u32* vals_out, u32 n,
                                                                          u32 shift, const u32* offsets) {
     typedef cub::BlockRadixRankMatch<SORT_THREADS, 8, false> Rank;
-    __shared__ typename Rank::TempStorage tmp;
-    __shared__ u32 tile_start[256];
+    __shared__ union {
+        typename Rank::TempStorage rank;
+        u64 keys[SORT_TILE];
+        u32 vals[SORT_TILE];
+    } shm;
+    // digit_base[d] + (tile-local rank) is where a key of digit d goes.
+    __shared__ u32 digit_base[256];
     u32 tiles = gridDim.x;
     u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    u64 base = (u64)blockIdx.x * SORT_TILE + (u64)warp * (32 * SORT_ITEMS) + lane;
+    u64 tile0 = (u64)blockIdx.x * SORT_TILE;
+    u32 count = (u32)min((u64)SORT_TILE, (u64)n - tile0);
+    u64 base = tile0 + (u64)warp * (32 * SORT_ITEMS) + lane;
     u64 k[SORT_ITEMS];
     u32 v[SORT_ITEMS];
     int rank[SORT_ITEMS];
     for (int i = 0; i < SORT_ITEMS; i++) {
         u64 g = base + (u64)i * 32;
-        // Padding comes last in warp-striped order and carries the largest digit.
+        // Padding comes last in warp-striped order and carries the largest digit: it ranks
+        // after every key of the tile.
         k[i] = g < n ? keys_in[g] : ~0ull;
         v[i] = g < n ? vals_in[g] : 0;
     }
     int prefix[1];
-    Rank(tmp).RankKeys(k, rank, cub::BFEDigitExtractor<u64>(shift, 8), prefix);
-    // Thread d holds the tile-local start of digit d.
-    tile_start[threadIdx.x] = (u32)prefix[0];
+    Rank(shm.rank).RankKeys(k, rank, cub::BFEDigitExtractor<u64>(shift, 8), prefix);
+    // Thread d: the tile-local start of digit d (SORT_THREADS == 256).
+    digit_base[threadIdx.x] = offsets[(u64)threadIdx.x * tiles + blockIdx.x] - (u32)prefix[0];
     __syncthreads();
-    for (int i = 0; i < SORT_ITEMS; i++) {
-        u64 g = base + (u64)i * 32;
-        if (g < n) {
-            u32 d = (u32)((k[i] >> shift) & 0xff);
-            u64 dst = (u64)offsets[(u64)d * tiles + blockIdx.x] + (u32)rank[i] - tile_start[d];
-            keys_out[dst] = k[i];
-            vals_out[dst] = v[i];
+    for (int i = 0; i < SORT_ITEMS; i++)
+        if ((u32)rank[i] < count) shm.keys[rank[i]] = k[i];
+    __syncthreads();
+    u32 dst[SORT_ITEMS];
+    for (int m = 0; m < SORT_ITEMS; m++) {
+        u32 j = threadIdx.x + m * SORT_THREADS;
+        if (j < count) {
+            u64 key = shm.keys[j];
+            dst[m] = digit_base[(u32)((key >> shift) & 0xff)] + j;
+            keys_out[dst[m]] = key;
         }
+    }
+    __syncthreads();
+    for (int i = 0; i < SORT_ITEMS; i++)
+        if ((u32)rank[i] < count) shm.vals[rank[i]] = v[i];
+    __syncthreads();
+    for (int m = 0; m < SORT_ITEMS; m++) {
+        u32 j = threadIdx.x + m * SORT_THREADS;
+        if (j < count) vals_out[dst[m]] = shm.vals[j];
     }
 }
 
