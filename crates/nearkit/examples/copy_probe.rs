@@ -8,28 +8,9 @@ use std::arch::x86_64::*;
 
 const PART: usize = 1 << 20;
 
-#[target_feature(enable = "avx2")]
+/// The library's streaming copy (what the staged uploads use).
 unsafe fn copy_nt(src: *const u8, dst: *mut u8, len: usize) {
-    let head = dst.align_offset(32).min(len);
-    std::ptr::copy_nonoverlapping(src, dst, head);
-    let mut i = head;
-    while i + 128 <= len {
-        let a = _mm256_loadu_si256(src.add(i) as *const __m256i);
-        let b = _mm256_loadu_si256(src.add(i + 32) as *const __m256i);
-        let c = _mm256_loadu_si256(src.add(i + 64) as *const __m256i);
-        let d = _mm256_loadu_si256(src.add(i + 96) as *const __m256i);
-        _mm256_stream_si256(dst.add(i) as *mut __m256i, a);
-        _mm256_stream_si256(dst.add(i + 32) as *mut __m256i, b);
-        _mm256_stream_si256(dst.add(i + 64) as *mut __m256i, c);
-        _mm256_stream_si256(dst.add(i + 96) as *mut __m256i, d);
-        i += 128;
-    }
-    while i + 32 <= len {
-        _mm256_stream_si256(dst.add(i) as *mut __m256i, _mm256_loadu_si256(src.add(i) as *const __m256i));
-        i += 32;
-    }
-    std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), len - i);
-    _mm_sfence();
+    nearkit::test_hooks::copy_streaming(src, dst, len)
 }
 
 /// Copies and finds the largest |bits| of f32 values, with streaming stores.

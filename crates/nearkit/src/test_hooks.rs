@@ -210,3 +210,13 @@ pub fn mesh_index_host_and_device<T: Real>(
     let device = DeviceTriangleBvh::build(gpu, mesh, lo, hi, off)?.to_host(gpu)?;
     Ok([host, device])
 }
+
+/// The staging uploads' copy (`transfer::copy_streaming`: non-temporal AVX2 stores where the
+/// CPU has them), for the copy probe.
+///
+/// # Safety
+/// Both ranges are valid for `bytes` bytes and do not overlap.
+pub unsafe fn copy_streaming(src: *const u8, dst: *mut u8, bytes: usize) {
+    // SAFETY: as the caller promises.
+    unsafe { crate::runtime::cuda::transfer::copy_streaming(src, dst, bytes) }
+}

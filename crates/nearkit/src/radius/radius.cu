@@ -18,9 +18,7 @@
 // first: a node's points in range come before the subtree it descends into next.
 template <typename T, typename F>
 __device__ __forceinline__ void within_visit(const Tree<T>& t, T qx, T qy, T qz, T r2, F found) {
-    // Nodes of up to NK_GPU_RUN points are scanned whole: a distance costs less here than a
-    // level of the walk (dependent loads).
-    u32 run = max((u32)NK_GPU_RUN, t.leaf_size);
+    u32 run = scan_whole(t);
     if (t.n <= run || t.n == 1) {
         for (u32 i = 0; i < t.n; i++) {
             T d = dist2(qx, qy, qz, t.x[i], t.y[i], t.z[i]);

@@ -32,8 +32,8 @@ pub(crate) static TREE_HEADER: CudaSource = CudaSource {
     structs: c_definitions!(TreeArgs<f32>),
 };
 
-/// A query's walk on the device scans nodes of up to this many points whole (the CPU's walk
-/// descends to the tree's leaves: the answers are the same).
+/// A query's walk on the device scans nodes of up to this many points whole (search.cuh
+/// `scan_whole`).
 const GPU_RUN: usize = 16;
 
 /// The tree's k-nearest search (search.rs `knn`) in C.

@@ -1,9 +1,8 @@
 // A warp's 32 queries walking the tree together (radius.cu's counts): the runs of points
 // near the queries' box, found once for the warp, then each point read once and offered to
-// every lane. (A warp walking for its box with one lane,
-// the others waiting, was 5x slower than a walk per thread: what makes the shared walk pay is
-// a list of runs built breadth-first by all 32 lanes, and the runs' points read once and
-// tested by every lane.)
+// every lane. (A warp walking for its box with one lane, the others waiting, was 5x slower
+// than a walk per thread: what makes the shared walk pay is a list of runs built
+// breadth-first by all 32 lanes, and the runs' points read once and tested by every lane.)
 
 #define GROUP_ITEMS NK_GROUP_ITEMS
 #define FULL_WARP 0xffffffffu
@@ -35,7 +34,7 @@ template <typename T>
 __device__ bool group_runs(const Tree<T>& t, const T* glo, const T* ghi, T r2, uint2* a, uint2* b, uint2** runs,
                            u32& m) {
     u32 lane = threadIdx.x % 32;
-    u32 run = max((u32)NK_GPU_RUN, t.leaf_size);
+    u32 run = scan_whole(t);
     *runs = a;
     if (t.n <= run || t.n == 1) {
         if (lane == 0) a[0] = make_uint2(0, t.n);

@@ -3,6 +3,14 @@
 
 #define KNN_STACK NK_TREE_STACK
 
+// A device walk scans nodes of up to this many points whole (at least the tree's leaves): a
+// distance costs less there than a level of the walk (dependent loads). The CPU's walk
+// descends to the leaves; the answers are the same.
+template <typename T>
+__device__ __forceinline__ u32 scan_whole(const Tree<T>& t) {
+    return max((u32)NK_GPU_RUN, t.leaf_size);
+}
+
 // Offers point i to a sorted (d, id) list of capacity k (search::knn's insertion).
 template <typename T>
 __device__ __forceinline__ void knn_offer(const Tree<T>& t, u32 i, T qx, T qy, T qz, u32 k, T r2, u32 skip, T* hd,
@@ -72,13 +80,11 @@ __device__ __forceinline__ void scan_points(const Tree<T>& t, u32 s, u32 e, T qx
     }
 }
 
-// search::nearest — nearest point before (bd, bid) in (squared distance, id) order.
-// Nodes of up to NK_GPU_RUN points are scanned whole (as within_visit does): a distance costs
-// less here than a level of the walk, and the answer, the first point in (d2, id) order, is
-// the same.
+// search::nearest — nearest point before (bd, bid) in (squared distance, id) order; nodes of
+// up to scan_whole(t) points scanned whole.
 template <typename T>
 __device__ void nearest_search(const Tree<T>& t, T qx, T qy, T qz, T& bd, u32& bid) {
-    u32 run = max((u32)NK_GPU_RUN, t.leaf_size);
+    u32 run = scan_whole(t);
     if (t.n <= run || t.n == 1) { scan_points(t, 0, t.n, qx, qy, qz, bd, bid); return; }
     if (!before(box_dist2(t, 0, qx, qy, qz), t.min_id[0], bd, bid)) return;
     u32 stack_node[KNN_STACK];

@@ -120,7 +120,7 @@ fn copy_parallel<T: Copy>(src: SendPtr<T>, dst: SendPtr<T>, len: usize) {
 ///
 /// # Safety
 /// Both ranges are valid for `bytes` bytes and do not overlap.
-unsafe fn copy_streaming(src: *const u8, dst: *mut u8, bytes: usize) {
+pub(crate) unsafe fn copy_streaming(src: *const u8, dst: *mut u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: AVX2 is present; the ranges are the caller's.
