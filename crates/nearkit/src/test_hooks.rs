@@ -130,6 +130,16 @@ pub fn exclusive_scans_on_device(engine: &Engine, arrays: &[Vec<u32>]) -> Result
     Ok(out)
 }
 
+/// `(keys, values)` sorted on the GPU by the low `bits` bits of the keys (stable).
+pub fn sort_pairs_on_device(engine: &Engine, keys: &[u64], values: &[u32], bits: u32) -> Result<(Vec<u64>, Vec<u32>)> {
+    let gpu = engine.need_gpu("")?;
+    let _busy = gpu.lock();
+    let mut k = gpu.stream().clone_htod(keys).map_err(cuda_err)?;
+    let mut v = gpu.stream().clone_htod(values).map_err(cuda_err)?;
+    radix_sort::sort_pairs(gpu, &mut k, &mut v, keys.len(), bits)?;
+    Ok((gpu.stream().clone_dtoh(&k).map_err(cuda_err)?, gpu.stream().clone_dtoh(&v).map_err(cuda_err)?))
+}
+
 /// The collider's narrow phase alone on the engine's GPU: `pairs` of (radii a, orientation
 /// a, radii b, orientation b, r) and `tris` of (radii, orientation, corners as offsets from
 /// the center); one result per input, pairs first.

@@ -882,6 +882,44 @@ fn gpu_exclusive_scan_matches_host() {
     }
 }
 
+/// The device's radix sort against a stable host sort by the same low bits: sizes around its
+/// tile (2,048) and many tiles; keys random, of few values (long runs of ties, so stability
+/// shows), all equal, and descending; 1, 2, 4 and 8 passes.
+#[test]
+fn gpu_radix_sort_matches_stable_host_sort() {
+    let Some(gpu) = gpu() else { return };
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for &n in &[1usize, 2, 2047, 2048, 2049, 6_145, 100_003, 1_000_000] {
+        for shape in ["random", "few", "equal", "descending"] {
+            let keys: Vec<u64> = (0..n)
+                .map(|i| match shape {
+                    "random" => next(),
+                    "few" => next() % 5 * 0x0101_0101_0101_0101,
+                    "equal" => 0x00ff_00ff_00ff_00ff,
+                    _ => u64::MAX - i as u64 * 0x0001_0003_0005_0007,
+                })
+                .collect();
+            let values: Vec<u32> = (0..n).map(|_| next() as u32).collect();
+            for bits in [8u32, 16, 30, 63, 64] {
+                // Callers' keys fit in `bits`.
+                let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+                let keys: Vec<u64> = keys.iter().map(|k| k & mask).collect();
+                let (got_keys, got_values) = hooks::sort_pairs_on_device(&gpu.0, &keys, &values, bits).unwrap();
+                let mut want: Vec<(u64, u32)> = keys.iter().copied().zip(values.iter().copied()).collect();
+                want.sort_by_key(|&(k, _)| k);
+                let (want_keys, want_values): (Vec<u64>, Vec<u32>) = want.into_iter().unzip();
+                assert!(got_keys == want_keys && got_values == want_values, "n = {n}, {shape}, {bits} bits");
+            }
+        }
+    }
+}
+
 /// Radius queries: rows, counts and pairs bitwise the CPU's, sorted and unsorted, with rows
 /// of every sorting path (in the thread, a block, the device sort), in small query chunks,
 /// and through the batches a result too big for one pass takes.

@@ -1,8 +1,8 @@
-// Device-wide stable LSD radix sort of (u64 key, u32 value) pairs, 8 bits a pass, and the
-// exclusive scan it needs (single-pass, by decoupled look-back). Device-wide CUB does not run under NVRTC, so these are built from
-// block-level CUB: per pass, an upsweep counts digits per tile, a scan turns the
-// digit-major counts into output offsets, and a downsweep sorts each tile by the digit
-// (stable) and scatters it.
+// Device-wide stable LSD radix sort of (u64 key, u32 value) pairs, 8 bits a pass, and an
+// exclusive scan (single-pass, by decoupled look-back). Device-wide CUB does not run under
+// NVRTC, so these are built from block-level CUB: one kernel counts every pass's digits, then
+// one kernel a pass sorts each tile by the digit (stable) and scatters it, the tiles learning
+// their places from each other by decoupled look-back.
 
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_scan.cuh>
@@ -11,39 +11,63 @@
 #define SORT_ITEMS NK_SORT_ITEMS
 #define SORT_TILE (SORT_THREADS * SORT_ITEMS)
 
-extern "C" __global__ void radix_upsweep(const u64* keys, u32 n, u32 shift, u32* counts) {
-    __shared__ u32 hist[256];
-    u32 tiles = gridDim.x;
-    for (u32 i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
-    __syncthreads();
-    u64 base = (u64)blockIdx.x * SORT_TILE;
-    for (u32 i = threadIdx.x; i < SORT_TILE; i += blockDim.x) {
-        u64 g = base + i;
-        if (g < n) atomicAdd(&hist[(keys[g] >> shift) & 0xff], 1u);
+// Every pass's digit counts over all keys, in one read: hist[p * 256 + d] += the keys whose
+// digit p (bits 8p..8p+8) is d. Each thread loads its SORT_ITEMS keys before counting any (the
+// loads overlap). `hist` must be zero before the launch.
+extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_histograms(const u64* keys, u32 n, u32 passes, u32* hist) {
+    __shared__ u32 h[8 * 256];
+    for (u32 i = threadIdx.x; i < 8 * 256; i += blockDim.x) h[i] = 0;
+    u64 base = (u64)blockIdx.x * SORT_TILE + threadIdx.x;
+    u64 k[SORT_ITEMS];
+    for (int i = 0; i < SORT_ITEMS; i++) {
+        u64 g = base + (u64)i * SORT_THREADS;
+        k[i] = g < n ? keys[g] : 0;
     }
     __syncthreads();
-    for (u32 d = threadIdx.x; d < 256; d += blockDim.x) counts[(u64)d * tiles + blockIdx.x] = hist[d];
+    for (int i = 0; i < SORT_ITEMS; i++)
+        if (base + (u64)i * SORT_THREADS < n)
+            for (u32 p = 0; p < passes; p++) atomicAdd(&h[p * 256 + ((k[i] >> (8 * p)) & 0xff)], 1u);
+    __syncthreads();
+    for (u32 i = threadIdx.x; i < passes * 256; i += blockDim.x)
+        if (h[i]) atomicAdd(&hist[i], h[i]);
 }
 
-// Ranks each key of the tile by its digit with match.any (CUB's BlockRadixRankMatch, as in
-// onesweep); keys are loaded warp-striped, the order the ranking keeps, so the sort stays
-// stable. The ranked tile is put in order in shared memory, keys then values, and written out
-// by consecutive threads to consecutive places of each digit's run (coalesced: a straight
-// scatter from registers wrote a few items a digit per tile, far apart).
-extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_downsweep(const u64* keys_in, const u32* vals_in,
-                                                                         u64* keys_out, u32* vals_out, u32 n,
-                                                                         u32 shift, const u32* offsets) {
+// One pass of the sort, by digit `pass` (onesweep: Adinets & Merrill, 2022). Each block takes
+// the next tile by ticket, counts its digits and publishes the counts, ranks its keys by the
+// digit with match.any (CUB's BlockRadixRankMatch; keys are loaded warp-striped, the order the
+// ranking keeps, so the sort is stable), then learns, digit by digit, how many keys of that
+// digit the tiles before it hold by decoupled look-back over their published counts (thread d
+// walks digit d, eight tiles a step). Counts go out before the ranking so that, by the time a
+// tile looks back, the tiles before it have mostly resolved theirs. With the digit's start
+// from `hist`, that places every key: the ranked tile is put in order in shared memory and
+// written out by consecutive threads to consecutive places of each digit's run.
+// `state` (1 + tiles * 256 words) must be zero before the launch: word 0 is the ticket, word
+// 1 + t * 256 + d tile t's flag << 32 | count of digit d (AGGREGATE: the tile's own;
+// PREFIX: tiles 0..=t together).
+extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_onesweep(const u64* keys_in, const u32* vals_in,
+                                                                        u64* keys_out, u32* vals_out, u32 n,
+                                                                        u32 pass, const u32* hist, u64* state) {
     typedef cub::BlockRadixRankMatch<SORT_THREADS, 8, false> Rank;
+    typedef cub::BlockScan<u32, SORT_THREADS> Scan;
     __shared__ union {
         typename Rank::TempStorage rank;
+        typename Scan::TempStorage scan;
         u64 keys[SORT_TILE];
         u32 vals[SORT_TILE];
     } shm;
     // digit_base[d] + (tile-local rank) is where a key of digit d goes.
     __shared__ u32 digit_base[256];
-    u32 tiles = gridDim.x;
+    __shared__ u32 tile_count[256];
+    __shared__ u32 tile_s;
+    // Thread d (SORT_THREADS == 256) owns digit d.
+    u32 d = threadIdx.x;
+    if (d == 0) tile_s = (u32)atomicAdd(&state[0], 1ull);
+    tile_count[d] = 0;
+    __syncthreads();
+    u32 tile = tile_s;
+    u32 shift = 8 * pass;
     u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    u64 tile0 = (u64)blockIdx.x * SORT_TILE;
+    u64 tile0 = (u64)tile * SORT_TILE;
     u32 count = (u32)min((u64)SORT_TILE, (u64)n - tile0);
     u64 base = tile0 + (u64)warp * (32 * SORT_ITEMS) + lane;
     u64 k[SORT_ITEMS];
@@ -56,10 +80,32 @@ extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_downsweep(const
         k[i] = g < n ? keys_in[g] : ~0ull;
         v[i] = g < n ? vals_in[g] : 0;
     }
+    // The digit's start over all keys (while the keys load).
+    u32 start;
+    Scan(shm.scan).ExclusiveSum(hist[pass * 256 + d], start);
+    for (int i = 0; i < SORT_ITEMS; i++)
+        if (base + (u64)i * 32 < n) atomicAdd(&tile_count[(u32)((k[i] >> shift) & 0xff)], 1u);
+    __syncthreads();
+    u32 mine = tile_count[d];
+    volatile u64* word = state + 1 + d;
+    word[(u64)tile * 256] = ((tile == 0 ? SCAN_PREFIX : SCAN_AGGREGATE) << 32) | mine;
     int prefix[1];
     Rank(shm.rank).RankKeys(k, rank, cub::BFEDigitExtractor<u64>(shift, 8), prefix);
-    // Thread d: the tile-local start of digit d (SORT_THREADS == 256).
-    digit_base[threadIdx.x] = offsets[(u64)threadIdx.x * tiles + blockIdx.x] - (u32)prefix[0];
+    u32 before = 0;
+    if (tile > 0) {
+        bool done = false;
+        for (long long top = (long long)tile - 1; !done; top -= 8) {
+            u64 w[8];
+            for (int i = 0; i < 8; i++) w[i] = top - i >= 0 ? word[(u64)(top - i) * 256] : SCAN_PREFIX << 32;
+            for (int i = 0; i < 8 && !done; i++) {
+                while ((w[i] >> 32) == 0) w[i] = word[(u64)(top - i) * 256];
+                before += (u32)w[i];
+                done = (w[i] >> 32) == SCAN_PREFIX;
+            }
+        }
+        word[(u64)tile * 256] = (SCAN_PREFIX << 32) | (before + mine);
+    }
+    digit_base[d] = start + before - (u32)prefix[0];
     __syncthreads();
     for (int i = 0; i < SORT_ITEMS; i++)
         if ((u32)rank[i] < count) shm.keys[rank[i]] = k[i];

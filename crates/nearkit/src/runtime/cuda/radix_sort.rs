@@ -9,7 +9,7 @@ use crate::error::Result;
 
 /// Threads and keys per thread of a sort tile.
 const SORT_THREADS: usize = 256;
-const SORT_ITEMS: usize = 8;
+const SORT_ITEMS: usize = 16;
 const SORT_TILE: usize = SORT_THREADS * SORT_ITEMS;
 /// Threads and values per thread of a scan tile.
 const SCAN_THREADS: usize = 1024;
@@ -36,17 +36,19 @@ use super::CudaSource;
 
 kernels! {
     module KERNELS = "sort", [&COMMON, &LOOKBACK, &RADIX_SORT];
-    /// Per tile, the count of each 8-bit digit at `shift`.
-    fn radix_upsweep(keys: In<u64>, n: u32, shift: u32, counts: Out<u32>);
-    /// Per tile, a stable sort by the digit, scattered to the scanned offsets.
-    fn radix_downsweep(
+    /// Every pass's digit counts: `hist[p * 256 + d]` += the keys whose digit p is d.
+    fn radix_histograms(keys: In<u64>, n: u32, passes: u32, hist: Out<u32>);
+    /// One pass: each tile sorted by digit `pass` (stable), its keys' places found by
+    /// decoupled look-back through `state`, and scattered.
+    fn radix_onesweep(
         keys_in: In<u64>,
         vals_in: In<u32>,
         keys_out: Out<u64>,
         vals_out: Out<u32>,
         n: u32,
-        shift: u32,
-        offsets: In<u32>,
+        pass: u32,
+        hist: In<u32>,
+        state: Out<u64>,
     );
     /// Exclusive scan, tiles in parallel (decoupled look-back through `state`).
     fn scan_lookback(data: Out<u32>, n: u32, state: Out<u64>);
@@ -86,7 +88,8 @@ pub(crate) fn exclusive_scan_with(
     scan_lookback(gpu, threads(tiles * SCAN_THREADS, SCAN_THREADS as u32), data, n as u32, state)
 }
 
-/// Sorts the first `n` (key, value) pairs by the low `bits` bits of the key, stably.
+/// Sorts the first `n` (key, value) pairs by key, stably; the keys must be below `2^bits`
+/// (one pass per 8 bits).
 pub(crate) fn sort_pairs(
     gpu: &Gpu,
     keys: &mut CudaSlice<u64>,
@@ -98,19 +101,32 @@ pub(crate) fn sort_pairs(
         return Ok(());
     }
     let tiles = n.div_ceil(SORT_TILE);
+    let passes = bits.min(64).div_ceil(8) as usize;
     let mut keys_alt = gpu.alloc_uninit::<u64>(n)?;
     let mut vals_alt = gpu.alloc_uninit::<u32>(n)?;
-    let mut counts = gpu.alloc_uninit::<u32>(256 * tiles)?;
+    let mut hist = gpu.alloc::<u32>(256 * passes)?;
+    // Per pass: a ticket and each tile's 256 look-back words (zero, as the kernel needs).
+    let state_len = 1 + 256 * tiles;
+    let mut state = gpu.alloc::<u64>(state_len * passes)?;
     let n32 = n as u32;
     let cfg = threads(tiles * SORT_THREADS, SORT_THREADS as u32);
-    let mut shift = 0u32;
-    while shift < bits {
-        radix_upsweep(gpu, cfg, &*keys, n32, shift, &mut counts)?;
-        exclusive_scan(gpu, &mut counts, 256 * tiles)?;
-        radix_downsweep(gpu, cfg, &*keys, &*vals, &mut keys_alt, &mut vals_alt, n32, shift, &counts)?;
+    radix_histograms(gpu, cfg, &*keys, n32, passes as u32, &mut hist)?;
+    for pass in 0..passes {
+        let mut pass_state = state.slice_mut(pass * state_len..(pass + 1) * state_len);
+        radix_onesweep(
+            gpu,
+            cfg,
+            &*keys,
+            &*vals,
+            &mut keys_alt,
+            &mut vals_alt,
+            n32,
+            pass as u32,
+            &hist,
+            &mut pass_state,
+        )?;
         std::mem::swap(keys, &mut keys_alt);
         std::mem::swap(vals, &mut vals_alt);
-        shift += 8;
     }
     Ok(())
 }
