@@ -129,20 +129,31 @@ extern "C" __global__ void radix_nodes(const u64* keys, u32 n, u32* left, u32* r
     if (ready) atomicAdd(&flags[i >> 2], ready << ((i & 3) * 8));
 }
 
+// Adds v to *p with acquire-release order at device scope: the writes before it are seen by
+// whoever reads its result, and the reads after it see what that thread wrote before its own.
+// One atomic in place of a full fence and an atomic.
+__device__ __forceinline__ u32 atomic_add_acq_rel(u32* p, u32 v) {
+    u32 old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
+
 // Bottom-up boxes: a thread starts at each node whose children are both points and climbs
 // while it completes a node's second child, so every node is computed once, after both
-// children. Children's boxes are read through L2 (__ldcg): another block may have just
-// written them.
+// children. The box it just computed stays in registers; the sibling's is read through L2
+// (__ldcg): another block may have just written it.
 template <typename T>
 __device__ void radix_boxes_impl(const T* x, const T* y, const T* z, const u32* id, u32 n, const u32* left, const u32* right,
                                  const u32* parent, u32* flags, T* lo_x, T* lo_y, T* lo_z, T* hi_x, T* hi_y, T* hi_z, u32* min_id) {
     u32 node = blockIdx.x * blockDim.x + threadIdx.x;
     if (node + 1 >= n || !(left[node] & CHILD_POINT) || !(right[node] & CHILD_POINT)) return;
+    T lo[3], hi[3];
+    u32 mid = NO_ID;
+    u32 from = NO_ID;  // the child whose box is in lo, hi, mid
     for (;;) {
-        T lo[3] = {t_inf<T>(), t_inf<T>(), t_inf<T>()};
-        T hi[3] = {-t_inf<T>(), -t_inf<T>(), -t_inf<T>()};
-        u32 mid = NO_ID;
         u32 kids[2] = {left[node], right[node]};
+        T nlo[3], nhi[3];
+        u32 nmid = NO_ID;
         for (int k = 0; k < 2; k++) {
             u32 c = kids[k];
             T cl[3], ch[3];
@@ -151,6 +162,9 @@ __device__ void radix_boxes_impl(const T* x, const T* y, const T* z, const u32* 
                 u32 q = c & ~CHILD_POINT;
                 cl[0] = ch[0] = x[q]; cl[1] = ch[1] = y[q]; cl[2] = ch[2] = z[q];
                 cm = id[q];
+            } else if (c == from) {
+                for (int d = 0; d < 3; d++) { cl[d] = lo[d]; ch[d] = hi[d]; }
+                cm = mid;
             } else {
                 cl[0] = __ldcg(&lo_x[c]); cl[1] = __ldcg(&lo_y[c]); cl[2] = __ldcg(&lo_z[c]);
                 ch[0] = __ldcg(&hi_x[c]); ch[1] = __ldcg(&hi_y[c]); ch[2] = __ldcg(&hi_z[c]);
@@ -158,20 +172,22 @@ __device__ void radix_boxes_impl(const T* x, const T* y, const T* z, const u32* 
             }
             // Same association as the CPU: min(left, right).
             for (int d = 0; d < 3; d++) {
-                lo[d] = k == 0 ? cl[d] : t_min(lo[d], cl[d]);
-                hi[d] = k == 0 ? ch[d] : t_max(hi[d], ch[d]);
+                nlo[d] = k == 0 ? cl[d] : t_min(nlo[d], cl[d]);
+                nhi[d] = k == 0 ? ch[d] : t_max(nhi[d], ch[d]);
             }
-            mid = k == 0 ? cm : min(mid, cm);
+            nmid = k == 0 ? cm : min(nmid, cm);
         }
+        for (int d = 0; d < 3; d++) { lo[d] = nlo[d]; hi[d] = nhi[d]; }
+        mid = nmid;
         lo_x[node] = lo[0]; lo_y[node] = lo[1]; lo_z[node] = lo[2];
         hi_x[node] = hi[0]; hi_y[node] = hi[1]; hi_z[node] = hi[2];
         min_id[node] = mid;
         if (node == 0) return;
-        __threadfence();
+        from = node;
         node = parent[node];
         // The second arrival at a node (counting point children as arrived) computes it.
         u32 shift = (node & 3) * 8;
-        if (((atomicAdd(&flags[node >> 2], 1u << shift) >> shift) & 0xffu) == 0) return;
+        if (((atomic_add_acq_rel(&flags[node >> 2], 1u << shift) >> shift) & 0xffu) == 0) return;
     }
 }
 NK_INSTANTIATE(radix_boxes, (const R* x, const R* y, const R* z, const u32* id, u32 n, const u32* left, const u32* right,
