@@ -41,9 +41,10 @@ extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_histograms(cons
 // tile looks back, the tiles before it have mostly resolved theirs. With the digit's start
 // from `hist`, that places every key: the ranked tile is put in order in shared memory and
 // written out by consecutive threads to consecutive places of each digit's run.
-// `state` (1 + tiles * 256 words) must be zero before the launch: word 0 is the ticket, word
-// 1 + t * 256 + d tile t's flag << 32 | count of digit d (AGGREGATE: the tile's own;
-// PREFIX: tiles 0..=t together).
+// `state` serves every pass of a sort: zero before its first, word `pass` is that pass's
+// ticket, and word 8 + t * 256 + d tile t's count of digit d, tagged (pass + 1) << 40 |
+// flag << 32 | count (AGGREGATE: the tile's own; PREFIX: tiles 0..=t together); a word of
+// another tag (an earlier pass's, or zero) is not published yet, so no pass clears it.
 extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_onesweep(const u64* keys_in, const u32* vals_in,
                                                                         u64* keys_out, u32* vals_out, u32 n,
                                                                         u32 pass, const u32* hist, u64* state) {
@@ -61,7 +62,7 @@ extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_onesweep(const 
     __shared__ u32 tile_s;
     // Thread d (SORT_THREADS == 256) owns digit d.
     u32 d = threadIdx.x;
-    if (d == 0) tile_s = (u32)atomicAdd(&state[0], 1ull);
+    if (d == 0) tile_s = (u32)atomicAdd(&state[pass], 1ull);
     tile_count[d] = 0;
     __syncthreads();
     u32 tile = tile_s;
@@ -87,8 +88,9 @@ extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_onesweep(const 
         if (base + (u64)i * 32 < n) atomicAdd(&tile_count[(u32)((k[i] >> shift) & 0xff)], 1u);
     __syncthreads();
     u32 mine = tile_count[d];
-    volatile u64* word = state + 1 + d;
-    word[(u64)tile * 256] = ((tile == 0 ? SCAN_PREFIX : SCAN_AGGREGATE) << 32) | mine;
+    volatile u64* word = state + 8 + d;
+    const u64 tag = (u64)(pass + 1) << 40;
+    word[(u64)tile * 256] = tag | ((tile == 0 ? SCAN_PREFIX : SCAN_AGGREGATE) << 32) | mine;
     int prefix[1];
     Rank(shm.rank).RankKeys(k, rank, cub::BFEDigitExtractor<u64>(shift, 8), prefix);
     u32 before = 0;
@@ -96,14 +98,14 @@ extern "C" __global__ void __launch_bounds__(SORT_THREADS) radix_onesweep(const 
         bool done = false;
         for (long long top = (long long)tile - 1; !done; top -= 8) {
             u64 w[8];
-            for (int i = 0; i < 8; i++) w[i] = top - i >= 0 ? word[(u64)(top - i) * 256] : SCAN_PREFIX << 32;
+            for (int i = 0; i < 8; i++) w[i] = top - i >= 0 ? word[(u64)(top - i) * 256] : tag | SCAN_PREFIX << 32;
             for (int i = 0; i < 8 && !done; i++) {
-                while ((w[i] >> 32) == 0) w[i] = word[(u64)(top - i) * 256];
+                while ((w[i] >> 40) != pass + 1) w[i] = word[(u64)(top - i) * 256];
                 before += (u32)w[i];
-                done = (w[i] >> 32) == SCAN_PREFIX;
+                done = ((w[i] >> 32) & 0xff) == SCAN_PREFIX;
             }
         }
-        word[(u64)tile * 256] = (SCAN_PREFIX << 32) | (before + mine);
+        word[(u64)tile * 256] = tag | (SCAN_PREFIX << 32) | (before + mine);
     }
     digit_base[d] = start + before - (u32)prefix[0];
     __syncthreads();

@@ -105,26 +105,14 @@ pub(crate) fn sort_pairs(
     let mut keys_alt = gpu.alloc_uninit::<u64>(n)?;
     let mut vals_alt = gpu.alloc_uninit::<u32>(n)?;
     let mut hist = gpu.alloc::<u32>(256 * passes)?;
-    // Per pass: a ticket and each tile's 256 look-back words (zero, as the kernel needs).
-    let state_len = 1 + 256 * tiles;
-    let mut state = gpu.alloc::<u64>(state_len * passes)?;
+    // A ticket a pass, then each tile's 256 look-back words, which every pass reuses (its
+    // words are tagged with the pass); zero, as the kernel needs.
+    let mut state = gpu.alloc::<u64>(8 + 256 * tiles)?;
     let n32 = n as u32;
     let cfg = threads(tiles * SORT_THREADS, SORT_THREADS as u32);
     radix_histograms(gpu, cfg, &*keys, n32, passes as u32, &mut hist)?;
     for pass in 0..passes {
-        let mut pass_state = state.slice_mut(pass * state_len..(pass + 1) * state_len);
-        radix_onesweep(
-            gpu,
-            cfg,
-            &*keys,
-            &*vals,
-            &mut keys_alt,
-            &mut vals_alt,
-            n32,
-            pass as u32,
-            &hist,
-            &mut pass_state,
-        )?;
+        radix_onesweep(gpu, cfg, &*keys, &*vals, &mut keys_alt, &mut vals_alt, n32, pass as u32, &hist, &mut state)?;
         std::mem::swap(keys, &mut keys_alt);
         std::mem::swap(vals, &mut vals_alt);
     }
