@@ -130,7 +130,7 @@ pub fn exclusive_scans_on_device(engine: &Engine, arrays: &[Vec<u32>]) -> Result
     Ok(out)
 }
 
-/// `(keys, values)` sorted on the GPU by the low `bits` bits of the keys (stable).
+/// `(keys, values)` sorted on the GPU by key, stably (the keys below `2^bits`).
 pub fn sort_pairs_on_device(engine: &Engine, keys: &[u64], values: &[u32], bits: u32) -> Result<(Vec<u64>, Vec<u32>)> {
     let gpu = engine.need_gpu("")?;
     let _busy = gpu.lock();

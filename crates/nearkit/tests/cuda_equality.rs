@@ -882,8 +882,8 @@ fn gpu_exclusive_scan_matches_host() {
     }
 }
 
-/// The device's radix sort against a stable host sort by the same low bits: sizes around its
-/// tile (2,048) and many tiles; keys random, of few values (long runs of ties, so stability
+/// The device's radix sort against a stable host sort: sizes around its tile (4,096 keys) and
+/// many tiles; keys random, of few values (long runs of ties, so stability
 /// shows), all equal, and descending; 1, 2, 4 and 8 passes.
 #[test]
 fn gpu_radix_sort_matches_stable_host_sort() {
@@ -895,7 +895,7 @@ fn gpu_radix_sort_matches_stable_host_sort() {
         state ^= state << 17;
         state
     };
-    for &n in &[1usize, 2, 2047, 2048, 2049, 6_145, 100_003, 1_000_000] {
+    for &n in &[1usize, 2, 4095, 4096, 4097, 12_289, 100_003, 1_000_000] {
         for shape in ["random", "few", "equal", "descending"] {
             let keys: Vec<u64> = (0..n)
                 .map(|i| match shape {
