@@ -687,6 +687,11 @@ fn raycast_reports_its_hits_with_a_checksum_that_the_limit_one_rows_share() {
     };
     let above = run(&["--from-above"]);
     assert!(hits(&above) > 19_000, "{above}");
+    // Placed buildings: hit, and the rows cut at 1 still the first hits.
+    let placed = run(&["--instances", "200"]);
+    assert!(placed.contains("300 bodies, 200 instances") && placed.contains("on instances"), "{placed}");
+    assert_ne!(checksum(&placed), checksum(&first));
+    assert_eq!(checksum(&placed), checksum(&run(&["--instances", "200", "--limit", "1"])));
     // A mesh file: one square, in its own units.
     let d = tempfile::tempdir().unwrap();
     let square = write(d.path(), "sq.off", b"OFF\n4 2 0\n0 0 0\n10 0 0\n10 10 0\n0 10 0\n3 0 1 2\n3 0 2 3\n");
@@ -712,4 +717,6 @@ fn raycast_refuses_bad_input() {
     fails(&["raycast", "--device", "cpu", "--rays", "10", "--max-distance", "-1"], &["--max-distance"], None);
     let bad = write(d.path(), "bad.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n");
     fails(&["raycast", "--mesh", s(&bad)], &["bad.off"], None);
+    fails(&["raycast", "--instances", "5", "--bodies", "0"], &["--bodies"], None);
+    fails(&["raycast", "--instance-shape", s(&bad)], &["--instances"], None);
 }

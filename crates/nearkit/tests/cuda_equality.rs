@@ -1334,6 +1334,142 @@ fn gpu_sharded_index_refuses_bad_rows() {
     assert!(ShardedIndex::from_rows(&[&[1.0f32, 2.0]], &engines).is_err(), "not rows of three");
 }
 
+/// Rays against mesh instances alone and beside a mesh and bodies: the CPU's hits bit for bit
+/// (triangles too), and the brute force's, through instances that overlap, stand on the same
+/// spot (ties broken by the smaller instance id), are moved, removed and re-shaped, in layers.
+#[test]
+fn gpu_ray_casts_on_instances_match_cpu() {
+    use nearkit::collide::{Body, InstanceId, Placement, Ray, RayHit, World};
+    use rand::{Rng, SeedableRng};
+    let Some(gpu) = gpu() else { return };
+    let bits = |h: &RayHit| {
+        (h.distance.to_bits(), h.kind, h.id, h.triangle, h.point.map(f64::to_bits), h.normal.map(f64::to_bits))
+    };
+    let same = |a: &[RayHit], b: &[RayHit]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| bits(x) == bits(y));
+    let mut r = rand_pcg::Pcg64::seed_from_u64(71);
+    let mut world = World::new(1.0).unwrap();
+    // A closed box (shared edges: ties between its triangles), a rough patch, a soup of
+    // random triangles (some degenerate), and a shape of degenerate triangles only.
+    let v: Vec<[f64; 3]> = (0..8)
+        .map(|k| {
+            [
+                if k & 1 != 0 { 2.0 } else { -2.0 },
+                if k & 2 != 0 { 1.5 } else { -1.5 },
+                if k & 4 != 0 { 3.0 } else { 0.0 },
+            ]
+        })
+        .collect();
+    let q = [[0u32, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]];
+    let closed = nearkit::Mesh {
+        vertices: Points::from_rows(&v),
+        triangles: q.iter().flat_map(|f| [[f[0], f[1], f[2]], [f[0], f[2], f[3]]]).collect(),
+    };
+    let heights: Vec<f64> = (0..100).map(|k| ((k * 37 % 11) as f64 - 5.0) * 0.08).collect();
+    let patch = nearkit::collide::scene::heightfield(&heights, 10, 10, 0.7);
+    let soup_points: Vec<[f64; 3]> =
+        (0..300).map(|_| std::array::from_fn(|_| r.random_range(-3.0..3.0f64).round() * 0.5)).collect();
+    let mut soup_tris: Vec<[u32; 3]> = (0..100).map(|k| [3 * k, 3 * k + 1, 3 * k + 2]).collect();
+    soup_tris.push([0, 0, 1]);
+    let soup = nearkit::Mesh { vertices: Points::from_rows(&soup_points), triangles: soup_tris };
+    let flat = nearkit::Mesh {
+        vertices: Points::from_rows(&[[0.0f64, 0.0, 0.0], [1.0, 0.0, 0.0], [2.0, 0.0, 0.0]]),
+        triangles: vec![[0, 1, 2]],
+    };
+    let shapes = [closed, patch, soup, flat].map(|m| world.add_shape(&m).unwrap());
+    let place = |r: &mut rand_pcg::Pcg64, k: usize| {
+        let c: [f64; 3] = std::array::from_fn(|_| r.random_range(0.0..40.0f64).round());
+        let o: [f64; 4] = match k % 3 {
+            0 => [0.0, 0.0, 0.0, 1.0],
+            _ => std::array::from_fn(|_| r.random_range(-1.0..1.0)),
+        };
+        let p = Placement::new(shapes[k % 4], c, o);
+        if k % 5 == 0 {
+            p.with_layer(2)
+        } else {
+            p
+        }
+    };
+    let mut placements: Vec<Placement> = (0..400).map(|k| place(&mut r, k)).collect();
+    // Pairs on the same spot: every hit on one is a tie with the other.
+    for k in (0..400).step_by(10) {
+        placements[k + 1] = placements[k];
+    }
+    let mut ids: Vec<InstanceId> = world.add_instances(&placements).unwrap();
+    for k in 0..20 {
+        world.add_body(Body::sphere([k as f64 * 2.0, 20.0, 20.0], 0.7)).unwrap();
+    }
+    let make_rays = |r: &mut rand_pcg::Pcg64, world: &World, n: usize| -> Vec<Ray> {
+        let centers: Vec<[f64; 3]> =
+            world.instance_ids().iter().map(|&i| world.instance(i).unwrap().position).collect();
+        (0..n)
+            .map(|k| {
+                let origin: [f64; 3] = match k % 3 {
+                    0 => std::array::from_fn(|_| r.random_range(-5.0..45.0)),
+                    // At an instance's centre (inside the box, on a vertex of the soup).
+                    1 => centers[r.random_range(0..centers.len())],
+                    _ => std::array::from_fn(|_| r.random_range(-5.0..45.0f64).round()),
+                };
+                let direction = match k % 4 {
+                    3 => [[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]][k % 3],
+                    _ => std::array::from_fn(|_| r.random_range(-1.0..1.0)),
+                };
+                let mask = [u32::MAX, 1, 2, 0][k % 4 / 2 + k % 2];
+                let max_distance = [f64::INFINITY, 30.0, 3.0, 0.0][k % 7 % 4];
+                Ray { origin, direction, max_distance, mask }
+            })
+            .collect()
+    };
+    let mut cuda = Collider::new(&gpu.0, &ColliderOptions::default()).unwrap();
+    let mut cpu = Collider::cpu();
+    for round in 0..4 {
+        let rays = make_rays(&mut r, &world, 60_000);
+        let (a, b) = (cpu.ray_casts(&world, &rays).unwrap(), cuda.ray_casts(&world, &rays).unwrap());
+        let on_instances = a.iter().filter(|h| h.is_some_and(|h| h.kind == nearkit::collide::ContactKind::Instance));
+        assert!(on_instances.count() > 5_000, "round {round}");
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert!(same(x.as_slice(), y.as_slice()), "round {round}, ray {i} {:?}: CPU {x:?}, GPU {y:?}", rays[i]);
+        }
+        for limit in [1, 3, usize::MAX] {
+            let (a, b) =
+                (cpu.ray_casts_all(&world, &rays, limit).unwrap(), cuda.ray_casts_all(&world, &rays, limit).unwrap());
+            assert_eq!(a.offsets, b.offsets, "round {round}, limit {limit}: rows");
+            assert!(same(&a.hits, &b.hits), "round {round}, limit {limit}: hits");
+        }
+        for (i, ray) in rays.iter().enumerate().step_by(97) {
+            let want = hooks::ray_hits_brute_force(&world, ray).unwrap();
+            assert!(same(b[i].as_slice(), &want[..want.len().min(1)]), "round {round}, ray {i}: brute force");
+        }
+        match round {
+            0 => {
+                // Some moved, some re-shaped.
+                let moved: Vec<Placement> = (0..60).map(|k| place(&mut r, k + 1)).collect();
+                world.set_instances(&ids[100..160], &moved).unwrap();
+            }
+            1 => {
+                // Some removed (free slots between live ones), a shape no longer placed removed,
+                // a new one added, and the static mesh.
+                for id in ids.drain(200..260).step_by(2) {
+                    world.remove_instance(id).unwrap();
+                }
+                let survivors: Vec<InstanceId> = world
+                    .instance_ids()
+                    .into_iter()
+                    .filter(|&i| world.instance(i).unwrap().shape == shapes[3])
+                    .collect();
+                for i in survivors {
+                    world.remove_instance(i).unwrap();
+                }
+                world.remove_shape(shapes[3]).unwrap();
+                let tri = Points::from_rows(&[[0.0f64, 0.0, 0.0], [9.0, 0.0, 0.0], [0.0, 9.0, 0.5]]);
+                let big = world.add_shape(&nearkit::Mesh { vertices: tri, triangles: vec![[0, 1, 2]] }).unwrap();
+                world.add_instance(Placement::new(big, [10.0, 10.0, 10.0], [0.3, 0.1, 0.0, 1.0])).unwrap();
+                world.set_mesh(&nearkit::collide::scene::crater_terrain(50, 60)).unwrap();
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A world with mesh instances (the crater and its bodies, plus 300 placed buildings, some
 /// in layer 2, some moved each step): contacts, sweeps, overlap queries and rays are the
 /// CPU's bits on the CUDA collider.

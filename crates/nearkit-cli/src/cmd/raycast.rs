@@ -23,11 +23,13 @@ Examples:
   nearkit raycast --scene mesh:dem.npy --spacing 30   your own elevation model
   nearkit raycast --from-above --device cpu        rays from above the scene, downwards
   nearkit raycast --limit 8                        every hit of each ray, up to 8, nearest first
+  nearkit raycast --instances 500                  and 500 placed buildings (mesh instances)
 
 Rays start at random points in the scene's box (the terrain's and bodies' box, 2 m higher) and go in random
 directions (uniform on the sphere), with no length limit unless --max-distance says; with
 --from-above they start 1 m above the box at random (x, y) and go down, within 30° of
-vertical. Each batch is one call: every ray's first hit on the mesh, the heightfield or a body (or, with
+vertical. Each batch is one call: every ray's first hit on the mesh, the heightfield, a body or an
+instance (or, with
 --limit, its hits in order), exact and the same bits on every device; the checksum (of every
 hit's distance, kind, id, point and normal) shows it. The first call, which builds the mesh's
 tree (and on a GPU uploads it and the heights), is timed apart; each batch includes the transfers and
@@ -57,6 +59,14 @@ pub struct RaycastArgs {
     /// Ellipsoids (radii 0.2–0.8 m) near the mesh's surface.
     #[arg(long, default_value_t = 4000)]
     pub bodies: usize,
+    /// Place this many copies of a shape (a 10 × 6 m building, 16 triangles, unless
+    /// --instance-shape) at bodies' places, each turned about z at random.
+    #[arg(long, default_value_t = 0)]
+    pub instances: usize,
+    /// The shape --instances places: a mesh file (.ply, .off, .obj, .stl, in metres about its
+    /// own origin).
+    #[arg(long)]
+    pub instance_shape: Option<PathBuf>,
     /// Rays per batch.
     #[arg(long, default_value_t = 1_000_000)]
     pub rays: usize,
@@ -140,7 +150,8 @@ fn make_rays(args: &RaycastArgs, lo: [f64; 3], hi: [f64; 3]) -> Vec<Ray> {
         .collect()
 }
 
-/// FNV-1a over every hit's bits (distance, kind, id, point, normal), a marker for none.
+/// FNV-1a over every hit's bits (distance, kind, id, an instance's triangle, point, normal),
+/// a marker for none.
 fn checksum<'a>(rows: impl Iterator<Item = &'a [RayHit]>) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     let mut eat = |v: u64| {
@@ -154,6 +165,9 @@ fn checksum<'a>(rows: impl Iterator<Item = &'a [RayHit]>) -> u64 {
         for x in row {
             eat(x.distance.to_bits());
             eat(kind_code(x.kind) << 32 | x.id as u64);
+            if x.kind == ContactKind::Instance {
+                eat(x.triangle as u64);
+            }
             x.point.iter().chain(&x.normal).for_each(|v| eat(v.to_bits()));
         }
     }
@@ -173,9 +187,9 @@ fn kind_code(k: ContactKind) -> u64 {
 /// What one batch found.
 struct Batch {
     time: Duration,
-    /// Rays with a hit; hits on the mesh, on bodies, on the heightfield.
+    /// Rays with a hit; hits on the mesh, on bodies, on the heightfield, on instances.
     rays_hit: usize,
-    hits: [usize; 3],
+    hits: [usize; 4],
     checksum: u64,
 }
 
@@ -190,7 +204,7 @@ fn run_batch(
 ) -> CliResult<Batch> {
     let start = Instant::now();
     let batch = |time: Duration, rows: &mut dyn Iterator<Item = &[RayHit]>| {
-        let (mut rays_hit, mut hits) = (0, [0usize; 3]);
+        let (mut rays_hit, mut hits) = (0, [0usize; 4]);
         let mut all = Vec::new();
         for row in rows {
             rays_hit += !row.is_empty() as usize;
@@ -228,6 +242,7 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     let spinner = Spinner::start("building the scene", args.quiet);
     let scene = build_scene(args)?;
     let mut world = scene.world(args.cell_size)?;
+    let placed = scene::place_instances(&mut world, args.instances, args.instance_shape.as_deref(), args.seed)?;
     let (mut lo, mut hi) = scene.mesh.vertices.bounds();
     if let Some(h) = &scene.heightfield {
         let (hlo, hhi) = h.bounds();
@@ -254,7 +269,7 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     }
     let mut collider = Collider::new(&engine, &ColliderOptions::default())?;
     out!(
-        "scene {}: {} triangles{}, {} bodies; {} rays {} a batch; device {}",
+        "scene {}: {} triangles{}, {} bodies{}; {} rays {} a batch; device {}",
         scene.name,
         thousands(scene.mesh.triangles.len()),
         scene
@@ -263,6 +278,7 @@ pub fn run(args: &RaycastArgs) -> CliResult {
             .map(|h| format!(", a heightfield of {} triangles", thousands(h.triangle_count())))
             .unwrap_or_default(),
         thousands(world.body_count()),
+        if placed.is_empty() { String::new() } else { format!(", {} instances", thousands(placed.len())) },
         thousands(rays.len()),
         if args.from_above { "from above" } else { "from random points, random directions," },
         collider.describe()
@@ -297,13 +313,15 @@ pub fn run(args: &RaycastArgs) -> CliResult {
         rays.len() as f64 / p50.as_secs_f64() / 1e6
     );
     // On a GPU, the pinned bus's time for a batch's bytes, measured now: each ray goes up as
-    // 7 f64 and a mask, and its first hit comes down as a tag and 7 f64.
+    // 7 f64 and a mask, and its first hit comes down as a tag and 7 f64 (and, where there are
+    // instances, a triangle).
+    let ray_bytes = if placed.is_empty() { 60 } else { 64 };
     if args.limit.is_none() {
-        if let Some(f) = engine.bus_floor(60 * rays.len())? {
+        if let Some(f) = engine.bus_floor(ray_bytes * rays.len())? {
             let floor = f.pinned_up + f.pinned_down;
             out!(
                 "transfer floor (pinned, {} up and down, measured now): {}; p50 / floor = {:.2}",
-                crate::common::bytes(60 * rays.len() as u128),
+                crate::common::bytes((ray_bytes * rays.len()) as u128),
                 ms(floor),
                 p50.as_secs_f64() / floor.as_secs_f64()
             );
@@ -311,12 +329,13 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     }
     let what = if args.limit.is_some() { "hits" } else { "first hits" };
     out!(
-        "{} of {} rays hit something; {what}: {} on triangles, {}{} on bodies; checksum {:016x}",
+        "{} of {} rays hit something; {what}: {} on triangles, {}{} on bodies{}; checksum {:016x}",
         thousands(first.rays_hit),
         thousands(rays.len()),
         thousands(first.hits[0]),
         if first.hits[2] > 0 { format!("{} on the heightfield, ", thousands(first.hits[2])) } else { String::new() },
         thousands(first.hits[1]),
+        if placed.is_empty() { String::new() } else { format!(", {} on instances", thousands(first.hits[3])) },
         first.checksum
     );
     Ok(())

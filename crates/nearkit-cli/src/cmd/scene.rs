@@ -1,9 +1,11 @@
 //! The scenes `nearkit collide` and `nearkit raycast` build: generated ones by name, or a
 //! mesh or heightfield file, with bodies on them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use nearkit::collide::scene::Scene;
+use nearkit::collide::{InstanceId, Placement, World};
+use nearkit::{Mesh, Points};
 
 use crate::common::{CliError, CliResult};
 
@@ -81,4 +83,79 @@ pub fn build(args: &SceneSpec) -> CliResult<Scene> {
             }
         }
     }
+}
+
+/// A 10 × 6 m building about its origin: a box of 4 m walls (its floor at z = 0) under a
+/// gabled roof rising to 6 m (18 triangles).
+fn building() -> Mesh<f64> {
+    let (x, y, wall, ridge) = (5.0, 3.0, 4.0, 6.0);
+    let v = [
+        [-x, -y, 0.0],
+        [x, -y, 0.0],
+        [x, y, 0.0],
+        [-x, y, 0.0],
+        [-x, -y, wall],
+        [x, -y, wall],
+        [x, y, wall],
+        [-x, y, wall],
+        [-x, 0.0, ridge],
+        [x, 0.0, ridge],
+    ];
+    let triangles = vec![
+        [0, 2, 1],
+        [0, 3, 2],
+        [0, 1, 5],
+        [0, 5, 4],
+        [1, 2, 6],
+        [1, 6, 5],
+        [2, 3, 7],
+        [2, 7, 6],
+        [3, 0, 4],
+        [3, 4, 7],
+        [4, 5, 9],
+        [4, 9, 8],
+        [7, 8, 9],
+        [7, 9, 6],
+        [4, 8, 7],
+        [5, 6, 9],
+    ];
+    Mesh { vertices: Points::from_rows(&v), triangles }
+}
+
+/// `--instances`: `count` copies of a shape (`shape_file`, or a building) at bodies' places
+/// (spread over the bodies in id order), turned about z by a seeded random angle.
+pub fn place_instances(
+    world: &mut World,
+    count: usize,
+    shape_file: Option<&Path>,
+    seed: u64,
+) -> CliResult<Vec<InstanceId>> {
+    if count == 0 {
+        if shape_file.is_some() {
+            return Err(CliError("--instance-shape needs --instances N".into()));
+        }
+        return Ok(Vec::new());
+    }
+    let mesh = match shape_file {
+        Some(path) => nearkit_io::read_mesh::<f64>(path)?,
+        None => building(),
+    };
+    let shape = world.add_shape(&mesh)?;
+    let b = world.bodies();
+    let alive: Vec<usize> = (0..b.len()).filter(|&i| b.alive[i]).collect();
+    if alive.is_empty() {
+        return Err(CliError("--instances places shapes among the bodies: give --bodies 1 or more".into()));
+    }
+    let mut seed = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let placements: Vec<Placement> = (0..count)
+        .map(|k| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let angle = (seed >> 11) as f64 / (1u64 << 53) as f64 * std::f64::consts::TAU;
+            let c = b.center[alive[k * alive.len() / count]];
+            Placement::new(shape, [c[0], c[1], c[2] - 1.0], [0.0, 0.0, (angle / 2.0).sin(), (angle / 2.0).cos()])
+        })
+        .collect();
+    Ok(world.add_instances(&placements)?)
 }

@@ -305,6 +305,20 @@ kernels! {
         out: Out<PlacedContact>,
         count: Out<u32>,
     );
+    /// The contacts' sort keys, (instance, triangle) and (`with_body`) the body above them.
+    fn placed_keys(
+        c: In<PlacedContact>,
+        n: u32,
+        tri_bits: u32,
+        body_shift: u32,
+        with_body: u32,
+        keys: Out<u64>,
+        order: Out<u32>,
+    );
+    /// The bodies of the contacts in `order`'s arrangement.
+    fn placed_body_keys(c: In<PlacedContact>, order: In<u32>, n: u32, keys: Out<u64>);
+    /// The contacts in `order`'s arrangement.
+    fn placed_gather(c: In<PlacedContact>, order: In<u32>, n: u32, out: Out<PlacedContact>);
     /// The instances' part of each sweep (instance.cu).
     fn instance_sweeps(sweeps: In<f64>, n: u32, iv: InstanceView, out_id: Out<u32>, out_tri: Out<u32>, out: Out<f64>);
     /// The instances' part of each overlap query (instance.cu).
@@ -454,6 +468,9 @@ struct DeviceInstances {
     layer: CudaSlice<u32>,
     id: CudaSlice<u32>,
     n: u32,
+    /// The bits of the instance contacts' sort keys: instance ids, shapes' triangles.
+    instance_bits: u32,
+    triangle_bits: u32,
 }
 
 impl DeviceInstances {
@@ -507,6 +524,10 @@ impl DeviceInstances {
             layer: s.clone_htod(&pad32(layer)).map_err(cuda_err)?,
             id: s.clone_htod(&pad32(inst.live.clone())).map_err(cuda_err)?,
             n: live.len() as u32,
+            instance_bits: bits_below(inst.slots().len()),
+            triangle_bits: bits_below(
+                inst.shape_slots().iter().flatten().map(|s| s.mesh.corners.len()).max().unwrap_or(0),
+            ),
         })
     }
 
@@ -754,39 +775,12 @@ const SWEEP_VALUES: usize = 15;
 // SAFETY: all-zero bits are a valid PlacedContact (plain numbers).
 unsafe impl ValidAsZeroBits for PlacedContact {}
 
-/// Sorts instance contacts by (body, instance, triangle): three stable counting sorts, by
-/// triangle, then instance, then body (each key is small), in buffers kept from tick to tick
-/// (fresh ones cost more in page faults than the sort itself).
-#[derive(Default)]
-struct PlacedSort {
-    sorted: Vec<PlacedContact>,
-    spare: Vec<PlacedContact>,
-    at: Vec<u32>,
-}
-
-impl PlacedSort {
-    fn sort(&mut self, found: &[PlacedContact]) {
-        self.sorted.clear();
-        self.sorted.extend_from_slice(found);
-        for key in [|p: &PlacedContact| p.triangle, |p: &PlacedContact| p.instance, |p: &PlacedContact| p.body] {
-            let keys = self.sorted.iter().map(key).max().map_or(0, |m| m as usize + 1);
-            self.at.clear();
-            self.at.resize(keys + 1, 0);
-            for p in &self.sorted {
-                self.at[key(p) as usize + 1] += 1;
-            }
-            for k in 0..keys {
-                self.at[k + 1] += self.at[k];
-            }
-            self.spare.clear();
-            self.spare.resize(self.sorted.len(), PlacedContact::default());
-            for p in &self.sorted {
-                let slot = &mut self.at[key(p) as usize];
-                self.spare[*slot as usize] = *p;
-                *slot += 1;
-            }
-            std::mem::swap(&mut self.sorted, &mut self.spare);
-        }
+/// The bits that hold every value below `n`.
+fn bits_below(n: usize) -> u32 {
+    if n <= 1 {
+        0
+    } else {
+        usize::BITS - (n - 1).leading_zeros()
     }
 }
 
@@ -860,8 +854,10 @@ pub(crate) struct CudaCollider {
     candidate_cap: usize,
     pairs: Grow<PlacedCandidate>,
     pair_cap: usize,
-    /// The instances' contacts of the tick, sorted.
-    placed_sort: PlacedSort,
+    /// The instances' contacts of the tick sorted on the device: keys, places, contacts.
+    placed_keys: Grow<u64>,
+    placed_order: Grow<u32>,
+    placed_sorted: Grow<PlacedContact>,
     /// A tick's contacts with the instances' merged in, and their (instance, triangle) pairs.
     merged: Vec<PackedContact>,
     parts: Vec<InstancePart>,
@@ -924,7 +920,9 @@ impl CudaCollider {
             candidate_cap: 1 << 16,
             pairs: Grow::new(),
             pair_cap: 1 << 14,
-            placed_sort: PlacedSort::default(),
+            placed_keys: Grow::new(),
+            placed_order: Grow::new(),
+            placed_sorted: Grow::new(),
             merged: Vec::new(),
             parts: Vec::new(),
             tick: TickBuffers {
@@ -1025,8 +1023,11 @@ impl CudaCollider {
             };
             return Ok((host, &[]));
         }
-        self.placed_contacts(world)?;
-        let placed = &self.placed_sort.sorted;
+        let found = self.placed_contacts(world)?;
+        let placed = match found {
+            0 => &[][..],
+            _ => &self.placed_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..found],
+        };
         let host = match count {
             0 => &[][..],
             _ => &self.contacts_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..count],
@@ -1053,8 +1054,8 @@ impl CudaCollider {
     }
 
     /// The instances' contacts of the tick just run (its body shapes and boxes), sorted by
-    /// (body, instance, triangle).
-    fn placed_contacts(&mut self, world: &World) -> Result<()> {
+    /// (body, instance, triangle) on the device, into `placed_host`; how many.
+    fn placed_contacts(&mut self, world: &World) -> Result<usize> {
         let be_arc = self.gpu.clone();
         let gpu = &*be_arc;
         let s = gpu.stream();
@@ -1123,23 +1124,39 @@ impl CudaCollider {
             self.placed_cap = found + found / 4;
         };
         let t2 = t0.elapsed();
+        let inst = self.instances.as_ref().expect("instances uploaded");
         let host = self.placed_host.at_least(gpu, found.max(1))?;
         if found > 0 {
-            s.memcpy_dtoh(&self.placed_out.get().slice(0..found), &mut *host).map_err(cuda_err)?;
+            // Sorted by (body, instance, triangle): one radix sort of the three packed when
+            // they fit in 64 bits, else by (instance, triangle), then stably by body.
+            let (tri_bits, rest_bits) = (inst.triangle_bits, inst.triangle_bits + inst.instance_bits);
+            let body_bits = bits_below(n);
+            let one = rest_bits + body_bits <= 64;
+            let keys = self.placed_keys.at_least(gpu, found)?;
+            let order = self.placed_order.at_least(gpu, found)?;
+            let placed = self.placed_out.get();
+            let cfg = threads(found, 256);
+            let n32 = found as u32;
+            placed_keys(gpu, cfg, placed, n32, tri_bits, rest_bits, one as u32, &mut *keys, &mut *order)?;
+            let first_bits = if one { rest_bits + body_bits } else { rest_bits };
+            crate::runtime::cuda::radix_sort::sort_pairs(gpu, keys, order, found, first_bits)?;
+            if !one {
+                placed_body_keys(gpu, cfg, placed, &*order, n32, &mut *keys)?;
+                crate::runtime::cuda::radix_sort::sort_pairs(gpu, keys, order, found, body_bits)?;
+            }
+            let sorted = self.placed_sorted.at_least(gpu, found)?;
+            placed_gather(gpu, cfg, placed, &*order, n32, &mut *sorted)?;
+            s.memcpy_dtoh(&sorted.slice(0..found), &mut *host).map_err(cuda_err)?;
             s.synchronize().map_err(cuda_err)?;
         }
-        let t_copy = t0.elapsed();
-        let got = &self.placed_host.buf.as_ref().expect("allocated").as_slice().map_err(cuda_err)?[..found];
-        self.placed_sort.sort(got);
         if self.opts.profile {
             eprintln!(
-                "profile cuda instances: candidates {t1:?} ({candidates}), contacts {:?} ({found}), download {:?}, sort {:?}",
+                "profile cuda instances: candidates {t1:?} ({candidates}), contacts {:?} ({found}), sort and download {:?}",
                 t2 - t1,
-                t_copy - t2,
-                t0.elapsed() - t_copy
+                t0.elapsed() - t2,
             );
         }
-        Ok(())
+        Ok(found)
     }
 
     /// The tick on the device; its contact count (they are in `contacts_host`).

@@ -175,8 +175,8 @@ extern "C" __global__ void instance_candidates(BodyView bv, InstanceView iv, con
 }
 
 // Third step, a thread per candidate: the placed triangle's box test and the narrow phase;
-// each contact appended at count (not written past cap). The host sorts them by (body,
-// instance, triangle).
+// each contact appended at count (not written past cap), in no order: placed_keys and the
+// radix sort order them by (body, instance, triangle).
 extern "C" __global__ void instance_contacts(BodyView bv, InstanceView iv, const PlacedCandidate* candidates, u32 n, u32 cap,
                                              PlacedContact* out, u32* count) {
     u32 k = blockIdx.x * blockDim.x + threadIdx.x;
@@ -287,4 +287,32 @@ extern "C" __global__ void instance_overlaps(const double* queries, const u32* m
         out_tris[(u64)limit * i + k] = (u32)best[k];
     }
     out_total[i] = total;
+}
+
+// The sort keys of the instance contacts and their places (order[i] = i): (instance,
+// triangle) packed as instance << tri_bits | triangle, with the body above them from bit
+// body_shift when `with_body` (else sorted by body afterwards: placed_body_keys).
+extern "C" __global__ void placed_keys(const PlacedContact* c, u32 n, u32 tri_bits, u32 body_shift, u32 with_body,
+                                       u64* keys, u32* order) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    PlacedContact p = c[i];
+    u64 k = ((u64)p.instance << tri_bits) | (u64)p.triangle;
+    if (with_body) k |= (u64)p.body << body_shift;
+    keys[i] = k;
+    order[i] = i;
+}
+
+// The body of each contact in `order`'s arrangement: the keys of the second, stable sort.
+extern "C" __global__ void placed_body_keys(const PlacedContact* c, const u32* order, u32 n, u64* keys) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    keys[i] = c[order[i]].body;
+}
+
+// The contacts in `order`'s arrangement.
+extern "C" __global__ void placed_gather(const PlacedContact* c, const u32* order, u32 n, PlacedContact* out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    out[i] = c[order[i]];
 }

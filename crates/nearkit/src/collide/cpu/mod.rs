@@ -562,14 +562,6 @@ pub(crate) fn sweep_error(i: usize, e: crate::error::Error) -> crate::error::Err
     }
 }
 
-/// What a CPU ray cast looks at: everything, or the instances only (what the CUDA ray caster
-/// adds to its own hits: its rays meet instances on the CPU for now).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Part {
-    All,
-    Instances,
-}
-
 /// Each sweep's first contact with the mesh, the heightfield, a body or an instance (`None`:
 /// it moves freely).
 pub(crate) fn sweeps(world: &World, sweeps: &[Sweep]) -> Result<Vec<Option<SweepResult>>> {

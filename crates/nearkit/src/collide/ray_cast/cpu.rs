@@ -10,7 +10,6 @@ use super::instances::ShapeTrees;
 use super::intersect::{RayFrame, UnitRay};
 use super::wide::{self, Visit};
 use super::{Ray, RayHit, RayHits, TaggedHit};
-use crate::collide::cpu::Part;
 use crate::collide::heightfield::Heightfield;
 use crate::collide::instance::Instances;
 use crate::collide::world::{ContactKind, World, KIND_BODY};
@@ -28,8 +27,6 @@ pub(crate) struct Targets<'a> {
     pub bodies: &'a BodyBvh,
     pub instances: &'a Instances,
     pub shapes: &'a ShapeTrees,
-    /// Everything, or the instances only.
-    pub part: Part,
     pub avx2: bool,
 }
 
@@ -41,7 +38,6 @@ impl<'a> Targets<'a> {
         bodies: &'a BodyBvh,
         shapes: &'a ShapeTrees,
         portable: bool,
-        part: Part,
     ) -> Self {
         #[cfg(target_arch = "x86_64")]
         let avx2 = !portable && std::arch::is_x86_feature_detected!("avx2");
@@ -57,7 +53,6 @@ impl<'a> Targets<'a> {
             bodies,
             instances: world.instances(),
             shapes,
-            part,
             avx2,
         }
     }
@@ -83,9 +78,6 @@ pub(crate) fn search_world(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
 fn search_wide(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
     if !w.instances.is_empty() {
         super::instances::search(w.instances, w.shapes, r, visit);
-    }
-    if w.part == Part::Instances {
-        return;
     }
     let bodies = w.bodies;
     if r.mask & w.mesh_layer != 0 {
@@ -256,10 +248,9 @@ pub(crate) fn first_hits_into(
     shapes: &ShapeTrees,
     rays: &[Ray],
     portable: bool,
-    part: Part,
     out: &mut Vec<Option<RayHit>>,
 ) {
-    let w = Targets::new(world, mesh, bodies, shapes, portable, part);
+    let w = Targets::new(world, mesh, bodies, shapes, portable);
     cast_all_into(rays, 256, out, |u| {
         let r = RayFrame::new(u);
         let mut v = First(None, r.max_distance);
@@ -277,9 +268,8 @@ pub(crate) fn all_hits(
     rays: &[Ray],
     limit: usize,
     portable: bool,
-    part: Part,
 ) -> Result<RayHits> {
-    let w = Targets::new(world, mesh, bodies, shapes, portable, part);
+    let w = Targets::new(world, mesh, bodies, shapes, portable);
     let rows: Vec<Vec<RayHit>> = cast_all(rays, 64, |u| {
         if limit == 0 {
             return Vec::new();

@@ -12,11 +12,13 @@ use rayon::prelude::*;
 
 use super::bvh::{BodyBvh, BvhNode, MeshBvh, EMPTY, LEAF, STACK};
 use super::heightfield::{MARGIN_OF_ORIGIN, MARGIN_OF_TERRAIN};
+use super::instances::ShapeTrees;
 use super::intersect::UnitRay;
 use super::{ray_error, Ray, RayHit, RayHits, TaggedHit};
 use crate::closest_point::cuda::TRIANGLE;
 use crate::collide::heightfield::{Heightfield, HeightfieldView, HEIGHTFIELD};
-use crate::collide::world::{World, KIND_BODY, KIND_HEIGHTFIELD};
+use crate::collide::instance::MARGIN;
+use crate::collide::world::{World, ID_BITS, KIND_BODY, KIND_HEIGHTFIELD, KIND_INSTANCE};
 use crate::error::{Error, Result};
 use crate::geometry::points::NO_ID;
 use crate::runtime::cpu::RowPtr;
@@ -36,9 +38,12 @@ static RAY_CAST: CudaSource = CudaSource {
             ("RAY_KIND_HEIGHTFIELD", format!("{KIND_HEIGHTFIELD}u")),
             ("RAY_MARGIN_OF_TERRAIN", format!("{MARGIN_OF_TERRAIN:?}")),
             ("RAY_MARGIN_OF_ORIGIN", format!("{MARGIN_OF_ORIGIN:?}")),
+            ("RAY_KIND_INSTANCE", format!("{KIND_INSTANCE}u")),
+            ("RAY_ID_BITS", format!("{ID_BITS}u")),
+            ("RAY_INSTANCE_MARGIN", format!("{MARGIN:?}")),
         ]
     },
-    structs: c_definitions!(BvhNode, RayMeshView, RayBodyView),
+    structs: c_definitions!(BvhNode, RayMeshView, RayBodyView, RayShape, RayInstanceView),
 };
 
 c_struct! {
@@ -66,9 +71,67 @@ c_struct! {
     }
 }
 
+c_struct! {
+    /// `struct RayShape` of ray_cast.cu: where a shape's tree and corners lie in
+    /// `RayInstanceView`'s arrays.
+    pub(crate) struct RayShape as "RayShape" {
+        /// The largest magnitude of a corner's coordinate (`MeshShape::reach`).
+        reach: f64 = "double",
+        /// Its first triangle's place in `shape_corners` (the shape's own order).
+        corners: u64 = "u64",
+        /// Its first node in `shape_nodes` (0 nodes: nothing to hit).
+        nodes: u32 = "u32",
+        n_nodes: u32 = "u32",
+        /// Its first leaf's place in `shape_ids`.
+        ids: u32 = "u32",
+        pad: u32 = "u32",
+    }
+}
+
+c_struct! {
+    /// `struct RayInstanceView` of ray_cast.cu: the world's instances (`ray_cast::instances`).
+    pub(crate) struct RayInstanceView as "RayInstanceView" {
+        /// The tree over the live instances' boxes, and the instance slot each leaf names.
+        nodes: u64 = "const BvhNode*",
+        slot: u64 = "const u32*",
+        /// Per instance slot: rotation (row by row) and position, 12 values; its shape slot.
+        place: u64 = "const double*",
+        shape: u64 = "const u32*",
+        /// Per shape slot.
+        shapes: u64 = "const RayShape*",
+        /// The shapes' trees (each numbered from its first node), their leaves' triangles,
+        /// and their corners (9 per triangle).
+        shape_nodes: u64 = "const BvhNode*",
+        shape_ids: u64 = "const u32*",
+        shape_corners: u64 = "const double*",
+        /// The instances' tree's nodes (0: no instances).
+        n_nodes: u32 = "u32",
+        pad: u32 = "u32",
+    }
+}
+
+impl RayInstanceView {
+    /// No instances.
+    fn none() -> Self {
+        RayInstanceView {
+            nodes: 0,
+            slot: 0,
+            place: 0,
+            shape: 0,
+            shapes: 0,
+            shape_nodes: 0,
+            shape_ids: 0,
+            shape_corners: 0,
+            n_nodes: 0,
+            pad: 0,
+        }
+    }
+}
+
 kernels! {
     module KERNELS = "ray_cast", [&COMMON, &TRIANGLE, &HEIGHTFIELD, &RAY_CAST];
-    /// Each ray's nearest hit: its tagged id (`NO_ID`: none) and 7 values (t, point, normal).
+    /// Each ray's nearest hit: its tagged id (`NO_ID`: none), its triangle in its own mesh
+    /// (`out_tri`, unless null) and 7 values (t, point, normal).
     fn ray_first_hits(
         rays: In<f64>,
         masks: In<u32>,
@@ -78,7 +141,9 @@ kernels! {
         terrain: HeightfieldView,
         bodies: RayBodyView,
         body_ids: In<u32>,
+        instances: RayInstanceView,
         out_tag: Out<u32>,
+        out_tri: Out<u32>,
         out: Out<f64>,
     );
     /// Each ray's hits, up to `limit`.
@@ -91,6 +156,7 @@ kernels! {
         terrain: HeightfieldView,
         bodies: RayBodyView,
         body_ids: In<u32>,
+        instances: RayInstanceView,
         limit: u32,
         counts: Out<u32>,
     );
@@ -104,9 +170,11 @@ kernels! {
         terrain: HeightfieldView,
         bodies: RayBodyView,
         body_ids: In<u32>,
+        instances: RayInstanceView,
         offsets: In<u64>,
         counts: In<u32>,
         out_tag: Out<u32>,
+        out_tri: Out<u32>,
         out: Out<f64>,
     );
 }
@@ -209,6 +277,105 @@ impl DeviceTree {
     }
 }
 
+/// The world's instances on the device: the shapes' trees and corners (kept while the world's
+/// shapes keep their trees), and the instances' tree and placements (uploaded again when the
+/// instances change).
+struct DeviceInstances {
+    /// The shapes' trees uploaded, by slot (`None`: a free slot).
+    trees: Vec<Option<Arc<MeshBvh>>>,
+    shapes: CudaSlice<RayShape>,
+    shape_nodes: CudaSlice<BvhNode>,
+    shape_ids: CudaSlice<u32>,
+    shape_corners: CudaSlice<f64>,
+    /// The world (by id) and the version of its instances uploaded.
+    placed_for: (u64, u64),
+    nodes: CudaSlice<BvhNode>,
+    slot: CudaSlice<u32>,
+    place: CudaSlice<f64>,
+    shape: CudaSlice<u32>,
+    n_nodes: u32,
+}
+
+impl DeviceInstances {
+    /// The instances' tree and placements.
+    #[allow(clippy::type_complexity)]
+    fn placements(
+        gpu: &Gpu,
+        world: &World,
+    ) -> Result<(CudaSlice<BvhNode>, CudaSlice<u32>, CudaSlice<f64>, CudaSlice<u32>, u32)> {
+        let inst = world.instances();
+        let tree = inst.tree();
+        let slot: Vec<u32> = tree.order.iter().map(|&k| inst.live[k as usize]).collect();
+        let slots = inst.slots();
+        let mut place = vec![0.0; 12 * slots.len()];
+        let mut shape = vec![0u32; slots.len()];
+        for (k, i) in slots.iter().enumerate() {
+            if let Some(i) = i {
+                place[12 * k..12 * k + 9].copy_from_slice(i.rot.as_flattened());
+                place[12 * k + 9..12 * k + 12].copy_from_slice(&i.placement.position);
+                shape[k] = i.placement.shape.0;
+            }
+        }
+        Ok((
+            upload_new(gpu, &tree.nodes)?,
+            upload_new(gpu, &slot)?,
+            upload_new(gpu, &place)?,
+            upload_new(gpu, &shape)?,
+            tree.nodes.len() as u32,
+        ))
+    }
+
+    /// Every shape's tree and corners, one after another.
+    #[allow(clippy::type_complexity)]
+    fn shapes(
+        gpu: &Gpu,
+        world: &World,
+        trees: &[Option<Arc<MeshBvh>>],
+    ) -> Result<(CudaSlice<RayShape>, CudaSlice<BvhNode>, CudaSlice<u32>, CudaSlice<f64>)> {
+        let slots = world.instances().shape_slots();
+        let (mut shapes, mut nodes, mut ids, mut corners) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (tree, shape) in trees.iter().zip(slots) {
+            let (Some(tree), Some(shape)) = (tree, shape) else {
+                shapes.push(RayShape { reach: 0.0, corners: 0, nodes: 0, n_nodes: 0, ids: 0, pad: 0 });
+                continue;
+            };
+            let n_ids = u32::try_from(ids.len() + tree.ids.len());
+            let n_nodes = u32::try_from(nodes.len() + tree.nodes.len());
+            if n_ids.is_err() || n_nodes.is_err() {
+                return Err(Error::InvalidArgument("the shapes' trees hold 2^32 or more nodes".into()));
+            }
+            shapes.push(RayShape {
+                reach: shape.reach,
+                corners: (corners.len() / 9) as u64,
+                nodes: nodes.len() as u32,
+                n_nodes: tree.nodes.len() as u32,
+                ids: ids.len() as u32,
+                pad: 0,
+            });
+            nodes.extend_from_slice(&tree.nodes);
+            ids.extend_from_slice(&tree.ids);
+            corners.extend(shape.mesh.corners.iter().flat_map(|c| c.iter().flatten().copied()));
+        }
+        Ok((upload_new(gpu, &shapes)?, upload_new(gpu, &nodes)?, upload_new(gpu, &ids)?, upload_new(gpu, &corners)?))
+    }
+
+    fn view(&self, gpu: &Gpu) -> RayInstanceView {
+        let s = gpu.stream();
+        RayInstanceView {
+            nodes: self.nodes.device_ptr(s).0,
+            slot: self.slot.device_ptr(s).0,
+            place: self.place.device_ptr(s).0,
+            shape: self.shape.device_ptr(s).0,
+            shapes: self.shapes.device_ptr(s).0,
+            shape_nodes: self.shape_nodes.device_ptr(s).0,
+            shape_ids: self.shape_ids.device_ptr(s).0,
+            shape_corners: self.shape_corners.device_ptr(s).0,
+            n_nodes: self.n_nodes,
+            pad: 0,
+        }
+    }
+}
+
 /// A collider's ray casts on one GPU: the mesh's tree as last uploaded, and the host
 /// buffers a call fills, kept from call to call (fresh memory for a million rays took
 /// longer, in page faults, than the kernel).
@@ -222,6 +389,8 @@ pub(crate) struct CudaRayCaster {
     /// The last call's bodies' tree (its buffers reused), and the host tree it holds.
     bodies: Option<DeviceTree>,
     bodies_held: Option<Arc<BodyBvh>>,
+    /// The world's instances as last uploaded.
+    instances: Option<DeviceInstances>,
     host: HostBuffers,
     pipeline: Pipeline,
 }
@@ -233,6 +402,7 @@ struct Trees {
     terrain: HeightfieldView,
     bodies: RayBodyView,
     body_ids: Address<u32>,
+    instances: RayInstanceView,
 }
 
 /// Host memory all hits reuse: the rays flattened, and their masks.
@@ -288,8 +458,8 @@ fn piece_len(n: usize) -> usize {
 }
 
 /// The buffers first hits reuse from call to call, sized for the largest chunk so far: rays
-/// (7 values each) and masks, tags and hits (7 values each), in page-locked host memory and on
-/// the device.
+/// (7 values each) and masks, tags, instance hits' triangles and hits (7 values each), in
+/// page-locked host memory and on the device.
 #[derive(Default)]
 struct Pipeline {
     cap: usize,
@@ -300,10 +470,12 @@ struct PipelineBuffers {
     flat: PinnedHostSlice<f64>,
     masks: PinnedHostSlice<u32>,
     tags: PinnedHostSlice<u32>,
+    tris: PinnedHostSlice<u32>,
     vals: PinnedHostSlice<f64>,
     dev_rays: CudaSlice<f64>,
     dev_masks: CudaSlice<u32>,
     dev_tags: CudaSlice<u32>,
+    dev_tris: CudaSlice<u32>,
     dev_vals: CudaSlice<f64>,
 }
 
@@ -312,6 +484,7 @@ struct HostPtrs {
     flat: RowPtr<f64>,
     masks: RowPtr<u32>,
     tags: RowPtr<u32>,
+    tris: RowPtr<u32>,
     vals: RowPtr<f64>,
 }
 
@@ -320,6 +493,7 @@ struct DeviceAddresses {
     rays: u64,
     masks: u64,
     tags: u64,
+    tris: u64,
     vals: u64,
 }
 
@@ -331,9 +505,10 @@ impl Pipeline {
             self.held = None;
             let ctx = gpu.stream().context().clone();
             // SAFETY: every value is written (by the host or a copy) before it is read.
-            let (flat, masks, tags, vals) = unsafe {
+            let (flat, masks, tags, tris, vals) = unsafe {
                 (
                     ctx.alloc_pinned_with_flags::<f64>(7 * n, 0).map_err(cuda_err)?,
+                    ctx.alloc_pinned_with_flags::<u32>(n, 0).map_err(cuda_err)?,
                     ctx.alloc_pinned_with_flags::<u32>(n, 0).map_err(cuda_err)?,
                     ctx.alloc_pinned_with_flags::<u32>(n, 0).map_err(cuda_err)?,
                     ctx.alloc_pinned_with_flags::<f64>(7 * n, 0).map_err(cuda_err)?,
@@ -343,10 +518,12 @@ impl Pipeline {
                 flat,
                 masks,
                 tags,
+                tris,
                 vals,
                 dev_rays: gpu.alloc_uninit::<f64>(7 * n)?,
                 dev_masks: gpu.alloc_uninit::<u32>(n)?,
                 dev_tags: gpu.alloc_uninit::<u32>(n)?,
+                dev_tris: gpu.alloc_uninit::<u32>(n)?,
                 dev_vals: gpu.alloc_uninit::<f64>(7 * n)?,
             });
             self.cap = n;
@@ -361,6 +538,7 @@ impl PipelineBuffers {
             flat: RowPtr(self.flat.as_mut_ptr().map_err(cuda_err)?),
             masks: RowPtr(self.masks.as_mut_ptr().map_err(cuda_err)?),
             tags: RowPtr(self.tags.as_mut_ptr().map_err(cuda_err)?),
+            tris: RowPtr(self.tris.as_mut_ptr().map_err(cuda_err)?),
             vals: RowPtr(self.vals.as_mut_ptr().map_err(cuda_err)?),
         })
     }
@@ -371,6 +549,7 @@ impl PipelineBuffers {
             rays: self.dev_rays.device_ptr(s).0,
             masks: self.dev_masks.device_ptr(s).0,
             tags: self.dev_tags.device_ptr(s).0,
+            tris: self.dev_tris.device_ptr(s).0,
             vals: self.dev_vals.device_ptr(s).0,
         }
     }
@@ -396,25 +575,28 @@ impl HostPtrs {
         });
     }
 
-    /// The hits of slots `off..off + n` into `out`'s slots from `to`.
+    /// The hits of slots `off..off + n` into `out`'s slots from `to` (`tris`: whether the
+    /// triangles came down, as they do where the world has instances).
     ///
     /// # Safety
     /// The slots lie inside the buffers and `out`'s capacity; nothing else touches them.
-    unsafe fn unpack(&self, off: usize, n: usize, out: &RowPtr<Option<RayHit>>, to: usize) {
+    unsafe fn unpack(&self, off: usize, n: usize, tris: bool, out: &RowPtr<Option<RayHit>>, to: usize) {
         (0..n).into_par_iter().with_min_len(4096).for_each(|i| {
             // SAFETY: the caller's promise; each ray reads and writes its own slots.
             unsafe {
                 let tag = *self.tags.span(off + i, 1).first().expect("one");
-                let hit = (tag != NO_ID).then(|| unpack(tag, self.vals.span(7 * (off + i), 7)));
+                let tri = if tris { self.tris.span(off + i, 1)[0] } else { 0 };
+                let hit = (tag != NO_ID).then(|| unpack(tag, tri, self.vals.span(7 * (off + i), 7)));
                 out.write(to + i, hit);
             }
         });
     }
 }
 
-/// The hit from a tagged id and its 7 values (t, point, normal), as the kernels write them.
-fn unpack(tag: u32, v: &[f64]) -> RayHit {
-    let h = TaggedHit { t: v[0], tagged: tag, at: 0 };
+/// The hit from a tagged id, an instance's triangle, and its 7 values (t, point, normal), as
+/// the kernels write them.
+fn unpack(tag: u32, tri: u32, v: &[f64]) -> RayHit {
+    let h = TaggedHit { t: v[0], tagged: tag, at: tri };
     RayHit {
         distance: v[0],
         kind: h.kind(),
@@ -434,6 +616,7 @@ impl CudaRayCaster {
             none: None,
             bodies: None,
             bodies_held: None,
+            instances: None,
             host: HostBuffers::default(),
             pipeline: Pipeline::default(),
         }
@@ -442,7 +625,14 @@ impl CudaRayCaster {
     /// The trees a call searches, on the device: the mesh's (uploaded when it is not the one
     /// held; an empty tree, made once, for none) and the bodies' (into buffers kept from call
     /// to call: device memory allocated and freed per call cost more than a small batch).
-    fn trees(&mut self, gpu: &Gpu, world: &World, mesh: Option<&Arc<MeshBvh>>, bodies: &Arc<BodyBvh>) -> Result<Trees> {
+    fn trees(
+        &mut self,
+        gpu: &Gpu,
+        world: &World,
+        mesh: Option<&Arc<MeshBvh>>,
+        bodies: &Arc<BodyBvh>,
+        shapes: &ShapeTrees,
+    ) -> Result<Trees> {
         self.hold_mesh(mesh)?;
         if self.none.is_none() {
             self.none = Some(DeviceTree::empty(gpu)?);
@@ -456,8 +646,64 @@ impl CudaRayCaster {
             self.bodies_held = Some(bodies.clone());
         }
         let terrain = self.hold_terrain(world)?;
+        let instances = self.hold_instances(world, shapes)?;
         let b = self.bodies.as_ref().expect("held above");
-        Ok(Trees { mesh, mesh_ids, terrain, bodies: b.body_view(gpu), body_ids: Address::of(&b.ids, gpu.stream()) })
+        Ok(Trees {
+            mesh,
+            mesh_ids,
+            terrain,
+            bodies: b.body_view(gpu),
+            body_ids: Address::of(&b.ids, gpu.stream()),
+            instances,
+        })
+    }
+
+    /// The world's instances on the device: the shapes' trees uploaded when they are not the
+    /// ones held, the placements when the instances changed.
+    fn hold_instances(&mut self, world: &World, shapes: &ShapeTrees) -> Result<RayInstanceView> {
+        if world.instances().is_empty() {
+            self.instances = None;
+            return Ok(RayInstanceView::none());
+        }
+        let gpu = &*self.gpu;
+        let trees: Vec<Option<Arc<MeshBvh>>> = shapes.slots().map(|t| t.cloned()).collect();
+        let same_trees = |held: &[Option<Arc<MeshBvh>>]| {
+            held.len() == trees.len()
+                && held.iter().zip(&trees).all(|(a, b)| match (a, b) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                })
+        };
+        let placed_for = (world.id(), world.versions().instances);
+        match self.instances.as_mut() {
+            Some(held) if same_trees(&held.trees) => {
+                if held.placed_for != placed_for {
+                    (held.nodes, held.slot, held.place, held.shape, held.n_nodes) =
+                        DeviceInstances::placements(gpu, world)?;
+                    held.placed_for = placed_for;
+                }
+            }
+            _ => {
+                self.instances = None;
+                let (shapes, shape_nodes, shape_ids, shape_corners) = DeviceInstances::shapes(gpu, world, &trees)?;
+                let (nodes, slot, place, shape, n_nodes) = DeviceInstances::placements(gpu, world)?;
+                self.instances = Some(DeviceInstances {
+                    trees,
+                    shapes,
+                    shape_nodes,
+                    shape_ids,
+                    shape_corners,
+                    placed_for,
+                    nodes,
+                    slot,
+                    place,
+                    shape,
+                    n_nodes,
+                });
+            }
+        }
+        Ok(self.instances.as_ref().expect("held above").view(gpu))
     }
 
     /// The world's heightfield on the device (its heights uploaded when they are not the ones
@@ -502,13 +748,16 @@ impl CudaRayCaster {
         world: &World,
         mesh: Option<&Arc<MeshBvh>>,
         bodies: &Arc<BodyBvh>,
+        shapes: &ShapeTrees,
         rays: &[Ray],
         out: &mut Vec<Option<RayHit>>,
     ) -> Result<()> {
         let gpu_arc = self.gpu.clone();
         let gpu = &*gpu_arc;
         let _busy = gpu.lock();
-        let t = self.trees(gpu, world, mesh, bodies)?;
+        let t = self.trees(gpu, world, mesh, bodies, shapes)?;
+        // Only an instance's hit names a triangle apart from its id.
+        let tris = t.instances.n_nodes > 0;
         out.clear();
         out.try_reserve(rays.len()).map_err(|_| Error::OutOfMemory(format!("the hits of {} rays", rays.len())))?;
         let dst = RowPtr(out.as_mut_ptr());
@@ -556,7 +805,9 @@ impl CudaRayCaster {
                     t.terrain,
                     t.bodies,
                     t.body_ids,
+                    t.instances,
                     Address::<u32>::raw(dev.tags + bytes(off, 4)),
+                    Address::<u32>::raw(if tris { dev.tris + bytes(off, 4) } else { 0 }),
                     Address::<f64>::raw(dev.vals + bytes(7 * off, 8)),
                 )?;
                 // SAFETY: as for the uploads.
@@ -577,18 +828,28 @@ impl CudaRayCaster {
                     )
                     .result()
                     .map_err(cuda_err)?;
+                    if tris {
+                        sys::cuMemcpyDtoHAsync_v2(
+                            host.tris.0.add(off) as *mut _,
+                            dev.tris + bytes(off, 4),
+                            n * 4,
+                            stream.cu_stream(),
+                        )
+                        .result()
+                        .map_err(cuda_err)?;
+                    }
                 }
                 let done = stream.record_event(None).map_err(cuda_err)?;
                 if let Some((off, n, e)) = pending.replace((off, n, done)) {
                     e.synchronize().map_err(cuda_err)?;
                     // SAFETY: the piece's hits are down; its slots of `out` are in capacity.
-                    unsafe { host.unpack(off, n, &dst, k * CHUNK + off) };
+                    unsafe { host.unpack(off, n, tris, &dst, k * CHUNK + off) };
                 }
             }
             if let Some((off, n, e)) = pending {
                 e.synchronize().map_err(cuda_err)?;
                 // SAFETY: as above.
-                unsafe { host.unpack(off, n, &dst, k * CHUNK + off) };
+                unsafe { host.unpack(off, n, tris, &dst, k * CHUNK + off) };
             }
         }
         // SAFETY: every ray's slot was written by the unpacking of its piece.
@@ -602,13 +863,14 @@ impl CudaRayCaster {
         world: &World,
         mesh: Option<&Arc<MeshBvh>>,
         bodies: &Arc<BodyBvh>,
+        shapes: &ShapeTrees,
         rays: &[Ray],
         limit: usize,
     ) -> Result<RayHits> {
         let gpu_arc = self.gpu.clone();
         let gpu = &*gpu_arc;
         let _busy = gpu.lock();
-        let t = self.trees(gpu, world, mesh, bodies)?;
+        let t = self.trees(gpu, world, mesh, bodies, shapes)?;
         let limit32 = limit.min(u32::MAX as usize) as u32;
         let mut offsets = Vec::with_capacity(rays.len() + 1);
         offsets.push(0usize);
@@ -628,6 +890,7 @@ impl CudaRayCaster {
                 t.terrain,
                 t.bodies,
                 t.body_ids,
+                t.instances,
                 limit32,
                 &mut counts,
             )?;
@@ -647,15 +910,35 @@ impl CudaRayCaster {
             }
             let starts = upload_new(gpu, &starts)?;
             let mut tags = gpu.alloc_uninit::<u32>(total)?;
+            let mut tris = gpu.alloc_uninit::<u32>(total)?;
             let mut vals = gpu.alloc_uninit::<f64>(7 * total)?;
             ray_all_hits(
-                gpu, cfg, &r.rays, &r.masks, r.n as u32, t.mesh, t.mesh_ids, t.terrain, t.bodies, t.body_ids, &starts,
-                &counts, &mut tags, &mut vals,
+                gpu,
+                cfg,
+                &r.rays,
+                &r.masks,
+                r.n as u32,
+                t.mesh,
+                t.mesh_ids,
+                t.terrain,
+                t.bodies,
+                t.body_ids,
+                t.instances,
+                &starts,
+                &counts,
+                &mut tags,
+                &mut tris,
+                &mut vals,
             )?;
             let tags: Vec<u32> = download_vec(gpu, &tags.slice(0..total))?;
+            let tris: Vec<u32> = download_vec(gpu, &tris.slice(0..total))?;
             let vals: Vec<f64> = download_vec(gpu, &vals.slice(0..7 * total))?;
             hits.par_extend(
-                tags.par_iter().zip(vals.par_chunks_exact(7)).with_min_len(4096).map(|(&t, v)| unpack(t, v)),
+                tags.par_iter()
+                    .zip(&tris)
+                    .zip(vals.par_chunks_exact(7))
+                    .with_min_len(4096)
+                    .map(|((&t, &tri), v)| unpack(t, tri, v)),
             );
         }
         Ok(RayHits { offsets, hits })

@@ -41,6 +41,11 @@ impl ShapeTrees {
         Ok(())
     }
 
+    /// Each shape slot's tree (`None`: a free slot).
+    pub fn slots(&self) -> impl Iterator<Item = Option<&Arc<MeshBvh>>> + '_ {
+        self.trees.iter().map(|t| t.as_ref().map(|(_, tree)| tree))
+    }
+
     /// The tree of an instance's shape.
     fn of(&self, inst: &Instance) -> Option<&MeshBvh> {
         let (_, tree) = self.trees.get(inst.placement.shape.0 as usize)?.as_ref()?;

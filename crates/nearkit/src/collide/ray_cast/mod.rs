@@ -1,7 +1,6 @@
 //! Batched ray casts against a collision world: each ray's first hit, or all its hits in
 //! order, on the static mesh, the heightfield, the instances and the bodies, exact and bit
-//! for bit the same on the CPU and CUDA (instances are searched on the CPU for now, also for a
-//! CUDA collider: `instances`).
+//! for bit the same on the CPU and CUDA.
 //!
 //! - A ray is `origin + t·u` for t in [0, `max_distance`], u its direction made unit (on the
 //!   host, before either backend sees it), so t is a distance in world units. It meets the
@@ -35,7 +34,6 @@ pub(crate) mod wide;
 
 use std::sync::{Arc, Weak};
 
-use crate::collide::cpu::Part;
 use crate::collide::ellipsoid::V3;
 use crate::collide::world::{ContactKind, StaticMesh, Versions, World, ID_BITS};
 use crate::error::{Error, Result};
@@ -127,26 +125,6 @@ impl RayHits {
     /// Ray `i`'s hits, nearest first.
     pub fn row(&self, i: usize) -> &[RayHit] {
         &self.hits[self.offsets[i]..self.offsets[i + 1]]
-    }
-
-    /// Each row merged with the same row of `other`, in order, cut at `limit`.
-    pub(crate) fn merged(&self, other: &RayHits, limit: usize) -> RayHits {
-        let mut out = RayHits { offsets: vec![0], hits: Vec::with_capacity(self.hits.len() + other.hits.len()) };
-        for i in 0..self.len() {
-            let (a, b) = (self.row(i), other.row(i));
-            let (mut x, mut y) = (0, 0);
-            while (x < a.len() || y < b.len()) && out.hits.len() - out.offsets[i] < limit {
-                if y == b.len() || (x < a.len() && a[x].order_key() <= b[y].order_key()) {
-                    out.hits.push(a[x]);
-                    x += 1;
-                } else {
-                    out.hits.push(b[y]);
-                    y += 1;
-                }
-            }
-            out.offsets.push(out.hits.len());
-        }
-        out
     }
 }
 
@@ -279,25 +257,10 @@ impl RayCaster {
         let shapes = &self.shapes;
         match &mut self.cuda {
             None => {
-                cpu::first_hits_into(world, mesh.as_deref(), &bodies, shapes, rays, self.portable, Part::All, out);
+                cpu::first_hits_into(world, mesh.as_deref(), &bodies, shapes, rays, self.portable, out);
                 Ok(())
             }
-            Some(c) => {
-                c.first_hits_into(world, mesh.as_ref(), &bodies, rays, out)?;
-                if !world.instances().is_empty() {
-                    // Instances are searched on the CPU for now; the nearer hit wins.
-                    let mut placed = Vec::new();
-                    cpu::first_hits_into(world, None, &bodies, shapes, rays, false, Part::Instances, &mut placed);
-                    for (g, p) in out.iter_mut().zip(placed) {
-                        if let Some(p) = p {
-                            if g.is_none_or(|g| p.order_key() < g.order_key()) {
-                                *g = Some(p);
-                            }
-                        }
-                    }
-                }
-                Ok(())
-            }
+            Some(c) => c.first_hits_into(world, mesh.as_ref(), &bodies, shapes, rays, out),
         }
     }
 
@@ -312,15 +275,8 @@ impl RayCaster {
         self.shapes.update(world.instances())?;
         let shapes = &self.shapes;
         match &mut self.cuda {
-            None => cpu::all_hits(world, mesh.as_deref(), &bodies, shapes, rays, limit, self.portable, Part::All),
-            Some(c) => {
-                let gpu = c.all_hits(world, mesh.as_ref(), &bodies, rays, limit)?;
-                if world.instances().is_empty() {
-                    return Ok(gpu);
-                }
-                let placed = cpu::all_hits(world, None, &bodies, shapes, rays, limit, false, Part::Instances)?;
-                Ok(gpu.merged(&placed, limit))
-            }
+            None => cpu::all_hits(world, mesh.as_deref(), &bodies, shapes, rays, limit, self.portable),
+            Some(c) => c.all_hits(world, mesh.as_ref(), &bodies, shapes, rays, limit),
         }
     }
 }

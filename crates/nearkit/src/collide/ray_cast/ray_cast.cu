@@ -11,6 +11,9 @@
 #define RAY_KIND_HEIGHTFIELD NK_RAY_KIND_HEIGHTFIELD
 #define RAY_MARGIN_OF_TERRAIN NK_RAY_MARGIN_OF_TERRAIN
 #define RAY_MARGIN_OF_ORIGIN NK_RAY_MARGIN_OF_ORIGIN
+#define RAY_KIND_INSTANCE NK_RAY_KIND_INSTANCE
+#define RAY_ID_BITS NK_RAY_ID_BITS
+#define RAY_INSTANCE_MARGIN NK_RAY_INSTANCE_MARGIN
 
 // intersect.rs: RayFrame.
 struct RayFrame {
@@ -276,9 +279,10 @@ __device__ __forceinline__ void ray_search(const BvhNode* nodes, u32 n_nodes, co
     }
 }
 
-// (t, tag) before (bt, btag): TaggedHit::before.
-__device__ __forceinline__ bool ray_before(double t, u32 tag, double bt, u32 btag) {
-    return t < bt || (t == bt && tag < btag);
+// (t, tag, s) before (bt, btag, bs): TaggedHit::before (s: the primitive's position in its
+// tree, or an instance's triangle).
+__device__ __forceinline__ bool ray_before(double t, u32 tag, u32 s, double bt, u32 btag, u32 bs) {
+    return t < bt || (t == bt && (tag < btag || (tag == btag && s < bs)));
 }
 
 // intersect.rs: step_out, the next f32 away from y on side dir (1 up, -1 down).
@@ -434,6 +438,129 @@ __device__ __forceinline__ void ray_search_heightfield(const RayFrame& r, const 
     }
 }
 
+// instances.rs: mesh instances. Instance::place, a shape point in world coordinates
+// (R·v + p in this order); `pl`: the rotation row by row, then the position.
+__device__ __forceinline__ void ray_place(const double* pl, const double* v, double* out) {
+#pragma unroll
+    for (int a = 0; a < 3; a++)
+        out[a] = (pl[3 * a] * v[0] + pl[3 * a + 1] * v[1] + pl[3 * a + 2] * v[2]) + pl[9 + a];
+}
+
+// Instance::local_dir: Rᵀ·d.
+__device__ __forceinline__ void ray_local_dir(const double* pl, const double d[3], double out[3]) {
+#pragma unroll
+    for (int a = 0; a < 3; a++) out[a] = pl[a] * d[0] + pl[3 + a] * d[1] + pl[6 + a] * d[2];
+}
+
+// Triangle t of the instance in slot `slot`, placed (9 values).
+__device__ __forceinline__ void ray_placed_triangle(const RayInstanceView& iv, u32 slot, u32 t, double* q) {
+    const double* pl = iv.place + 12 * (u64)slot;
+    const double* c = iv.shape_corners + 9 * (iv.shapes[iv.shape[slot]].corners + (u64)t);
+    ray_place(pl, c, q);
+    ray_place(pl, c + 3, q + 3);
+    ray_place(pl, c + 6, q + 6);
+}
+
+// The largest magnitude of v's coordinates (instances.rs: big).
+__device__ __forceinline__ double ray_big(const double v[3]) {
+    return fmax(fmax(fmax(0.0, fabs(v[0])), fabs(v[1])), fabs(v[2]));
+}
+
+// instances.rs: search_instance's box test, in the shape's frame (o + t·u, inv: 1/u or 0),
+// the f32 box widened by m; Rust's min and max are fmin and fmax (NaN-ignoring).
+__device__ __forceinline__ bool ray_crosses(const double o[3], const double u[3], const double inv[3], double m,
+                                            const float* lo, const float* hi, double limit) {
+    double enter = t_inf<double>() * -1.0, exit = t_inf<double>();
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        double l = (double)lo[a] - m, h = (double)hi[a] + m;
+        if (u[a] == 0.0) {
+            if (o[a] < l || o[a] > h) return false;
+            continue;
+        }
+        double t0 = (l - o[a]) * inv[a], t1 = (h - o[a]) * inv[a];
+        double near = inv[a] > 0.0 ? t0 : t1;
+        double far = inv[a] > 0.0 ? t1 : t0;
+        enter = fmax(enter, near);
+        exit = fmin(exit, far);
+    }
+    double slack = m * 4.0;
+    return enter <= exit && exit >= -slack && enter <= limit + slack;
+}
+
+// instances.rs: search_instance. The placed triangles of the instance in slot `slot` that
+// the ray hits, found by a walk of its shape's tree with the ray in the shape's frame;
+// `exit`: where the ray leaves the instance's box.
+template <typename Visit>
+__device__ void ray_search_instance(const RayFrame& r, const RayInstanceView& iv, u32 slot, double exit,
+                                    Visit& visit) {
+    RayShape sh = iv.shapes[iv.shape[slot]];
+    if (sh.n_nodes == 0) return;
+    const double* pl = iv.place + 12 * (u64)slot;
+    const double* p = pl + 9;
+    double d[3] = {r.o[0] - p[0], r.o[1] - p[1], r.o[2] - p[2]};
+    double o[3], u[3], inv[3];
+    ray_local_dir(pl, d, o);
+    ray_local_dir(pl, r.d, u);
+#pragma unroll
+    for (int a = 0; a < 3; a++) inv[a] = u[a] != 0.0 ? 1.0 / u[a] : 0.0;
+    double reach = fmax(fmin(exit, r.max_distance), 0.0);
+    double m = RAY_INSTANCE_MARGIN * ((((ray_big(d) + reach) + ray_big(p)) + sh.reach) + 1e-300);
+    const BvhNode* nodes = iv.shape_nodes + sh.nodes;
+    u32 stack[RAY_STACK];
+    stack[0] = 0;
+    int top = 1;
+    while (top > 0) {
+        BvhNode node = ray_node(nodes, stack[--top]);
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+            u32 c = node.child[k];
+            if (c == RAY_EMPTY) continue;
+            if (!ray_crosses(o, u, inv, m, &node.bounds[6 * k], &node.bounds[6 * k + 3], visit.limit())) continue;
+            if (!(c & RAY_LEAF)) {
+                stack[top++] = c;
+                continue;
+            }
+            u32 t = iv.shape_ids[sh.ids + (c & ~RAY_LEAF)];
+            double q[9];
+            ray_placed_triangle(iv, slot, t, q);
+            if (ray_degenerate(q)) continue;
+            float tlo[3], thi[3];
+            ray_triangle_box(q, tlo, thi);
+            double te, tx;
+            ray_slab(r, tlo, thi, te, tx);
+            if (!ray_meets(te, tx, r.max_distance)) continue;
+            double th;
+            if (ray_triangle(r, q, te, tx, th)) visit.hit(th, RAY_KIND_INSTANCE | slot, t);
+        }
+    }
+}
+
+// instances.rs: search. The instances in the ray's mask whose boxes it crosses within the
+// visit's limit, each searched.
+template <typename Visit>
+__device__ void ray_search_instances(const RayFrame& r, const RayInstanceView& iv, Visit& visit) {
+    if (iv.n_nodes == 0) return;
+    u32 stack[RAY_STACK];
+    stack[0] = 0;
+    int top = 1;
+    while (top > 0) {
+        BvhNode node = ray_node(iv.nodes, stack[--top]);
+        for (int k = 0; k < 2; k++) {
+            u32 c = node.child[k];
+            if (c == RAY_EMPTY || (node.layers[k] & r.mask) == 0) continue;
+            double enter, exit;
+            ray_slab(r, &node.bounds[6 * k], &node.bounds[6 * k + 3], enter, exit);
+            if (!ray_meets(enter, exit, visit.limit())) continue;
+            if (c & RAY_LEAF) {
+                ray_search_instance(r, iv, iv.slot[c & ~RAY_LEAF], exit, visit);
+            } else {
+                stack[top++] = c;
+            }
+        }
+    }
+}
+
 struct RayMeshTree {
     RayMeshView v;
     const u32* ids;
@@ -443,11 +570,19 @@ struct RayBodyTree {
     RayBodyView v;
     const u32* ids;
 };
+// What a ray can hit: the mesh and the heightfield, the bodies, the instances.
+struct RayWorld {
+    RayMeshTree mesh;
+    RayBodyTree bodies;
+    RayInstanceView instances;
+};
 
 // cpu.rs: search_world. hit(t, tag, position) gets every hit.
 template <typename Visit>
-__device__ __forceinline__ void ray_search_world(const RayFrame& r, const RayMeshTree& mesh, const RayBodyTree& bodies,
-                                                 Visit& visit) {
+__device__ __forceinline__ void ray_search_world(const RayFrame& r, const RayWorld& w, Visit& visit) {
+    const RayMeshTree& mesh = w.mesh;
+    const RayBodyTree& bodies = w.bodies;
+    ray_search_instances(r, w.instances, visit);
     if ((r.mask & mesh.v.layer) != 0) {
         ray_search(mesh.v.nodes, mesh.v.n_nodes, r, visit, [&](u32 s, double enter, double exit) {
             double t;
@@ -463,11 +598,16 @@ __device__ __forceinline__ void ray_search_world(const RayFrame& r, const RayMes
 }
 
 // cpu.rs: finish. A hit's 7 values: t (−0 as 0), point, normal.
-__device__ __forceinline__ void ray_finish(const RayFrame& r, const RayMeshTree& mesh, const RayBodyTree& bodies,
-                                           double t, u32 tag, u32 s, double* o) {
+__device__ __forceinline__ void ray_finish(const RayFrame& r, const RayWorld& w, double t, u32 tag, u32 s, double* o) {
+    const RayMeshTree& mesh = w.mesh;
+    const RayBodyTree& bodies = w.bodies;
     t = t + 0.0;
     double n[3];
-    if (tag & RAY_KIND_BODY) {
+    if ((tag & RAY_KIND_INSTANCE) == RAY_KIND_INSTANCE) {
+        double q[9];
+        ray_placed_triangle(w.instances, tag & RAY_ID_BITS, s, q);
+        ray_triangle_normal(r, q, n);
+    } else if (tag & RAY_KIND_BODY) {
         ray_ellipsoid_normal(r, bodies.v.center + 3 * (u64)s, bodies.v.unit + 9 * (u64)s, t, n);
     } else if (tag & RAY_KIND_HEIGHTFIELD) {
         V3<double> a, b, c;
@@ -493,7 +633,7 @@ struct RayFirst {
     bool found;
     __device__ double limit() const { return t; }
     __device__ void hit(double ht, u32 htag, u32 hs) {
-        if (!found || ray_before(ht, htag, t, tag)) {
+        if (!found || ray_before(ht, htag, hs, t, tag, s)) {
             found = true;
             t = ht;
             tag = htag;
@@ -502,18 +642,21 @@ struct RayFirst {
     }
 };
 
+// Each ray's nearest hit: its tag (NO_ID: none), its triangle in its own mesh for an
+// instance's (out_tri, when not null), and its 7 values.
 extern "C" __global__ void ray_first_hits(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
-                                          const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies, const u32* body_ids, u32* out_tag,
+                                          const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies,
+                                          const u32* body_ids, RayInstanceView instances, u32* out_tag, u32* out_tri,
                                           double* out) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
-    RayMeshTree m = {mesh, mesh_ids, terrain};
-    RayBodyTree b = {bodies, body_ids};
+    RayWorld w = {{mesh, mesh_ids, terrain}, {bodies, body_ids}, instances};
     RayFirst v = {r.max_distance, 0u, 0u, false};
-    ray_search_world(r, m, b, v);
+    ray_search_world(r, w, v);
     out_tag[i] = v.found ? v.tag : NO_ID;
-    if (v.found) ray_finish(r, m, b, v.t, v.tag, v.s, out + 7 * (u64)i);
+    if (out_tri != nullptr) out_tri[i] = v.s;
+    if (v.found) ray_finish(r, w, v.t, v.tag, v.s, out + 7 * (u64)i);
 }
 
 // Counts hits (all of them within max_distance; the caller cuts at the limit).
@@ -525,17 +668,16 @@ struct RayCount {
 };
 
 extern "C" __global__ void ray_hit_counts(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
-                                          const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies, const u32* body_ids, u32 limit,
-                                          u32* counts) {
+                                          const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies,
+                                          const u32* body_ids, RayInstanceView instances, u32 limit, u32* counts) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 c = 0;
     if (limit > 0) {
         RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
-        RayMeshTree m = {mesh, mesh_ids, terrain};
-        RayBodyTree b = {bodies, body_ids};
+        RayWorld w = {{mesh, mesh_ids, terrain}, {bodies, body_ids}, instances};
         RayCount v = {r.max_distance, 0u};
-        ray_search_world(r, m, b, v);
+        ray_search_world(r, w, v);
         c = v.count < limit ? v.count : limit;
     }
     counts[i] = c;
@@ -549,10 +691,11 @@ struct RayRow {
     u32* tags;
     u32 len, cap;
     __device__ double limit() const { return len < cap ? max_distance : o[7 * (u64)(cap - 1)]; }
+    __device__ u32 s_at(u32 k) const { return (u32)o[7 * (u64)k + 1]; }
     __device__ void hit(double t, u32 tag, u32 s) {
-        if (len == cap && !ray_before(t, tag, o[7 * (u64)(cap - 1)], tags[cap - 1])) return;
+        if (len == cap && !ray_before(t, tag, s, o[7 * (u64)(cap - 1)], tags[cap - 1], s_at(cap - 1))) return;
         u32 j = len < cap ? len : cap - 1;
-        while (j > 0 && ray_before(t, tag, o[7 * (u64)(j - 1)], tags[j - 1])) {
+        while (j > 0 && ray_before(t, tag, s, o[7 * (u64)(j - 1)], tags[j - 1], s_at(j - 1))) {
             o[7 * (u64)j] = o[7 * (u64)(j - 1)];
             o[7 * (u64)j + 1] = o[7 * (u64)(j - 1) + 1];
             tags[j] = tags[j - 1];
@@ -566,20 +709,22 @@ struct RayRow {
 };
 
 extern "C" __global__ void ray_all_hits(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
-                                        const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies, const u32* body_ids,
-                                        const u64* offsets, const u32* counts, u32* out_tag, double* out) {
+                                        const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies,
+                                        const u32* body_ids, RayInstanceView instances, const u64* offsets,
+                                        const u32* counts, u32* out_tag, u32* out_tri, double* out) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     u32 cap = counts[i];
     if (cap == 0) return;
     RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
-    RayMeshTree m = {mesh, mesh_ids, terrain};
-    RayBodyTree b = {bodies, body_ids};
+    RayWorld w = {{mesh, mesh_ids, terrain}, {bodies, body_ids}, instances};
     u64 at = offsets[i];
     RayRow v = {r.max_distance, out + 7 * at, out_tag + at, 0u, cap};
-    ray_search_world(r, m, b, v);
+    ray_search_world(r, w, v);
     for (u32 k = 0; k < v.len; k++) {
         double* o = v.o + 7 * (u64)k;
-        ray_finish(r, m, b, o[0], v.tags[k], (u32)o[1], o);
+        u32 s = (u32)o[1];
+        out_tri[at + k] = s;
+        ray_finish(r, w, o[0], v.tags[k], s, o);
     }
 }
