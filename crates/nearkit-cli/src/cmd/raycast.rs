@@ -95,6 +95,9 @@ pub struct RaycastArgs {
     /// The world's grid cell size in metres (its collision grid; ray casts do not use it).
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub cell_size: f64,
+    /// Print each GPU batch's phase times (host and device) to stderr.
+    #[arg(long)]
+    pub profile: bool,
     /// Print nothing but the summary.
     #[arg(long, short)]
     pub quiet: bool,
@@ -267,7 +270,8 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     if let (Some(n), false) = (engine.note(), args.quiet) {
         note!("note: {n}");
     }
-    let mut collider = Collider::new(&engine, &ColliderOptions::default())?;
+    let opts = ColliderOptions { profile: args.profile, ..Default::default() };
+    let mut collider = Collider::new(&engine, &opts)?;
     out!(
         "scene {}: {} triangles{}, {} bodies{}; {} rays {} a batch; device {}",
         scene.name,

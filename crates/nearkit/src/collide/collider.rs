@@ -22,7 +22,7 @@ pub struct ColliderOptions {
     /// CUDA: bodies a warp of the contact kernel takes (1 to 8); `None` picks about 32 cells'
     /// worth from the bodies' sizes.
     pub bodies_per_warp: Option<usize>,
-    /// Print each tick's phase times to stderr.
+    /// Print each tick's (and each GPU ray batch's) phase times to stderr.
     pub profile: bool,
 }
 
@@ -52,7 +52,7 @@ impl Collider {
             ),
             Some(gpu) => Collider(
                 Backend::Cuda(Box::new(CudaCollider::new(gpu.clone(), opts)?)),
-                RayCaster::new(Some(gpu), false),
+                RayCaster::new(Some(gpu), false).with_profile(opts.profile),
             ),
         })
     }

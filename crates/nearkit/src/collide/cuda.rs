@@ -1035,7 +1035,6 @@ impl CudaCollider {
         // Per body, the tick's contacts, then its instance contacts in (instance, triangle)
         // order, numbered in that order.
         let (merged, parts) = (&mut self.merged, &mut self.parts);
-        let placed = &placed[..];
         merged.clear();
         parts.clear();
         merged.reserve(host.len() + placed.len());

@@ -1,7 +1,9 @@
 //! Launches ray_cast.cu: ray casts on the device. The mesh's tree is uploaded once per mesh,
 //! the bodies' tree (made on the host) per call; rays go up and hits come down in chunks, a
 //! thread per ray. First hits go in pieces through page-locked buffers the caster keeps, the
-//! host's work on one piece beside the GPU's on the next. All hits take two passes: a count
+//! host's work on one piece beside the GPU's on the next; each piece is searched in the Morton
+//! order of its rays' origins (then their directions' octants), sorted on the device, which
+//! changes the order of the work only. All hits take two passes: a count
 //! per ray (cut at the limit), then, with the rows' offsets from the host, each ray's nearest
 //! hits kept sorted in its row.
 
@@ -136,6 +138,7 @@ kernels! {
         rays: In<f64>,
         masks: In<u32>,
         n: u32,
+        order: In<u32>,
         mesh: RayMeshView,
         mesh_ids: In<u32>,
         terrain: HeightfieldView,
@@ -146,6 +149,9 @@ kernels! {
         out_tri: Out<u32>,
         out: Out<f64>,
     );
+    /// The order a piece of rays is searched in: keys (Morton code of the origin, then the
+    /// direction's octant) and the rays' places, for the radix sort.
+    fn ray_order_keys(rays: In<f64>, n: u32, lo0: f64, lo1: f64, lo2: f64, scale: f64, keys: Out<u64>, order: Out<u32>);
     /// Each ray's hits, up to `limit`.
     fn ray_hit_counts(
         rays: In<f64>,
@@ -393,6 +399,8 @@ pub(crate) struct CudaRayCaster {
     instances: Option<DeviceInstances>,
     host: HostBuffers,
     pipeline: Pipeline,
+    /// Print each first-hits call's phase times to stderr.
+    pub profile: bool,
 }
 
 /// What the kernels take of the trees.
@@ -619,6 +627,7 @@ impl CudaRayCaster {
             instances: None,
             host: HostBuffers::default(),
             pipeline: Pipeline::default(),
+            profile: false,
         }
     }
 
@@ -761,6 +770,27 @@ impl CudaRayCaster {
         out.clear();
         out.try_reserve(rays.len()).map_err(|_| Error::OutOfMemory(format!("the hits of {} rays", rays.len())))?;
         let dst = RowPtr(out.as_mut_ptr());
+        // The box of the mesh's tree (else the bodies'): each piece's rays are searched in the
+        // Morton order of their origins in it (a warp's rays then start near each other).
+        let root_box = |nodes: &[BvhNode]| -> Option<([f64; 3], f64)> {
+            let n = nodes.first()?;
+            let (mut lo, mut hi) = ([f64::INFINITY; 3], [f64::NEG_INFINITY; 3]);
+            for k in 0..2 {
+                if n.child[k] != EMPTY {
+                    let (l, h) = n.child_box(k);
+                    for a in 0..3 {
+                        lo[a] = lo[a].min(l[a] as f64);
+                        hi[a] = hi[a].max(h[a] as f64);
+                    }
+                }
+            }
+            let extent = (0..3).map(|a| hi[a] - lo[a]).fold(0.0f64, f64::max);
+            (extent > 0.0 && extent.is_finite()).then(|| (lo, 1024.0 / extent))
+        };
+        let frame = mesh.and_then(|m| root_box(&m.nodes)).or_else(|| root_box(&bodies.nodes));
+        let start = std::time::Instant::now();
+        // Host time making rays unit, waiting for pieces, and waiting then unpacking hits.
+        let mut times = [std::time::Duration::ZERO; 3];
         let bufs = self.pipeline.hold(gpu, rays.len().min(CHUNK))?;
         let stream = gpu.stream();
         let host = bufs.host_ptrs()?;
@@ -772,7 +802,9 @@ impl CudaRayCaster {
                 let (off, n) = (p * piece_len, piece.len());
                 // SAFETY: the piece's slots lie inside the buffers (sized for a chunk), and the
                 // device is done with them: each chunk waits for its last piece.
+                let clock = std::time::Instant::now();
                 unsafe { host.flatten(piece, off) };
+                times[0] += clock.elapsed();
                 let bytes = |count: usize, size: usize| (count * size) as u64;
                 // SAFETY: page-locked host memory and device memory holding the piece; the
                 // host does not touch the piece again before its event.
@@ -794,12 +826,27 @@ impl CudaRayCaster {
                     .result()
                     .map_err(cuda_err)?;
                 }
+                let piece_rays = Address::<f64>::raw(dev.rays + bytes(7 * off, 8));
+                // Freed in stream order, after the search that reads it.
+                let mut sorted = None;
+                if let Some((lo, scale)) = frame {
+                    let (mut keys, mut order) = (gpu.alloc_uninit::<u64>(n)?, gpu.alloc_uninit::<u32>(n)?);
+                    let cfg = threads(n, 256);
+                    ray_order_keys(gpu, cfg, piece_rays, n as u32, lo[0], lo[1], lo[2], scale, &mut keys, &mut order)?;
+                    crate::runtime::cuda::radix_sort::sort_pairs(gpu, &mut keys, &mut order, n, 33)?;
+                    sorted = Some(order);
+                }
+                let order = match &sorted {
+                    Some(o) => Address::of(o, stream),
+                    None => Address::<u32>::raw(0),
+                };
                 ray_first_hits(
                     gpu,
                     threads(n, BLOCK),
-                    Address::<f64>::raw(dev.rays + bytes(7 * off, 8)),
+                    piece_rays,
                     Address::<u32>::raw(dev.masks + bytes(off, 4)),
                     n as u32,
+                    order,
                     t.mesh,
                     t.mesh_ids,
                     t.terrain,
@@ -841,19 +888,35 @@ impl CudaRayCaster {
                 }
                 let done = stream.record_event(None).map_err(cuda_err)?;
                 if let Some((off, n, e)) = pending.replace((off, n, done)) {
+                    let clock = std::time::Instant::now();
                     e.synchronize().map_err(cuda_err)?;
+                    times[1] += clock.elapsed();
                     // SAFETY: the piece's hits are down; its slots of `out` are in capacity.
                     unsafe { host.unpack(off, n, tris, &dst, k * CHUNK + off) };
+                    times[2] += clock.elapsed();
                 }
             }
             if let Some((off, n, e)) = pending {
+                let clock = std::time::Instant::now();
                 e.synchronize().map_err(cuda_err)?;
+                times[1] += clock.elapsed();
                 // SAFETY: as above.
                 unsafe { host.unpack(off, n, tris, &dst, k * CHUNK + off) };
+                times[2] += clock.elapsed();
             }
         }
         // SAFETY: every ray's slot was written by the unpacking of its piece.
         unsafe { out.set_len(rays.len()) };
+        if self.profile {
+            eprintln!(
+                "profile cuda rays: {} rays in {:?}: making them unit {:?}, waiting for the device {:?}, unpacking {:?}",
+                rays.len(),
+                start.elapsed(),
+                times[0],
+                times[1],
+                times[2] - times[1]
+            );
+        }
         Ok(())
     }
 

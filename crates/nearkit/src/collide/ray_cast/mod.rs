@@ -212,6 +212,14 @@ impl RayCaster {
         RayCaster { mesh: None, bodies: None, cuda, shapes: instances::ShapeTrees::default(), portable }
     }
 
+    /// The same caster, printing each GPU batch's phase times to stderr.
+    pub fn with_profile(mut self, profile: bool) -> Self {
+        if let Some(c) = &mut self.cuda {
+            c.profile = profile;
+        }
+        self
+    }
+
     /// The tree of `world`'s mesh (`None` without one), built if the mesh changed.
     fn mesh_bvh(&mut self, world: &World) -> Result<Option<Arc<MeshBvh>>> {
         let Some(mesh) = world.mesh() else {

@@ -642,14 +642,47 @@ struct RayFirst {
     }
 };
 
-// Each ray's nearest hit: its tag (NO_ID: none), its triangle in its own mesh for an
-// instance's (out_tri, when not null), and its 7 values.
-extern "C" __global__ void ray_first_hits(const double* rays, const u32* masks, u32 n, RayMeshView mesh,
-                                          const u32* mesh_ids, HeightfieldView terrain, RayBodyView bodies,
-                                          const u32* body_ids, RayInstanceView instances, u32* out_tag, u32* out_tri,
-                                          double* out) {
+// Spreads the low 10 bits of v three apart (a Morton code's one axis).
+__device__ __forceinline__ u64 ray_spread10(u32 v) {
+    u64 x = v & 1023u;
+    x = (x | (x << 16)) & 0x030000FFull;
+    x = (x | (x << 8)) & 0x0300F00Full;
+    x = (x | (x << 4)) & 0x030C30C3ull;
+    x = (x | (x << 2)) & 0x09249249ull;
+    return x;
+}
+
+// The order a piece of rays is searched in: by the Morton code of the origin (10 bits an
+// axis in the box lo + [0, 1024 / scale)) and then the direction's octant, so that a warp's
+// rays start near each other and head the same way. Only the order of the work changes.
+extern "C" __global__ void ray_order_keys(const double* rays, u32 n, double lo0, double lo1, double lo2, double scale,
+                                          u64* keys, u32* order) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+    const double* r = rays + 7 * (u64)i;
+    double lo[3] = {lo0, lo1, lo2};
+    u64 code = 0;
+#pragma unroll
+    for (int a = 0; a < 3; a++) {
+        double q = (r[a] - lo[a]) * scale;
+        u32 c = q > 0.0 ? (q < 1023.0 ? (u32)q : 1023u) : 0u;
+        code |= ray_spread10(c) << (2 - a);
+    }
+    u32 octant = (r[3] < 0.0 ? 4u : 0u) | (r[4] < 0.0 ? 2u : 0u) | (r[5] < 0.0 ? 1u : 0u);
+    keys[i] = (code << 3) | octant;
+    order[i] = i;
+}
+
+// Each ray's nearest hit: its tag (NO_ID: none), its triangle in its own mesh for an
+// instance's (out_tri, when not null), and its 7 values. Thread i takes ray order[i] (i
+// when order is null).
+extern "C" __global__ void ray_first_hits(const double* rays, const u32* masks, u32 n, const u32* order,
+                                          RayMeshView mesh, const u32* mesh_ids, HeightfieldView terrain,
+                                          RayBodyView bodies, const u32* body_ids, RayInstanceView instances,
+                                          u32* out_tag, u32* out_tri, double* out) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (order != nullptr) i = order[i];
     RayFrame r = ray_frame(rays + 7 * (u64)i, masks[i]);
     RayWorld w = {{mesh, mesh_ids, terrain}, {bodies, body_ids}, instances};
     RayFirst v = {r.max_distance, 0u, 0u, false};
