@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Weak};
 
-use super::bvh::MeshBvh;
+use super::bvh::{BvhNode, MeshBvh, EMPTY, LEAF, STACK};
 use super::intersect::{degenerate, triangle_box, RayFrame};
 use super::wide::Visit;
 use super::TaggedHit;
@@ -53,6 +53,60 @@ impl ShapeTrees {
     }
 }
 
+/// A ray's walk of a binary tree (`nodes`, its leaves naming places in `ids`), nearer nodes
+/// first: `crosses(lo, hi, layers, limit)` is a child's interval (enter, exit) when the ray
+/// crosses its box within `limit` (`visit.limit()` widened by `slack`), `leaf` gets each
+/// crossed leaf's id and interval. A node waiting on the stack whose entry lies past the
+/// limit by then is skipped. The order changes how much is searched, never what is found
+/// (the visits keep hits by (distance, kind, id, triangle)).
+#[inline(always)]
+fn walk_near_first<V: Visit>(
+    nodes: &[BvhNode],
+    ids: &[u32],
+    visit: &mut V,
+    slack: f64,
+    crosses: impl Fn(&[f32; 3], &[f32; 3], u32, f64) -> Option<(f64, f64)>,
+    mut leaf: impl FnMut(u32, f64, f64, &mut V),
+) {
+    if nodes.is_empty() {
+        return;
+    }
+    let mut stack = [(0u32, f64::NEG_INFINITY); STACK];
+    let mut top = 1;
+    while top > 0 {
+        top -= 1;
+        let (i, enter) = stack[top];
+        if enter > visit.limit() + slack {
+            continue;
+        }
+        let node = &nodes[i as usize];
+        let mut inner = [(0u32, 0.0f64); 2];
+        let mut found = 0;
+        for k in 0..2 {
+            let c = node.child[k];
+            if c == EMPTY {
+                continue;
+            }
+            let (lo, hi) = node.child_box(k);
+            let Some((enter, exit)) = crosses(&lo, &hi, node.layers[k], visit.limit() + slack) else { continue };
+            if c & LEAF != 0 {
+                leaf(ids[(c & !LEAF) as usize], enter, exit, visit);
+            } else {
+                inner[found] = (c, enter);
+                found += 1;
+            }
+        }
+        if found == 2 && inner[1].1 > inner[0].1 {
+            inner.swap(0, 1);
+        }
+        // The farther pushed first: the nearer is searched first.
+        for &e in &inner[..found] {
+            stack[top] = e;
+            top += 1;
+        }
+    }
+}
+
 /// The instances in the ray's mask whose boxes it crosses within the visit's limit, each
 /// searched for placed triangles it hits (the watertight test on the placed corners,
 /// clamped into their box's interval: what a brute force over the placed triangles
@@ -61,16 +115,15 @@ pub(crate) fn search(instances: &Instances, trees: &ShapeTrees, r: &RayFrame, vi
     // The instances' tree first: its leaves are the instances whose boxes (f32, rounded
     // outwards) the ray crosses within the limit, in its mask.
     let tree = instances.tree();
-    crate::collide::box_tree::walk(&tree.nodes, &tree.order, |lo, hi, layers, leaf| {
+    let crosses = |lo: &[f32; 3], hi: &[f32; 3], layers: u32, limit: f64| {
         if layers & r.mask == 0 {
-            return false;
+            return None;
         }
         let (enter, exit) = r.slab(lo, hi);
-        let meets = RayFrame::meets(enter, exit, visit.limit());
-        if let (true, Some(k)) = (meets, leaf) {
-            search_instance(instances, trees, instances.live[k as usize], exit, r, visit);
-        }
-        meets
+        RayFrame::meets(enter, exit, limit).then_some((enter, exit))
+    };
+    walk_near_first(&tree.nodes, &tree.order, visit, 0.0, crosses, |k, _, exit, visit| {
+        search_instance(instances, trees, instances.live[k as usize], exit, r, visit);
     });
 }
 
@@ -92,13 +145,16 @@ fn search_instance(instances: &Instances, trees: &ShapeTrees, i: u32, exit: f64,
         let big = |v: &V3| v.iter().fold(0.0f64, |x, y| x.max(y.abs()));
         let reach = exit.min(r.max_distance).max(0.0);
         let m = MARGIN * (big(&d) + reach + big(p) + inst.shape.reach + 1e-300);
-        let crosses = |lo: [f32; 3], hi: [f32; 3], limit: f64| {
+        // The box widened by m crossed at all within `limit` (the visit's limit plus the
+        // slack), in the shape's frame.
+        let slack = m * 4.0;
+        let crosses = |lo: &[f32; 3], hi: &[f32; 3], _: u32, limit: f64| {
             let (mut enter, mut exit) = (f64::NEG_INFINITY, f64::INFINITY);
             for a in 0..3 {
                 let (l, h) = (lo[a] as f64 - m, hi[a] as f64 + m);
                 if u[a] == 0.0 {
                     if o[a] < l || o[a] > h {
-                        return false;
+                        return None;
                     }
                     continue;
                 }
@@ -107,14 +163,9 @@ fn search_instance(instances: &Instances, trees: &ShapeTrees, i: u32, exit: f64,
                 enter = enter.max(near);
                 exit = exit.min(far);
             }
-            let slack = m * 4.0;
-            enter <= exit && exit >= -slack && enter <= limit + slack
+            (enter <= exit && exit >= -slack && enter <= limit).then_some((enter, exit))
         };
-        crate::collide::box_tree::walk(&bvh.nodes, &bvh.ids, |lo, hi, _, leaf| {
-            if !crosses(*lo, *hi, visit.limit()) {
-                return false;
-            }
-            let Some(t) = leaf else { return true };
+        walk_near_first(&bvh.nodes, &bvh.ids, visit, slack, crosses, |t, _, _, visit| {
             let c = inst.corners(t);
             if !degenerate(&c) {
                 let (lo, hi) = triangle_box(&c);
@@ -125,7 +176,6 @@ fn search_instance(instances: &Instances, trees: &ShapeTrees, i: u32, exit: f64,
                     }
                 }
             }
-            true
         });
     }
 }

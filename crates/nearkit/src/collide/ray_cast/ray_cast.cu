@@ -467,10 +467,13 @@ __device__ __forceinline__ double ray_big(const double v[3]) {
 }
 
 // instances.rs: search_instance's box test, in the shape's frame (o + t·u, inv: 1/u or 0),
-// the f32 box widened by m; Rust's min and max are fmin and fmax (NaN-ignoring).
+// the f32 box widened by m, within `limit` (the visit's plus the slack); its entry in
+// `enter`. Rust's min and max are fmin and fmax (NaN-ignoring).
 __device__ __forceinline__ bool ray_crosses(const double o[3], const double u[3], const double inv[3], double m,
-                                            const float* lo, const float* hi, double limit) {
-    double enter = t_inf<double>() * -1.0, exit = t_inf<double>();
+                                            double slack, const float* lo, const float* hi, double limit,
+                                            double& enter) {
+    enter = t_inf<double>() * -1.0;
+    double exit = t_inf<double>();
 #pragma unroll
     for (int a = 0; a < 3; a++) {
         double l = (double)lo[a] - m, h = (double)hi[a] + m;
@@ -484,9 +487,29 @@ __device__ __forceinline__ bool ray_crosses(const double o[3], const double u[3]
         enter = fmax(enter, near);
         exit = fmin(exit, far);
     }
-    double slack = m * 4.0;
-    return enter <= exit && exit >= -slack && enter <= limit + slack;
+    return enter <= exit && exit >= -slack && enter <= limit;
 }
+
+// A walk's stack (walk_near_first in instances.rs): nodes and their entries (rounded down to
+// f32: a weaker, still safe, prune when popped), the farther of two children pushed first.
+struct RayWalkStack {
+    u32 node[RAY_STACK];
+    float enter[RAY_STACK];
+    int top;
+    __device__ void push(u32 c, double e) {
+        node[top] = c;
+        enter[top] = __double2float_rd(e);
+        top++;
+    }
+    __device__ void push_pair(int found, const u32* c, const double* e) {
+        if (found == 2 && e[1] > e[0]) {
+            push(c[1], e[1]);
+            push(c[0], e[0]);
+        } else {
+            for (int k = 0; k < found; k++) push(c[k], e[k]);
+        }
+    }
+};
 
 // instances.rs: search_instance. The placed triangles of the instance in slot `slot` that
 // the ray hits, found by a walk of its shape's tree with the ray in the shape's frame;
@@ -506,19 +529,30 @@ __device__ void ray_search_instance(const RayFrame& r, const RayInstanceView& iv
     for (int a = 0; a < 3; a++) inv[a] = u[a] != 0.0 ? 1.0 / u[a] : 0.0;
     double reach = fmax(fmin(exit, r.max_distance), 0.0);
     double m = RAY_INSTANCE_MARGIN * ((((ray_big(d) + reach) + ray_big(p)) + sh.reach) + 1e-300);
+    double slack = m * 4.0;
     const BvhNode* nodes = iv.shape_nodes + sh.nodes;
-    u32 stack[RAY_STACK];
-    stack[0] = 0;
-    int top = 1;
-    while (top > 0) {
-        BvhNode node = ray_node(nodes, stack[--top]);
+    RayWalkStack st;
+    st.top = 0;
+    st.push(0, t_inf<double>() * -1.0);
+    while (st.top > 0) {
+        st.top--;
+        if ((double)st.enter[st.top] > visit.limit() + slack) continue;
+        BvhNode node = ray_node(nodes, st.node[st.top]);
+        u32 inner[2];
+        double inner_enter[2];
+        int found = 0;
 #pragma unroll
         for (int k = 0; k < 2; k++) {
             u32 c = node.child[k];
             if (c == RAY_EMPTY) continue;
-            if (!ray_crosses(o, u, inv, m, &node.bounds[6 * k], &node.bounds[6 * k + 3], visit.limit())) continue;
+            double enter;
+            if (!ray_crosses(o, u, inv, m, slack, &node.bounds[6 * k], &node.bounds[6 * k + 3], visit.limit() + slack,
+                             enter))
+                continue;
             if (!(c & RAY_LEAF)) {
-                stack[top++] = c;
+                inner[found] = c;
+                inner_enter[found] = enter;
+                found++;
                 continue;
             }
             u32 t = iv.shape_ids[sh.ids + (c & ~RAY_LEAF)];
@@ -533,6 +567,7 @@ __device__ void ray_search_instance(const RayFrame& r, const RayInstanceView& iv
             double th;
             if (ray_triangle(r, q, te, tx, th)) visit.hit(th, RAY_KIND_INSTANCE | slot, t);
         }
+        st.push_pair(found, inner, inner_enter);
     }
 }
 
@@ -541,23 +576,31 @@ __device__ void ray_search_instance(const RayFrame& r, const RayInstanceView& iv
 template <typename Visit>
 __device__ void ray_search_instances(const RayFrame& r, const RayInstanceView& iv, Visit& visit) {
     if (iv.n_nodes == 0) return;
-    u32 stack[RAY_STACK];
-    stack[0] = 0;
-    int top = 1;
-    while (top > 0) {
-        BvhNode node = ray_node(iv.nodes, stack[--top]);
+    RayWalkStack st;
+    st.top = 0;
+    st.push(0, t_inf<double>() * -1.0);
+    while (st.top > 0) {
+        st.top--;
+        if ((double)st.enter[st.top] > visit.limit() + 0.0) continue;
+        BvhNode node = ray_node(iv.nodes, st.node[st.top]);
+        u32 inner[2];
+        double inner_enter[2];
+        int found = 0;
         for (int k = 0; k < 2; k++) {
             u32 c = node.child[k];
             if (c == RAY_EMPTY || (node.layers[k] & r.mask) == 0) continue;
             double enter, exit;
             ray_slab(r, &node.bounds[6 * k], &node.bounds[6 * k + 3], enter, exit);
-            if (!ray_meets(enter, exit, visit.limit())) continue;
+            if (!ray_meets(enter, exit, visit.limit() + 0.0)) continue;
             if (c & RAY_LEAF) {
                 ray_search_instance(r, iv, iv.slot[c & ~RAY_LEAF], exit, visit);
             } else {
-                stack[top++] = c;
+                inner[found] = c;
+                inner_enter[found] = enter;
+                found++;
             }
         }
+        st.push_pair(found, inner, inner_enter);
     }
 }
 
