@@ -126,6 +126,35 @@ def test_collider_switches_devices_between_ticks(rng):
         np.testing.assert_array_equal(a, b)
 
 
+def test_instances_meet_bodies_and_rays_the_same_on_both_devices(rng):
+    world = nearkit.World()
+    world.set_heightfield(rng.uniform(-0.5, 0.5, (61, 61)))
+    # A 2 x 2 x 2 box about its origin, placed 300 times (some pairs on the same spot).
+    v = np.array([[x, y, z] for z in (-1, 1) for y in (-1, 1) for x in (-1, 1)], dtype=float)
+    quads = [[0, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]]
+    faces = [[q[0], q[1], q[2]] for q in quads] + [[q[0], q[2], q[3]] for q in quads]
+    box = world.add_shape(v, faces)
+    positions = np.column_stack([rng.uniform(2, 58, (300, 2)), rng.uniform(0, 2, 300)]).round()
+    positions[1::10] = positions[::10]
+    ids = world.add_instances(box, positions, rng.normal(size=(300, 4)), layers=np.where(np.arange(300) % 4 == 0, 2, 1))
+    n = 3000
+    centers = np.column_stack([rng.uniform(1, 59, (n, 2)), rng.uniform(-0.3, 2.0, n)])
+    world.add_bodies(centers, radii=rng.uniform(0.2, 0.8, (n, 3)), orientations=rng.normal(size=(n, 4)))
+    gpu, cpu = nearkit.Collider(device="cuda"), nearkit.Collider(device="cpu")
+    origins = np.column_stack([rng.uniform(0, 60, (20000, 2)), rng.uniform(0, 6, 20000)])
+    directions = rng.normal(size=(20000, 3))
+    masks = np.where(np.arange(20000) % 3 == 0, 2, 0xFFFFFFFF)
+    for step in range(2):
+        np.testing.assert_array_equal(gpu.contacts(world), cpu.contacts(world))
+        for limit in (1, 3):
+            g = gpu.ray_casts(world, origins, directions, masks=masks, limit=limit)
+            c = cpu.ray_casts(world, origins, directions, masks=masks, limit=limit)
+            assert (c.kind == nearkit.CONTACT_INSTANCE).sum() > 1000
+            for a, b in zip(g, c):
+                np.testing.assert_array_equal(a, b)
+        world.set_instances(ids[:50], positions[:50] + [0.5, 0, 0])
+
+
 def _libraries():
     """The GPU array libraries installed here: (name, from numpy, to numpy)."""
     libs = []

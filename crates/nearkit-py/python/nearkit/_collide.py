@@ -494,11 +494,12 @@ class Collider:
         masks: Any = _ALL_LAYERS,
         limit: int = 1,
     ) -> RayHits:
-        """Rays against the static mesh, the heightfield and the bodies, exact (a brute force
-        over every triangle and body finds the same hits): ``origins`` and ``directions`` (n,
-        3; any nonzero length), ``max_distance`` (scalar or (n,), in world units), ``masks`` (a
-        ray hits the mesh and the heightfield when its mask meets ``mesh_layer``, a body when it
-        meets the body's layer). Each ray's nearest ``limit`` hits (1: its first hit) in rows.
+        """Rays against the static mesh, the heightfield, the bodies and the instances, exact (a
+        brute force over every triangle, body and placed triangle finds the same hits), the
+        same bits on either device: ``origins`` and ``directions`` (n, 3; any nonzero length),
+        ``max_distance`` (scalar or (n,), in world units), ``masks`` (a ray hits the mesh and
+        the heightfield when its mask meets ``mesh_layer``, a body or an instance when it meets
+        its layer). Each ray's nearest ``limit`` hits (1: its first hit) in rows.
 
         >>> import numpy as np, nearkit
         >>> world = nearkit.World()

@@ -289,12 +289,22 @@ impl DeviceTree {
 struct DeviceInstances {
     /// The shapes' trees uploaded, by slot (`None`: a free slot).
     trees: Vec<Option<Arc<MeshBvh>>>,
-    shapes: CudaSlice<RayShape>,
-    shape_nodes: CudaSlice<BvhNode>,
-    shape_ids: CudaSlice<u32>,
-    shape_corners: CudaSlice<f64>,
+    shapes: DeviceShapes,
     /// The world (by id) and the version of its instances uploaded.
     placed_for: (u64, u64),
+    placements: DevicePlacements,
+}
+
+/// Every shape's tree and corners, one after another (`RayShape` says where each lies).
+struct DeviceShapes {
+    shapes: CudaSlice<RayShape>,
+    nodes: CudaSlice<BvhNode>,
+    ids: CudaSlice<u32>,
+    corners: CudaSlice<f64>,
+}
+
+/// The instances' tree (its leaves' instance slots) and, per slot, placement and shape.
+struct DevicePlacements {
     nodes: CudaSlice<BvhNode>,
     slot: CudaSlice<u32>,
     place: CudaSlice<f64>,
@@ -302,13 +312,8 @@ struct DeviceInstances {
     n_nodes: u32,
 }
 
-impl DeviceInstances {
-    /// The instances' tree and placements.
-    #[allow(clippy::type_complexity)]
-    fn placements(
-        gpu: &Gpu,
-        world: &World,
-    ) -> Result<(CudaSlice<BvhNode>, CudaSlice<u32>, CudaSlice<f64>, CudaSlice<u32>, u32)> {
+impl DevicePlacements {
+    fn upload(gpu: &Gpu, world: &World) -> Result<Self> {
         let inst = world.instances();
         let tree = inst.tree();
         let slot: Vec<u32> = tree.order.iter().map(|&k| inst.live[k as usize]).collect();
@@ -322,22 +327,19 @@ impl DeviceInstances {
                 shape[k] = i.placement.shape.0;
             }
         }
-        Ok((
-            upload_new(gpu, &tree.nodes)?,
-            upload_new(gpu, &slot)?,
-            upload_new(gpu, &place)?,
-            upload_new(gpu, &shape)?,
-            tree.nodes.len() as u32,
-        ))
+        Ok(DevicePlacements {
+            nodes: upload_new(gpu, &tree.nodes)?,
+            slot: upload_new(gpu, &slot)?,
+            place: upload_new(gpu, &place)?,
+            shape: upload_new(gpu, &shape)?,
+            n_nodes: tree.nodes.len() as u32,
+        })
     }
+}
 
-    /// Every shape's tree and corners, one after another.
-    #[allow(clippy::type_complexity)]
-    fn shapes(
-        gpu: &Gpu,
-        world: &World,
-        trees: &[Option<Arc<MeshBvh>>],
-    ) -> Result<(CudaSlice<RayShape>, CudaSlice<BvhNode>, CudaSlice<u32>, CudaSlice<f64>)> {
+impl DeviceShapes {
+    /// The shapes of `world` with these trees (by slot).
+    fn upload(gpu: &Gpu, world: &World, trees: &[Option<Arc<MeshBvh>>]) -> Result<Self> {
         let slots = world.instances().shape_slots();
         let (mut shapes, mut nodes, mut ids, mut corners) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (tree, shape) in trees.iter().zip(slots) {
@@ -345,9 +347,9 @@ impl DeviceInstances {
                 shapes.push(RayShape { reach: 0.0, corners: 0, nodes: 0, n_nodes: 0, ids: 0, pad: 0 });
                 continue;
             };
-            let n_ids = u32::try_from(ids.len() + tree.ids.len());
-            let n_nodes = u32::try_from(nodes.len() + tree.nodes.len());
-            if n_ids.is_err() || n_nodes.is_err() {
+            if u32::try_from(ids.len() + tree.ids.len()).is_err()
+                || u32::try_from(nodes.len() + tree.nodes.len()).is_err()
+            {
                 return Err(Error::InvalidArgument("the shapes' trees hold 2^32 or more nodes".into()));
             }
             shapes.push(RayShape {
@@ -362,21 +364,29 @@ impl DeviceInstances {
             ids.extend_from_slice(&tree.ids);
             corners.extend(shape.mesh.corners.iter().flat_map(|c| c.iter().flatten().copied()));
         }
-        Ok((upload_new(gpu, &shapes)?, upload_new(gpu, &nodes)?, upload_new(gpu, &ids)?, upload_new(gpu, &corners)?))
+        Ok(DeviceShapes {
+            shapes: upload_new(gpu, &shapes)?,
+            nodes: upload_new(gpu, &nodes)?,
+            ids: upload_new(gpu, &ids)?,
+            corners: upload_new(gpu, &corners)?,
+        })
     }
+}
 
+impl DeviceInstances {
     fn view(&self, gpu: &Gpu) -> RayInstanceView {
         let s = gpu.stream();
+        let (p, sh) = (&self.placements, &self.shapes);
         RayInstanceView {
-            nodes: self.nodes.device_ptr(s).0,
-            slot: self.slot.device_ptr(s).0,
-            place: self.place.device_ptr(s).0,
-            shape: self.shape.device_ptr(s).0,
-            shapes: self.shapes.device_ptr(s).0,
-            shape_nodes: self.shape_nodes.device_ptr(s).0,
-            shape_ids: self.shape_ids.device_ptr(s).0,
-            shape_corners: self.shape_corners.device_ptr(s).0,
-            n_nodes: self.n_nodes,
+            nodes: p.nodes.device_ptr(s).0,
+            slot: p.slot.device_ptr(s).0,
+            place: p.place.device_ptr(s).0,
+            shape: p.shape.device_ptr(s).0,
+            shapes: sh.shapes.device_ptr(s).0,
+            shape_nodes: sh.nodes.device_ptr(s).0,
+            shape_ids: sh.ids.device_ptr(s).0,
+            shape_corners: sh.corners.device_ptr(s).0,
+            n_nodes: p.n_nodes,
             pad: 0,
         }
     }
@@ -688,28 +698,15 @@ impl CudaRayCaster {
         match self.instances.as_mut() {
             Some(held) if same_trees(&held.trees) => {
                 if held.placed_for != placed_for {
-                    (held.nodes, held.slot, held.place, held.shape, held.n_nodes) =
-                        DeviceInstances::placements(gpu, world)?;
+                    held.placements = DevicePlacements::upload(gpu, world)?;
                     held.placed_for = placed_for;
                 }
             }
             _ => {
                 self.instances = None;
-                let (shapes, shape_nodes, shape_ids, shape_corners) = DeviceInstances::shapes(gpu, world, &trees)?;
-                let (nodes, slot, place, shape, n_nodes) = DeviceInstances::placements(gpu, world)?;
-                self.instances = Some(DeviceInstances {
-                    trees,
-                    shapes,
-                    shape_nodes,
-                    shape_ids,
-                    shape_corners,
-                    placed_for,
-                    nodes,
-                    slot,
-                    place,
-                    shape,
-                    n_nodes,
-                });
+                let shapes = DeviceShapes::upload(gpu, world, &trees)?;
+                let placements = DevicePlacements::upload(gpu, world)?;
+                self.instances = Some(DeviceInstances { trees, shapes, placed_for, placements });
             }
         }
         Ok(self.instances.as_ref().expect("held above").view(gpu))
