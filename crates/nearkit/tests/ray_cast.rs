@@ -670,6 +670,30 @@ fn hits_are_the_same_bits_on_any_thread_count_with_or_without_avx2() {
     assert!(same_first(&back, &first), "the rays in another order");
 }
 
+/// A scene too big for the caches (a heightfield of 1,100 × 1,100 heights, 9.7 MB): big
+/// batches are cast in a coherent order, small ones in the order given; the same hits.
+#[test]
+fn big_scenes_cast_in_a_coherent_order_give_the_same_hits() {
+    let mut r = rng(67);
+    let scene = Scene::crater(400, 5);
+    let mut world = scene.world(1.0).unwrap();
+    let heights: Vec<f64> = (0..1100 * 1100).map(|_| r.random_range(-3.0..1.0)).collect();
+    world.set_heightfield(Heightfield::new(heights, 1100, 1100, 0.1, [-2.0, -2.0]).unwrap()).unwrap();
+    let rays = hard_rays(&mut r, &world, 9000, [-4.0, -4.0, -4.0], [112.0, 112.0, 8.0]);
+    let mut c = Collider::cpu();
+    let whole = c.ray_casts(&world, &rays).unwrap();
+    let pieces: Vec<Option<RayHit>> = rays.chunks(1000).flat_map(|p| c.ray_casts(&world, p).unwrap()).collect();
+    assert!(whole.iter().flatten().filter(|h| h.kind == ContactKind::Heightfield).count() > 1000);
+    assert!(whole.len() == pieces.len() && whole.iter().zip(&pieces).all(|(a, b)| same(a.as_slice(), b.as_slice())));
+    let whole = c.ray_casts_all(&world, &rays, 3).unwrap();
+    for (k, p) in rays.chunks(1000).enumerate() {
+        let part = c.ray_casts_all(&world, p, 3).unwrap();
+        for i in 0..p.len() {
+            assert!(same(whole.row(k * 1000 + i), part.row(i)), "ray {}", k * 1000 + i);
+        }
+    }
+}
+
 /// Bodies that move tick after tick (the collider refits its tree of them, and rebuilds it
 /// every so often), some far and turned: every tick's hits are the brute force's.
 #[test]

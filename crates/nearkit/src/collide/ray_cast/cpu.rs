@@ -174,6 +174,24 @@ impl Visit for Nearest {
 /// Batches of fewer rays are cast in the order given.
 const REORDER_FROM: usize = 1 << 12;
 
+/// Rays are cast in a coherent order only where what they search (the trees' nodes, the
+/// heightfield's heights) takes more than this: smaller scenes stay in the caches whatever
+/// the order, and reading the rays and writing their hits in a scattered order then costs
+/// more than it saves (BENCHMARKS "Session 52").
+const REORDER_ABOVE_BYTES: usize = 8 << 20;
+
+impl Targets<'_> {
+    /// Whether a big batch is worth casting in a coherent order.
+    fn reorder(&self) -> bool {
+        let wide = std::mem::size_of::<super::bvh::WideNode>();
+        let mesh = self.mesh.map_or(0, |m| m.wide.len() * wide);
+        let terrain = self.terrain.map_or(0, |h| std::mem::size_of_val(h.heights()));
+        let shapes: usize = self.shapes.slots().flatten().map(|t| t.nodes.len()).sum::<usize>()
+            * std::mem::size_of::<super::bvh::BvhNode>();
+        mesh + terrain + shapes + self.bodies.wide.len() * wide > REORDER_ABOVE_BYTES
+    }
+}
+
 /// The rays' positions in an order that keeps neighbours together (by the Morton code of
 /// their origins), so that consecutive rays on a thread search the same parts of the trees:
 /// in a random order most of a search's time went to waiting for nodes from memory. The
@@ -201,22 +219,29 @@ fn coherent_order(rays: &[Ray]) -> Vec<u32> {
 
 /// `cast` of every ray (made unit: the rays were checked), in the rays' order, computed in a
 /// coherent order (for big batches).
-fn cast_all<T: Send + Default>(rays: &[Ray], min_len: usize, cast: impl Fn(&UnitRay) -> T + Sync + Send) -> Vec<T> {
+fn cast_all<T: Send + Default>(
+    rays: &[Ray],
+    min_len: usize,
+    reorder: bool,
+    cast: impl Fn(&UnitRay) -> T + Sync + Send,
+) -> Vec<T> {
     let mut out = Vec::new();
-    cast_all_into(rays, min_len, &mut out, cast);
+    cast_all_into(rays, min_len, reorder, &mut out, cast);
     out
 }
 
-/// [`cast_all`] into `out` (cleared first, its memory reused).
+/// [`cast_all`] into `out` (cleared first, its memory reused); `reorder`: big batches in a
+/// coherent order.
 fn cast_all_into<T: Send + Default>(
     rays: &[Ray],
     min_len: usize,
+    reorder: bool,
     out: &mut Vec<T>,
     cast: impl Fn(&UnitRay) -> T + Sync + Send,
 ) {
     let unit = |r: &Ray| UnitRay::new(r).expect("rays are checked before they are cast");
     out.clear();
-    if rays.len() < REORDER_FROM {
+    if !reorder || rays.len() < REORDER_FROM {
         out.par_extend(rays.par_iter().with_min_len(min_len).map(|r| cast(&unit(r))));
         return;
     }
@@ -251,7 +276,7 @@ pub(crate) fn first_hits_into(
     out: &mut Vec<Option<RayHit>>,
 ) {
     let w = Targets::new(world, mesh, bodies, shapes, portable);
-    cast_all_into(rays, 256, out, |u| {
+    cast_all_into(rays, 256, w.reorder(), out, |u| {
         let r = RayFrame::new(u);
         let mut v = First(None, r.max_distance);
         search_world(&r, &w, &mut v);
@@ -270,7 +295,7 @@ pub(crate) fn all_hits(
     portable: bool,
 ) -> Result<RayHits> {
     let w = Targets::new(world, mesh, bodies, shapes, portable);
-    let rows: Vec<Vec<RayHit>> = cast_all(rays, 64, |u| {
+    let rows: Vec<Vec<RayHit>> = cast_all(rays, 64, w.reorder(), |u| {
         if limit == 0 {
             return Vec::new();
         }
