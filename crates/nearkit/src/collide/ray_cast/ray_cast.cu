@@ -581,7 +581,7 @@ __device__ void ray_search_instances(const RayFrame& r, const RayInstanceView& i
     st.push(0, t_inf<double>() * -1.0);
     while (st.top > 0) {
         st.top--;
-        if ((double)st.enter[st.top] > visit.limit() + 0.0) continue;
+        if ((double)st.enter[st.top] > visit.limit()) continue;
         BvhNode node = ray_node(iv.nodes, st.node[st.top]);
         u32 inner[2];
         double inner_enter[2];
@@ -591,7 +591,7 @@ __device__ void ray_search_instances(const RayFrame& r, const RayInstanceView& i
             if (c == RAY_EMPTY || (node.layers[k] & r.mask) == 0) continue;
             double enter, exit;
             ray_slab(r, &node.bounds[6 * k], &node.bounds[6 * k + 3], enter, exit);
-            if (!ray_meets(enter, exit, visit.limit() + 0.0)) continue;
+            if (!ray_meets(enter, exit, visit.limit())) continue;
             if (c & RAY_LEAF) {
                 ray_search_instance(r, iv, iv.slot[c & ~RAY_LEAF], exit, visit);
             } else {
