@@ -1334,6 +1334,24 @@ fn gpu_sharded_index_refuses_bad_rows() {
     assert!(ShardedIndex::from_rows(&[&[1.0f32, 2.0]], &engines).is_err(), "not rows of three");
 }
 
+/// A closed 4 × 3 × 3 m box (12 triangles) about its origin, its floor at z = 0.
+fn shed() -> nearkit::Mesh<f64> {
+    let v: Vec<[f64; 3]> = (0..8)
+        .map(|k| {
+            [
+                if k & 1 != 0 { 2.0 } else { -2.0 },
+                if k & 2 != 0 { 1.5 } else { -1.5 },
+                if k & 4 != 0 { 3.0 } else { 0.0 },
+            ]
+        })
+        .collect();
+    let q = [[0u32, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]];
+    nearkit::Mesh {
+        vertices: Points::from_rows(&v),
+        triangles: q.iter().flat_map(|f| [[f[0], f[1], f[2]], [f[0], f[2], f[3]]]).collect(),
+    }
+}
+
 /// Rays against mesh instances alone and beside a mesh and bodies: the CPU's hits bit for bit
 /// (triangles too), and the brute force's, through instances that overlap, stand on the same
 /// spot (ties broken by the smaller instance id), are moved, removed and re-shaped, in layers.
@@ -1350,20 +1368,7 @@ fn gpu_ray_casts_on_instances_match_cpu() {
     let mut world = World::new(1.0).unwrap();
     // A closed box (shared edges: ties between its triangles), a rough patch, a soup of
     // random triangles (some degenerate), and a shape of degenerate triangles only.
-    let v: Vec<[f64; 3]> = (0..8)
-        .map(|k| {
-            [
-                if k & 1 != 0 { 2.0 } else { -2.0 },
-                if k & 2 != 0 { 1.5 } else { -1.5 },
-                if k & 4 != 0 { 3.0 } else { 0.0 },
-            ]
-        })
-        .collect();
-    let q = [[0u32, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]];
-    let closed = nearkit::Mesh {
-        vertices: Points::from_rows(&v),
-        triangles: q.iter().flat_map(|f| [[f[0], f[1], f[2]], [f[0], f[2], f[3]]]).collect(),
-    };
+    let closed = shed();
     let heights: Vec<f64> = (0..100).map(|k| ((k * 37 % 11) as f64 - 5.0) * 0.08).collect();
     let patch = nearkit::collide::scene::heightfield(&heights, 10, 10, 0.7);
     let soup_points: Vec<[f64; 3]> =
@@ -1482,22 +1487,7 @@ fn gpu_collision_world_with_instances_matches_cpu() {
     let mut cpu = Collider::cpu();
     let scene = Scene::crater(4000, 31);
     let mut world = scene.world(1.0).unwrap();
-    // A 4 × 3 × 3 m box (12 triangles) about its origin.
-    let v: Vec<[f64; 3]> = (0..8)
-        .map(|k| {
-            [
-                if k & 1 != 0 { 2.0 } else { -2.0 },
-                if k & 2 != 0 { 1.5 } else { -1.5 },
-                if k & 4 != 0 { 3.0 } else { 0.0 },
-            ]
-        })
-        .collect();
-    let q = [[0u32, 1, 3, 2], [4, 6, 7, 5], [0, 4, 5, 1], [2, 3, 7, 6], [0, 2, 6, 4], [1, 5, 7, 3]];
-    let shed = nearkit::Mesh {
-        vertices: Points::from_rows(&v),
-        triangles: q.iter().flat_map(|f| [[f[0], f[1], f[2]], [f[0], f[2], f[3]]]).collect(),
-    };
-    let shape = world.add_shape(&shed).unwrap();
+    let shape = world.add_shape(&shed()).unwrap();
     // And a 4 × 4 m patch of rough ground (98 triangles: searched by its grid, not scanned).
     let heights: Vec<f64> = (0..64).map(|k| ((k * 37 % 11) as f64 - 5.0) * 0.05).collect();
     let patch = world.add_shape(&nearkit::collide::scene::heightfield(&heights, 8, 8, 0.6)).unwrap();
