@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Weak};
 
-use super::bvh::{BvhNode, MeshBvh, EMPTY, LEAF, STACK};
+use super::bvh::{BvhNode, MeshBvh, WideNode, EMPTY, LEAF, STACK, WIDTH};
 use super::intersect::{degenerate, triangle_box, RayFrame};
 use super::wide::Visit;
 use super::TaggedHit;
@@ -71,11 +71,13 @@ fn walk_near_first<V: Visit>(
     if nodes.is_empty() {
         return;
     }
-    let mut stack = [(0u32, f64::NEG_INFINITY); STACK];
+    let mut stack = [std::mem::MaybeUninit::<(u32, f64)>::uninit(); STACK];
+    stack[0].write((0, f64::NEG_INFINITY));
     let mut top = 1;
     while top > 0 {
         top -= 1;
-        let (i, enter) = stack[top];
+        // SAFETY: entries below `top` were written by a push.
+        let (i, enter) = unsafe { stack[top].assume_init() };
         if enter > visit.limit() + slack {
             continue;
         }
@@ -101,7 +103,7 @@ fn walk_near_first<V: Visit>(
         }
         // The farther pushed first: the nearer is searched first.
         for &e in &inner[..found] {
-            stack[top] = e;
+            stack[top].write(e);
             top += 1;
         }
     }
@@ -111,6 +113,7 @@ fn walk_near_first<V: Visit>(
 /// searched for placed triangles it hits (the watertight test on the placed corners,
 /// clamped into their box's interval: what a brute force over the placed triangles
 /// finds), offered as `KIND_INSTANCE | instance` with the triangle for `at`.
+#[inline(always)]
 pub(crate) fn search(instances: &Instances, trees: &ShapeTrees, r: &RayFrame, visit: &mut impl Visit) {
     // The instances' tree first: its leaves are the instances whose boxes (f32, rounded
     // outwards) the ray crosses within the limit, in its mask.
@@ -127,13 +130,109 @@ pub(crate) fn search(instances: &Instances, trees: &ShapeTrees, r: &RayFrame, vi
     });
 }
 
+/// A ray in a shape's frame (`o + t·u`, `inv`: 1/u or 0), and the margin its boxes are
+/// widened by and the slack its intervals are given.
+struct ShapeFrame {
+    o: V3,
+    u: V3,
+    inv: V3,
+    m: f64,
+    slack: f64,
+}
+
+impl ShapeFrame {
+    /// Each of a wide node's four boxes, widened by m: its entry, and as bits those the ray
+    /// crosses within `limit`. Per lane, the operations of one box's test.
+    #[inline(always)]
+    fn crosses4(&self, node: &WideNode, limit: f64) -> ([f64; WIDTH], u32) {
+        let (mut enter, mut exit) = ([f64::NEG_INFINITY; WIDTH], [f64::INFINITY; WIDTH]);
+        let mut out = [false; WIDTH];
+        for a in 0..3 {
+            let (o, inv) = (self.o[a], self.inv[a]);
+            let l: [f64; WIDTH] = std::array::from_fn(|k| node.lo[a][k] as f64 - self.m);
+            let h: [f64; WIDTH] = std::array::from_fn(|k| node.hi[a][k] as f64 + self.m);
+            if self.u[a] == 0.0 {
+                for k in 0..WIDTH {
+                    out[k] |= o < l[k] || o > h[k];
+                }
+                continue;
+            }
+            for k in 0..WIDTH {
+                let (t0, t1) = ((l[k] - o) * inv, (h[k] - o) * inv);
+                let (near, far) = if inv > 0.0 { (t0, t1) } else { (t1, t0) };
+                enter[k] = enter[k].max(near);
+                exit[k] = exit[k].min(far);
+            }
+        }
+        let mut meets = 0u32;
+        for k in 0..WIDTH {
+            let (e, x) = (enter[k], exit[k]);
+            let ok = (node.child[k] != EMPTY) & !out[k] & (e <= x) & (x >= -self.slack) & (e <= limit);
+            meets |= u32::from(ok) << k;
+        }
+        (enter, meets)
+    }
+}
+
+/// `walk_near_first` over a shape's wide tree (`MeshBvh::wide`): `leaf` gets the triangle of
+/// each leaf whose widened box the ray crosses within the visit's limit plus the slack.
+#[inline(always)]
+fn walk_wide_near_first<V: Visit>(
+    nodes: &[WideNode],
+    ids: &[u32],
+    visit: &mut V,
+    f: &ShapeFrame,
+    mut leaf: impl FnMut(u32, &mut V),
+) {
+    if nodes.is_empty() {
+        return;
+    }
+    // Uninitialized: a search of a small shape reads a few entries of a long stack.
+    let mut stack = [std::mem::MaybeUninit::<(u32, f64)>::uninit(); (WIDTH - 1) * STACK + 1];
+    stack[0].write((0, f64::NEG_INFINITY));
+    let mut top = 1;
+    while top > 0 {
+        top -= 1;
+        // SAFETY: entries below `top` were written by a push.
+        let (i, enter) = unsafe { stack[top].assume_init() };
+        if enter > visit.limit() + f.slack {
+            continue;
+        }
+        let node = &nodes[i as usize];
+        let (enter, mut meets) = f.crosses4(node, visit.limit() + f.slack);
+        let mut inner = [(0u32, 0.0f64); WIDTH];
+        let mut found = 0;
+        while meets != 0 {
+            let k = meets.trailing_zeros() as usize;
+            meets &= meets - 1;
+            let c = node.child[k];
+            if c & LEAF != 0 {
+                leaf(ids[(c & !LEAF) as usize], visit);
+            } else {
+                inner[found] = (c, enter[k]);
+                found += 1;
+            }
+        }
+        // The farthest pushed first: the nearest is searched first.
+        let inner = &mut inner[..found];
+        inner.sort_unstable_by(|a, b| b.1.total_cmp(&a.1));
+        for &e in inner.iter() {
+            // A wide tree is no deeper than its binary tree, and a node popped adds at most
+            // WIDTH - 1 entries.
+            stack[top].write(e);
+            top += 1;
+        }
+    }
+}
+
 /// Instance `i`'s placed triangles a ray hits (see `ray_search`); `exit`: where the ray
 /// leaves the instance's box.
+#[inline(always)]
 fn search_instance(instances: &Instances, trees: &ShapeTrees, i: u32, exit: f64, r: &RayFrame, visit: &mut impl Visit) {
     {
         let inst = instances.slots()[i as usize].as_ref().expect("live");
         let Some(bvh) = trees.of(inst) else { return };
-        if bvh.nodes.is_empty() {
+        if bvh.wide.is_empty() {
             return;
         }
         // The ray in the shape's frame, searched with boxes widened by the margin.
@@ -145,27 +244,12 @@ fn search_instance(instances: &Instances, trees: &ShapeTrees, i: u32, exit: f64,
         let big = |v: &V3| v.iter().fold(0.0f64, |x, y| x.max(y.abs()));
         let reach = exit.min(r.max_distance).max(0.0);
         let m = MARGIN * (big(&d) + reach + big(p) + inst.shape.reach + 1e-300);
-        // The box widened by m crossed at all within `limit` (the visit's limit plus the
-        // slack), in the shape's frame.
+        // Each box widened by m crossed at all within the visit's limit plus the slack, in
+        // the shape's frame: the shape's tree in nodes of four, a box a lane (the binary
+        // tree's boxes and tests, ray_cast.cu's `ray_crosses`, so the same leaves are reached).
         let slack = m * 4.0;
-        let crosses = |lo: &[f32; 3], hi: &[f32; 3], _: u32, limit: f64| {
-            let (mut enter, mut exit) = (f64::NEG_INFINITY, f64::INFINITY);
-            for a in 0..3 {
-                let (l, h) = (lo[a] as f64 - m, hi[a] as f64 + m);
-                if u[a] == 0.0 {
-                    if o[a] < l || o[a] > h {
-                        return None;
-                    }
-                    continue;
-                }
-                let (t0, t1) = ((l - o[a]) * inv[a], (h - o[a]) * inv[a]);
-                let (near, far) = if inv[a] > 0.0 { (t0, t1) } else { (t1, t0) };
-                enter = enter.max(near);
-                exit = exit.min(far);
-            }
-            (enter <= exit && exit >= -slack && enter <= limit).then_some((enter, exit))
-        };
-        walk_near_first(&bvh.nodes, &bvh.ids, visit, slack, crosses, |t, _, _, visit| {
+        let frame = ShapeFrame { o, u, inv, m, slack };
+        walk_wide_near_first(&bvh.wide, &bvh.ids, visit, &frame, |t, visit| {
             let c = inst.corners(t);
             if !degenerate(&c) {
                 let (lo, hi) = triangle_box(&c);
