@@ -1,8 +1,10 @@
 //! Rays against mesh instances: a walk of the instances' tree (`Instances::tree`), then of
 //! each crossed instance's shape tree with the ray in the shape's frame, its boxes widened by
 //! the margin (`instance::MARGIN`), so that no placed triangle the ray hits is missed; each
-//! candidate is tested placed, with the mesh's watertight test. The shapes' trees are kept by
-//! the ray caster (`ShapeTrees`), as the mesh's is.
+//! candidate is tested placed, with the mesh's watertight test. Both walks go nearer node
+//! first; a shape's tree is walked in its wide form (four boxes a step, each lane one box's
+//! test), which reaches the same leaves as ray_cast.cu's binary walk. The shapes' trees are
+//! kept by the ray caster (`ShapeTrees`), as the mesh's is.
 
 use std::sync::{Arc, Weak};
 
