@@ -572,36 +572,11 @@ __device__ void ray_search_instance(const RayFrame& r, const RayInstanceView& iv
 }
 
 // instances.rs: search. The instances in the ray's mask whose boxes it crosses within the
-// visit's limit, each searched.
+// visit's limit, each searched (the instances' tree is walked as the mesh's is).
 template <typename Visit>
 __device__ void ray_search_instances(const RayFrame& r, const RayInstanceView& iv, Visit& visit) {
-    if (iv.n_nodes == 0) return;
-    RayWalkStack st;
-    st.top = 0;
-    st.push(0, t_inf<double>() * -1.0);
-    while (st.top > 0) {
-        st.top--;
-        if ((double)st.enter[st.top] > visit.limit()) continue;
-        BvhNode node = ray_node(iv.nodes, st.node[st.top]);
-        u32 inner[2];
-        double inner_enter[2];
-        int found = 0;
-        for (int k = 0; k < 2; k++) {
-            u32 c = node.child[k];
-            if (c == RAY_EMPTY || (node.layers[k] & r.mask) == 0) continue;
-            double enter, exit;
-            ray_slab(r, &node.bounds[6 * k], &node.bounds[6 * k + 3], enter, exit);
-            if (!ray_meets(enter, exit, visit.limit())) continue;
-            if (c & RAY_LEAF) {
-                ray_search_instance(r, iv, iv.slot[c & ~RAY_LEAF], exit, visit);
-            } else {
-                inner[found] = c;
-                inner_enter[found] = enter;
-                found++;
-            }
-        }
-        st.push_pair(found, inner, inner_enter);
-    }
+    ray_search(iv.nodes, iv.n_nodes, r, visit,
+               [&](u32 s, double, double exit) { ray_search_instance(r, iv, iv.slot[s], exit, visit); });
 }
 
 struct RayMeshTree {
