@@ -135,21 +135,55 @@ pub(crate) fn compile_cubin(source: &str, arch: &str, opts: &CompileOptions) -> 
     let (major, minor) = nvrtc_version();
     let key = fnv1a(&[source.as_bytes(), flags.join(" ").as_bytes(), &major.to_le_bytes(), &minor.to_le_bytes()]);
     let path = opts.cache_dir.as_ref().map(|d| d.join(format!("{arch}-{key:016x}.cubin")));
-    if let Some(bytes) = path.as_ref().and_then(|p| std::fs::read(p).ok()) {
+    if let Some(bytes) = path.as_deref().and_then(load_cached) {
         return Ok(bytes);
     }
     let cubin = nvrtc_compile(source, &flags, false)?;
     if let Some(p) = path {
-        // A failed cache write only costs the next start a compile.
-        if let Some(dir) = p.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-        if std::fs::write(&tmp, &cubin).is_ok() {
-            let _ = std::fs::rename(&tmp, &p);
-        }
+        store_cached(&p, &cubin);
     }
     Ok(cubin)
+}
+
+/// A cached image as stored: the image, then its FNV-1a hash and its length (little-endian
+/// u64s), so that a file cut short, or one written by an older version, reads as absent.
+fn sealed(image: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(image.len() + 16);
+    out.extend_from_slice(image);
+    out.extend_from_slice(&fnv1a(&[image]).to_le_bytes());
+    out.extend_from_slice(&(image.len() as u64).to_le_bytes());
+    out
+}
+
+/// The image a cache file holds, if it is whole (see `sealed`).
+fn unsealed(mut bytes: Vec<u8>) -> Option<Vec<u8>> {
+    let n = bytes.len().checked_sub(16)?;
+    let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let (hash, len) = (word(n), word(n + 8));
+    if len != n as u64 || hash != fnv1a(&[&bytes[..n]]) {
+        return None;
+    }
+    bytes.truncate(n);
+    Some(bytes)
+}
+
+fn load_cached(path: &std::path::Path) -> Option<Vec<u8>> {
+    unsealed(std::fs::read(path).ok()?)
+}
+
+/// Writes `image` to the cache at `path`: into a file of its own, renamed into place, so
+/// that threads and processes compiling the same kernels at once never read one another's
+/// half-written file. A failed write only costs a later start a compile.
+fn store_cached(path: &std::path::Path, image: &[u8]) {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
+    if std::fs::write(&tmp, sealed(image)).is_ok() && std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
 }
 
 /// Compiles `source` for `target` without the cache: PTX for `compute_XY`, else a cubin.
@@ -203,6 +237,37 @@ fn nvrtc_compile(source: &str, opts: &[String], ptx: bool) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Threads storing and loading the same cache entry at once (as tests and Python threads
+    /// opening engines on a cold cache do) only ever read a whole image or none.
+    #[test]
+    fn cache_entries_written_at_once_read_whole_or_absent() {
+        let dir = std::env::temp_dir().join(format!("nearkit-cache-test-{}", std::process::id()));
+        let path = dir.join("sm_90-0123456789abcdef.cubin");
+        let images: Vec<Vec<u8>> = (0..8u8).map(|t| vec![t; 1000 + 250_000 * t as usize]).collect();
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let (path, images) = (&path, &images);
+                s.spawn(move || {
+                    for _ in 0..40 {
+                        store_cached(path, &images[t]);
+                        if let Some(got) = load_cached(path) {
+                            assert!(images.contains(&got), "a partial image of {} bytes", got.len());
+                        }
+                    }
+                });
+            }
+        });
+        assert!(images.contains(&load_cached(&path).expect("stored")));
+        // Cut short, or unsealed (an older version's file): absent.
+        let whole = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &whole[..whole.len() - 1]).unwrap();
+        assert_eq!(load_cached(&path), None);
+        std::fs::write(&path, &images[3]).unwrap();
+        assert_eq!(load_cached(&path), None);
+        assert_eq!(unsealed(sealed(b"")), Some(Vec::new()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     const A: &[u8] = b"a";
     const B: &[u8] = b"b";
