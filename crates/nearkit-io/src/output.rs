@@ -54,9 +54,13 @@ fn write_file(path: &Path, f: impl FnOnce(&mut BufWriter<std::fs::File>) -> io::
     }
     let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    // A name of its own for each write, so threads writing the same path at once never write
+    // into one temporary file; created afresh (never an existing file or link).
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
     let result = (|| {
-        let file = std::fs::File::create(&tmp)?;
+        let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         // A replaced file keeps its permissions.
         if let Some(m) = &existing {
             file.set_permissions(m.permissions())?;

@@ -238,3 +238,35 @@ fn a_full_disk_is_an_error_not_a_panic() {
     let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), 1, "{left:?}");
 }
+
+/// Threads writing the same file at once: each write is whole (the last rename wins), and no
+/// temporary file is left behind. Before, they shared one temporary name and could rename a
+/// file another thread was still writing.
+#[test]
+fn writes_of_one_file_at_once_leave_one_whole_file() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("same.csv");
+    let texts: Vec<Vec<u8>> = (0..8u8).map(|t| vec![b'a' + t; 10_000 + 40_000 * t as usize]).collect();
+    std::thread::scope(|s| {
+        for t in 0..8 {
+            let (out, texts) = (&out, &texts);
+            s.spawn(move || {
+                for _ in 0..20 {
+                    nearkit_io::write_atomically(out, |w| {
+                        // In pieces, so that the writes of the threads interleave.
+                        for piece in texts[t].chunks(4096) {
+                            w.write_all(piece)?;
+                            w.flush()?;
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+                    let got = std::fs::read(out).unwrap();
+                    assert!(texts.contains(&got), "a mixed or cut file of {} bytes", got.len());
+                }
+            });
+        }
+    });
+    let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}
