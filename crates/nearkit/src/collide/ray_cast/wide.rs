@@ -26,6 +26,34 @@ const WIDE_STACK: usize = (WIDTH - 1) * STACK + 1;
 /// The four boxes' intervals (enter, exit) for the ray: `RayFrame::slab` in each lane.
 #[inline(always)]
 fn slab4(r: &RayFrame, node: &WideNode) -> ([f64; WIDTH], [f64; WIDTH]) {
+    if r.dir.iter().all(|&d| d != 0.0) {
+        return slab4_oblique(r, node);
+    }
+    slab4_any(r, node)
+}
+
+/// `slab4` of a ray with no zero direction component: each axis's near side (lo where the
+/// direction is positive) picked once, so each lane computes the same two values as
+/// `RayFrame::slab` without choosing between them.
+#[inline(always)]
+fn slab4_oblique(r: &RayFrame, node: &WideNode) -> ([f64; WIDTH], [f64; WIDTH]) {
+    let mut enter = [f64::NEG_INFINITY; WIDTH];
+    let mut exit = [f64::INFINITY; WIDTH];
+    for a in 0..3 {
+        let (o, inv) = (r.origin[a], r.inv[a]);
+        let (near, far) = if inv > 0.0 { (&node.lo[a], &node.hi[a]) } else { (&node.hi[a], &node.lo[a]) };
+        for k in 0..WIDTH {
+            let tn = (near[k] as f64 - o) * inv;
+            let tf = (far[k] as f64 - o) * inv;
+            enter[k] = if tn > enter[k] { tn } else { enter[k] };
+            exit[k] = if tf < exit[k] { tf } else { exit[k] };
+        }
+    }
+    (enter, exit)
+}
+
+#[inline(always)]
+fn slab4_any(r: &RayFrame, node: &WideNode) -> ([f64; WIDTH], [f64; WIDTH]) {
     let mut enter = [f64::NEG_INFINITY; WIDTH];
     let mut exit = [f64::INFINITY; WIDTH];
     let mut out = [false; WIDTH];
@@ -70,16 +98,12 @@ pub(crate) fn search(
         return;
     }
     let mut stack = [std::mem::MaybeUninit::<(u32, f64)>::uninit(); WIDE_STACK];
-    stack[0].write((0, f64::NEG_INFINITY));
-    let mut top = 1;
-    while top > 0 {
-        top -= 1;
-        // SAFETY: entries below `top` were written by a push.
-        let (i, enter) = unsafe { stack[top].assume_init() };
-        if enter > visit.limit() {
-            continue;
-        }
-        let node = &nodes[i as usize];
+    let mut top = 0;
+    // The node searched next: the nearest child met, entered without a trip through the
+    // stack; the others wait there, nearest on top.
+    let mut cur = 0u32;
+    loop {
+        let node = &nodes[cur as usize];
         let (enter, exit) = slab4(r, node);
         // The children the ray meets within the limit, as bits, without a branch per child.
         let limit = visit.limit();
@@ -107,20 +131,42 @@ pub(crate) fn search(
                 found += 1;
             }
         }
-        // Farthest pushed first, so the nearest is searched first.
-        let inner = &mut inner[..found];
-        for j in 1..inner.len() {
-            let mut m = j;
-            while m > 0 && inner[m].1 > inner[m - 1].1 {
-                inner.swap(m, m - 1);
-                m -= 1;
+        match found {
+            0 => {
+                // The nearest waiting node still entered within the limit, if any.
+                loop {
+                    if top == 0 {
+                        return;
+                    }
+                    top -= 1;
+                    // SAFETY: entries below `top` were written by a push.
+                    let (i, enter) = unsafe { stack[top].assume_init() };
+                    if enter <= visit.limit() {
+                        cur = i;
+                        break;
+                    }
+                }
             }
-        }
-        for &e in inner.iter() {
-            // A wide tree is no deeper than its binary tree (at most STACK), and a node popped
-            // adds at most WIDTH - 1 entries.
-            stack[top].write(e);
-            top += 1;
+            1 => cur = inner[0].0,
+            _ => {
+                // Farthest first; the nearest is searched next, the rest pushed in order.
+                let inner = &mut inner[..found];
+                for j in 1..inner.len() {
+                    let mut m = j;
+                    while m > 0 && inner[m].1 > inner[m - 1].1 {
+                        inner.swap(m, m - 1);
+                        m -= 1;
+                    }
+                }
+                let (last, rest) = inner.split_last().expect("two at least");
+                for &e in rest {
+                    // A wide tree is no deeper than its binary tree (at most STACK), and a
+                    // node searched adds at most WIDTH - 1 entries.
+                    stack[top].write(e);
+                    top += 1;
+                }
+                cur = last.0;
+            }
         }
     }
 }
