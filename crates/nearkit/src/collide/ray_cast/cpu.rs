@@ -66,23 +66,24 @@ pub(crate) fn search_world(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
     if w.avx2 {
         #[target_feature(enable = "avx2")]
         unsafe fn avx2(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
-            search_wide(r, w, visit)
+            search_wide::<true>(r, w, visit)
         }
         // SAFETY: the CPU has AVX2 (`Targets::new` checked).
         return unsafe { avx2(r, w, visit) };
     }
-    search_wide(r, w, visit)
+    search_wide::<false>(r, w, visit)
 }
 
 #[inline(always)]
-fn search_wide(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
+/// `AVX2`: compiled where the CPU has it (`search_world`'s AVX2 copy).
+fn search_wide<const AVX2: bool>(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
     if !w.instances.is_empty() {
         super::instances::search(w.instances, w.shapes, r, visit);
     }
     let bodies = w.bodies;
     if r.mask & w.mesh_layer != 0 {
         if let Some(m) = w.mesh {
-            wide::search(&m.wide, r, visit, |s, enter, exit| {
+            wide::search::<AVX2>(&m.wide, r, visit, |s, enter, exit| {
                 let [a, b, c] = m.corners[s as usize];
                 r.triangle(a, b, c, enter, exit).map(|t| TaggedHit { t, tagged: m.ids[s as usize], at: s })
             });
@@ -91,7 +92,7 @@ fn search_wide(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
             heightfield::search(r, h, visit);
         }
     }
-    wide::search(&bodies.wide, r, visit, |s, enter, exit| {
+    wide::search::<AVX2>(&bodies.wide, r, visit, |s, enter, exit| {
         let k = s as usize;
         r.ellipsoid(bodies.center[k], &bodies.unit[k], enter, exit).map(|t| TaggedHit {
             t,

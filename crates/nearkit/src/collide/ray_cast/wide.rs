@@ -7,7 +7,7 @@
 //! tree's search: a wide node only saves the levels in between (half the nodes, a quarter of
 //! the stack traffic) and tests four boxes in the time of one.
 
-use super::bvh::{WideNode, EMPTY, LEAF, STACK, WIDTH};
+use super::bvh::{WideNode, LEAF, STACK, WIDTH};
 use super::intersect::RayFrame;
 use super::TaggedHit;
 use crate::runtime::cpu::prefetch;
@@ -83,12 +83,39 @@ fn slab4_any(r: &RayFrame, node: &WideNode) -> ([f64; WIDTH], [f64; WIDTH]) {
     (enter, exit)
 }
 
+/// As bits, the children whose boxes (enter, exit) the ray meets within [0, `limit`], of a
+/// layer in its mask (an empty slot's box, (+∞, −∞), is met by no ray).
+#[inline(always)]
+fn met_bits(r: &RayFrame, node: &WideNode, enter: &[f64; WIDTH], exit: &[f64; WIDTH], limit: f64) -> u32 {
+    let mut bits = 0u32;
+    for k in 0..WIDTH {
+        let ok = (node.layers[k] & r.mask != 0) & RayFrame::meets(enter[k], exit[k], limit);
+        bits |= u32::from(ok) << k;
+    }
+    bits
+}
+
+/// `met_bits` in four AVX2 lanes: the same comparisons (ordered, so NaN meets nothing as there).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn met_bits_avx2(r: &RayFrame, node: &WideNode, enter: &[f64; WIDTH], exit: &[f64; WIDTH], limit: f64) -> u32 {
+    use std::arch::x86_64::*;
+    const _: () = assert!(WIDTH == 4);
+    let (e, x) = (_mm256_loadu_pd(enter.as_ptr()), _mm256_loadu_pd(exit.as_ptr()));
+    let inside = _mm256_and_pd(_mm256_cmp_pd::<_CMP_LE_OQ>(e, x), _mm256_cmp_pd::<_CMP_GE_OQ>(x, _mm256_setzero_pd()));
+    let ok = _mm256_and_pd(inside, _mm256_cmp_pd::<_CMP_LE_OQ>(e, _mm256_set1_pd(limit)));
+    let layers = _mm_and_si128(_mm_loadu_si128(node.layers.as_ptr() as *const __m128i), _mm_set1_epi32(r.mask as i32));
+    let none = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(layers, _mm_setzero_si128()))) as u32;
+    _mm256_movemask_pd(ok) as u32 & !none & 0xf
+}
+
 /// The ray's search of a wide tree (primitives only of layers meeting its mask): `leaf`
 /// tests the primitive at a sorted position, the ray in its box over (enter, exit), and
 /// returns its hit. Depth first, nearer children first; `visit` keeps what it keeps by
 /// (distance, kind, id), whatever order the hits come in.
 #[inline(always)]
-pub(crate) fn search(
+pub(crate) fn search<const AVX2: bool>(
     nodes: &[WideNode],
     r: &RayFrame,
     visit: &mut impl Visit,
@@ -105,14 +132,18 @@ pub(crate) fn search(
     loop {
         let node = &nodes[cur as usize];
         let (enter, exit) = slab4(r, node);
-        // The children the ray meets within the limit, as bits, without a branch per child.
+        // The children the ray meets within the limit, as bits, without a branch per child
+        // (an empty slot's box, (+∞, −∞), is met by no ray).
         let limit = visit.limit();
-        let mut meets = 0u32;
-        for k in 0..WIDTH {
-            let c = node.child[k];
-            let ok = (c != EMPTY) & (node.layers[k] & r.mask != 0) & RayFrame::meets(enter[k], exit[k], limit);
-            meets |= u32::from(ok) << k;
-        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 is asked for only where the CPU has it (`cpu::search_world`).
+        let mut meets = if AVX2 {
+            unsafe { met_bits_avx2(r, node, &enter, &exit, limit) }
+        } else {
+            met_bits(r, node, &enter, &exit, limit)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let mut meets = met_bits(r, node, &enter, &exit, limit);
         let mut inner = [(0u32, 0.0f64); WIDTH];
         let mut found = 0;
         while meets != 0 {
@@ -174,6 +205,7 @@ pub(crate) fn search(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collide::ray_cast::bvh::EMPTY;
     use crate::collide::ray_cast::intersect::UnitRay;
     use crate::collide::ray_cast::Ray;
     use rand::{Rng, SeedableRng};
@@ -182,6 +214,37 @@ mod tests {
         let a: [f32; 3] = std::array::from_fn(|_| g.random_range(-4.0..4.0));
         let b: [f32; 3] = std::array::from_fn(|_| g.random_range(-4.0..4.0));
         (std::array::from_fn(|i| a[i].min(b[i])), std::array::from_fn(|i| a[i].max(b[i])))
+    }
+
+    /// The AVX2 lanes find the children the scalar test finds, on intervals with ties,
+    /// infinities and NaN, and layers that meet the mask or not.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn met_bits_in_avx2_are_the_scalar_ones() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            eprintln!("skipped: no AVX2");
+            return;
+        }
+        let mut g = rand_pcg::Pcg64::seed_from_u64(11);
+        let values = [f64::NEG_INFINITY, -1.0, -0.0, 0.0, 0.5, 1.0, 2.0, f64::INFINITY, f64::NAN];
+        let pick = |g: &mut rand_pcg::Pcg64| values[g.random_range(0..values.len())];
+        for n in 0..20_000 {
+            let enter: [f64; WIDTH] = std::array::from_fn(|_| pick(&mut g));
+            let exit: [f64; WIDTH] = std::array::from_fn(|_| pick(&mut g));
+            let limit = [0.0, 0.5, 1.0, f64::INFINITY][n % 4];
+            let node = WideNode {
+                lo: [[0.0; WIDTH]; 3],
+                hi: [[0.0; WIDTH]; 3],
+                child: [EMPTY; WIDTH],
+                layers: std::array::from_fn(|_| [0, 1, 2, 3, u32::MAX][g.random_range(0..5)]),
+            };
+            let d = [1.0, 0.0, 0.0];
+            let mut r = RayFrame::new(&UnitRay::new(&Ray::new([0.0; 3], d, f64::INFINITY)).unwrap());
+            r.mask = [1, 2, u32::MAX][n % 3];
+            // SAFETY: the CPU has AVX2 (checked above).
+            let wide = unsafe { met_bits_avx2(&r, &node, &enter, &exit, limit) };
+            assert_eq!(wide, met_bits(&r, &node, &enter, &exit, limit), "{enter:?} {exit:?} {limit} {:?}", node.layers);
+        }
     }
 
     #[test]
