@@ -74,8 +74,8 @@ pub(crate) fn search_world(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
     search_wide::<false>(r, w, visit)
 }
 
-#[inline(always)]
 /// `AVX2`: compiled where the CPU has it (`search_world`'s AVX2 copy).
+#[inline(always)]
 fn search_wide<const AVX2: bool>(r: &RayFrame, w: &Targets, visit: &mut impl Visit) {
     if !w.instances.is_empty() {
         super::instances::search(w.instances, w.shapes, r, visit);
