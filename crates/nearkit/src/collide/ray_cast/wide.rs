@@ -23,10 +23,17 @@ pub(crate) trait Visit {
 /// A wide search's stack: each node popped pushes at most `WIDTH - 1` more than it takes.
 const WIDE_STACK: usize = (WIDTH - 1) * STACK + 1;
 
-/// The four boxes' intervals (enter, exit) for the ray: `RayFrame::slab` in each lane.
+/// Whether no component of the ray's direction is 0 (`slab4_oblique` serves it).
 #[inline(always)]
-fn slab4(r: &RayFrame, node: &WideNode) -> ([f64; WIDTH], [f64; WIDTH]) {
-    if r.dir.iter().all(|&d| d != 0.0) {
+fn oblique(r: &RayFrame) -> bool {
+    r.dir.iter().all(|&d| d != 0.0)
+}
+
+/// The four boxes' intervals (enter, exit) for the ray: `RayFrame::slab` in each lane.
+/// `oblique`: `oblique(r)`, found once a ray.
+#[inline(always)]
+fn slab4(r: &RayFrame, node: &WideNode, oblique: bool) -> ([f64; WIDTH], [f64; WIDTH]) {
+    if oblique {
         return slab4_oblique(r, node);
     }
     slab4_any(r, node)
@@ -129,9 +136,10 @@ pub(crate) fn search<const AVX2: bool>(
     // The node searched next: the nearest child met, entered without a trip through the
     // stack; the others wait there, nearest on top.
     let mut cur = 0u32;
+    let oblique = oblique(r);
     loop {
         let node = &nodes[cur as usize];
-        let (enter, exit) = slab4(r, node);
+        let (enter, exit) = slab4(r, node, oblique);
         // The children the ray meets within the limit, as bits, without a branch per child
         // (an empty slot's box, (+∞, −∞), is met by no ray).
         let limit = visit.limit();
@@ -279,7 +287,14 @@ mod tests {
                 o[n % 3] = boxes[0].0[n % 3] as f64;
             }
             let r = RayFrame::new(&UnitRay::new(&Ray::new(o, d, f64::INFINITY)).unwrap());
-            let (enter, exit) = slab4(&r, &node);
+            let (enter, exit) = slab4(&r, &node, oblique(&r));
+            if oblique(&r) {
+                let (e, x) = slab4_any(&r, &node);
+                assert_eq!(
+                    (enter.map(f64::to_bits), exit.map(f64::to_bits)),
+                    (e.map(f64::to_bits), x.map(f64::to_bits))
+                );
+            }
             for k in 0..WIDTH {
                 let (lo, hi) = ([0, 1, 2].map(|a| node.lo[a][k]), [0, 1, 2].map(|a| node.hi[a][k]));
                 let (e, x) = r.slab(&lo, &hi);
