@@ -172,12 +172,14 @@ extern "C" __global__ void permute_candidates(const u32* perm, u32 n, const u64*
 // passes by b (all-pairs only), then a, then squared distance, through shared memory.
 #define SMALL_SORT_THREADS NK_SMALL_SORT_THREADS
 #define SMALL_SORT_ITEMS NK_SMALL_SORT_ITEMS
-extern "C" __global__ void sort_candidates_small(const u64* d2, const u32* a, const u32* b, u32 n, u32 a_bits, u32 b_bits,
-                                                 u32 d2_bits, u64* d2_out, u32* a_out, u32* b_out) {
+// The candidates sorted by (d2, a, b) in one block: the stable passes from the least
+// significant column up, in shared memory. Returns each thread's items' sorted positions
+// (v) for n <= SMALL_SORT_THREADS * SMALL_SORT_ITEMS.
+__device__ __forceinline__ void sort_small_block(const u64* d2, const u32* a, const u32* b, u32 n, u32 a_bits,
+                                                 u32 b_bits, u32 d2_bits, u32 (&v)[SMALL_SORT_ITEMS]) {
     typedef cub::BlockRadixSort<u64, SMALL_SORT_THREADS, SMALL_SORT_ITEMS, u32> Sort;
     __shared__ typename Sort::TempStorage tmp;
     u64 k[SMALL_SORT_ITEMS];
-    u32 v[SMALL_SORT_ITEMS];
     for (int j = 0; j < SMALL_SORT_ITEMS; j++) v[j] = threadIdx.x * SMALL_SORT_ITEMS + j;
     // Padding (index >= n) carries the all-ones key and stays behind equal keys (stability).
     if (b_bits > 0) {
@@ -190,12 +192,39 @@ extern "C" __global__ void sort_candidates_small(const u64* d2, const u32* a, co
     __syncthreads();
     for (int j = 0; j < SMALL_SORT_ITEMS; j++) k[j] = v[j] < n ? d2[v[j]] : ~0ull;
     Sort(tmp).Sort(k, v, 0, (int)d2_bits);
+}
+
+extern "C" __global__ void sort_candidates_small(const u64* d2, const u32* a, const u32* b, u32 n, u32 a_bits, u32 b_bits,
+                                                 u32 d2_bits, u64* d2_out, u32* a_out, u32* b_out) {
+    u32 v[SMALL_SORT_ITEMS];
+    sort_small_block(d2, a, b, n, a_bits, b_bits, d2_bits, v);
     for (int j = 0; j < SMALL_SORT_ITEMS; j++) {
         u32 p = threadIdx.x * SMALL_SORT_ITEMS + j;
         if (p < n) {
             d2_out[p] = d2[v[j]];
             a_out[p] = a[v[j]];
             b_out[p] = b[v[j]];
+        }
+    }
+}
+
+// The best `keep` of the *count candidates, packed for one download: out[0] = *count, then
+// for each kept rank p, out[1 + 2p] = d2 and out[2 + 2p] = a << 32 | b. Only where *count fits
+// one block (<= SMALL_SORT_THREADS * SMALL_SORT_ITEMS); otherwise only out[0] is written and
+// the host sorts on the general path. The count is read here, not by the host: the whole
+// top k costs the host one wait.
+extern "C" __global__ void top_candidates_small(const u64* d2, const u32* a, const u32* b, const u32* count, u32 keep,
+                                                u32 a_bits, u32 b_bits, u32 d2_bits, u64* out) {
+    u32 n = *count;
+    if (threadIdx.x == 0) out[0] = n;
+    if (n > SMALL_SORT_THREADS * SMALL_SORT_ITEMS) return;
+    u32 v[SMALL_SORT_ITEMS];
+    sort_small_block(d2, a, b, n, a_bits, b_bits, d2_bits, v);
+    for (int j = 0; j < SMALL_SORT_ITEMS; j++) {
+        u32 p = threadIdx.x * SMALL_SORT_ITEMS + j;
+        if (p < n && p < keep) {
+            out[1 + 2 * (u64)p] = d2[v[j]];
+            out[2 + 2 * (u64)p] = ((u64)a[v[j]] << 32) | b[v[j]];
         }
     }
 }

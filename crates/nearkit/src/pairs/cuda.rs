@@ -127,6 +127,19 @@ kernels! {
         a_out: Out<u32>,
         b_out: Out<u32>,
     );
+    /// The best `keep` of the `count` candidates sorted by (d2, a, b) in one block and packed
+    /// (count, then d2 and a << 32 | b a row) where `count` fits `SMALL_SORT`; else the count.
+    fn top_candidates_small(
+        d2: In<u64>,
+        a: In<u32>,
+        b: In<u32>,
+        count: In<u32>,
+        keep: u32,
+        a_bits: u32,
+        b_bits: u32,
+        d2_bits: u32,
+        out: Out<u64>,
+    );
 }
 
 /// Every A's nearest point of `tree` within squared radius `r2`, A in chunks of `chunk`.
@@ -290,6 +303,43 @@ impl Candidates {
         Ok(kept)
     }
 
+    /// The best `keep` candidates, sorted by (d2, a, b): where they fit one block, sorted
+    /// there and brought back with their count in one download (one wait of the host);
+    /// else counted, sorted by passes and downloaded.
+    fn top<T: Real>(&mut self, gpu: &Gpu, na: usize, nb: usize, with_b: bool, keep: usize) -> Result<Vec<Candidate>> {
+        let st = gpu.stream();
+        let mut packed = gpu.alloc_uninit::<u64>(1 + 2 * keep.min(SMALL_SORT))?;
+        let (a_bits, b_bits) = (bits_for(na), if with_b { bits_for(nb) } else { 0 });
+        let d2_bits: u32 = if T::NAME == "f32" { 31 } else { 63 };
+        let cfg = threads(SMALL_SORT_THREADS, SMALL_SORT_THREADS as u32);
+        let keep32 = keep.min(SMALL_SORT) as u32;
+        top_candidates_small(
+            gpu,
+            cfg,
+            &self.d2,
+            &self.a,
+            &self.b,
+            &self.count,
+            keep32,
+            a_bits,
+            b_bits,
+            d2_bits,
+            &mut packed,
+        )?;
+        let host = st.clone_dtoh(&packed).map_err(cuda_err)?;
+        let n = host[0] as usize;
+        if n > SMALL_SORT {
+            let kept = self.sort_and_keep::<T>(gpu, n, na, nb, with_b, keep)?;
+            return self.download(gpu, kept);
+        }
+        Ok((0..n.min(keep))
+            .map(|p| {
+                let ab = host[2 + 2 * p];
+                Candidate { d2_bits: host[1 + 2 * p], a: (ab >> 32) as u32, b: ab as u32 }
+            })
+            .collect())
+    }
+
     fn download(&self, gpu: &Gpu, n: usize) -> Result<Vec<Candidate>> {
         let st = gpu.stream();
         let d2 = st.clone_dtoh(&self.d2.slice(0..n)).map_err(cuda_err)?;
@@ -351,9 +401,7 @@ fn nearest_per_a<T: Real>(
         }
         Ok(())
     })?;
-    let n = cands.count(gpu)?;
-    let kept = cands.sort_and_keep::<T>(gpu, n, na, nb, false, k)?;
-    let out = cands.download(gpu, kept)?;
+    let out = cands.top::<T>(gpu, na, nb, false, k)?;
     phases.mark("top-k select + download");
     Ok(out)
 }
@@ -407,7 +455,5 @@ fn all_pairs<T: Real>(
             cands.sort_and_keep::<T>(gpu, n, na, nb, true, k)?;
         }
     }
-    let n = cands.count(gpu)?;
-    let kept = cands.sort_and_keep::<T>(gpu, n, na, nb, true, k)?;
-    cands.download(gpu, kept)
+    cands.top::<T>(gpu, na, nb, true, k)
 }
