@@ -8,8 +8,9 @@ use super::ellipsoid::V3;
 #[inline(always)]
 pub fn f32_down(x: f64) -> f32 {
     let y = x as f32;
+    let down = step_f32(y, -1);
     if (y as f64) > x {
-        step_f32(y, -1)
+        down
     } else {
         y
     }
@@ -19,22 +20,25 @@ pub fn f32_down(x: f64) -> f32 {
 #[inline(always)]
 pub fn f32_up(x: f64) -> f32 {
     let y = x as f32;
+    let up = step_f32(y, 1);
     if (y as f64) < x {
-        step_f32(y, 1)
+        up
     } else {
         y
     }
 }
 
-/// The neighbouring f32 of finite or infinite y, upwards (`dir` 1) or downwards (-1).
+/// The neighbouring f32 of finite or infinite y, upwards (`dir` 1) or downwards (-1),
+/// without branches: one step of the bits away from zero or towards it, and from ±0 the
+/// smallest subnormal on `dir`'s side.
 #[inline(always)]
 fn step_f32(y: f32, dir: i32) -> f32 {
-    if y == 0.0 {
-        return f32::from_bits(1) * dir as f32;
-    }
-    let away = (y > 0.0) == (dir > 0);
-    let b = y.to_bits();
-    f32::from_bits(if away { b + 1 } else { b - 1 })
+    let zero = y == 0.0;
+    // ±0 as the zero on `dir`'s side, whose step away from zero is the subnormal wanted.
+    let b = if zero { u32::from(dir < 0) << 31 } else { y.to_bits() };
+    let negative = b >> 31 == 1;
+    let away = zero | (negative == (dir < 0));
+    f32::from_bits(if away { b.wrapping_add(1) } else { b.wrapping_sub(1) })
 }
 
 /// An f32 box holding the f64 box (lo, hi).
@@ -46,6 +50,40 @@ pub fn box_f32(lo: &V3, hi: &V3) -> ([f32; 3], [f32; 3]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The branch-free step is the plain one: the bits one step from y, away from zero or
+    /// towards it, and from ±0 the smallest subnormal of `dir`'s sign.
+    #[test]
+    fn steps_to_the_neighbouring_f32() {
+        let reference = |y: f32, dir: i32| {
+            if y == 0.0 {
+                return f32::from_bits(1) * dir as f32;
+            }
+            let away = (y > 0.0) == (dir > 0);
+            let b = y.to_bits();
+            f32::from_bits(if away { b + 1 } else { b - 1 })
+        };
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let special =
+            [0.0, -0.0, f32::MIN_POSITIVE, -f32::MIN_POSITIVE, f32::from_bits(1), -f32::from_bits(1), 1.0, -1.0];
+        for k in 0..100_000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let y = match k % 4 {
+                0 => special[k / 4 % special.len()],
+                _ => f32::from_bits(s as u32 & 0x7f7f_ffff | (s >> 63 << 31) as u32),
+            };
+            for dir in [-1, 1] {
+                assert_eq!(step_f32(y, dir).to_bits(), reference(y, dir).to_bits(), "{y:e} {dir}");
+            }
+        }
+        // Off the ends of the range, inwards only (outwards is infinity's own business).
+        assert_eq!(step_f32(f32::MAX, -1).to_bits(), reference(f32::MAX, -1).to_bits());
+        assert_eq!(step_f32(f32::MIN, 1).to_bits(), reference(f32::MIN, 1).to_bits());
+        assert_eq!(step_f32(f32::INFINITY, -1), f32::MAX);
+        assert_eq!(step_f32(f32::NEG_INFINITY, 1), f32::MIN);
+    }
 
     /// Each rounding is the nearest f32 on its side: f32_down(x) ≤ x < the next f32 up, and
     /// the mirror for f32_up, over magnitudes from subnormal to beyond f32's range.
