@@ -210,12 +210,18 @@ pub(crate) unsafe fn triangle_contacts(
         let depth = add(_mm256_sqrt_pd(vdot(s, s)), vdot(n, point));
         let (nx, ny, nz, dp) = (lanes(n.x), lanes(n.y), lanes(n.z), lanes(depth));
         let (px, py, pz) = (lanes(point.x), lanes(point.y), lanes(point.z));
-        for (l, &t) in group.iter().enumerate() {
-            let bit = 1 << l;
-            if settled & bit == 0 || (hit_bits & bit != 0 && normal_ok & bit == 0) {
-                scalar(t, &mut found);
-            } else if hit_bits & bit != 0 {
-                found(t, ContactGeometry { normal: [nx[l], ny[l], nz[l]], depth: dp[l], point: [px[l], py[l], pz[l]] });
+        // Only the lanes with something to give, in order: a branch per lane on whether it
+        // hit would miss about as often as the hits are random.
+        let to_scalar = (!settled | (hit_bits & !normal_ok)) & ((1 << live) - 1);
+        let mut todo = to_scalar | (hit_bits & ((1 << live) - 1));
+        while todo != 0 {
+            let l = todo.trailing_zeros() as usize;
+            todo &= todo - 1;
+            if to_scalar >> l & 1 != 0 {
+                scalar(group[l], &mut found);
+            } else {
+                let g = ContactGeometry { normal: [nx[l], ny[l], nz[l]], depth: dp[l], point: [px[l], py[l], pz[l]] };
+                found(group[l], g);
             }
         }
     }
