@@ -162,8 +162,10 @@ impl ShapeFrame {
             for k in 0..WIDTH {
                 let (t0, t1) = ((l[k] - o) * inv, (h[k] - o) * inv);
                 let (near, far) = if inv > 0.0 { (t0, t1) } else { (t1, t0) };
-                enter[k] = enter[k].max(near);
-                exit[k] = exit[k].min(far);
+                // Plain compares (no NaN handling to pay for: a NaN t leaves the bound as it
+                // was, as `max`/`min` would, and the bounds themselves are never NaN).
+                enter[k] = if near > enter[k] { near } else { enter[k] };
+                exit[k] = if far < exit[k] { far } else { exit[k] };
             }
         }
         let mut meets = 0u32;
