@@ -116,7 +116,34 @@ __device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u3
 NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, Tree<R> t, const R* r2, u32 window, u32* out_b, R* out_d),
                (ax, ay, az, a_ids, na, t, r2, window, out_b, out_d))
 
-// Queries whose nearest point lies within *tau append (d2, a_offset + a_ids[i], b) to the candidates.
+// The places [s, e) in the tree's Morton order of every point that can lie within squared
+// distance r2 of q, or more: those of the key table's buckets under the smallest Morton cell
+// holding the box q ± r (r is √r2 with a margin far above the rounding of any distance
+// computed within r2, so no such point lies outside the box; the cells of a box's corners are
+// monotone in each coordinate, so its points share the corners' common cell). False where
+// those buckets hold more than `most` points.
+template <typename T>
+__device__ __forceinline__ bool ball_range(const Tree<T>& t, T qx, T qy, T qz, T r2, u32 most, u32& s, u32& e) {
+    T r = sqrt(r2) * (T)1.0001 + (T)1e-30;
+    u64 lo = morton_code(t.frame, qx - r, qy - r, qz - r);
+    u64 hi = morton_code(t.frame, qx + r, qy + r, qz + r);
+    // Whole levels (3 bits each) the two codes share, of the 63 (all 21 where they are equal).
+    u32 level = (__clzll(lo ^ hi) - 1) / 3;
+    if (level < 4) return false;  // a cell of more than 1/4096 of the frame: not worth it
+    u32 shift = 63 - 3 * level;
+    u64 first = (lo >> shift) << shift, last = first + ((1ull << shift) - 1);
+    s = t.key_table[first >> TABLE_SHIFT];
+    e = t.key_table[(last >> TABLE_SHIFT) + 1];
+    return e - s <= most;
+}
+
+// Points a query's candidate search scans in place of a tree walk.
+#define BALL_SCAN 32
+
+// Queries whose nearest point lies within *tau append (d2, a_offset + a_ids[i], b) to the
+// candidates. Where every point within tau lies in a Morton cell of at most BALL_SCAN points
+// (tau is small: it bounds the k-th nearest pair), those points are scanned; else the tree
+// is walked. Either way the first point in (squared distance, id) order within tau is found.
 template <typename T>
 __device__ void nearest_candidates_impl(const T* ax, const T* ay, const T* az, const u32* a_ids, u32 na, u32 a_offset, Tree<T> t,
                                         const T* tau, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b) {
@@ -124,7 +151,13 @@ __device__ void nearest_candidates_impl(const T* ax, const T* ay, const T* az, c
     if (i >= na) return;
     T bd = *tau;
     u32 bid = NO_ID;
-    nearest_search(t, ax[i], ay[i], az[i], bd, bid);
+    T qx = ax[i], qy = ay[i], qz = az[i];
+    u32 s, e;
+    if (t.n > scan_whole(t) && ball_range(t, qx, qy, qz, bd, BALL_SCAN, s, e)) {
+        scan_points(t, s, e, qx, qy, qz, bd, bid);
+    } else {
+        nearest_search(t, qx, qy, qz, bd, bid);
+    }
     if (bid != NO_ID) {
         u32 slot = atomicAdd(count, 1u);
         cand_d2[slot] = ordered_bits(bd);
