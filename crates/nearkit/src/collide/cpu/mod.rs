@@ -45,9 +45,9 @@ fn has_avx2() -> bool {
 /// Bodies per work unit.
 const CHUNK: usize = 64;
 
-/// A chunk's contacts (one sorted run per body), its runs as (body, length), and its
-/// instance contacts' (instance, triangle) pairs (the contacts number them from 0).
-type ChunkContacts = (Vec<PackedContact>, Vec<(u32, u32)>, Vec<InstancePart>);
+/// A chunk's contacts (one sorted run per body, in body order) and its instance contacts'
+/// (instance, triangle) pairs (the contacts number them from 0).
+type ChunkContacts = (Vec<PackedContact>, Vec<InstancePart>);
 
 /// The listed triangles `tris` whose f32 boxes meet the body's (lo, hi) and whose planes lie
 /// within its reach, in `kept` (without branches: about half pass, unpredictably); returns
@@ -218,7 +218,7 @@ impl Tick<'_> {
         }
         self.pair_contacts(pairs);
         // Room for a typical chunk up front (a body touches a few triangles and bodies).
-        let (mut found, mut runs) = (Vec::with_capacity(8 * chunk.len()), Vec::with_capacity(chunk.len()));
+        let mut found = Vec::with_capacity(8 * chunk.len());
         let mut parts = Vec::new();
         let mut next_pair = 0;
         for i in chunk.clone() {
@@ -231,7 +231,6 @@ impl Tick<'_> {
             if i + 1 < chunk.end {
                 self.prefetch_triangles(i as usize + 1);
             }
-            let start = found.len();
             self.triangle_contacts(i as usize, &mut scratch.kept, &mut found);
             self.heightfield_contacts(i as usize, &mut scratch.terrain, &mut found);
             let body_start = found.len();
@@ -243,9 +242,8 @@ impl Tick<'_> {
             }
             found[body_start..].sort_unstable_by_key(|p| p.other);
             self.instance_contacts(i as usize, &mut scratch.placed, &mut found, &mut parts);
-            runs.push((i, (found.len() - start) as u32));
         }
-        (found, runs, parts)
+        (found, parts)
     }
 
     /// Body `i`'s contacts with the instances' triangles under its box, in (instance,
@@ -391,7 +389,6 @@ pub(crate) struct CpuCollider {
     /// Each body's Σ (`Shape::sigma`), for the reach along a plane's normal.
     sigma: Vec<[f64; 6]>,
     lists: CandidateLists,
-    offset: Vec<usize>,
     /// The tick's instance contacts' (instance, triangle) pairs.
     parts: Vec<InstancePart>,
 }
@@ -442,7 +439,7 @@ impl CpuCollider {
         let t3 = t0.elapsed();
         // Instance contacts number their pairs within their chunk: from 0 of all, in order.
         self.parts.clear();
-        for (found, _, parts) in &mut chunks {
+        for (found, parts) in &mut chunks {
             if !parts.is_empty() {
                 let base = self.parts.len() as u32;
                 for c in found.iter_mut().filter(|c| c.other >= KIND_INSTANCE) {
@@ -451,32 +448,24 @@ impl CpuCollider {
                 self.parts.append(parts);
             }
         }
-        // Runs to their places in body order.
-        let offset = &mut self.offset;
-        offset.clear();
-        offset.resize(n + 1, 0);
-        for (_, runs, _) in &chunks {
-            for &(i, c) in runs {
-                offset[i as usize + 1] = c as usize;
-            }
-        }
-        for i in 0..n {
-            offset[i + 1] += offset[i];
+        // The chunks hold consecutive bodies, in order, each body's run in its place: the
+        // contacts in body order are the chunks' lists one after the other.
+        let mut start = Vec::with_capacity(chunks.len() + 1);
+        start.push(0);
+        for (found, _) in &chunks {
+            start.push(start.last().copied().unwrap_or(0) + found.len());
         }
         let out = &mut self.packed;
         out.clear();
-        out.resize(offset[n], PackedContact::default());
+        out.reserve(start[chunks.len()]);
         let dst = RowPtr(out.as_mut_ptr());
-        let offset = &self.offset;
-        chunks.par_iter().for_each(|(found, runs, _)| {
-            let mut at = 0;
-            for &(i, c) in runs {
-                let c = c as usize;
-                // SAFETY: body i's run [offset[i], offset[i + 1]) is written by this chunk only.
-                unsafe { dst.span(offset[i as usize], c) }.copy_from_slice(&found[at..at + c]);
-                at += c;
-            }
+        chunks.par_iter().zip(&start[..chunks.len()]).for_each(|((found, _), &at)| {
+            // SAFETY: [at, at + found.len()) lies within the reserved capacity and is written by
+            // this chunk only.
+            unsafe { dst.copy_from(at, found) };
         });
+        // SAFETY: the chunks wrote all of [0, start[chunks.len()]).
+        unsafe { out.set_len(start[chunks.len()]) };
         if self.profile {
             eprintln!(
                 "profile cpu collider: boxes {t1:?}, lists {:?} ({} re-listed; {} triangles, {} bodies listed), narrow {:?}, \
