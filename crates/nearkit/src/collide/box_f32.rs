@@ -8,9 +8,8 @@ use super::ellipsoid::V3;
 #[inline(always)]
 pub fn f32_down(x: f64) -> f32 {
     let y = x as f32;
-    let down = step_f32(y, -1);
     if (y as f64) > x {
-        down
+        step_f32(y, -1)
     } else {
         y
     }
@@ -20,9 +19,8 @@ pub fn f32_down(x: f64) -> f32 {
 #[inline(always)]
 pub fn f32_up(x: f64) -> f32 {
     let y = x as f32;
-    let up = step_f32(y, 1);
     if (y as f64) < x {
-        up
+        step_f32(y, 1)
     } else {
         y
     }

@@ -450,22 +450,22 @@ impl CpuCollider {
         }
         // The chunks hold consecutive bodies, in order, each body's run in its place: the
         // contacts in body order are the chunks' lists one after the other.
-        let mut start = Vec::with_capacity(chunks.len() + 1);
-        start.push(0);
+        let (mut start, mut total) = (Vec::with_capacity(chunks.len()), 0);
         for (found, _) in &chunks {
-            start.push(start.last().copied().unwrap_or(0) + found.len());
+            start.push(total);
+            total += found.len();
         }
         let out = &mut self.packed;
         out.clear();
-        out.reserve(start[chunks.len()]);
+        out.reserve(total);
         let dst = RowPtr(out.as_mut_ptr());
-        chunks.par_iter().zip(&start[..chunks.len()]).for_each(|((found, _), &at)| {
+        chunks.par_iter().zip(&start).for_each(|((found, _), &at)| {
             // SAFETY: [at, at + found.len()) lies within the reserved capacity and is written by
             // this chunk only.
             unsafe { dst.copy_from(at, found) };
         });
-        // SAFETY: the chunks wrote all of [0, start[chunks.len()]).
-        unsafe { out.set_len(start[chunks.len()]) };
+        // SAFETY: the chunks wrote all of [0, total).
+        unsafe { out.set_len(total) };
         if self.profile {
             eprintln!(
                 "profile cpu collider: boxes {t1:?}, lists {:?} ({} re-listed; {} triangles, {} bodies listed), narrow {:?}, \

@@ -12,6 +12,10 @@ use super::candidate_lists::TriangleFilter;
 
 use crate::collide::ellipsoid::V3;
 
+// `box_meets` loads a filter's first 32 bytes as eight f32: lo, hi, then the plane's first value.
+const _: () = assert!(std::mem::offset_of!(TriangleFilter, hi) == 12);
+const _: () = assert!(std::mem::offset_of!(TriangleFilter, plane) == 24);
+
 /// The body's side of the tests, broadcast once.
 struct Body {
     /// (hi, lo) of the body's f32 box: lanes 0–2 compare a triangle's lo with hi, lanes 3–5
