@@ -116,34 +116,58 @@ __device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u3
 NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, Tree<R> t, const R* r2, u32 window, u32* out_b, R* out_d),
                (ax, ay, az, a_ids, na, t, r2, window, out_b, out_d))
 
-// The places [s, e) in the tree's Morton order of every point that can lie within squared
-// distance r2 of q, or more: those of the key table's buckets under the smallest Morton cell
-// holding the box q ± r (r is √r2 with a margin far above the rounding of any distance
-// computed within r2, so no such point lies outside the box; the cells of a box's corners are
-// monotone in each coordinate, so its points share the corners' common cell). False where
-// those buckets hold more than `most` points.
+// Offers to (bd, bid) every point that can lie within squared distance bd of q, and maybe
+// more: the key table's buckets under the Morton cells that the box q ± r meets, of the
+// finest level whose cells are at least the box's size (so at most two a side). r is √bd with
+// a margin far above the rounding of any distance computed within bd, so no such point lies
+// outside the box; a box's points lie in the cells between its corners' (cells are monotone
+// in each coordinate). False, and nothing offered, where those buckets hold more than `most`
+// points or the cells are coarser than 1/16 of the frame a side.
 template <typename T>
-__device__ __forceinline__ bool ball_range(const Tree<T>& t, T qx, T qy, T qz, T r2, u32 most, u32& s, u32& e) {
-    T r = sqrt(r2) * (T)1.0001 + (T)1e-30;
-    u64 lo = morton_code(t.frame, qx - r, qy - r, qz - r);
-    u64 hi = morton_code(t.frame, qx + r, qy + r, qz + r);
-    // Whole levels (3 bits each) the two codes share, of the 63 (all 21 where they are equal).
-    u32 level = (__clzll(lo ^ hi) - 1) / 3;
-    if (level < 4) return false;  // a cell of more than 1/4096 of the frame: not worth it
-    u32 shift = 63 - 3 * level;
-    u64 first = (lo >> shift) << shift, last = first + ((1ull << shift) - 1);
-    s = t.key_table[first >> TABLE_SHIFT];
-    e = t.key_table[(last >> TABLE_SHIFT) + 1];
-    return e - s <= most;
+__device__ __forceinline__ bool ball_scan(const Tree<T>& t, T qx, T qy, T qz, u32 most, T& bd, u32& bid) {
+    const T* f = t.frame;
+    T r = sqrt(bd) * (T)1.0001 + (T)1e-30;
+    u32 lo[3] = {morton_cell(qx - r, f[0], f[3]), morton_cell(qy - r, f[1], f[3]), morton_cell(qz - r, f[2], f[3])};
+    u32 hi[3] = {morton_cell(qx + r, f[0], f[3]), morton_cell(qy + r, f[1], f[3]), morton_cell(qz + r, f[2], f[3])};
+    u32 span = max(hi[0] - lo[0], max(hi[1] - lo[1], hi[2] - lo[2]));
+    // Cells of 2^s finest cells a side, the least s with 2^s >= span.
+    u32 s = span <= 1 ? 0 : 32 - __clz(span - 1);
+    if (s > 21 - 4) return false;
+    u64 spread[3][2];
+    for (int a = 0; a < 3; a++) {
+        spread[a][0] = spread3_21(lo[a] >> s << s) << a;
+        spread[a][1] = spread3_21(hi[a] >> s << s) << a;
+    }
+    u32 first[8], end[8];
+    u32 ranges = 0, total = 0;
+    for (int c = 0; c < 8; c++) {
+        int x = c & 1, y = (c >> 1) & 1, z = c >> 2;
+        if ((x && lo[0] >> s == hi[0] >> s) || (y && lo[1] >> s == hi[1] >> s) || (z && lo[2] >> s == hi[2] >> s)) continue;
+        u64 code = spread[0][x] | spread[1][y] | spread[2][z];
+        u64 last = code + ((1ull << (3 * s)) - 1);
+        u32 b0 = t.key_table[code >> TABLE_SHIFT], b1 = t.key_table[(last >> TABLE_SHIFT) + 1];
+        bool seen = false;
+        for (u32 j = 0; j < ranges; j++) seen |= first[j] == b0 && end[j] == b1;
+        if (seen) continue;
+        first[ranges] = b0;
+        end[ranges] = b1;
+        ranges++;
+        total += b1 - b0;
+    }
+    if (total > most) return false;
+    for (u32 j = 0; j < ranges; j++) scan_points(t, first[j], end[j], qx, qy, qz, bd, bid);
+    return true;
 }
 
 // Points a query's candidate search scans in place of a tree walk.
-#define BALL_SCAN 32
+#define BALL_SCAN 64
 
 // Queries whose nearest point lies within *tau append (d2, a_offset + a_ids[i], b) to the
-// candidates. Where every point within tau lies in a Morton cell of at most BALL_SCAN points
+// candidates. Where every point within tau lies in Morton cells of at most BALL_SCAN points
 // (tau is small: it bounds the k-th nearest pair), those points are scanned; else the tree
-// is walked. Either way the first point in (squared distance, id) order within tau is found.
+// is walked (a warp waits for its slowest query, so cells are taken two a side: a box
+// straddling a cell's side would otherwise send about one query in five to the tree).
+// Either way the first point in (squared distance, id) order within tau is found.
 template <typename T>
 __device__ void nearest_candidates_impl(const T* ax, const T* ay, const T* az, const u32* a_ids, u32 na, u32 a_offset, Tree<T> t,
                                         const T* tau, u32* count, u64* cand_d2, u32* cand_a, u32* cand_b) {
@@ -152,12 +176,7 @@ __device__ void nearest_candidates_impl(const T* ax, const T* ay, const T* az, c
     T bd = *tau;
     u32 bid = NO_ID;
     T qx = ax[i], qy = ay[i], qz = az[i];
-    u32 s, e;
-    if (t.n > scan_whole(t) && ball_range(t, qx, qy, qz, bd, BALL_SCAN, s, e)) {
-        scan_points(t, s, e, qx, qy, qz, bd, bid);
-    } else {
-        nearest_search(t, qx, qy, qz, bd, bid);
-    }
+    if (t.n <= scan_whole(t) || !ball_scan(t, qx, qy, qz, BALL_SCAN, bd, bid)) nearest_search(t, qx, qy, qz, bd, bid);
     if (bid != NO_ID) {
         u32 slot = atomicAdd(count, 1u);
         cand_d2[slot] = ordered_bits(bd);
