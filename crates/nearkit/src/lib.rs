@@ -63,6 +63,7 @@ pub use geometry::{Aabb6, Mesh, Points, Real, Vectors};
 pub use knn::cuda::DeviceKnn;
 pub use knn::vectors::{shifted_sort_knn, shifted_sort_knn_device, DeviceVectors, ShiftedSortOptions, VectorIndex};
 pub use knn::{GridOptions, Knn, KnnBuffer, KnnOptions};
+pub use pairs::cuda::DeviceNearest;
 pub use pairs::{Nearest, Pair, PairMode, PairsOptions};
 pub use point_index::PointIndex;
 pub use radius::cuda::DeviceWithin;

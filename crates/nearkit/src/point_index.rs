@@ -11,6 +11,7 @@ use crate::geometry::real::Real;
 use crate::geometry::scale::Scale;
 use crate::knn::cuda::DeviceKnn;
 use crate::knn::{knn_limits, Knn, KnnBuffer, KnnOptions};
+use crate::pairs::cuda::DeviceNearest;
 use crate::pairs::{Nearest, Pair, PairsOptions};
 use crate::radius::cuda::DeviceWithin;
 use crate::radius::{RadiusOptions, Within};
@@ -632,6 +633,20 @@ impl<T: Real> PointIndex<T> {
         let (ids, distances) = out.parts_mut();
         crate::knn::cuda::knn_resident(gpu, tree, queries, opts, k, r2, self.chunk(), ids, distances)?;
         Ok(k)
+    }
+
+    /// [`PointIndex::nearest`] of queries in GPU memory, the answers left there (in the queries'
+    /// order).
+    pub fn nearest_device(&self, queries: &DevicePoints<T>, max_distance: Option<T>) -> Result<DeviceNearest<T>> {
+        let Tree::Cuda(tree) = &self.tree else { return Err(not_on_gpu()) };
+        if queries.is_empty() {
+            return Err(Error::EmptySet { role: Role::Queries });
+        }
+        self.check_device_queries(queries, Role::Queries)?;
+        let r2 = radius2(self.scale.max_distance(max_distance)?)?;
+        let gpu = self.engine.need_gpu("")?;
+        let _busy = gpu.lock();
+        crate::pairs::cuda::nearest_resident(gpu, tree, queries, r2, self.chunk())
     }
 
     /// [`PointIndex::closest_pairs`] of queries in GPU memory: everything runs there, and only

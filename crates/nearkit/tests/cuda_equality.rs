@@ -65,6 +65,16 @@ fn same_answers<T: Real>(seed: u64, na: usize, nb: usize) {
         let c = cpu().nearest(&a, &b, None).unwrap();
         let g = gpu.nearest(&a, &b, None).unwrap();
         assert_eq!(c, g, "{name}: nearest");
+        // Resident: A, B and the answers on the device (in chunks where the test asks for them).
+        let engine = &gpu.0;
+        let (da, db) = (engine.upload(&a).unwrap(), engine.upload(&b).unwrap());
+        for max_distance in [None, Some(T::from_f64(0.5))] {
+            let c = cpu().nearest(&a, &b, max_distance).unwrap();
+            let index = PointIndex::from_device(&db, engine).unwrap();
+            let g = index.nearest_device(&da, max_distance).unwrap();
+            assert_eq!(g.len(), a.len(), "{name}: resident nearest rows");
+            assert_eq!(c, g.download(engine).unwrap(), "{name}: resident nearest, max {max_distance:?}");
+        }
         // And both against brute force, so "equal" cannot mean "equally wrong".
         let want = brute_nearest_per_a(&a, &b, 100, T::INFINITY);
         let got = gpu.closest_pairs(&a, &b, &PairsOptions { k: 100, ..Default::default() }).unwrap();

@@ -87,35 +87,6 @@ __device__ void select_threshold_impl(const u32* hist, const u32* sums, u32 k, T
 }
 NK_INSTANTIATE(select_threshold, (const u32* hist, const u32* sums, u32 k, R* tau), (hist, sums, k, tau))
 
-// Every query's nearest point within *r2 (inclusive); NO_ID and +inf when none.
-// Queries arrive in Morton order; a_ids[i] is query i's position in the caller's order.
-// The distance is the root of the squared one, correctly rounded, as the CPU takes it.
-// The walk starts from the best of the query's Morton neighbours in B (`window` each side),
-// where that is within *r2: a real point, so the walk still ends at the first point in
-// (squared distance, id) order, but prunes from its first step (an unbounded walk took most
-// of this kernel's time, BENCHMARKS.md, session 49).
-template <typename T>
-__device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u32* a_ids, u32 na, Tree<T> t, const T* r2,
-                                 u32 window, u32* out_b, T* out_d) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= na) return;
-    T bd = *r2;
-    u32 bid = NO_ID;
-    T qx = ax[i], qy = ay[i], qz = az[i];
-    if (t.n > t.leaf_size && window > 0)
-        morton_window(t, qx, qy, qz, window, [&](u32 j) {
-            T d = dist2(qx, qy, qz, t.x[j], t.y[j], t.z[j]);
-            u32 id = t.id[j];
-            if (before(d, id, bd, bid)) { bd = d; bid = id; }
-        });
-    nearest_search(t, qx, qy, qz, bd, bid);
-    u32 o = a_ids[i];
-    out_b[o] = bid;
-    out_d[o] = bid == NO_ID ? t_inf<T>() : sqrt(bd);
-}
-NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, Tree<R> t, const R* r2, u32 window, u32* out_b, R* out_d),
-               (ax, ay, az, a_ids, na, t, r2, window, out_b, out_d))
-
 // Offers to (bd, bid) every point that can lie within squared distance bd of q, and maybe
 // more: the key table's buckets under the Morton cells that the box q ± r meets, of the
 // finest level whose cells are at least the box's size (so at most two a side). r is √bd with
@@ -158,6 +129,39 @@ __device__ __forceinline__ bool ball_scan(const Tree<T>& t, T qx, T qy, T qz, u3
     for (u32 j = 0; j < ranges; j++) scan_points(t, first[j], end[j], qx, qy, qz, bd, bid);
     return true;
 }
+
+// Points a query's nearest search scans in place of a tree walk.
+#define NEAREST_SCAN 128
+
+// Every query's nearest point within *r2 (inclusive); NO_ID and +inf when none.
+// Queries arrive in Morton order; a_ids[i] is query i's position in the caller's order.
+// The distance is the root of the squared one, correctly rounded, as the CPU takes it.
+// The search starts from the best of the query's Morton neighbours in B (`window` each side),
+// where that is within *r2: a real point, so it still ends at the first point in (squared
+// distance, id) order, but prunes from its first step (an unbounded walk took most of this
+// kernel's time, BENCHMARKS.md, session 49). Then the points of the Morton cells around that
+// bound's ball are scanned where they are at most NEAREST_SCAN, else the tree is walked.
+template <typename T>
+__device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u32* a_ids, u32 na, Tree<T> t, const T* r2,
+                                 u32 window, u32* out_b, T* out_d) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= na) return;
+    T bd = *r2;
+    u32 bid = NO_ID;
+    T qx = ax[i], qy = ay[i], qz = az[i];
+    if (t.n > t.leaf_size && window > 0)
+        morton_window(t, qx, qy, qz, window, [&](u32 j) {
+            T d = dist2(qx, qy, qz, t.x[j], t.y[j], t.z[j]);
+            u32 id = t.id[j];
+            if (before(d, id, bd, bid)) { bd = d; bid = id; }
+        });
+    if (t.n <= scan_whole(t) || !ball_scan(t, qx, qy, qz, NEAREST_SCAN, bd, bid)) nearest_search(t, qx, qy, qz, bd, bid);
+    u32 o = a_ids[i];
+    out_b[o] = bid;
+    out_d[o] = bid == NO_ID ? t_inf<T>() : sqrt(bd);
+}
+NK_INSTANTIATE(nearest_all, (const R* ax, const R* ay, const R* az, const u32* a_ids, u32 na, Tree<R> t, const R* r2, u32 window, u32* out_b, R* out_d),
+               (ax, ay, az, a_ids, na, t, r2, window, out_b, out_d))
 
 // Points a query's candidate search scans in place of a tree walk.
 #define BALL_SCAN 64

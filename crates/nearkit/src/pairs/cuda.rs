@@ -13,13 +13,15 @@ use super::{to_pairs, Candidate, Nearest, Pair, PairMode};
 use crate::error::Result;
 use crate::geometry::real::{from_ordered_bits, Real};
 use crate::runtime::cpu::{big_vec, Toucher};
-use crate::runtime::cuda::launch::{kernels, In, Out};
-use crate::runtime::cuda::memory::PointSource;
+use crate::runtime::cuda::launch::{kernels, Arg, In, Out};
+use crate::runtime::cuda::memory::{DevicePoints, PointSource};
 use crate::runtime::cuda::radix_sort::{bits_for, gather_u32_as_u64, gather_u64, iota_u32, sort_pairs};
-use crate::runtime::cuda::transfer::{download_columns, Column};
+use crate::runtime::cuda::transfer::{download_columns, download_vec, Column};
 use crate::runtime::cuda::{cuda_err, threads, CudaSource, Gpu, COMMON};
 use crate::runtime::profile::Phases;
-use crate::tree::cuda::{for_each_chunk_sorted_by, gather_points, DeviceTree, TreeArgs, TREE_HEADER, TREE_SEARCH};
+use crate::tree::cuda::{
+    for_each_chunk_sorted_by, gather_points, DeviceTree, SortedChunk, TreeArgs, TREE_HEADER, TREE_SEARCH,
+};
 
 /// A is put in order by the top 16 bits of its points' Morton codes (two radix passes): a
 /// warp's points then share a cell of 1/32 of the box a side, and the searches ran as fast as
@@ -142,6 +144,47 @@ kernels! {
     );
 }
 
+/// Every A's nearest B left in GPU memory, in A's order, for
+/// [`PointIndex::nearest_device`](crate::PointIndex::nearest_device).
+pub struct DeviceNearest<T> {
+    b: CudaSlice<u32>,
+    distance: CudaSlice<T>,
+}
+
+impl<T: Real> DeviceNearest<T> {
+    /// The number of queries it holds.
+    pub fn len(&self) -> usize {
+        self.b.len()
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.b.is_empty()
+    }
+
+    /// The answers brought to host memory.
+    pub fn download(&self, engine: &crate::Engine) -> Result<Nearest<T>> {
+        let gpu = engine.need_gpu("a nearest result in GPU memory")?;
+        Ok(Nearest { b: download_vec(gpu, &self.b)?, distance: download_vec(gpu, &self.distance)? })
+    }
+}
+
+/// One sorted chunk's nearest searches, answers to `ob`, `od` in the chunk's own order.
+fn search_chunk<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    c: &SortedChunk<T>,
+    r2: &CudaSlice<T>,
+    ob: impl Arg<Out<u32>>,
+    od: impl Arg<Out<T>>,
+) -> Result<()> {
+    let len = c.points.len;
+    let p = &c.points;
+    let window = NEAREST_WINDOW as u32;
+    let args = tree.args(gpu);
+    nearest_all::<T>(gpu, threads(len, BLOCK), &p.x, &p.y, &p.z, &c.ids, len as u32, args, r2, window, ob, od)
+}
+
 /// Every A's nearest point of `tree` within squared radius `r2`, A in chunks of `chunk`.
 pub(crate) fn nearest<T: Real>(
     gpu: &Gpu,
@@ -153,7 +196,6 @@ pub(crate) fn nearest<T: Real>(
 ) -> Result<Nearest<T>> {
     let mut phases = Phases::new("cuda nearest", profile);
     phases.restart(|| gpu.synchronize())?;
-    let args = tree.args(gpu);
     let s = gpu.stream();
     let r2_dev = s.clone_htod(&[r2]).map_err(cuda_err)?;
     let n = a.len();
@@ -167,11 +209,7 @@ pub(crate) fn nearest<T: Real>(
         let len = c.points.len;
         let mut ob = gpu.alloc_uninit::<u32>(len)?;
         let mut od = gpu.alloc_uninit::<T>(len)?;
-        let len32 = len as u32;
-        let p = &c.points;
-        let cfg = threads(len, BLOCK);
-        let window = NEAREST_WINDOW as u32;
-        nearest_all::<T>(gpu, cfg, &p.x, &p.y, &p.z, &c.ids, len32, args, &r2_dev, window, &mut ob, &mut od)?;
+        search_chunk(gpu, tree, c, &r2_dev, &mut ob, &mut od)?;
         drop(touched.take());
         phases.mark_after("search (and the answers' pages touched)", || gpu.synchronize())?;
         // Chunks come in order: each one's rows follow the last one's.
@@ -195,6 +233,24 @@ pub(crate) fn nearest<T: Real>(
         out.b.set_len(n);
         out.distance.set_len(n);
     }
+    Ok(out)
+}
+
+/// [`nearest`] of A in GPU memory, the answers left there.
+pub(crate) fn nearest_resident<T: Real>(
+    gpu: &Gpu,
+    tree: &DeviceTree<T>,
+    a: &DevicePoints<T>,
+    r2: T,
+    chunk: usize,
+) -> Result<DeviceNearest<T>> {
+    let r2_dev = gpu.stream().clone_htod(&[r2]).map_err(cuda_err)?;
+    let n = a.len();
+    let mut out = DeviceNearest { b: gpu.alloc_uninit::<u32>(n)?, distance: gpu.alloc_uninit::<T>(n)? };
+    for_each_chunk_sorted_by(gpu, &PointSource::Device(a), tree, chunk, A_ORDER_BITS, |c| {
+        let rows = c.offset..c.offset + c.points.len;
+        search_chunk(gpu, tree, c, &r2_dev, &mut out.b.slice_mut(rows.clone()), &mut out.distance.slice_mut(rows))
+    })?;
     Ok(out)
 }
 

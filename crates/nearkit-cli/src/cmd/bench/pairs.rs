@@ -66,14 +66,15 @@ fn workload<T: Real>(args: &BenchPairsArgs, engine: &Engine, dist: Distribution)
         );
     }
     let e2e = time(args.runs, || query().map(drop))?;
+    let resident_data =
+        if engine.is_cuda() && !args.skip_resident { Some((engine.upload(&a)?, engine.upload(&b)?)) } else { None };
     let mut resident = None;
-    if engine.is_cuda() && !args.skip_resident {
-        let (da, db) = (engine.upload(&a)?, engine.upload(&b)?);
-        let again = PointIndex::from_device(&db, engine)?.closest_pairs_device(&da, &opts)?;
+    if let Some((da, db)) = &resident_data {
+        let again = PointIndex::from_device(db, engine)?.closest_pairs_device(da, &opts)?;
         if again != reference {
             return Err(CliError("resident and end-to-end CUDA results differ".into()));
         }
-        let run = || PointIndex::from_device(&db, engine)?.closest_pairs_device(&da, &opts).map(drop);
+        let run = || PointIndex::from_device(db, engine)?.closest_pairs_device(da, &opts).map(drop);
         resident = Some(time_on(engine, args.runs, run)?);
     }
     let check = check_against_cpu(engine, &a, &b, &opts, &reference, args.no_check)?;
@@ -85,14 +86,26 @@ fn workload<T: Real>(args: &BenchPairsArgs, engine: &Engine, dist: Distribution)
         check,
     }];
     if args.nearest {
-        let all = time(args.runs, || PointIndex::new(&b, engine)?.nearest(&a, None).map(drop))?;
-        rows.push(Row {
-            workload: name,
-            what: "nearest of every A".into(),
-            resident: None,
-            end_to_end: all,
-            check: "-".into(),
-        });
+        let nearest = || PointIndex::new(&b, engine)?.nearest(&a, None);
+        let reference = nearest()?;
+        let all = time(args.runs, || nearest().map(drop))?;
+        let mut resident = None;
+        if let Some((da, db)) = &resident_data {
+            let again = PointIndex::from_device(db, engine)?.nearest_device(da, None)?.download(engine)?;
+            if again != reference {
+                return Err(CliError("resident and end-to-end CUDA nearest answers differ".into()));
+            }
+            let run = || PointIndex::from_device(db, engine)?.nearest_device(da, None).map(drop);
+            resident = Some(time_on(engine, args.runs, run)?);
+        }
+        let check = if !engine.is_cuda() || args.no_check {
+            "-".into()
+        } else if PointIndex::new(&b, &Engine::cpu())?.nearest(&a, None)? == reference {
+            "yes".into()
+        } else {
+            return Err(CliError("CUDA and CPU nearest answers differ".into()));
+        };
+        rows.push(Row { workload: name, what: "nearest of every A".into(), resident, end_to_end: all, check });
     }
     // The same bytes copied pinned, measured now: points up, answers down.
     let size = std::mem::size_of::<T>();
