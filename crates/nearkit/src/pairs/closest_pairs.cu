@@ -130,8 +130,39 @@ __device__ __forceinline__ bool ball_scan(const Tree<T>& t, T qx, T qy, T qz, u3
     return true;
 }
 
-// Points a query's nearest search scans in place of a tree walk.
-#define NEAREST_SCAN 128
+// Offers to (bd, bid) every point that can lie within squared distance bd of q, and maybe
+// more: the points of the key table's cells (TABLE_BITS / 3 levels: 32 a side) that the box
+// q ± r meets, r as in ball_scan. False where the box meets more than three cells a side, a
+// cell holds more than `cell_most` points (the table is coarse there for the points' spread:
+// on a surface a cell holds many points, few of them near q) or all more than `most`; the
+// points offered before that stay offered (a walk from there still ends at the first point
+// in (squared distance, id) order).
+template <typename T>
+__device__ __forceinline__ bool cell_scan(const Tree<T>& t, T qx, T qy, T qz, u32 cell_most, u32 most, T& bd, u32& bid) {
+    const u32 level = TABLE_BITS / 3, shift = 21 - level, spare = TABLE_BITS - 3 * level;
+    const T* f = t.frame;
+    T r = sqrt(bd) * (T)1.0001 + (T)1e-30;
+    u32 lo[3] = {morton_cell(qx - r, f[0], f[3]) >> shift, morton_cell(qy - r, f[1], f[3]) >> shift,
+                 morton_cell(qz - r, f[2], f[3]) >> shift};
+    u32 hi[3] = {morton_cell(qx + r, f[0], f[3]) >> shift, morton_cell(qy + r, f[1], f[3]) >> shift,
+                 morton_cell(qz + r, f[2], f[3]) >> shift};
+    if (hi[0] - lo[0] > 2 || hi[1] - lo[1] > 2 || hi[2] - lo[2] > 2) return false;
+    u32 seen = 0;
+    for (u32 z = lo[2]; z <= hi[2]; z++)
+        for (u32 y = lo[1]; y <= hi[1]; y++)
+            for (u32 x = lo[0]; x <= hi[0]; x++) {
+                u64 cell = spread3_21(x) | (spread3_21(y) << 1) | (spread3_21(z) << 2);
+                u32 s = t.key_table[cell << spare], e = t.key_table[(cell + 1) << spare];
+                seen += e - s;
+                if (e - s > cell_most || seen > most) return false;
+                scan_points(t, s, e, qx, qy, qz, bd, bid);
+            }
+    return true;
+}
+
+// Points a query's nearest search scans in place of a tree walk, in all and in one cell.
+#define NEAREST_SCAN 256
+#define NEAREST_CELL 48
 
 // Every query's nearest point within *r2 (inclusive); NO_ID and +inf when none.
 // Queries arrive in Morton order; a_ids[i] is query i's position in the caller's order.
@@ -139,8 +170,9 @@ __device__ __forceinline__ bool ball_scan(const Tree<T>& t, T qx, T qy, T qz, u3
 // The search starts from the best of the query's Morton neighbours in B (`window` each side),
 // where that is within *r2: a real point, so it still ends at the first point in (squared
 // distance, id) order, but prunes from its first step (an unbounded walk took most of this
-// kernel's time, BENCHMARKS.md, session 49). Then the points of the Morton cells around that
-// bound's ball are scanned where they are at most NEAREST_SCAN, else the tree is walked.
+// kernel's time, BENCHMARKS.md, session 49). Then the key table's cells around that bound's
+// ball are scanned where they hold at most NEAREST_SCAN points (NEAREST_CELL in one), else
+// the tree is walked.
 template <typename T>
 __device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u32* a_ids, u32 na, Tree<T> t, const T* r2,
                                  u32 window, u32* out_b, T* out_d) {
@@ -155,7 +187,7 @@ __device__ void nearest_all_impl(const T* ax, const T* ay, const T* az, const u3
             u32 id = t.id[j];
             if (before(d, id, bd, bid)) { bd = d; bid = id; }
         });
-    if (t.n <= scan_whole(t) || !ball_scan(t, qx, qy, qz, NEAREST_SCAN, bd, bid)) nearest_search(t, qx, qy, qz, bd, bid);
+    if (t.n <= scan_whole(t) || !cell_scan(t, qx, qy, qz, NEAREST_CELL, NEAREST_SCAN, bd, bid)) nearest_search(t, qx, qy, qz, bd, bid);
     u32 o = a_ids[i];
     out_b[o] = bid;
     out_d[o] = bid == NO_ID ? t_inf<T>() : sqrt(bd);
