@@ -165,6 +165,7 @@ impl<T: Real> DeviceNearest<T> {
     /// The answers brought to host memory.
     pub fn download(&self, engine: &crate::Engine) -> Result<Nearest<T>> {
         let gpu = engine.need_gpu("a nearest result in GPU memory")?;
+        let _busy = gpu.lock();
         Ok(Nearest { b: download_vec(gpu, &self.b)?, distance: download_vec(gpu, &self.distance)? })
     }
 }
