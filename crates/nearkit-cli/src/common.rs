@@ -50,14 +50,24 @@ pub fn parse_with<T: std::str::FromStr<Err = nearkit::Error>>(s: &str) -> Result
     s.parse().map_err(|e: nearkit::Error| e.to_string())
 }
 
-/// `--max-distance` must be a finite number >= 0.
-pub fn check_max_distance(r: Option<f64>) -> CliResult {
-    match r {
-        Some(r) if !(r.is_finite() && r >= 0.0) => {
-            Err(CliError(format!("--max-distance must be a finite number >= 0 (got {r})")))
-        }
-        _ => Ok(()),
+/// `--max-distance` must be a finite number >= 0 that the working precision T holds.
+pub fn check_max_distance<T: Real>(r: Option<f64>) -> CliResult {
+    r.map_or(Ok(()), |r| check_distance::<T>("--max-distance", r))
+}
+
+/// A distance option (`name`) must be a finite number >= 0 that the working precision T holds.
+pub fn check_distance<T: Real>(name: &str, r: f64) -> CliResult {
+    if !(r.is_finite() && r >= 0.0) {
+        return Err(CliError(format!("{name} must be a finite number >= 0 (got {r})")));
     }
+    if !T::from_f64(r).is_finite() {
+        return Err(CliError(format!(
+            "{name} {r:e} does not fit {} (largest {:e}): --precision f64 holds it",
+            T::NAME,
+            f32::MAX
+        )));
+    }
+    Ok(())
 }
 
 /// Parses `x,y,z` column names or indices for CSV input.

@@ -480,6 +480,98 @@ element face 1\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0
     let scene = format!("mesh:{}", s(&mesh));
     fails(&["collide", "--scene", &scene, "--ticks", "1", "--scene-out", s(d.path())], &["one of the inputs"], None);
     assert_eq!(std::fs::read(&mesh).unwrap(), ply);
+    // So is the instances' shape, and neither output may be the other.
+    let base = ["collide", "--ticks", "1", "--bodies", "10", "--device", "cpu"];
+    fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+        base.iter().chain(more).copied().collect()
+    }
+    fails(
+        &with(&base, &["--instances", "2", "--instance-shape", s(&mesh), "--scene-out", s(d.path())]),
+        &["one of the inputs"],
+        None,
+    );
+    assert_eq!(std::fs::read(&mesh).unwrap(), ply);
+    let scene_dir = d.path().join("scene");
+    let contacts = scene_dir.join("bodies.csv");
+    fails(
+        &with(&base, &["--contacts-out", s(&contacts), "--scene-out", s(&scene_dir)]),
+        &["--contacts-out is a file --scene-out writes"],
+        Some(&contacts),
+    );
+}
+
+/// Input that a precision or a format cannot hold as written is refused, not silently changed:
+/// values f32 rounds to 0 or to infinity, rows longer than the first (two rows run together),
+/// faces past an OFF header's count; and `gen` refuses ranges it cannot honour.
+#[test]
+fn inputs_are_taken_as_written_or_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let tiny = write(d.path(), "tiny.csv", b"0,0,0\n3e-300,0,0\n1e-300,0,0\n");
+    fails(
+        &["knn", "--data", s(&tiny), "--exclude-self", "-k", "1", "--device", "cpu"],
+        &["tiny.csv", "line 2", "rounds to 0"],
+        None,
+    );
+    let o = nearkit(&[
+        "knn",
+        "--data",
+        s(&tiny),
+        "--exclude-self",
+        "-k",
+        "2",
+        "--device",
+        "cpu",
+        "--precision",
+        "f64",
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let good = write(d.path(), "good.csv", b"0,0,0\n1,1,1\n");
+    fails(
+        &["within", "--data", s(&good), "--queries", s(&good), "-r", "1e300", "--device", "cpu"],
+        &["--radius 1e300 does not fit f32"],
+        None,
+    );
+    fails(
+        &["knn", "--data", s(&good), "-k", "1", "--max-distance", "1e39", "--device", "cpu"],
+        &["--max-distance 1e39 does not fit f32"],
+        None,
+    );
+    let merged = write(d.path(), "merged.csv", b"0,0,0\n1,1,1\n2,2,2,3,3,3\n");
+    fails(
+        &["knn", "--data", s(&merged), "--exclude-self", "-k", "1", "--device", "cpu"],
+        &["merged.csv", "line 3", "6 values"],
+        None,
+    );
+    // Trailing commas are no extra values; shorter rows (empty trailing columns) are fine.
+    let commas = write(d.path(), "commas.csv", b"x,y,z,w\n0,0,0,1,\n1,1,1\n");
+    let o = nearkit(&["knn", "--data", s(&commas), "--exclude-self", "-k", "1", "--device", "cpu", "-q"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let xyz = write(d.path(), "merged.xyz", b"0 0 0\n1 1 1\n1 1 1 2\n");
+    fails(
+        &["knn", "--data", s(&xyz), "--exclude-self", "-k", "1", "--device", "cpu"],
+        &["merged.xyz", "line 3", "4 values"],
+        None,
+    );
+    let off = write(d.path(), "more.off", b"OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n3 0 2 1\n");
+    fails(
+        &["closest-point", "--mesh", s(&off), "--queries", s(&good), "--device", "cpu"],
+        &["more.off", "line 7", "1 faces the header declares"],
+        None,
+    );
+    let out = d.path().join("g.npy");
+    for (args, needle) in [
+        (&["--range", "1e39", "--distribution", "uniform"][..], "f32 cannot hold it"),
+        (&["--range", "1e300"], "cannot hold every integer"),
+        (&["--range", "1e-300", "--distribution", "uniform"], "too small for f32"),
+        (&["--range", "2.5"], "give an integer range"),
+        (&["--range", "1e-300", "--distribution", "sphere", "--precision", "f64"], "too small for f64"),
+    ] {
+        let mut a = vec!["gen", "points", "--count", "3", "--out", s(&out)];
+        a.extend_from_slice(args);
+        fails(&a, &["--range", needle], Some(&out));
+    }
+    fails(&["raycast", "--limit", "0", "--rays", "10", "-q"], &["--limit must be at least 1"], None);
 }
 
 /// Writing to a closed pipe ends quietly with status 141; to a full disk, exit 2 and a message.

@@ -1,11 +1,12 @@
-//! CSV points: x,y,z columns (more columns allowed), header optional; `--columns` picks others.
+//! CSV points: x,y,z columns (more columns allowed, no row longer than the first), header
+//! optional; `--columns` picks others.
 
 use std::io::BufRead;
 use std::path::Path;
 
 use nearkit::{Points, Real};
 
-use crate::input::{coord, read_error, Source, AXES};
+use crate::input::{check_width, coord, read_error, Source, AXES};
 use crate::{IoError, Location, ReadOptions, Result};
 
 pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, opts: &ReadOptions) -> Result<Points<T>> {
@@ -19,6 +20,7 @@ pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, opts: &ReadOp
     let mut cols: Option<[usize; 3]> = None;
     let mut record = csv::StringRecord::new();
     let mut first = true;
+    let mut width = None;
     loop {
         let more = rdr.read_record(&mut record).map_err(|e| match e.kind() {
             csv::ErrorKind::Io(io) => read_error(path, io),
@@ -34,6 +36,9 @@ pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, opts: &ReadOp
         if record.iter().all(|f| f.is_empty()) {
             continue;
         }
+        // Trailing empty fields (trailing commas) do not count.
+        let values = record.len() - record.iter().rev().take_while(|f| f.is_empty()).count();
+        check_width(&mut width, values, path, line)?;
         let header_row = first;
         if first {
             first = false;

@@ -187,21 +187,31 @@ impl<'a, R: BufRead> Lines<'a, R> {
 pub(crate) const AXES: [&str; 3] = ["x", "y", "z"];
 
 /// A coordinate (`name`d x, y, z, or 0.. for vectors) in the working precision T. Values that are not
-/// finite are errors, and so are finite ones that T cannot hold (1e308 in f32): the message
-/// says which precision holds them. `text` is the value as written, where it was text.
+/// finite are errors, and so are finite ones that T cannot hold (1e308 in f32) or rounds to 0
+/// (1e-300 in f32): the message says which precision holds them. `text` is the value as written, where it was text.
 pub(crate) fn coord<T: Real>(v: f64, name: &str, text: Option<&str>) -> std::result::Result<T, String> {
     let t = T::from_f64(v);
+    let shown = || match text {
+        Some(t) => t.to_string(),
+        None if v.is_finite() && (v.abs() >= 1e16 || v.abs() < 1e-16) => format!("{v:e}"),
+        None => v.to_string(),
+    };
     if t.is_finite() {
         if let Some(text) = text.filter(|t| is_integer_literal(t)) {
             check_integer_text::<T>(t, text, name)?;
         }
+        if t == T::ZERO && v != 0.0 {
+            // Rounding to nothing would make such points all equal: an error, as for too large.
+            return Err(format!(
+                "coordinate {name} is {}, which {} rounds to 0 (smallest {:e}): --precision f64 holds it",
+                shown(),
+                T::NAME,
+                f32::from_bits(1)
+            ));
+        }
         return Ok(t);
     }
-    let shown = match text {
-        Some(t) => t.to_string(),
-        None if v.is_finite() && v.abs() >= 1e16 => format!("{v:e}"),
-        None => v.to_string(),
-    };
+    let shown = shown();
     if v.is_finite() {
         return Err(format!(
             "coordinate {name} is {shown}, which does not fit {} (largest {:e}): --precision f64 holds it",
@@ -258,6 +268,24 @@ fn inexact_integer<T: Real>(shown: &str, name: &str) -> String {
              2^53 = 9,007,199,254,740,992): shift or scale the data so that it fits"
         )
     }
+}
+
+/// Rows of points may have fewer values than the first (empty trailing columns) but not more:
+/// a longer row is most likely two rows run together, and its extra values would be dropped
+/// unseen. `width` is the first row's count (set by the first call).
+pub(crate) fn check_width(width: &mut Option<usize>, values: usize, path: &Path, line: usize) -> Result<()> {
+    match *width {
+        None => *width = Some(values),
+        Some(w) if values > w => return Err(IoError::at(
+            path,
+            Location::Line(line),
+            format!(
+                "{values} values where the first row has {w}: two rows run together? Give every row the same columns"
+            ),
+        )),
+        Some(_) => {}
+    }
+    Ok(())
 }
 
 /// The first three fields of a text line as coordinates (OFF, OBJ and XYZ share this).

@@ -103,6 +103,10 @@ fn read_off<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
                 triangles.push([idx[0], idx[j], idx[j + 1]]);
             }
         }
+        // Faces past the declared count would be dropped unseen.
+        if let Some((line, _)) = lines.next_content()? {
+            return Err(at(line, format!("more lines after the {nf} faces the header declares: fix the face count")));
+        }
     }
     Ok(Mesh { vertices: p, triangles })
 }

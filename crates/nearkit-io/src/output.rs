@@ -130,18 +130,23 @@ pub fn refuse_overwriting_inputs(out: &Path, inputs: &[&Path]) -> Result<()> {
     if out_meta.as_ref().is_some_and(|m| !m.is_file()) {
         return Ok(());
     }
-    let out_path = canonical(out);
     for input in inputs {
-        let same_file = match (&out_meta, std::fs::metadata(input)) {
-            (Some(a), Ok(b)) => same_inode(a, &b),
-            _ => false,
-        };
-        if same_file || canonical(input) == out_path {
+        if same_file(out, input) {
             let aka = if *input == out { String::new() } else { format!(" ({})", input.display()) };
             return Err(IoError::new(out, format!("--out is one of the inputs{aka}: choose another file")));
         }
     }
     Ok(())
+}
+
+/// Whether `a` and `b` name the same file — by the same name, another spelling of it, a
+/// symbolic link or a hard link — whether or not it exists yet.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let linked = match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => same_inode(&a, &b),
+        _ => false,
+    };
+    linked || canonical(a) == canonical(b)
 }
 
 #[cfg(unix)]

@@ -1,19 +1,22 @@
 //! XYZ: one point per line, `x y z` separated by spaces, tabs or commas; extra columns
-//! (normals, colours) are ignored, `#` starts a comment.
+//! (normals, colours) are ignored, but no line may have more than the first (two rows run
+//! together), `#` starts a comment.
 
 use std::io::BufRead;
 use std::path::Path;
 
 use nearkit::{Points, Real};
 
-use crate::input::{parse_xyz, Lines, Source};
+use crate::input::{check_width, parse_xyz, Lines, Source};
 use crate::Result;
 
 pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path) -> Result<Points<T>> {
     let mut p = Points::with_capacity(0);
     let mut lines = Lines::new(src, path);
+    let mut width = None;
     while let Some((line, content)) = lines.next_content()? {
         let f: Vec<&str> = content.split(|c: char| c.is_whitespace() || c == ',').filter(|s| !s.is_empty()).collect();
+        check_width(&mut width, f.len(), path, line)?;
         let v = parse_xyz::<T>(&f, path, line)?;
         p.push(v[0], v[1], v[2]);
     }

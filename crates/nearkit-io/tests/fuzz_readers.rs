@@ -203,7 +203,7 @@ fn text_samples() -> Vec<Sample> {
     vec![
         Sample::new("csv with header", "csv", false).raw("x,y,z\n0.5,1,2\n3,4,5e-1\n-1,0,7\n"),
         Sample::new("csv without header", "csv", false).raw("# points\n1,2,3,red\n4, 5 ,6,blue\n\"7\",8,9\n"),
-        Sample::new("xyz", "xyz", false).raw("# points\n1 2 3\n4\t5\t6 0 0 1\n7,8,9\n"),
+        Sample::new("xyz", "xyz", false).raw("# points\n1 2 3 0 0 1\n4\t5\t6 0 0 1\n7,8,9\n"),
         Sample::new("off", "off", true)
             .raw("OFF\n")
             .count(5, Text)

@@ -80,7 +80,46 @@ fn gaussian(rng: &mut Pcg64Mcg) -> f64 {
     (-2.0 * (1.0 - u).ln()).sqrt() * (std::f64::consts::TAU * v).cos()
 }
 
-/// `count` points of the given distribution in the cube [0, range)^3.
+/// Whether [`generate`] can make points of `dist` in [0, range)³ in precision T as asked: an
+/// error naming the problem where `range` is not finite and positive, is too large or too small
+/// for T (the points would be infinite or all round to the same few values), or, for the
+/// integer distributions, is not an integer that T holds exactly.
+pub fn check_range<T: Real>(dist: Distribution, range: f64) -> Result<(), Error> {
+    let shown = if range != 0.0 && (range.abs() >= 1e16 || range.abs() < 1e-4) {
+        format!("{range:e}")
+    } else {
+        format!("{range}")
+    };
+    let bad = |why: String| Err(Error::InvalidArgument(format!("range {shown}: {why}")));
+    if !(range.is_finite() && range > 0.0) {
+        return bad("it must be a finite number > 0".into());
+    }
+    if matches!(dist, Distribution::UniformInt | Distribution::Duplicates) {
+        let exact = 2f64.powi(T::MANTISSA_DIGITS as i32);
+        if range.fract() != 0.0 {
+            return bad(format!("{} makes integer coordinates: give an integer range", dist.name()));
+        }
+        if range > exact {
+            return bad(format!(
+                "{} cannot hold every integer below it exactly (2^{} at most)",
+                T::NAME,
+                T::MANTISSA_DIGITS
+            ));
+        }
+        return Ok(());
+    }
+    if !T::from_f64(range).is_finite() {
+        return bad(format!("{} cannot hold it (largest {:e})", T::NAME, f32::MAX));
+    }
+    // Points a 2^-MANTISSA_DIGITS part of the range apart must stay apart.
+    if range * 2f64.powi(-(T::MANTISSA_DIGITS as i32)) < T::MIN_NORMAL.to_f64() {
+        return bad(format!("too small for {}: its points would round together", T::NAME));
+    }
+    Ok(())
+}
+
+/// `count` points of the given distribution in the cube [0, range)^3 (a range that
+/// [`check_range`] accepts).
 pub fn generate<T: Real>(dist: Distribution, count: usize, range: f64, seed: u64) -> Points<T> {
     // Shared parameters (cluster centres, duplicate pool) come from a stream of their own.
     let mut setup = stream(seed, u64::MAX);

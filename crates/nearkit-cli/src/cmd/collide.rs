@@ -338,10 +338,10 @@ fn time_sweeps(world: &World, collider: &mut Collider, count: usize) -> CliResul
     Ok(())
 }
 
-/// `--contacts-out` must be CSV and neither output may overwrite the scene's mesh; checked
-/// before the ticks run.
+/// `--contacts-out` must be CSV, no output may overwrite an input (the scene's mesh, the
+/// instances' shape) or another output; checked before the ticks run.
 fn check_outputs(args: &CollideArgs) -> CliResult {
-    let input = args.scene.strip_prefix("mesh:").map(Path::new);
+    let inputs = [args.scene.strip_prefix("mesh:").map(Path::new), args.instance_shape.as_deref()];
     if let Some(path) = &args.contacts_out {
         if path.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).as_deref() != Some("csv") {
             return Err(CliError(format!(
@@ -349,14 +349,21 @@ fn check_outputs(args: &CollideArgs) -> CliResult {
                 path.display()
             )));
         }
-        check_out(path, &[input])?;
+        check_out(path, &inputs)?;
     }
     if let Some(dir) = &args.scene_out {
         if dir.exists() && !dir.is_dir() {
             return Err(CliError(format!("{}: --scene-out names a file; give a folder", dir.display())));
         }
         for name in ["mesh.ply", "bodies.csv"] {
-            check_out(&dir.join(name), &[input])?;
+            let file = dir.join(name);
+            check_out(&file, &inputs)?;
+            if let Some(contacts) = args.contacts_out.as_deref().filter(|c| nearkit_io::same_file(c, &file)) {
+                return Err(CliError(format!(
+                    "{}: --contacts-out is a file --scene-out writes ({name}): choose another name",
+                    contacts.display()
+                )));
+            }
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use nearkit::generate::{generate, Distribution};
+use nearkit::generate::{check_range, generate, Distribution};
 
 use crate::common::{check_memory, parse_with, CliError, CliResult, Precision};
 
@@ -46,13 +46,14 @@ pub fn run(cmd: &GenCommand) -> CliResult {
     if args.count == 0 {
         return Err(CliError("--count must be at least 1".into()));
     }
-    if !(args.range.is_finite() && args.range > 0.0) {
-        return Err(CliError(format!("--range must be a finite number > 0 (got {})", args.range)));
-    }
-    let size = match args.precision {
-        Precision::F32 => 4,
-        Precision::F64 => 8,
+    let (size, checked) = match args.precision {
+        Precision::F32 => (4, check_range::<f32>(args.distribution, args.range)),
+        Precision::F64 => (8, check_range::<f64>(args.distribution, args.range)),
     };
+    checked.map_err(|e| match e {
+        nearkit::Error::InvalidArgument(m) => CliError(format!("--{m}")),
+        e => CliError(e.to_string()),
+    })?;
     // The points are made in memory, then written.
     check_memory(&format!("--count {}", args.count), args.count, 3 * size)?;
     match args.precision {

@@ -82,7 +82,7 @@ fn run_t<T: Real>(args: &KnnArgs) -> CliResult {
     if args.k == 0 {
         return Err(CliError("k must be at least 1 (got 0)".into()));
     }
-    check_max_distance(args.max_distance)?;
+    check_max_distance::<T>(args.max_distance)?;
     if let Some(out) = &args.out {
         if !matches!(out.extension().and_then(|e| e.to_str()), Some("csv" | "npz")) {
             return Err(CliError(format!("{}: unknown extension for neighbours: use .csv or .npz", out.display())));

@@ -48,7 +48,7 @@ pub fn run(args: &NearestArgs) -> CliResult {
 }
 
 fn run_t<T: Real>(args: &NearestArgs) -> CliResult {
-    check_max_distance(args.max_distance)?;
+    check_max_distance::<T>(args.max_distance)?;
     nearkit_io::OutputFormat::from_path(&args.out)?;
     check_out(&args.out, &[Some(&args.a), Some(&args.b)])?;
     let quiet = args.dev.quiet;

@@ -65,7 +65,7 @@ fn run_t<T: Real>(args: &PairsArgs) -> CliResult {
     if args.k == 0 {
         return Err(CliError("k must be at least 1 (got 0)".into()));
     }
-    check_max_distance(args.max_distance)?;
+    check_max_distance::<T>(args.max_distance)?;
     if let Some(out) = &args.out {
         nearkit_io::OutputFormat::from_path(out)?;
         check_out(out, &[args.a.as_deref(), args.b.as_deref()])?;

@@ -234,6 +234,9 @@ pub fn run(args: &RaycastArgs) -> CliResult {
     if args.rays == 0 || args.batches == 0 {
         return Err(CliError("--rays and --batches must be at least 1".into()));
     }
+    if args.limit == Some(0) {
+        return Err(CliError("--limit must be at least 1 (leave it out for the first hit only)".into()));
+    }
     if let Some(m) = args.max_distance {
         if m.is_nan() || m < 0.0 {
             return Err(CliError(format!("--max-distance must be a number >= 0 (got {m})")));

@@ -9,7 +9,9 @@ use nearkit::generate::{generate, Distribution};
 use nearkit::{PointIndex, Points, RadiusOptions, Real, Role};
 use nearkit_io::WithinLayout;
 
-use crate::common::{check_out, load, ms, parse_columns, thousands, CliError, CliResult, DeviceArgs, Precision};
+use crate::common::{
+    check_distance, check_out, load, ms, parse_columns, thousands, CliError, CliResult, DeviceArgs, Precision,
+};
 use crate::progress::Spinner;
 use crate::{note, out};
 
@@ -76,9 +78,7 @@ pub fn run(args: &WithinArgs) -> CliResult {
 
 fn run_t<T: Real>(args: &WithinArgs) -> CliResult {
     if let Some(r) = args.radius {
-        if !(r.is_finite() && r >= 0.0) {
-            return Err(CliError(format!("--radius must be a finite number >= 0 (got {r})")));
-        }
+        check_distance::<T>("--radius", r)?;
     }
     if let Some(out) = &args.out {
         let ext = out.extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase());

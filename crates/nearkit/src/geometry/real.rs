@@ -28,6 +28,10 @@ pub trait Real:
     const ZERO: Self;
     /// +∞.
     const INFINITY: Self;
+    /// The smallest positive normal number.
+    const MIN_NORMAL: Self;
+    /// Significant bits (24 for f32, 53 for f64): integers up to 2^this are exact.
+    const MANTISSA_DIGITS: u32;
     /// Suffix of the CUDA kernels instantiated for this type (`f32` or `f64`).
     const NAME: &'static str;
     /// The square root (IEEE, correctly rounded).
@@ -51,6 +55,8 @@ macro_rules! impl_real {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const INFINITY: Self = <$t>::INFINITY;
+            const MIN_NORMAL: Self = <$t>::MIN_POSITIVE;
+            const MANTISSA_DIGITS: u32 = <$t>::MANTISSA_DIGITS;
             const NAME: &'static str = $name;
             #[inline(always)]
             fn sqrt(self) -> Self {
