@@ -276,13 +276,15 @@ fn inexact_integer<T: Real>(shown: &str, name: &str) -> String {
 pub(crate) fn check_width(width: &mut Option<usize>, values: usize, path: &Path, line: usize) -> Result<()> {
     match *width {
         None => *width = Some(values),
-        Some(w) if values > w => return Err(IoError::at(
-            path,
-            Location::Line(line),
-            format!(
+        Some(w) if values > w => {
+            return Err(IoError::at(
+                path,
+                Location::Line(line),
+                format!(
                 "{values} values where the first row has {w}: two rows run together? Give every row the same columns"
             ),
-        )),
+            ))
+        }
         Some(_) => {}
     }
     Ok(())

@@ -144,7 +144,20 @@ impl PyWorld {
     }
 
     fn remove_bodies(&mut self, ids: PyReadonlyArray1<'_, u32>) -> PyResult<()> {
-        for id in ids_of(&ids) {
+        let ids = ids_of(&ids);
+        // All or nothing: every id checked before the first is removed.
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        for &id in &ids {
+            let why = if self.world.body(id).is_none() {
+                "there is no body"
+            } else if !seen.insert(id.0) {
+                "twice the body"
+            } else {
+                continue;
+            };
+            return Err(PyValueError::new_err(format!("remove_bodies: {why} {}; nothing was removed", id.0)));
+        }
+        for id in ids {
             self.world.remove_body(id).map_err(err)?;
         }
         Ok(())

@@ -148,7 +148,11 @@ impl<T: Real> Placed<T> {
     ) -> PyResult<(Vec<T>, Vec<i64>)> {
         let nq = q.nrows();
         let missing = self.main.len() as i64;
-        let (mut d, mut ids) = (nearkit::big_vec::<T>(nq * k), nearkit::big_vec::<i64>(nq * k));
+        let what = "the neighbour lists";
+        let (mut d, mut ids) = (
+            nearkit::try_big_vec::<T>(nq, k, what).map_err(err)?,
+            nearkit::try_big_vec::<i64>(nq, k, what).map_err(err)?,
+        );
         let (d_out, ids_out) = (&mut d.spare_capacity_mut()[..nq * k], &mut ids.spare_capacity_mut()[..nq * k]);
         // C-ordered rows and Fortran-ordered columns are read where they are; other layouts
         // are made columns first.
@@ -223,7 +227,8 @@ impl<T: Real> Placed<T> {
         detach_on(py, engine, || {
             let mut out = DeviceKnn::new(engine, chunk.min(nq), k)?;
             let opts = KnnOptions { max_distance, ..KnnOptions::k(k) };
-            let (mut d, mut ids) = (nearkit::big_vec(nq * k), nearkit::big_vec(nq * k));
+            let what = "the neighbour lists";
+            let (mut d, mut ids) = (nearkit::try_big_vec(nq, k, what)?, nearkit::try_big_vec(nq, k, what)?);
             for start in (0..nq).step_by(chunk) {
                 let end = (start + chunk).min(nq);
                 // A bad row is named by its place among all the queries.

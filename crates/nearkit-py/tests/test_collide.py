@@ -325,3 +325,35 @@ def test_instances_place_a_shape_and_meet_spheres_rays_and_queries(rng):
         world.add_instances(9, [[0, 0, 0]])
     with pytest.raises(ValueError, match="remove its instances first"):
         world.remove_shape(cube)
+
+
+def test_three_bodies_get_one_radius_each():
+    world = nearkit.World()
+    world.add_bodies([[0, 0, 0], [5, 0, 0], [10, 0, 0]], radii=[0.1, 0.2, 0.3])
+    radii = world.bodies()["radii"]
+    assert np.array_equal(radii, [[0.1] * 3, [0.2] * 3, [0.3] * 3]), radii
+    world.add_bodies([[0, 5, 0], [5, 5, 0], [10, 5, 0]], radii=[[1, 2, 3]])  # semi-axes for all
+    assert np.array_equal(world.bodies()["radii"][3:], [[1, 2, 3]] * 3)
+
+
+def test_remove_bodies_is_all_or_nothing():
+    world = nearkit.World()
+    world.add_bodies([[0, 0, 0], [3, 0, 0], [6, 0, 0]], radii=0.5)
+    for bad in ([1, 1], [0, 7]):
+        with pytest.raises(ValueError, match="nothing was removed"):
+            world.remove_bodies(bad)
+        assert list(world.bodies()["ids"]) == [0, 1, 2]
+    world.remove_bodies([0, 2])
+    assert list(world.bodies()["ids"]) == [1]
+
+
+def test_bodies_beyond_the_grid_are_refused_where_placed():
+    world = nearkit.World(cell_size=1.0)
+    with pytest.raises(ValueError, match="larger cells"):
+        world.add_bodies([[1e300, 0, 0]], radii=1.0)
+    with pytest.raises(ValueError, match="larger cells"):
+        world.add_bodies([[0, 0, 0]], radii=1e300)
+    world.add_bodies([[0, 0, 0]], radii=1.0)
+    with pytest.raises(ValueError, match="larger cells"):
+        world.set_poses([0], [[1e12, 0, 0]])
+    assert len(contacts(world)) == 0

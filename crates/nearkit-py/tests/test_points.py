@@ -328,3 +328,38 @@ def test_sharded_index_takes_unaligned_rows():
     assert not a.flags.aligned
     (p,) = _pieces([a], "data")
     assert p.flags.aligned and p.flags.c_contiguous and np.array_equal(p, a)
+
+
+def test_views_with_odd_strides_are_read_as_their_values():
+    # A field of a structured array: its rows are 25 bytes apart, not a multiple of 8.
+    rec = np.zeros(3, dtype=[("pad", "u1"), ("p", "<f8", (3,))])
+    rec["p"] = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    for dtype in DTYPES:
+        index = nearkit.PointIndex(rec["p"].astype(dtype) if dtype == np.float32 else rec["p"], device="cpu")
+        d, i = index.query(rec["p"], k=1)
+        assert list(i) == [0, 1, 2] and list(d) == [0, 0, 0], (dtype, d, i)
+    built = nearkit.PointIndex(rec["p"], device="cpu")
+    assert list(built.query([[4, 5, 6.0]], k=1)[1]) == [1]
+    rec32 = np.zeros(2, dtype=[("pad", "u1"), ("p", "<f4", (3,))])
+    rec32["p"] = [[1, 2, 3], [4, 5, 6]]
+    index = nearkit.PointIndex(np.array([[1, 2, 3], [4, 5, 6]], np.float32), device="cpu")
+    assert list(index.query(rec32["p"], k=1)[1]) == [0, 1]
+
+
+def test_float32_refuses_values_it_cannot_hold_and_takes_huge_bounds_as_none():
+    index = nearkit.PointIndex(np.array([[0, 0, 0], [1, 1, 1]], np.float32), device="cpu")
+    with pytest.raises(ValueError, match="rounds to 0"):
+        index.query(np.array([[1e-300, 0, 0]]), k=1)
+    with pytest.raises(ValueError, match="cannot hold"):
+        index.query(np.array([[1e300, 0, 0]]), k=1)
+    d, i = index.query([[0.0, 0, 0]], k=2, distance_upper_bound=1e300)
+    assert list(i[0]) == [0, 1]
+    assert list(index.nearest([[1.0, 1, 1]], max_distance=1e300)[1]) == [1]
+
+
+def test_a_result_larger_than_memory_is_a_memory_error():
+    index = nearkit.PointIndex(np.random.default_rng(0).random((100, 3)), device="cpu")
+    with pytest.raises(MemoryError):
+        index.query(np.zeros((1000, 3)), k=10**12)
+    with pytest.raises(MemoryError):
+        index.knn_graph(k=10**15)

@@ -68,7 +68,7 @@ pub use pairs::{Nearest, Pair, PairMode, PairsOptions};
 pub use point_index::PointIndex;
 pub use radius::cuda::DeviceWithin;
 pub use radius::{RadiusOptions, Within};
-pub use runtime::cpu::big_vec;
+pub use runtime::cpu::{big_vec, try_big_vec};
 pub use runtime::cuda::transfer::BusFloor;
 pub use runtime::cuda::DevicePoints;
 pub use sharded::ShardedIndex;

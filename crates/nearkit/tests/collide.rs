@@ -1133,7 +1133,22 @@ fn bad_input_is_refused_clearly() {
     assert!(world.remove_body(a).is_err());
     assert!(world.set_pose(a, [0.0; 3], [0.0, 0.0, 0.0, 1.0]).is_err());
     assert_eq!(world.add_body(Body::sphere([0.5, 0.0, 0.0], 1.0)).unwrap(), a, "the freed id is reused");
-    world.set_pose(b, [2.0e9, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]).unwrap();
+    // A body beyond the grid's range is refused where it is placed, and by the tick where it
+    // got there by the bulk update (which does not check).
+    let far = [2.0e9, 0.0, 0.0];
+    let e = world.set_pose(b, far, [0.0, 0.0, 0.0, 1.0]).unwrap_err().to_string();
+    assert!(e.contains("larger cells"), "{e}");
+    let e = world.add_body(Body::sphere(far, 1.0)).unwrap_err().to_string();
+    assert!(e.contains("larger cells"), "{e}");
+    let e = world.set_poses(&[b], &[far], &[[0.0, 0.0, 0.0, 1.0]]).unwrap_err().to_string();
+    assert!(e.contains(&format!("body {}", b.0)) && e.contains("larger cells"), "{e}");
+    // At the edge: the box's far side decides, not the center (the grid holds cells
+    // -1,048,575 < c < 1,048,575 a side).
+    const CELL_EDGE: f64 = 1_048_575.0;
+    let edge = (CELL_EDGE - 0.5) * world.cell_size();
+    assert!(world.set_pose(b, [edge, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]).is_err());
+    world.set_pose(b, [edge - 2.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]).unwrap();
+    world.poses_mut().0[b.0 as usize] = far;
     let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     let e = cpu.contacts(&world).unwrap_err().to_string();
     assert!(e.contains("larger cells"), "{e}");

@@ -4,6 +4,7 @@ always a float32 or float64 (N, 3) array in native byte order, with validated op
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Optional, Tuple
 
 import numpy as np
@@ -36,10 +37,28 @@ def float_array(x: Any, name: str, dtype: Optional[np.dtype] = None) -> np.ndarr
         else:
             raise TypeError(f"{name} must be an array of numbers, got dtype {a.dtype}")
     if dtype is not None and a.dtype != dtype:
-        a = a.astype(dtype)
+        a = _narrowed(a, dtype, name) if a.dtype.itemsize > np.dtype(dtype).itemsize else a.astype(dtype)
     if not a.dtype.isnative:
         a = a.astype(a.dtype.newbyteorder("="))
+    # A field of a structured array (or any view whose steps are not whole items) is read as
+    # plain rows by the native code: copy it into a regular layout first.
+    if not a.flags.aligned or any(st % a.itemsize for st in a.strides):
+        a = np.array(a, order="C")
     return a
+
+
+def _narrowed(a: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
+    """`a` (float64) in `dtype` (float32), refusing values it would turn into infinities or
+    into 0: rounding to nothing would make distinct points equal (as the command refuses)."""
+    with np.errstate(over="ignore"):
+        b = a.astype(dtype)
+    lost = (np.isinf(b) & np.isfinite(a)) | ((b == 0) & (a != 0))
+    if lost.any():
+        at = np.unravel_index(int(np.argmax(lost)), a.shape)
+        v = float(a[at])
+        what = "which float32 rounds to 0" if b[at] == 0 else f"which float32 cannot hold (largest {np.finfo(dtype).max:.7g})"
+        raise ValueError(f"{name}{list(at)} is {v:g}, {what}: use float64 (an index built from float64 data)")
+    return b
 
 
 def points(
@@ -57,6 +76,21 @@ def points(
     return a, a.shape[:1]
 
 
+def check_result_size(rows: int, per_row: int, bytes_each: int, what: str) -> None:
+    """A MemoryError, before anything is made, where a result of `rows` × `per_row` values
+    of `bytes_each` bytes cannot fit this machine's memory (as numpy raises one)."""
+    need = rows * per_row * bytes_each
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        total = 2**63
+    if need > total:
+        raise MemoryError(
+            f"{what} take {need / 2**30:.1f} GiB ({rows} rows of {per_row}), more than this machine's "
+            f"memory ({total / 2**30:.1f} GiB): ask for fewer"
+        )
+
+
 def workers(w: Optional[int]) -> int:
     """scipy's `workers`: -1 or None for every core, else a positive thread count (0 here
     means the global pool)."""
@@ -67,8 +101,9 @@ def workers(w: Optional[int]) -> int:
     raise ValueError(f"workers must be -1 (every core) or a positive number of threads, got {w!r}")
 
 
-def radius(r: Optional[float], name: str) -> Optional[float]:
-    """A distance bound: None or inf means none; otherwise a finite number >= 0."""
+def radius(r: Optional[float], name: str, dtype: Optional[np.dtype] = None) -> Optional[float]:
+    """A distance bound: None or inf means none, and so does one beyond `dtype`'s range (no
+    distance in it is larger); otherwise a finite number >= 0."""
     if r is None:
         return None
     r = float(r)
@@ -76,6 +111,8 @@ def radius(r: Optional[float], name: str) -> Optional[float]:
         return None
     if not (r >= 0 and math.isfinite(r)):
         raise ValueError(f"{name} must be a number >= 0 (or inf for no bound), got {r}")
+    if dtype is not None and r > float(np.finfo(dtype).max):
+        return None
     return r
 
 

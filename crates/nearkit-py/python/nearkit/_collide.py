@@ -96,8 +96,19 @@ def _rows(x: Any, name: str, n: int, cols: int, default: Optional[np.ndarray] = 
     if x is None:
         x = default
     a = _arrays.float_array(x, name, np.float64)
-    if a.ndim == 1 and cols == 3 and a.shape == (n,) and n != 3:
-        a = a[:, None]  # one radius per body
+    return _broadcast(a, name, n, cols)
+
+
+def _radii(x: Any, n: int) -> np.ndarray:
+    """Radii as (n, 3) semi-axes: a scalar, (n,) (one radius per body, also where n is 3),
+    (n, 3), or one row of semi-axes for all ((3,) where n is not 3, or (1, 3))."""
+    a = _arrays.float_array(x, "radii", np.float64)
+    if a.shape == (n,):
+        a = a[:, None]
+    return _broadcast(a, "radii", n, 3)
+
+
+def _broadcast(a: np.ndarray, name: str, n: int, cols: int) -> np.ndarray:
     try:
         a = np.broadcast_to(a, (n, cols))
     except ValueError:
@@ -206,8 +217,9 @@ class World:
         Parameters
         ----------
         centers : (n, 3)
-        radii : scalar, (n,) or (n, 3)
-            A sphere's radius, or semi-axes along the body's own x, y, z.
+        radii : scalar, (n,), (n, 3) or (1, 3)
+            A sphere's radius (one for all, or one per body), or semi-axes along the body's
+            own x, y, z (per body, or one row for all).
         orientations : (n, 4) or (4,), optional
             Quaternions (x, y, z, w) turning the body's axes into the world's; identity if
             None. Need not be of unit length.
@@ -219,7 +231,7 @@ class World:
         n = c.shape[0]
         return self._native.add_bodies(
             np.ascontiguousarray(c),
-            _rows(radii, "radii", n, 3),
+            _radii(radii, n),
             _rows(orientations, "orientations", n, 4, _IDENTITY),
             _u32(layers, "layers", n),
             _u32(masks, "masks", n),
@@ -432,7 +444,7 @@ class Collider:
                 world._native,
                 np.ascontiguousarray(s),
                 _rows(ends, "ends", n, 3),
-                _rows(radii, "radii", n, 3),
+                _radii(radii, n),
                 _rows(orientations, "orientations", n, 4, _IDENTITY),
                 _u32(masks, "masks", n),
                 _body_ids(ignore, "ignore", n),
@@ -477,7 +489,7 @@ class Collider:
             *self._native.overlaps(
                 world._native,
                 np.ascontiguousarray(c),
-                _rows(radii, "radii", n, 3),
+                _radii(radii, n),
                 _rows(orientations, "orientations", n, 4, _IDENTITY),
                 _u32(masks, "masks", n),
                 int(limit),

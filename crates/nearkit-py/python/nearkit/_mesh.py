@@ -101,7 +101,7 @@ class MeshIndex:
             ``(distance, point, triangle, barycentric)``, shaped by ``x.shape[:-1]``.
         """
         q, lead = _arrays.points(x, "x", self.dtype, one_point=True)
-        r = _arrays.radius(max_distance, "max_distance")
+        r = _arrays.radius(max_distance, "max_distance", self.dtype)
         if q.shape[0] == 0:
             d, p, t, b = (np.empty(0, self.dtype), np.empty((0, 3), self.dtype),
                           np.empty(0, np.int64), np.empty((0, 3), self.dtype))
@@ -123,7 +123,7 @@ class MeshIndex:
         array([-0.1,  2. ])
         """
         q, lead = _arrays.points(x, "x", self.dtype, one_point=True)
-        r = _arrays.radius(max_distance, "max_distance")
+        r = _arrays.radius(max_distance, "max_distance", self.dtype)
         if q.shape[0] == 0:
             return np.empty(lead, self.dtype)
         return self._native.signed_distance(q, r, _arrays.workers(workers)).reshape(lead)

@@ -179,6 +179,8 @@ class PointIndex:
         if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
             if k < 1:
                 raise ValueError(f"k must be at least 1 (got {k})")
+            rows = int(np.prod(np.shape(x)[:-1], dtype=np.int64)) if np.ndim(x) else 1
+            _arrays.check_result_size(max(rows, 1), int(k), np.dtype(self.dtype).itemsize + 8, "the neighbour lists")
             ranks = list(range(1, int(k) + 1))
             squeeze = k == 1
         else:
@@ -186,7 +188,7 @@ class PointIndex:
             if not ranks or any(r < 1 for r in ranks) or not np.issubdtype(np.asarray(k).dtype, np.integer):
                 raise ValueError(f"k must be a positive int or a sequence of 1-based ranks, got {k!r}")
             squeeze = False
-        bound = _arrays.radius(distance_upper_bound, "distance_upper_bound")
+        bound = _arrays.radius(distance_upper_bound, "distance_upper_bound", self.dtype)
         if _cuda.is_cuda(x):
             return self._query_cuda(x, ranks, bound, squeeze, workers)
         q, lead = _arrays.points(x, "x", self.dtype, one_point=True)
@@ -537,7 +539,7 @@ class PointIndex:
             r = math.inf if max_distance is None else max_distance
             return self.query(x, k=1, distance_upper_bound=r, workers=workers)
         q, lead = _arrays.points(x, "x", self.dtype, one_point=True)
-        r = _arrays.radius(max_distance, "max_distance")
+        r = _arrays.radius(max_distance, "max_distance", self.dtype)
         if q.shape[0] == 0:
             return np.empty(lead, self.dtype), np.empty(lead, np.int64)
         d, i = self._native.nearest(q, r, _arrays.workers(workers))
@@ -557,7 +559,7 @@ class PointIndex:
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be at least 1 (got {k!r})")
-        r = _arrays.radius(max_distance, "max_distance")
+        r = _arrays.radius(max_distance, "max_distance", self.dtype)
         if _cuda.is_cuda(self._data):
             # Data indexed in place: the graph is computed there too, and stays there.
             rows = _cuda.rows(self._data, "data", self.dtype)
@@ -568,6 +570,7 @@ class PointIndex:
             result = self._native.query_cuda(rows.address, rows.len, rows.strides, keff, r, True)
             d, i = _cuda.knn_result(result, rows.array, self.n)
             return _cuda.pad_columns(d, i, int(k), self.n)
+        _arrays.check_result_size(self.n, int(k), np.dtype(self.dtype).itemsize + 8, "the neighbour lists")
         return self._native.knn_graph(list(range(1, int(k) + 1)), r, _arrays.workers(workers))
 
     def closest_pairs(
@@ -597,7 +600,7 @@ def _pairs(native: Any, a: np.ndarray, k: int, mode: str, max_distance: Any, wor
         raise ValueError(f"k must be at least 1 (got {k!r})")
     if mode not in ("nearest-per-a", "all-pairs"):
         raise ValueError(f"unknown pair mode {mode!r}: use 'nearest-per-a' or 'all-pairs'")
-    r = _arrays.radius(max_distance, "max_distance")
+    r = _arrays.radius(max_distance, "max_distance", a.dtype)
     return Pairs(*native.closest_pairs(a, int(k), mode, r, _arrays.workers(workers)))
 
 

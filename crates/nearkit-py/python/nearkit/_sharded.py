@@ -78,5 +78,5 @@ class ShardedIndex:
     def nearest(self, x: Rows, max_distance: Optional[float] = None) -> Tuple[np.ndarray, np.ndarray]:
         """Each query row's nearest indexed point: ``(d, i)``, 1-D arrays over the rows of
         ``x`` (one array, or a list read one after another), in the index's dtype."""
-        bound = _arrays.radius(max_distance, "max_distance")
+        bound = _arrays.radius(max_distance, "max_distance", self.dtype)
         return self._native.nearest(_pieces(x, "x", self.dtype), bound)

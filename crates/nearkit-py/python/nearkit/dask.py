@@ -950,7 +950,7 @@ def knn(
     x = _as_points(data, "data")
     q = _as_points(queries, "queries")
     dtype = _working_dtype(x)
-    bound = _arrays.radius(distance_upper_bound, "distance_upper_bound")
+    bound = _arrays.radius(distance_upper_bound, "distance_upper_bound", dtype)
     _, outs, stats = _knn_graph(x, q, k, bound, device, workers, cells, False, dtype, strategy)
     d = _stack(outs, q.chunks[0], k, dtype, 0, False)
     i = _stack(outs, q.chunks[0], k, dtype, 1, False)
@@ -982,7 +982,7 @@ def nearest(
     x = _as_points(b, "b")
     q = _as_points(a, "a")
     dtype = _working_dtype(x, q)
-    bound = _arrays.radius(max_distance, "max_distance")
+    bound = _arrays.radius(max_distance, "max_distance", dtype)
     if device in ("cuda", "gpu") and _use_broadcast(strategy, x.shape[0], cells, device):
         d, i = _sharded_nearest(x, q, bound, dtype)
         stats = dask.delayed(_broadcast_stats, pure=True)(q.shape[0], x.shape[0], np.dtype(dtype).itemsize)
@@ -1051,7 +1051,7 @@ def closest_pairs(
     if x.shape[0] == 0 or q.shape[0] == 0:
         raise ValueError("point set " + ("b" if x.shape[0] == 0 else "a") + " is empty")
     dtype = _working_dtype(x, q)
-    bound = _arrays.radius(max_distance, "max_distance")
+    bound = _arrays.radius(max_distance, "max_distance", dtype)
     per = 1 if mode == "nearest-per-a" else min(k, x.shape[0])
     _, outs, _ = _knn_graph(x, q, per, bound, device, workers, cells, True, dtype, strategy)
     level = [dask.delayed(_chunk_pairs, pure=True)(o, off, k) for o, off in zip(outs, _offsets(q.chunks[0]))]

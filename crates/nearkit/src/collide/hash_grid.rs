@@ -29,7 +29,7 @@ impl CellRange {
                 Ok(c as i32)
             } else {
                 Err(Error::InvalidArgument(format!(
-                    "coordinate {x} is beyond ±{} cells of {cell_size}: use larger cells (--cell-size)",
+                    "coordinate {x:e} is beyond ±{} cells of {cell_size}: use larger cells, or keep it nearer the origin",
                     CELL_LIMIT - 1
                 )))
             }

@@ -325,6 +325,7 @@ impl World {
         if !body.radii.iter().all(|r| r.is_finite() && *r > 0.0) {
             return Err(Error::InvalidArgument(format!("body radii {:?} must be positive numbers", body.radii)));
         }
+        self.check_in_grid(body.center, body.radii, body.orientation)?;
         if !body.velocity.iter().all(|v| v.is_finite()) {
             return Err(Error::InvalidArgument(format!("body velocity {:?} is not finite", body.velocity)));
         }
@@ -396,6 +397,7 @@ impl World {
     pub fn set_pose(&mut self, id: BodyId, center: V3, orientation: [f64; 4]) -> Result<()> {
         check_pose(center, orientation)?;
         let i = self.slot(id)?;
+        self.check_in_grid(center, self.bodies.radii[i], orientation)?;
         self.bodies.center[i] = center;
         self.bodies.orientation[i] = orientation;
         self.versions.poses += 1;
@@ -416,7 +418,8 @@ impl World {
         // All or nothing: every pose is checked before any is written.
         for ((&id, &c), &q) in ids.iter().zip(centers).zip(orientations) {
             check_pose(c, q)?;
-            self.slot(id)?;
+            let i = self.slot(id)?;
+            self.check_in_grid(c, self.bodies.radii[i], q).map_err(|e| body_error(i, e))?;
         }
         for ((&id, &c), &q) in ids.iter().zip(centers).zip(orientations) {
             let i = id.0 as usize;
@@ -444,6 +447,18 @@ impl World {
         self.bodies.mask[i] = mask;
         self.versions.shapes += 1;
         Ok(())
+    }
+
+    /// An error where a body of `radii` at (`center`, `orientation`) would reach beyond the
+    /// grid's range of cells (a tick would refuse it).
+    fn check_in_grid(&self, center: V3, radii: V3, orientation: [f64; 4]) -> Result<()> {
+        let reach = radii[0].max(radii[1]).max(radii[2]);
+        let surely_inside = (super::hash_grid::CELL_LIMIT - 2) as f64 * self.cell_size;
+        if center.iter().all(|c| c.abs() + reach < surely_inside) {
+            return Ok(());
+        }
+        let (lo, hi) = super::ellipsoid::body_box(&Shape::new(radii, orientation), center);
+        super::hash_grid::CellRange::of_box(lo, hi, self.cell_size).map(|_| ())
     }
 
     /// Moves every body by its velocity over `dt` seconds.

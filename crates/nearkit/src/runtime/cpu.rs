@@ -85,7 +85,27 @@ pub(crate) fn first_where<T: Sync>(items: &[T], bad: impl Fn(&T) -> bool + Sync)
 /// that a caller fills (through `spare_capacity_mut`) from a `*_into` call, and for large
 /// arrays the library fills itself.
 pub fn big_vec<V>(n: usize) -> Vec<V> {
-    let v = Vec::with_capacity(n);
+    huge_pages(Vec::with_capacity(n), n)
+}
+
+/// [`big_vec`] of `rows × per_row` values, or an `OutOfMemory` error naming `what` where the
+/// machine cannot give them (where `big_vec` would abort the process).
+pub fn try_big_vec<V>(rows: usize, per_row: usize, what: &str) -> Result<Vec<V>> {
+    let oom = || {
+        let bytes = rows as u128 * per_row as u128 * std::mem::size_of::<V>() as u128;
+        Error::OutOfMemory(format!(
+            "{what} take {bytes} bytes ({rows} rows of {per_row}), more than this machine can give: ask for fewer"
+        ))
+    };
+    let n = rows.checked_mul(per_row).ok_or_else(oom)?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| oom())?;
+    Ok(huge_pages(v, n))
+}
+
+/// `v` (with room for `n` values) advised into huge pages.
+#[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
+fn huge_pages<V>(v: Vec<V>, n: usize) -> Vec<V> {
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
