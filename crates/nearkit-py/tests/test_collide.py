@@ -357,3 +357,16 @@ def test_bodies_beyond_the_grid_are_refused_where_placed():
     with pytest.raises(ValueError, match="larger cells"):
         world.set_poses([0], [[1e12, 0, 0]])
     assert len(contacts(world)) == 0
+
+
+def test_out_of_range_ints_are_value_errors():
+    world = nearkit.World()
+    collider = nearkit.Collider(device="cpu")
+    for call in (
+        lambda: setattr(world, "mesh_layer", -1),
+        lambda: world.remove_shape(-1),
+        lambda: world.instance_triangles(-1),
+        lambda: collider.overlaps(world, [[0, 0, 0]], radii=1, limit=-1),
+    ):
+        with pytest.raises(ValueError):
+            call()

@@ -91,6 +91,16 @@ def check_result_size(rows: int, per_row: int, bytes_each: int, what: str) -> No
         )
 
 
+def uint32(v: Any, name: str, lo: int = 0, hi: int = 2**32 - 1) -> int:
+    """An int argument in [lo, hi] (a ValueError naming it otherwise; a TypeError for
+    non-integers), as the native module takes unsigned 32-bit values."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {v!r}")
+    if not lo <= int(v) <= hi:
+        raise ValueError(f"{name} must be from {lo} to {hi}, got {v}")
+    return int(v)
+
+
 def workers(w: Optional[int]) -> int:
     """scipy's `workers`: -1 or None for every core, else a positive thread count (0 here
     means the global pool)."""

@@ -277,7 +277,7 @@ class World:
 
     def remove_shape(self, shape: int) -> None:
         """Removes a shape no instance places."""
-        self._native.remove_shape(int(shape))
+        self._native.remove_shape(_arrays.uint32(shape, "shape"))
 
     def add_instances(self, shapes: Any, positions: Any, orientations: Any = None, layers: Any = 1) -> np.ndarray:
         """Places shapes as rigid instances: ``shapes`` (scalar or (n,)) at ``positions``
@@ -327,7 +327,7 @@ class World:
 
     def instance_triangles(self, instance: int) -> np.ndarray:
         """An instance's triangles, placed (the corners every query tests), as (F, 3, 3)."""
-        return self._native.instance_triangles(int(instance))
+        return self._native.instance_triangles(_arrays.uint32(instance, "instance"))
 
     @property
     def instance_count(self) -> int:
@@ -369,7 +369,7 @@ class World:
 
     @mesh_layer.setter
     def mesh_layer(self, layer: int) -> None:
-        self._native.mesh_layer = int(layer)
+        self._native.mesh_layer = _arrays.uint32(layer, "mesh_layer")
 
     def __repr__(self) -> str:
         return f"World(bodies={self.body_count}, triangles={self.triangle_count}, cell_size={self.cell_size})"
@@ -492,7 +492,7 @@ class Collider:
                 _radii(radii, n),
                 _rows(orientations, "orientations", n, 4, _IDENTITY),
                 _u32(masks, "masks", n),
-                int(limit),
+                _arrays.uint32(limit, "limit", 1, 64),
                 shape == "box",
             )
         )
