@@ -363,3 +363,10 @@ def test_a_result_larger_than_memory_is_a_memory_error():
         index.query(np.zeros((1000, 3)), k=10**12)
     with pytest.raises(MemoryError):
         index.knn_graph(k=10**15)
+
+
+@pytest.mark.parametrize("k", ["a", None, 1.5, [], [0, 1], [[1.0]]])
+def test_bad_k_is_a_value_error_naming_k(k):
+    index = nearkit.PointIndex(np.random.default_rng(0).random((10, 3)), device="cpu")
+    with pytest.raises(ValueError, match="k must be"):
+        index.query([[0.0, 0, 0]], k=k)

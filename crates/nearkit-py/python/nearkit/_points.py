@@ -184,8 +184,9 @@ class PointIndex:
             ranks = list(range(1, int(k) + 1))
             squeeze = k == 1
         else:
-            ranks = [int(r) for r in np.asarray(k).ravel()]
-            if not ranks or any(r < 1 for r in ranks) or not np.issubdtype(np.asarray(k).dtype, np.integer):
+            karr = np.asarray(k)
+            ranks = [int(r) for r in karr.ravel()] if np.issubdtype(karr.dtype, np.integer) else []
+            if not ranks or any(r < 1 for r in ranks):
                 raise ValueError(f"k must be a positive int or a sequence of 1-based ranks, got {k!r}")
             squeeze = False
         bound = _arrays.radius(distance_upper_bound, "distance_upper_bound", self.dtype)
