@@ -597,7 +597,9 @@ enum NkStatus nk_world_set_layers(struct NkWorld *world,
                                   uint32_t layer,
                                   uint32_t mask);
 
-// Moves every body by its velocity over `dt` seconds.
+// Moves every body by its velocity over `dt` seconds. `NK_STATUS_INVALID_ARGUMENT`, with no
+// body moved, when `dt` is not finite or a body would leave the grid's range (the message
+// names the body).
 //
 // # Safety
 // `world` is NULL or a live handle.

@@ -196,7 +196,7 @@ fn bodies_layers_velocity_and_removal() {
         ok(nk_world_set_velocity(w, 2, [0.0, 0.0, -1.0].as_ptr()));
         reference.set_velocity(BodyId(2), [0.0, 0.0, -1.0]).unwrap();
         ok(nk_world_integrate(w, 2.8));
-        reference.integrate(2.8);
+        reference.integrate(2.8).unwrap();
         let check = |rust: &mut Collider, reference: &World| {
             let want: Vec<NkContact> = rust.contacts(reference).unwrap().into_iter().map(NkContact::from).collect();
             assert_eq!(contacts(c, w), want);
@@ -268,6 +268,9 @@ fn failures_name_the_problem_and_change_nothing() {
         fails(nk_world_remove_body(w, 3), NkStatus::NoSuchBody, "nk_world_remove_body: there is no body 3");
         fails(nk_world_set_velocity(w, 0, [f64::INFINITY; 3].as_ptr()), NkStatus::InvalidArgument, "velocity");
         fails(nk_world_integrate(w, f64::NAN), NkStatus::InvalidArgument, "dt");
+        ok(nk_world_set_velocity(w, 0, [1.0e9, 0.0, 0.0].as_ptr()));
+        fails(nk_world_integrate(w, 10.0), NkStatus::InvalidArgument, "body 0");
+        ok(nk_world_set_velocity(w, 0, [0.0; 3].as_ptr()));
 
         // A batch is all or nothing.
         ok(nk_world_add_sphere(w, [3.0, 0.0, 0.4].as_ptr(), 0.5, 1, !0, &mut id));

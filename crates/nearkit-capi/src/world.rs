@@ -583,21 +583,15 @@ pub unsafe extern "C" fn nk_world_set_layers(world: *mut NkWorld, id: u32, layer
     })
 }
 
-/// Moves every body by its velocity over `dt` seconds.
+/// Moves every body by its velocity over `dt` seconds. `NK_STATUS_INVALID_ARGUMENT`, with no
+/// body moved, when `dt` is not finite or a body would leave the grid's range (the message
+/// names the body).
 ///
 /// # Safety
 /// `world` is NULL or a live handle.
 #[no_mangle]
 pub unsafe extern "C" fn nk_world_integrate(world: *mut NkWorld, dt: f64) -> NkStatus {
-    guard("nk_world_integrate", || unsafe {
-        if !dt.is_finite() {
-            return Err(Fail::invalid(format!("dt must be a finite number, got {dt}")));
-        }
-        with_world(world, |w| {
-            w.world.integrate(dt);
-            Ok(())
-        })
-    })
+    guard("nk_world_integrate", || unsafe { with_world(world, |w| Ok(w.world.integrate(dt)?)) })
 }
 
 /// The number of bodies alive, into `*out`.

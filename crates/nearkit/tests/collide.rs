@@ -1171,6 +1171,33 @@ fn a_bad_pose_in_a_batch_changes_nothing() {
     assert_eq!(world.bodies().center, before);
 }
 
+/// `integrate` that would carry a body beyond the grid's range (or to an infinite center),
+/// or a `dt` that is not finite, moves no body and names the body; a removed body's
+/// velocity does not count.
+#[test]
+fn integrate_refuses_a_step_beyond_the_grid_and_moves_nothing() {
+    let mut world = World::new(1.0).unwrap();
+    let ids: Vec<BodyId> = (0..3).map(|i| world.add_body(Body::sphere([i as f64, 0.0, 0.0], 0.3)).unwrap()).collect();
+    world.set_velocity(ids[0], [1.0, 0.0, 0.0]).unwrap();
+    world.set_velocity(ids[2], [0.0, 1.0e9, 0.0]).unwrap();
+    let before = world.bodies().center.clone();
+    let e = world.integrate(10.0).unwrap_err().to_string();
+    assert!(e.contains("body 2") && e.contains("larger cells"), "{e}");
+    world.set_velocity(ids[2], [0.0, f64::MAX, 0.0]).unwrap();
+    let e = world.integrate(10.0).unwrap_err().to_string();
+    assert!(e.contains("body 2") && e.contains("not finite"), "{e}");
+    for dt in [f64::NAN, f64::INFINITY] {
+        let e = world.integrate(dt).unwrap_err().to_string();
+        assert!(e.contains("dt"), "{e}");
+    }
+    assert_eq!(world.bodies().center, before);
+    world.remove_body(ids[2]).unwrap();
+    world.integrate(10.0).unwrap();
+    assert_eq!(world.bodies().center[0], [10.0, 0.0, 0.0]);
+    let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
+    cpu.contacts(&world).unwrap();
+}
+
 #[test]
 fn integrate_moves_bodies_by_their_velocity() {
     let mut world = World::new(1.0).unwrap();
@@ -1179,7 +1206,7 @@ fn integrate_moves_bodies_by_their_velocity() {
     world.set_velocity(a, [1.0, 0.0, 0.0]).unwrap();
     let mut cpu = Collider::new(&Engine::cpu(), &ColliderOptions::default()).unwrap();
     assert!(cpu.contacts(&world).unwrap().is_empty());
-    world.integrate(2.5);
+    world.integrate(2.5).unwrap();
     let c = cpu.contacts(&world).unwrap();
     assert_eq!(c.len(), 1);
     assert_eq!((c[0].body, c[0].other), (a.0, b.0));

@@ -461,13 +461,27 @@ impl World {
         super::hash_grid::CellRange::of_box(lo, hi, self.cell_size).map(|_| ())
     }
 
-    /// Moves every body by its velocity over `dt` seconds.
-    pub fn integrate(&mut self, dt: f64) {
-        let b = &mut self.bodies;
-        for (c, v) in b.center.iter_mut().zip(&b.velocity) {
-            *c = [c[0] + v[0] * dt, c[1] + v[1] * dt, c[2] + v[2] * dt];
+    /// Moves every body by its velocity over `dt` seconds. An error, with no body moved,
+    /// when `dt` is not finite or a body would leave the grid's range (or its center
+    /// overflow): the error names the first such body.
+    pub fn integrate(&mut self, dt: f64) -> Result<()> {
+        if !dt.is_finite() {
+            return Err(Error::InvalidArgument(format!("dt must be a finite number, got {dt}")));
         }
+        let b = &self.bodies;
+        let moved = |i: usize| {
+            let (c, v) = (b.center[i], b.velocity[i]);
+            [c[0] + v[0] * dt, c[1] + v[1] * dt, c[2] + v[2] * dt]
+        };
+        for i in (0..b.len()).filter(|&i| b.alive[i]) {
+            let c = moved(i);
+            check_center(i, c)?;
+            self.check_in_grid(c, b.radii[i], b.orientation[i]).map_err(|e| body_error(i, e))?;
+        }
+        let centers: Vec<V3> = (0..b.len()).map(moved).collect();
+        self.bodies.center = centers;
         self.versions.poses += 1;
+        Ok(())
     }
 
     /// Direct access to centers and orientations for a bulk update; the caller keeps them
