@@ -59,8 +59,9 @@ fn main() -> ExitCode {
         Command::Knn(a) => cmd::knn::run(a),
         Command::Within(a) => cmd::within::run(a),
         Command::ClosestPoint(a) => cmd::closest_point::run(a),
-        Command::Collide(a) => cmd::collide::run(a),
-        Command::Raycast(a) => cmd::raycast::run(a),
+        // The library says "use larger cells"; here that is a flag.
+        Command::Collide(a) => cmd::collide::run(a).map_err(cell_size_hint),
+        Command::Raycast(a) => cmd::raycast::run(a).map_err(cell_size_hint),
         Command::Gen(g) => cmd::gen::run(g),
         Command::Bench(b) => cmd::bench::run(b),
     };
@@ -70,5 +71,14 @@ fn main() -> ExitCode {
             crate::note!("error: {}", e.0);
             ExitCode::from(2)
         }
+    }
+}
+
+/// Names the flag where an error asks for larger cells.
+fn cell_size_hint(e: common::CliError) -> common::CliError {
+    if e.0.contains("use larger cells") && !e.0.contains("--cell-size") {
+        common::CliError(format!("{} (--cell-size)", e.0))
+    } else {
+        e
     }
 }

@@ -109,7 +109,7 @@ pub(crate) fn build<T: Real>(
     assert!(n > 0, "an empty mesh's index is made on the host");
     if n as u64 > WIDE_START as u64 {
         return Err(Error::InvalidArgument(format!(
-            "the mesh has {n} triangles; the CUDA closest-point index holds fewer than 2^28 (use --device cpu)"
+            "the mesh has {n} triangles; the CUDA closest-point index holds fewer than 2^28 (the CPU index holds any number)"
         )));
     }
     let n32 = n as u32;

@@ -121,7 +121,7 @@ impl<T: Real> DeviceTriangleBvh<T> {
         let frame = query_frame(lo, hi);
         let wide = WideBvh::of(bvh).ok_or_else(|| {
             Error::InvalidArgument(format!(
-                "the mesh has {} triangles; the CUDA closest-point index holds fewer than 2^28 (use --device cpu)",
+                "the mesh has {} triangles; the CUDA closest-point index holds fewer than 2^28 (the CPU index holds any number)",
                 bvh.len()
             ))
         })?;

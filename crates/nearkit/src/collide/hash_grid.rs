@@ -113,9 +113,7 @@ impl HashGrid {
         let mut grid = HashGrid::default();
         let total: usize = ranges.iter().flatten().map(CellRange::count).sum();
         if total > u32::MAX as usize / 2 {
-            return Err(Error::InvalidArgument(format!(
-                "the grid would hold {total} entries: use larger cells (--cell-size)"
-            )));
+            return Err(Error::InvalidArgument(format!("the grid would hold {total} entries: use larger cells")));
         }
         let buckets = bucket_count(total);
         let mask = (buckets - 1) as u64;

@@ -72,7 +72,7 @@ impl LevelGrid {
         }
         if total > u32::MAX as usize / 2 {
             return Err(Error::InvalidArgument(format!(
-                "the mesh's grid would hold {total} entries: use larger cells (--cell-size)"
+                "the mesh's grid would hold {total} entries: use larger cells"
             )));
         }
         Ok(LevelGrid { levels, lo_cell })
