@@ -298,6 +298,9 @@ pub(crate) fn parse_xyz<T: Real>(fields: &[&str], path: &Path, line: usize) -> R
     }
     let mut v = [T::ZERO; 3];
     for d in 0..3 {
+        if fields[d].is_empty() {
+            return Err(at(format!("{} (column {}) is empty", AXES[d], d + 1)));
+        }
         let x: f64 = fields[d].parse().map_err(|_| at(format!("'{}' is not a number", fields[d])))?;
         v[d] = coord(x, AXES[d], Some(fields[d])).map_err(at)?;
     }

@@ -106,6 +106,7 @@ fn read_points_source<T: Real, R: BufRead>(
     opts: &ReadOptions,
 ) -> Result<Points<T>> {
     let src = &mut src;
+    check_columns(format, path, opts)?;
     let points = match format {
         Format::Csv => csv_points::read(src, path, opts)?,
         Format::Npy => npy_points::read(src, path)?,
@@ -117,6 +118,14 @@ fn read_points_source<T: Real, R: BufRead>(
     };
     check_finite(&points, path)?;
     Ok(points)
+}
+
+/// Columns are picked in CSV files only: anywhere else they would be ignored unseen.
+fn check_columns(format: Format, path: &Path, opts: &ReadOptions) -> Result<()> {
+    if opts.columns.is_some() && format != Format::Csv {
+        return Err(IoError::new(path, "columns (x, y, z) can be picked in .csv files only: this file is not one"));
+    }
+    Ok(())
 }
 
 /// The columns of an N×d `.npy` file, from its header alone (`None` if it is not one).
@@ -134,6 +143,7 @@ pub fn read_vectors<T: Real>(path: &Path, opts: &ReadOptions) -> Result<Vectors<
     if Format::from_path(path)? != Format::Npy {
         return read_points(path, opts).map(|p| Vectors::from_points(&p));
     }
+    check_columns(Format::Npy, path, opts)?;
     let (file, size) = input::open(path)?;
     npy_points::read_vectors(&mut Source::new(BufReader::with_capacity(1 << 20, file), size), path)
 }

@@ -10,8 +10,9 @@ use crate::{IoError, Location, Result};
 
 /// The shortest vertex line, `0 0 0` and its line break.
 const MIN_VERTEX_BYTES: u64 = 6;
-/// The shortest face line, `3 0 1 2` and its line break.
-const MIN_FACE_BYTES: u64 = 8;
+/// The shortest face line, `3 0 1 2` and its line break, less one: a face of two corners
+/// (`2 0 1`) then gets its own error, not one about the bytes left.
+const MIN_FACE_BYTES: u64 = 7;
 
 pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path) -> Result<Points<T>> {
     read_off(src, path, false).map(|m| m.vertices)
@@ -31,8 +32,17 @@ fn read_off<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
     if !first[0].ends_with("OFF") {
         return Err(at(lines.number, format!("expected 'OFF', found '{}'", first[0])));
     }
-    if first[0] != "OFF" {
-        return Err(at(lines.number, format!("'{}' files are not supported: only plain OFF", first[0])));
+    // ST (texture coordinates), C (colours) and N (normals) add values after a vertex's x,
+    // y, z, which are read alone; 4OFF and nOFF have other coordinates.
+    let prefix = &first[0][..first[0].len() - 3];
+    if !prefix.strip_prefix("ST").unwrap_or(prefix).chars().all(|c| c == 'C' || c == 'N') || prefix.contains("CC") {
+        return Err(at(
+            lines.number,
+            format!("'{}' files are not supported: only OFF (and COFF, NOFF, STOFF: 3-D vertices)", first[0]),
+        ));
+    }
+    if first.get(1).map(String::as_str) == Some("BINARY") {
+        return Err(at(lines.number, "binary OFF is not supported: only text OFF".into()));
     }
     // The counts may follow OFF on the same line.
     let counts: Vec<String> = if first.len() > 1 {
@@ -48,8 +58,13 @@ fn read_off<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
         let c = counts.get(i).ok_or_else(|| at(counts_line, format!("the header has no {what} count")))?;
         c.parse().map_err(|_| at(counts_line, format!("the {what} count '{c}' is not a whole number")))
     };
+    if counts.first().map(String::as_str) == Some("BINARY") {
+        return Err(at(counts_line, "binary OFF is not supported: only text OFF".into()));
+    }
     let nv = count(0, "vertex")?;
-    let nf = if faces { Some(count(1, "face")?) } else { None };
+    // The faces are read (and checked) even for the points alone: a wrong vertex count shows
+    // there, where it would otherwise drop a vertex or read a face as one.
+    let nf = count(1, "face")?;
     let (nv, cap) = lines.source().check_count(
         path,
         Some(Location::Line(counts_line)),
@@ -67,7 +82,7 @@ fn read_off<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
         p.push(v[0], v[1], v[2]);
     }
     let mut triangles = Vec::new();
-    if let Some(nf) = nf {
+    {
         let (nf, cap) = lines.source().check_count(
             path,
             Some(Location::Line(counts_line)),
@@ -75,7 +90,9 @@ fn read_off<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
             ("faces", "face"),
             MIN_FACE_BYTES,
         )?;
-        triangles.reserve(cap);
+        if faces {
+            triangles.reserve(cap);
+        }
         let mut idx = Vec::new();
         for i in 0..nf {
             let Some((line, l)) = lines.next_content()? else {
@@ -99,13 +116,16 @@ fn read_off<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
                 idx.push(v);
             }
             // A polygon becomes a fan of triangles around its first corner.
-            for j in 1..n - 1 {
+            for j in (1..n - 1).filter(|_| faces) {
                 triangles.push([idx[0], idx[j], idx[j + 1]]);
             }
         }
         // Faces past the declared count would be dropped unseen.
         if let Some((line, _)) = lines.next_content()? {
-            return Err(at(line, format!("more lines after the {nf} faces the header declares: fix the face count")));
+            return Err(at(
+                line,
+                format!("more lines after the {nv} vertices and {nf} faces the header declares: fix the counts"),
+            ));
         }
     }
     Ok(Mesh { vertices: p, triangles })

@@ -276,7 +276,7 @@ fn write_npy<V: NpyValue>(
 }
 
 /// k-nearest neighbours: `.csv` (`query,rank,id,distance`, ranks from 1; missing neighbours
-/// beyond the max distance as id -1 and distance inf) or `.npz` (`ids`: N×k int32 with -1 for
+/// beyond the max distance as id -1 and distance inf) or `.npz` (`ids`: N×k int32, int64 past 2^31 − 1, with -1 for
 /// missing, `distances`: N×k in the working precision, inf for missing).
 pub fn write_knn<T: Real>(path: &Path, knn: &Knn<T>) -> Result<()> {
     let k = knn.k;
@@ -291,7 +291,7 @@ pub fn write_knn<T: Real>(path: &Path, knn: &Knn<T>) -> Result<()> {
         }),
         Some("npz") => write_npz(path, |npz| {
             let shape = [(knn.ids.len() / k.max(1)) as u64, k as u64];
-            npz.array("ids", &shape, (0..knn.ids.len()).map(|i| id(i) as i32))?;
+            npz.ids("ids", &shape, (0..knn.ids.len()).map(id), max_id(&knn.ids))?;
             if T::NAME == "f32" {
                 npz.array("distances", &shape, knn.distances.iter().map(|d| d.to_f64() as f32))
             } else {
@@ -303,7 +303,7 @@ pub fn write_knn<T: Real>(path: &Path, knn: &Knn<T>) -> Result<()> {
 }
 
 /// Closest points on a mesh: `.csv` (`query,triangle,distance,x,y,z,u,v,w`; triangle -1 and
-/// empty point where nothing lies within the max distance) or `.npz` (triangle: N int32,
+/// empty point where nothing lies within the max distance) or `.npz` (triangle: N int32 (int64 past 2^31 − 1),
 /// distance: N, point: N×3, bary: N×3).
 pub fn write_closest_points<T: Real>(path: &Path, c: &ClosestPoints<T>) -> Result<()> {
     let n = c.triangle.len();
@@ -334,7 +334,7 @@ pub fn write_closest_points<T: Real>(path: &Path, c: &ClosestPoints<T>) -> Resul
         }),
         Some("npz") => write_npz(path, |npz| {
             let rows = n as u64;
-            npz.array("triangle", &[rows], (0..n).map(|i| tri(i) as i32))?;
+            npz.ids("triangle", &[rows], (0..n).map(tri), max_id(&c.triangle))?;
             fn cols3<T: Real>(a: [&[T]; 3]) -> impl Iterator<Item = f64> + '_ {
                 (0..3 * a[0].len()).map(move |j| a[j % 3][j / 3].to_f64())
             }
@@ -458,6 +458,20 @@ impl Npz<'_> {
         self.zip.start_file(format!("{name}.npy"), stored).map_err(zip_error)?;
         write_npy_shape(&mut self.zip, shape, values)
     }
+
+    /// Ids (-1 for none) as int32, or as int64 where the largest, `max`, does not fit int32.
+    fn ids(&mut self, name: &str, shape: &[u64], values: impl Iterator<Item = i64>, max: i64) -> io::Result<()> {
+        if max > i64::from(i32::MAX) {
+            self.array(name, shape, values)
+        } else {
+            self.array(name, shape, values.map(|v| v as i32))
+        }
+    }
+}
+
+/// The largest id of `ids` that is one (not `NO_ID`), or -1.
+fn max_id(ids: &[u32]) -> i64 {
+    ids.iter().filter(|&&i| i != NO_ID).max().map_or(-1, |&i| i64::from(i))
 }
 
 /// A `.npz` file written as [`write_atomically`] writes: `f` adds its arrays.
@@ -486,10 +500,10 @@ fn write_npz(path: &Path, f: impl FnOnce(&mut Npz<'_>) -> io::Result<()>) -> Res
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WithinLayout {
     /// Row q lists query q's neighbours: `.csv` `query,id,distance`; `.npz` `offsets`
-    /// (N+1 int64), `ids` (int32), `distances`.
+    /// (N+1 int64), `ids` (int32; int64 past 2^31 − 1), `distances`.
     Rows,
     /// Row i lists the points paired with point i: `.csv` `i,j,distance`; `.npz` `i`, `j`
-    /// (int32), `distances`, and `offsets` (the rows' starts, N+1 int64).
+    /// (int32; int64 past 2^31 − 1), `distances`, and `offsets` (the rows' starts, N+1 int64).
     Pairs,
 }
 
@@ -534,11 +548,11 @@ pub fn write_within<T: Real>(
             npz.array("offsets", &[rows.offsets.len() as u64], rows.offsets.iter().map(|&o| o as i64))?;
             if layout == WithinLayout::Pairs {
                 let row_of = (0..rows.rows())
-                    .flat_map(|r| std::iter::repeat_n(r as i32, (rows.offsets[r + 1] - rows.offsets[r]) as usize));
-                npz.array("i", &[n], row_of)?;
+                    .flat_map(|r| std::iter::repeat_n(r as i64, (rows.offsets[r + 1] - rows.offsets[r]) as usize));
+                npz.ids("i", &[n], row_of, rows.rows() as i64 - 1)?;
             }
             let ids = if layout == WithinLayout::Pairs { "j" } else { "ids" };
-            npz.array(ids, &[n], rows.ids.iter().map(|&i| i as i32))?;
+            npz.ids(ids, &[n], rows.ids.iter().map(|&i| i64::from(i)), max_id(&rows.ids))?;
             if !with_distances {
                 Ok(())
             } else if T::NAME == "f32" {

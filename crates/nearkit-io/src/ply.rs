@@ -4,6 +4,7 @@
 //! before anything is allocated for it, and errors name the line or record.
 
 use std::io::{self, BufRead, Read};
+use std::num::IntErrorKind;
 use std::path::Path;
 
 use nearkit::{Mesh, Points, Real};
@@ -49,6 +50,32 @@ impl Scalar {
 
     fn is_int(self) -> bool {
         !matches!(self, Self::F32 | Self::F64)
+    }
+
+    /// The values an integer type holds.
+    fn range(self) -> (i64, i64) {
+        match self {
+            Self::I8 => (i8::MIN.into(), i8::MAX.into()),
+            Self::U8 => (0, u8::MAX.into()),
+            Self::I16 => (i16::MIN.into(), i16::MAX.into()),
+            Self::U16 => (0, u16::MAX.into()),
+            Self::I32 => (i32::MIN.into(), i32::MAX.into()),
+            Self::U32 => (0, u32::MAX.into()),
+            Self::F32 | Self::F64 => (i64::MIN, i64::MAX),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::I8 => "char",
+            Self::U8 => "uchar",
+            Self::I16 => "short",
+            Self::U16 => "ushort",
+            Self::I32 => "int",
+            Self::U32 => "uint",
+            Self::F32 => "float",
+            Self::F64 => "double",
+        }
     }
 
     /// One value from exactly `size()` bytes; every PLY integer is exact in f64.
@@ -234,7 +261,9 @@ fn read_ply<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
                 }
                 Role::Vertex(xyz)
             }
-            "face" if faces => {
+            // Read (and checked) even for the points alone: a face that names a vertex the
+            // file lacks says its counts are wrong.
+            "face" => {
                 if points.is_none() {
                     return Err(IoError::new(path, "the face element comes before the vertex element"));
                 }
@@ -264,13 +293,13 @@ fn read_ply<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
             Role::Vertex(xyz) => {
                 let mut p = Points::with_capacity(cap);
                 let integer = xyz.map(|i| matches!(e.props[i].kind, Kind::Scalar(s) if s.is_int()));
-                body.read_element(e, count, None, |values, _, loc| {
+                body.read_element(e, count, None, |values, _, texts, loc| {
                     let mut v = [T::ZERO; 3];
                     for d in 0..3 {
                         let c = if integer[d] {
                             coord_integer(values[xyz[d]] as i64, AXES[d])
                         } else {
-                            coord(values[xyz[d]], AXES[d], None)
+                            coord(values[xyz[d]], AXES[d], texts.get(xyz[d]).copied())
                         };
                         v[d] = c.map_err(|m| (loc, m))?;
                     }
@@ -278,15 +307,14 @@ fn read_ply<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
                     Ok(())
                 })?;
                 points = Some(p);
-                if !faces {
-                    break;
-                }
             }
             Role::Face(list) => {
                 let nv = points.as_ref().map_or(0, |p| p.len());
-                triangles.reserve(cap);
+                if faces {
+                    triangles.reserve(cap);
+                }
                 let mut corners = Vec::new();
-                body.read_element(e, count, Some(list), |_, idx, loc| {
+                body.read_element(e, count, Some(list), |_, idx, _, loc| {
                     if idx.len() < 3 {
                         return Err((loc, format!("a face has {} corners; at least 3 are needed", idx.len())));
                     }
@@ -301,7 +329,7 @@ fn read_ply<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
                         corners.push(v as u32);
                     }
                     // A polygon becomes a fan of triangles around its first corner.
-                    for j in 1..corners.len() - 1 {
+                    for j in (1..corners.len() - 1).filter(|_| faces) {
                         triangles.push([corners[0], corners[j], corners[j + 1]]);
                     }
                     Ok(())
@@ -311,6 +339,7 @@ fn read_ply<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
         }
     }
     let vertices = points.ok_or_else(|| IoError::new(path, "no 'vertex' element in the PLY header"))?;
+    body.check_end(elements.last())?;
     Ok(Mesh { vertices, triangles })
 }
 
@@ -340,7 +369,7 @@ impl<R: BufRead> Body<'_, R> {
         e: &Element,
         count: usize,
         list: Option<usize>,
-        mut f: impl FnMut(&[f64], &[f64], Location) -> std::result::Result<(), Fail>,
+        mut f: impl FnMut(&[f64], &[f64], &[&str], Location) -> std::result::Result<(), Fail>,
     ) -> Result<()> {
         let path = self.path;
         let fail = |(loc, m): Fail| IoError::at(path, loc, m);
@@ -355,8 +384,10 @@ impl<R: BufRead> Body<'_, R> {
                     return Err(IoError::new(path, format!("file ends after {i} of {count} '{}' elements", e.name)));
                 };
                 let loc = Location::Line(n);
-                parse_ascii(line, e, list, &mut values, &mut items).map_err(|m| IoError::at(path, loc, m))?;
-                f(&values, &items, loc).map_err(fail)?;
+                let mut texts = Vec::with_capacity(e.props.len());
+                parse_ascii(line, e, list, &mut values, &mut texts, &mut items)
+                    .map_err(|m| IoError::at(path, loc, m))?;
+                f(&values, &items, &texts, loc).map_err(fail)?;
                 continue;
             }
             let loc = Self::record(e, i);
@@ -408,7 +439,7 @@ impl<R: BufRead> Body<'_, R> {
                     }
                 }
             }
-            f(&values, &items, loc).map_err(fail)?;
+            f(&values, &items, &[], loc).map_err(fail)?;
         }
         Ok(())
     }
@@ -423,39 +454,85 @@ impl<R: BufRead> Body<'_, R> {
                 eof_or(err, path, |_| IoError::new(path, format!("file ends inside the {count} '{}' elements", e.name)))
             });
         }
-        self.read_element(e, count, None, |_, _, _| Ok(()))
+        self.read_element(e, count, None, |_, _, _, _| Ok(()))
+    }
+
+    /// An error where the file goes on after the elements the header declares (`last`).
+    fn check_end(&mut self, last: Option<&Element>) -> Result<()> {
+        let path = self.path;
+        let what =
+            last.map_or("header".to_string(), |e| format!("{} '{}' elements the header declares", e.count, e.name));
+        if self.ascii {
+            if let Some((n, _)) = self.lines.next_content()? {
+                return Err(IoError::at(path, Location::Line(n), format!("more lines after the {what}")));
+            }
+            return Ok(());
+        }
+        let src = self.lines.source_mut();
+        let left = src.fill_buf().map_err(|err| read_error(path, &err))?.len();
+        if left > 0 {
+            let bytes = src.remaining().map_or(String::new(), |n| format!("{n} "));
+            return Err(IoError::new(path, format!("{bytes}more bytes after the {what}")));
+        }
+        Ok(())
     }
 }
 
 /// One ascii element: the scalar values into `values` (unparsed where not needed: NaN), the
 /// items of list `list` into `items`.
-fn parse_ascii(
-    line: &str,
+fn parse_ascii<'l>(
+    line: &'l str,
     e: &Element,
     list: Option<usize>,
     values: &mut [f64],
+    texts: &mut Vec<&'l str>,
     items: &mut Vec<f64>,
 ) -> std::result::Result<(), String> {
     let mut words = line.split_whitespace();
     let mut next = |what: &str| {
         words.next().ok_or_else(|| format!("too few values for a '{}' element: {what} is missing", e.name))
     };
-    let number = |w: &str| w.parse::<f64>().map_err(|_| format!("'{w}' is not a number"));
+    // A value of its type: an integer type's text a whole number in its range (a binary
+    // file could hold no other).
+    let number = |w: &str, t: Scalar, name: &str| {
+        if !t.is_int() {
+            return w.parse::<f64>().map_err(|_| format!("'{w}' is not a number"));
+        }
+        let (lo, hi) = t.range();
+        match w.parse::<i64>() {
+            Ok(v) if (lo..=hi).contains(&v) => Ok(v as f64),
+            Ok(_) => Err(format!("{w} does not fit {name}'s type {} ({lo} to {hi})", t.name())),
+            Err(e) if matches!(e.kind(), IntErrorKind::PosOverflow | IntErrorKind::NegOverflow) => {
+                Err(format!("{w} does not fit {name}'s type {} ({lo} to {hi})", t.name()))
+            }
+            Err(_) if w.parse::<f64>().is_ok() => {
+                Err(format!("'{w}' is not a whole number ({name} is of integer type {})", t.name()))
+            }
+            Err(_) => Err(format!("'{w}' is not a number")),
+        }
+    };
+    texts.clear();
     for (k, p) in e.props.iter().enumerate() {
         match p.kind {
-            Kind::Scalar(_) => {
+            Kind::Scalar(t) => {
                 let w = next(&p.name)?;
-                values[k] = number(w)?;
+                values[k] = number(w, t, &p.name)?;
+                texts.push(w);
             }
-            Kind::List(..) => {
+            Kind::List(ct, it) => {
                 let w = next(&p.name)?;
-                let len: u64 = w.parse().map_err(|_| format!("list '{}' has length '{w}'", p.name))?;
-                for _ in 0..len {
-                    let w = next(&format!("an item of list '{}'", p.name))?;
+                let len = number(w, ct, &format!("the length of list '{}'", p.name))?;
+                if len < 0.0 {
+                    return Err(format!("list '{}' has length {w}", p.name));
+                }
+                let item = format!("an item of list '{}'", p.name);
+                for _ in 0..len as u64 {
+                    let w = next(&item)?;
                     if list == Some(k) {
-                        items.push(number(w)?);
+                        items.push(number(w, it, &item)?);
                     }
                 }
+                texts.push("");
             }
         }
     }

@@ -1,5 +1,6 @@
-//! STL (ascii and binary): triangles, with equal corners merged into shared vertices in the
-//! order they first appear. STL stores f32, so f64 reads are f32 values widened.
+//! STL (ascii and binary): triangles, with equal corners (equal in the working precision)
+//! merged into shared vertices in the order they first appear. A binary STL stores f32, so
+//! f64 reads of it are f32 values widened; an ascii STL's numbers are read as written.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Read};
@@ -44,14 +45,14 @@ fn binary_size(triangles: u32) -> u64 {
 fn looks_ascii(bytes: &[u8]) -> bool {
     let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text = &text[text.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(text.len())..];
-    text.starts_with(b"solid")
+    text.get(..5).is_some_and(|w| w.eq_ignore_ascii_case(b"solid"))
         && text.get(5).is_none_or(|b| b.is_ascii_whitespace())
         && !bytes[..bytes.len().min(1024)].contains(&0)
 }
 
-/// Shares equal corners (same f32 bits) between triangles.
+/// Shares equal corners (the same values in T) between triangles.
 struct Builder<T> {
-    index: HashMap<[u32; 3], u32>,
+    index: HashMap<[u64; 3], u32>,
     vertices: Points<T>,
     triangles: Vec<[u32; 3]>,
 }
@@ -61,16 +62,13 @@ impl<T: Real> Builder<T> {
         Self { index: HashMap::new(), vertices: Points::with_capacity(0), triangles: Vec::with_capacity(triangles) }
     }
 
-    fn push(&mut self, corners: [[f32; 3]; 3]) -> std::result::Result<(), String> {
+    /// A triangle of corners already checked to fit T (`coord`).
+    fn push(&mut self, corners: [[T; 3]; 3]) -> std::result::Result<(), String> {
         let mut t = [0u32; 3];
-        for (c, corner) in corners.iter().enumerate() {
+        for (c, v) in corners.iter().enumerate() {
             let next = u32::try_from(self.vertices.len()).map_err(|_| "more vertices than a mesh can index")?;
-            let i = *self.index.entry(corner.map(f32::to_bits)).or_insert(next);
+            let i = *self.index.entry(v.map(|x| x.to_f64().to_bits())).or_insert(next);
             if i == next {
-                let mut v = [T::ZERO; 3];
-                for a in 0..3 {
-                    v[a] = coord(f64::from(corner[a]), AXES[a], None).map_err(|m| format!("corner {}: {m}", c + 1))?;
-                }
                 self.vertices.push(v[0], v[1], v[2]);
             }
             t[c] = i;
@@ -112,8 +110,15 @@ fn read_binary<T: Real>(bytes: &[u8], path: &Path) -> Result<Mesh<T>> {
     for t in 0..n as usize {
         // The normal (first 12 bytes) is recomputed by whoever needs it.
         let at = BINARY_HEADER as usize + t * TRIANGLE_BYTES as usize + 12;
-        let corners = [0, 1, 2].map(|c| [0, 1, 2].map(|a| f(at + 12 * c + 4 * a)));
-        mesh.push(corners).map_err(|m| IoError::at(path, Location::Record("triangle", t), m))?;
+        let fail = |m: String| IoError::at(path, Location::Record("triangle", t), m);
+        let mut corners = [[T::ZERO; 3]; 3];
+        for (c, corner) in corners.iter_mut().enumerate() {
+            for a in 0..3 {
+                corner[a] = coord(f64::from(f(at + 12 * c + 4 * a)), AXES[a], None)
+                    .map_err(|m| fail(format!("corner {}: {m}", c + 1)))?;
+            }
+        }
+        mesh.push(corners).map_err(fail)?;
     }
     Ok(mesh.finish())
 }
@@ -133,17 +138,17 @@ fn read_ascii<T: Real>(bytes: &[u8], path: &Path) -> Result<Mesh<T>> {
     });
     let mut mesh = Builder::new(0);
     let (n, words) = next_words(lines, path, "solid")?;
-    if words[0] != "solid" {
+    if !words[0].eq_ignore_ascii_case("solid") {
         return Err(at(n, format!("expected 'solid', found '{}'", words[0])));
     }
     loop {
         let (n, words) = next_words(lines, path, "facet' or 'endsolid")?;
-        match words[0] {
+        match words[0].to_ascii_lowercase().as_str() {
             "facet" => {}
             // Another solid may follow; else the file is done.
             "endsolid" => match lines.next().transpose()? {
                 None => break,
-                Some((_, w)) if w[0] == "solid" => continue,
+                Some((_, w)) if w[0].eq_ignore_ascii_case("solid") => continue,
                 Some((n, w)) => {
                     return Err(at(n, format!("expected 'solid' or the end of the file, found '{}'", w[0])))
                 }
@@ -151,10 +156,10 @@ fn read_ascii<T: Real>(bytes: &[u8], path: &Path) -> Result<Mesh<T>> {
             w => return Err(at(n, format!("expected 'facet' or 'endsolid', found '{w}'"))),
         }
         expect_line(lines, path, "outer loop")?;
-        let mut corners = [[0f32; 3]; 3];
+        let mut corners = [[T::ZERO; 3]; 3];
         for corner in &mut corners {
             let (n, words) = next_words(lines, path, "vertex")?;
-            if words[0] != "vertex" || words.len() != 4 {
+            if !words[0].eq_ignore_ascii_case("vertex") || words.len() != 4 {
                 let found = words.join(" ");
                 return Err(at(n, format!("expected 'vertex x y z' (a facet has 3), found '{found}'")));
             }
@@ -184,19 +189,14 @@ fn expect_line<'a>(
     want: &str,
 ) -> Result<usize> {
     let (n, words) = next_words(lines, path, want)?;
-    if words.join(" ") != want {
+    if !words.join(" ").eq_ignore_ascii_case(want) {
         return Err(IoError::at(path, Location::Line(n), format!("expected '{want}', found '{}'", words.join(" "))));
     }
     Ok(n)
 }
 
-/// A coordinate of an ascii STL: a finite number that fits the f32 an STL stores.
-fn stl_float(w: &str, name: &str) -> std::result::Result<f32, String> {
+/// A coordinate of an ascii STL, as written, in T (`coord`'s checks).
+fn stl_float<T: Real>(w: &str, name: &str) -> std::result::Result<T, String> {
     let x: f64 = w.parse().map_err(|_| format!("'{w}' is not a number"))?;
-    coord::<f64>(x, name, Some(w))?;
-    let v = x as f32;
-    if !v.is_finite() {
-        return Err(format!("coordinate {name} is {w}, which does not fit the f32 an STL stores"));
-    }
-    Ok(v)
+    coord::<T>(x, name, Some(w))
 }

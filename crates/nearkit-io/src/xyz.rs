@@ -1,4 +1,4 @@
-//! XYZ: one point per line, `x y z` separated by spaces, tabs or commas; extra columns
+//! XYZ: one point per line, `x y z` separated by spaces, tabs or commas (`x, y, z`); extra columns
 //! (normals, colours) are ignored, but no line may have more than the first (two rows run
 //! together), `#` starts a comment.
 
@@ -15,7 +15,17 @@ pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path) -> Result<Poi
     let mut lines = Lines::new(src, path);
     let mut width = None;
     while let Some((line, content)) = lines.next_content()? {
-        let f: Vec<&str> = content.split(|c: char| c.is_whitespace() || c == ',').filter(|s| !s.is_empty()).collect();
+        // Commas separate fields one by one (an empty field is an error, not skipped: the
+        // values after it would take the wrong columns); runs of whitespace count as one.
+        let f: Vec<&str> = if content.contains(',') {
+            let mut f: Vec<&str> = content.split(',').map(str::trim).collect();
+            while f.len() > 1 && f.last() == Some(&"") {
+                f.pop();
+            }
+            f
+        } else {
+            content.split_whitespace().collect()
+        };
         check_width(&mut width, f.len(), path, line)?;
         let v = parse_xyz::<T>(&f, path, line)?;
         p.push(v[0], v[1], v[2]);

@@ -270,3 +270,104 @@ fn writes_of_one_file_at_once_leave_one_whole_file() {
     let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), 1, "{left:?}");
 }
+
+/// A file written into a fresh temporary folder (the audit's cases are small enough to be
+/// written here rather than kept in tests/regressions/).
+fn written(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn points<T: nearkit::Real>(p: &Path) -> std::result::Result<Points<T>, String> {
+    read_points::<T>(p, &ReadOptions::default()).map_err(|e| e.to_string())
+}
+
+fn ply_binary(header_counts: (usize, usize), vertices: &[[f32; 3]], faces: &[[i32; 3]]) -> Vec<u8> {
+    let mut b = format!(
+        "ply\nformat binary_little_endian 1.0\nelement vertex {}\nproperty float x\nproperty float y\n\
+         property float z\nelement face {}\nproperty list uchar int vertex_indices\nend_header\n",
+        header_counts.0, header_counts.1
+    )
+    .into_bytes();
+    for v in vertices {
+        v.iter().for_each(|x| b.extend(x.to_le_bytes()));
+    }
+    for f in faces {
+        b.push(3);
+        f.iter().for_each(|i| b.extend(i.to_le_bytes()));
+    }
+    b
+}
+
+/// An audit's findings (session 58): files with counts that disagree with their data, values
+/// their declared types cannot hold, and text read through f32, were read without a word.
+#[test]
+fn counts_types_and_text_are_taken_as_written_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // PLY: fewer elements declared than the file holds (ascii, binary), as points and as a mesh.
+    let ascii = "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\nproperty float z\n\
+                 element face 1\nproperty list uchar int vertex_indices\nend_header\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n";
+    let p = written(d, "good.ply", ascii.as_bytes());
+    assert_eq!(points::<f64>(&p).unwrap().len(), 3);
+    let p = written(d, "face_short.ply", format!("{ascii}3 2 1 0\n").as_bytes());
+    assert_has(&err_mesh_at(&p), &["line 14", "more lines after the 1 'face' elements the header declares"]);
+    assert_has(&points::<f64>(&p).unwrap_err(), &["more lines after"]);
+    let p = written(d, "vertex_short.ply", ascii.replace("vertex 3", "vertex 2").as_bytes());
+    assert!(points::<f64>(&p).is_err(), "the third vertex line read as a face, or dropped");
+    let tri = [[0.0f32, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]];
+    let p = written(d, "binary_face_short.ply", &ply_binary((3, 1), &tri, &[[0, 1, 2], [2, 1, 0]]));
+    assert_has(&points::<f64>(&p).unwrap_err(), &["13 more bytes after the 1 'face' elements"]);
+    let p = written(d, "binary_vertex_long.ply", &ply_binary((4, 1), &tri, &[[0, 1, 2]]));
+    assert!(points::<f64>(&p).is_err(), "a face's bytes read as a fourth vertex");
+    let p = written(d, "binary_good.ply", &ply_binary((3, 1), &tri, &[[0, 1, 2]]));
+    assert_eq!(points::<f32>(&p).unwrap().len(), 3);
+    // PLY ascii values that their integer types cannot hold; a float property's integer text
+    // beyond f32 (as CSV, OFF and XYZ refuse it).
+    let int = |x: &str, ty: &str| {
+        format!(
+            "ply\nformat ascii 1.0\nelement vertex 1\nproperty {ty} x\nproperty {ty} y\nproperty {ty} z\nend_header\n{x} 0 0\n"
+        )
+    };
+    let p = written(d, "fraction.ply", int("1.9", "int").as_bytes());
+    assert_has(&points::<f64>(&p).unwrap_err(), &["'1.9' is not a whole number", "int"]);
+    let p = written(d, "uchar.ply", int("300", "uchar").as_bytes());
+    assert_has(&points::<f64>(&p).unwrap_err(), &["300 does not fit", "uchar"]);
+    let p = written(d, "huge_int.ply", int("99999999999999999999", "int").as_bytes());
+    assert_has(&points::<f64>(&p).unwrap_err(), &["99999999999999999999 does not fit"]);
+    let p = written(d, "big_double.ply", int("16777217", "double").as_bytes());
+    assert_has(&points::<f32>(&p).unwrap_err(), &["16777217", "--precision f64"]);
+    assert_eq!(points::<f64>(&p).unwrap().x[0], 16777217.0);
+    // OFF as points: vertex counts one too many or too few.
+    let off = |nv: usize| format!("OFF\n{nv} 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n");
+    assert_eq!(points::<f64>(&written(d, "good.off", off(3).as_bytes())).unwrap().len(), 3);
+    for nv in [2, 4] {
+        let p = written(d, &format!("nv{nv}.off"), off(nv).as_bytes());
+        assert!(points::<f64>(&p).is_err(), "OFF with {nv} vertices declared read as points");
+    }
+    let p = written(d, "colour.off", b"COFF\n3 1 0\n0 0 0 1 1 1 1\n1 0 0 1 1 1 1\n0 1 0 1 1 1 1\n3 0 1 2\n");
+    assert_eq!(read_mesh::<f64>(&p).unwrap().triangles.len(), 1);
+    let p = written(d, "binary.off", b"OFF BINARY\n");
+    assert_has(&points::<f64>(&p).unwrap_err(), &["binary OFF is not supported"]);
+    // ascii STL: numbers as written (not through f32); keywords in any case.
+    let stl = "SOLID t\nFACET NORMAL 0 0 1\nOUTER LOOP\nVERTEX 16777217 0 0\nVERTEX 0 1e-50 0\nVERTEX 0.1 0 1\n\
+               ENDLOOP\nENDFACET\nENDSOLID t\n";
+    let p = written(d, "upper.stl", stl.as_bytes());
+    let m = read_mesh::<f64>(&p).unwrap();
+    assert_eq!((m.vertices.x[0], m.vertices.y[1], m.vertices.x[2]), (16777217.0, 1e-50, 0.1));
+    assert_has(&read_mesh::<f32>(&p).unwrap_err().to_string(), &["16777217"]);
+    // XYZ: an empty field between commas is an error, not skipped.
+    let p = written(d, "empty.xyz", b"0,0,0,7\n4,,0.5,9\n");
+    assert_has(&points::<f64>(&p).unwrap_err(), &["line 2", "y (column 2) is empty"]);
+    let p = written(d, "spaced.xyz", b"0, 0, 0\n4, 1, 0.5,\n");
+    assert_eq!(points::<f64>(&p).unwrap().len(), 2);
+    // Columns are picked in CSV files only.
+    let opts = ReadOptions { columns: Some(["1".into(), "2".into(), "3".into()]) };
+    let p = written(d, "ids.xyz", b"9 0 0 0\n9 1 0 0\n");
+    assert_has(&read_points::<f64>(&p, &opts).unwrap_err().to_string(), &[".csv files only"]);
+}
+
+fn err_mesh_at(p: &Path) -> String {
+    read_mesh::<f64>(p).expect_err("an error").to_string()
+}

@@ -72,7 +72,10 @@ pub fn queries_around<T: Real>(mesh: &Mesh<T>, n: usize, seed: u64) -> Points<T>
 fn run_t<T: Real>(args: &ClosestPointArgs) -> CliResult {
     check_max_distance::<T>(args.max_distance)?;
     if let Some(out) = &args.out {
-        if !matches!(out.extension().and_then(|e| e.to_str()), Some("csv" | "npz")) {
+        if !matches!(
+            out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref(),
+            Some("csv" | "npz")
+        ) {
             return Err(CliError(format!("{}: unknown extension for closest points: use .csv or .npz", out.display())));
         }
         check_out(out, &[args.mesh.as_deref(), args.queries.as_deref()])?;

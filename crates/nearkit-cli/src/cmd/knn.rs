@@ -27,7 +27,7 @@ Examples:
   nearkit knn --data mesh.obj --queries q.npy --triangles-as-aabb6 min-max --out tri.npz
 
 Results are exact: ascending by distance, ties to the smaller id. Output: .csv
-(query,rank,id,distance) or .npz (ids: N×k int32, distances: N×k); neighbours beyond
+(query,rank,id,distance) or .npz (ids: N×k int32, int64 past 2^31 − 1; distances: N×k); neighbours beyond
 --max-distance are id -1 and distance inf. Mesh files (.off, .ply, .obj, .stl) give their
 vertices. --approx is the shifted sort: much faster, not exact; `nearkit bench knn
 --approx` measures its recall. --triangles-as-aabb6 searches the mesh's triangles as 6-D box
@@ -84,7 +84,10 @@ fn run_t<T: Real>(args: &KnnArgs) -> CliResult {
     }
     check_max_distance::<T>(args.max_distance)?;
     if let Some(out) = &args.out {
-        if !matches!(out.extension().and_then(|e| e.to_str()), Some("csv" | "npz")) {
+        if !matches!(
+            out.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref(),
+            Some("csv" | "npz")
+        ) {
             return Err(CliError(format!("{}: unknown extension for neighbours: use .csv or .npz", out.display())));
         }
         check_out(out, &[args.data.as_deref(), args.queries.as_deref()])?;

@@ -59,7 +59,7 @@ pub fn build(args: &SceneSpec) -> CliResult<Scene> {
                 )));
             };
             let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-            if file.extension().and_then(|e| e.to_str()) == Some("npy") {
+            if file.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
                 if !(args.spacing.is_finite() && args.spacing > 0.0) {
                     return Err(CliError(format!("--spacing must be a positive number, got {}", args.spacing)));
                 }

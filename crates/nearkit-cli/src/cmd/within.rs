@@ -29,7 +29,7 @@ Examples:
 Exact and inclusive: a point is within r when its distance is <= r (squared distances are
 compared in the working precision, as every nearkit query does), the same on the CPU and a GPU.
 Rows are sorted by (distance, id) unless --unsorted. Output: .csv (query,id,distance; with
---pairs i,j,distance and i < j) or .npz (offsets: N+1 int64, ids or i and j: int32,
+--pairs i,j,distance and i < j) or .npz (offsets: N+1 int64, ids or i and j: int32 (int64 past 2^31 − 1),
 distances); --no-distances leaves the distances out (faster with --unsorted). --count-only writes query,count (.npz: counts). Rows of --queries to a .csv are
 written a million queries at a time, so their size is not bounded by memory; otherwise a
 result larger than the memory free now is refused before it is computed in full
