@@ -812,3 +812,29 @@ fn raycast_refuses_bad_input() {
     fails(&["raycast", "--instances", "5", "--bodies", "0"], &["--bodies"], None);
     fails(&["raycast", "--instance-shape", s(&bad)], &["--instances"], None);
 }
+
+/// `collide`'s outputs are written all or none: when one cannot be written (here a folder
+/// stands where bodies.csv goes), the files there were stay as they were, and no half-written
+/// or temporary file is left.
+#[test]
+fn collide_outputs_are_written_all_or_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let scene = dir.path().join("scene");
+    std::fs::create_dir_all(scene.join("bodies.csv")).unwrap();
+    let mesh = write(&scene, "mesh.ply", b"my earlier mesh");
+    let contacts = write(dir.path(), "contacts.csv", b"earlier contacts");
+    let args = ["collide", "--bodies", "50", "--ticks", "2", "--device", "cpu", "-q", "--scene-out", s(&scene)];
+    let out = nearkit(&[&args[..], &["--contacts-out", s(&contacts)]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bodies.csv: is a directory"));
+    assert_eq!(std::fs::read(&mesh).unwrap(), b"my earlier mesh");
+    assert_eq!(std::fs::read(&contacts).unwrap(), b"earlier contacts");
+    let names = |d: &Path| std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect::<Vec<_>>();
+    assert_eq!(names(&scene).len(), 2, "{:?}", names(&scene));
+    assert_eq!(names(dir.path()).len(), 2, "{:?}", names(dir.path()));
+    std::fs::remove_dir(scene.join("bodies.csv")).unwrap();
+    let out = nearkit(&[&args[..], &["--contacts-out", s(&contacts)]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::read_to_string(&contacts).unwrap().starts_with("tick,body,kind"));
+    assert!(std::fs::read(&mesh).unwrap().starts_with(b"ply"));
+}

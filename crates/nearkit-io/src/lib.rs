@@ -25,7 +25,7 @@ pub use collide_output::{write_bodies, write_contacts, write_mesh_ply};
 pub use error::{IoError, Location, Result};
 pub use output::{
     refuse_overwriting_inputs, same_file, write_atomically, write_closest_points, write_counts, write_knn,
-    write_nearest, write_pairs, write_points, write_within, OutputFormat, WithinLayout,
+    write_nearest, write_pairs, write_points, write_together, write_within, OutputFormat, Part, WithinLayout,
 };
 
 use nearkit::{Mesh, Points, Real, Vectors};

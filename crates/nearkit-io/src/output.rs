@@ -85,6 +85,59 @@ fn write_error(path: &Path, e: &io::Error) -> IoError {
     }
 }
 
+/// One file of [`write_together`]: where it goes, and how to write it (into the path given).
+pub type Part<'a> = (&'a Path, Box<dyn FnOnce(&Path) -> Result<()> + 'a>);
+
+/// Writes several files as one: each into a fresh file beside its target (links followed),
+/// then all renamed into place, each keeping the permissions of the file it replaces. If any
+/// write fails, the fresh files are removed and every target is left as it was. (Targets that
+/// are not regular files, a pipe or `/dev/null`, are written straight to, after the others.)
+pub fn write_together(parts: Vec<Part<'_>>) -> Result<()> {
+    static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let mut direct = Vec::new();
+    let undo = |staged: &[(PathBuf, PathBuf)]| {
+        for (s, _) in staged {
+            let _ = std::fs::remove_file(s);
+        }
+    };
+    for (path, write) in parts {
+        let target = resolve_links(path).map_err(|e| write_error(path, &e))?;
+        match std::fs::metadata(&target) {
+            Ok(m) if m.is_dir() => {
+                undo(&staged);
+                return Err(IoError::new(path, "is a directory, not a file"));
+            }
+            Ok(m) if !m.is_file() => {
+                direct.push((path, write));
+                continue;
+            }
+            _ => {}
+        }
+        let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+        let n = STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let fresh = dir.join(format!(".{name}.{}-{n}.staged", std::process::id()));
+        // The error names the file asked for, not the fresh one.
+        if let Err(e) = write(&fresh).map_err(|e| IoError { path: path.to_path_buf(), ..e }) {
+            let _ = std::fs::remove_file(&fresh);
+            undo(&staged);
+            return Err(e);
+        }
+        staged.push((fresh, target));
+    }
+    for (i, (fresh, target)) in staged.iter().enumerate() {
+        if let Ok(m) = std::fs::metadata(target) {
+            let _ = std::fs::set_permissions(fresh, m.permissions());
+        }
+        if let Err(e) = std::fs::rename(fresh, target) {
+            undo(&staged[i..]);
+            return Err(write_error(target, &e));
+        }
+    }
+    direct.into_iter().try_for_each(|(path, write)| write(path))
+}
+
 /// The file `path` names once symbolic links are followed; a dangling link gives the file that
 /// writing through it creates.
 fn resolve_links(path: &Path) -> io::Result<PathBuf> {

@@ -369,31 +369,38 @@ fn check_outputs(args: &CollideArgs) -> CliResult {
     Ok(())
 }
 
-/// `--contacts-out` and `--scene-out`.
+/// `--contacts-out` and `--scene-out`, all or none: a failed write leaves every file there
+/// was as it was.
 fn write_outputs(args: &CollideArgs, scene: &Scene, world: &World, last: &[Contact]) -> CliResult {
+    let terrain = scene.heightfield.as_ref().map(|h| h.to_mesh());
+    let files = args.scene_out.as_ref().map(|dir| (dir.join("mesh.ply"), dir.join("bodies.csv")));
+    let mut parts: Vec<nearkit_io::Part> = Vec::new();
     if let Some(path) = &args.contacts_out {
-        nearkit_io::write_contacts(path, args.ticks - 1, last)?;
-        if !args.quiet {
+        parts.push((path, Box::new(|p: &Path| nearkit_io::write_contacts(p, args.ticks - 1, last))));
+    }
+    let mut created = None;
+    if let (Some(dir), Some((mesh, bodies))) = (&args.scene_out, &files) {
+        if !dir.exists() {
+            created = Some(dir);
+        }
+        std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: cannot create: {e}", dir.display())))?;
+        let m = terrain.as_ref().unwrap_or(&scene.mesh);
+        parts.push((mesh, Box::new(move |p: &Path| nearkit_io::write_mesh_ply(p, m))));
+        parts.push((bodies, Box::new(|p: &Path| nearkit_io::write_bodies(p, world))));
+    }
+    if let Err(e) = nearkit_io::write_together(parts) {
+        // A folder made for a scene that could not be written goes too.
+        if let Some(dir) = created {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        return Err(e.into());
+    }
+    if !args.quiet {
+        if let Some(path) = &args.contacts_out {
             note!("wrote {} contacts to {}", thousands(last.len()), path.display());
         }
-    }
-    if let Some(dir) = &args.scene_out {
-        let created = !dir.exists();
-        std::fs::create_dir_all(dir).map_err(|e| CliError(format!("{}: cannot create: {e}", dir.display())))?;
-        let terrain = scene.heightfield.as_ref().map(|h| h.to_mesh());
-        let written = nearkit_io::write_mesh_ply(&dir.join("mesh.ply"), terrain.as_ref().unwrap_or(&scene.mesh))
-            .and_then(|()| nearkit_io::write_bodies(&dir.join("bodies.csv"), world));
-        if let Err(e) = written {
-            // Whole or not at all: a folder made for a scene that could not be written goes too.
-            if created {
-                let _ = std::fs::remove_dir_all(dir);
-            } else {
-                let _ = std::fs::remove_file(dir.join("mesh.ply"));
-            }
-            return Err(e.into());
-        }
-        if !args.quiet {
-            note!("wrote {} and {}", dir.join("mesh.ply").display(), dir.join("bodies.csv").display());
+        if let Some((mesh, bodies)) = &files {
+            note!("wrote {} and {}", mesh.display(), bodies.display());
         }
     }
     Ok(())
