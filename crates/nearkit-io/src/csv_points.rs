@@ -56,7 +56,7 @@ pub fn read<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, opts: &ReadOp
         for (d, &ci) in c.iter().enumerate() {
             let at = |m: String| IoError::at(path, Location::Line(line), m);
             let field = record.get(ci).ok_or_else(|| {
-                at(format!("{} columns, but column {} is needed for {}", record.len(), ci + 1, AXES[d]))
+                at(format!("{} columns, but {} is column {} (0-based index {ci})", record.len(), AXES[d], ci + 1))
             })?;
             let parsed: f64 = field.parse().map_err(|_| {
                 let hint = if header_row { " (a header row holds only names)" } else { "" };

@@ -135,13 +135,9 @@ impl<'a, R: BufRead> Lines<'a, R> {
         }
         self.number += 1;
         let start = if self.number == 1 && bytes.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
-        self.buf = String::from_utf8(bytes).map_err(|e| {
-            IoError::at(
-                self.path,
-                Location::Line(self.number),
-                format!("not text: byte {} of the line is not UTF-8", e.utf8_error().valid_up_to() + 1),
-            )
-        })?;
+        // Bytes that are not UTF-8 (a Latin-1 comment, a material's name) become U+FFFD: a
+        // number holding one fails to parse as it should, and the rest is read.
+        self.buf = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         let end = self.buf.trim_end_matches(['\n', '\r']).len();
         self.range = start..end.max(start);
         Ok(true)

@@ -153,8 +153,10 @@ fn read_flat<R: BufRead>(
             // int64 beyond 2^53 would round on the way to f64: say so instead.
             if let Some(j) = chunk.chunks_exact(8).position(|b| h.int64(b) as f64 as i128 != h.int64(b) as i128) {
                 let (i, dims) = (start + j, h.shape.iter().skip(1).product::<u64>().max(1) as usize);
-                let row = if h.fortran { i % h.shape[0].max(1) as usize } else { i / dims };
-                let m = crate::input::coord_integer::<f64>(h.int64(&chunk[j * 8..j * 8 + 8]), "value");
+                let rows = h.shape[0].max(1) as usize;
+                let (row, col) = if h.fortran { (i % rows, i / rows) } else { (i / dims, i % dims) };
+                let name = crate::input::AXES.get(col).map_or(format!("{col}"), |a| a.to_string());
+                let m = crate::input::coord_integer::<f64>(h.int64(&chunk[j * 8..j * 8 + 8]), &name);
                 return Err(IoError::at(path, Location::Row(row), m.err().unwrap_or_default()));
             }
         }
@@ -250,8 +252,12 @@ pub fn read_header<R: BufRead>(src: &mut Source<R>, path: &Path) -> Result<Heade
     };
     let descr = match get("descr")? {
         Py::Str(s) => s.clone(),
-        other => {
-            return Err(IoError::new(path, format!("structured dtype {other:?} is not supported: use a plain array")))
+        _ => {
+            return Err(IoError::new(
+                path,
+                "a structured (record) dtype is not supported: save a plain N×3 array \
+                 (numpy.lib.recfunctions.structured_to_unstructured makes one)",
+            ))
         }
     };
     let unsupported =

@@ -362,6 +362,11 @@ fn counts_types_and_text_are_taken_as_written_or_refused() {
     assert_has(&points::<f64>(&p).unwrap_err(), &["line 2", "y (column 2) is empty"]);
     let p = written(d, "spaced.xyz", b"0, 0, 0\n4, 1, 0.5,\n");
     assert_eq!(points::<f64>(&p).unwrap().len(), 2);
+    // A byte that is not UTF-8 in a comment does not refuse the file; in a number it is an error.
+    let p = written(d, "latin1.ply", b"ply\nformat ascii 1.0\ncomment Cr\xe9\xe9\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n");
+    assert_eq!(points::<f64>(&p).unwrap().z[0], 3.0);
+    let p = written(d, "latin1.xyz", b"0 0 0\n1 \xe90 0\n");
+    assert_has(&points::<f64>(&p).unwrap_err(), &["line 2", "is not a number"]);
     // Columns are picked in CSV files only.
     let opts = ReadOptions { columns: Some(["1".into(), "2".into(), "3".into()]) };
     let p = written(d, "ids.xyz", b"9 0 0 0\n9 1 0 0\n");
