@@ -98,6 +98,20 @@ def test_nearest_mixed_precisions(client, dtypes):
     assert same(d, d1) and same(i, i1)
 
 
+def test_empty_data_is_an_error_in_every_plan(client):
+    q = np.zeros((5, 3))
+    for strategy in ["partition", "broadcast"]:
+        for call in [
+            lambda: nkd.knn(np.empty((0, 3)), q, k=2, strategy=strategy, cells=4),
+            lambda: nkd.nearest(q, np.empty((0, 3)), strategy=strategy, cells=4),
+            lambda: nkd.within(np.empty((0, 3)), q, r=1.0, strategy=strategy, cells=4),
+        ]:
+            with pytest.raises(ValueError, match="empty"):
+                dask.compute(call())
+    with pytest.raises(ValueError, match="empty"):
+        nkd.plan_cells(np.empty((0, 3)))
+
+
 def test_cells_without_data_and_single_points(client):
     # Three distinct points, many duplicates: most of 16 cells hold nothing.
     rng = np.random.default_rng(14)

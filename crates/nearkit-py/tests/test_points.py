@@ -155,7 +155,8 @@ def test_workers(rng):
     data, q = rng.random((3000, 3)), rng.random((2000, 3))
     index = nearkit.PointIndex(data, device="cpu")
     d, i = index.query(q, k=5, workers=-1)
-    for w in [1, 2, None]:
+    # More workers than cores (as many as 2^32) run on as many threads as there are cores.
+    for w in [1, 2, None, 1000, 2**32]:
         dw, iw = index.query(q, k=5, workers=w)
         np.testing.assert_array_equal(iw, i)
         np.testing.assert_array_equal(dw, d)

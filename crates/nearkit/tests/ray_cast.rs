@@ -581,6 +581,9 @@ fn a_changed_mesh_is_searched_afresh_and_bad_rays_are_refused() {
         (Ray::new([f64::NAN, 0.0, 0.0], [1.0, 0.0, 0.0], 1.0), "origin"),
         (Ray::new([0.0; 3], [0.0; 3], 1.0), "direction"),
         (Ray::new([0.0; 3], [f64::INFINITY, 0.0, 0.0], 1.0), "direction"),
+        // NaN in x or y once passed (`f64::max` skips a NaN) and the ray hit nothing.
+        (Ray::new([0.0; 3], [f64::NAN, 0.0, -1.0], 1.0), "direction"),
+        (Ray::new([0.0; 3], [0.0, f64::NAN, -1.0], 1.0), "direction"),
         (Ray::new([0.0; 3], [1.0, 0.0, 0.0], -1.0), "max_distance"),
         (Ray::new([0.0; 3], [1.0, 0.0, 0.0], f64::NAN), "max_distance"),
     ] {

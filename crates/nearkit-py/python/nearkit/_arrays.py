@@ -107,7 +107,8 @@ def workers(w: Optional[int]) -> int:
     if w is None or w == -1:
         return 0
     if isinstance(w, (int, np.integer)) and not isinstance(w, bool) and w >= 1:
-        return int(w)
+        # More threads than cores never helps, and each size keeps a pool of its own.
+        return min(int(w), os.cpu_count() or 1)
     raise ValueError(f"workers must be -1 (every core) or a positive number of threads, got {w!r}")
 
 

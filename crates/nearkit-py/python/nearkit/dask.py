@@ -118,6 +118,14 @@ def _as_points(x: Any, name: str) -> da.Array:
     return x
 
 
+def _as_data(x: Any) -> da.Array:
+    """The data set as :func:`_as_points` gives it; empty is an error, as for PointIndex."""
+    x = _as_points(x, "data")
+    if x.shape[0] == 0:
+        raise ValueError("point set data is empty: give at least one point")
+    return x
+
+
 def _working_dtype(*arrays: da.Array) -> np.dtype:
     """The precision single-machine nearkit would compute in: float32 stays, float64 and
     integers (exact up to 2^53) are float64."""
@@ -332,7 +340,7 @@ def _default_parallelism(device: str = "cpu") -> int:
 
 def plan_cells(data: Any, cells: Optional[int] = None, device: str = "cpu") -> CellPlan:
     """The partition :func:`knn` and the others would use for ``data`` (computed now)."""
-    x = _as_points(data, "data")
+    x = _as_data(data)
     plan = _Cells(x, _working_dtype(x), "data", cells, device)
     sizes = [dask.delayed(_cell_size, pure=True)(cell) for cell in plan.cells]
     sizes, boxes, splits = dask.compute(sizes, plan.boxes, plan.splits)
@@ -947,7 +955,7 @@ def knn(
         compute it with the arrays: ``dask.compute(d, i, stats)``.
     """
     k = _int_at_least(k, 1, "k")
-    x = _as_points(data, "data")
+    x = _as_data(data)
     q = _as_points(queries, "queries")
     dtype = _working_dtype(x)
     bound = _arrays.radius(distance_upper_bound, "distance_upper_bound", dtype)
@@ -980,6 +988,8 @@ def nearest(
     to ``nearkit.PointIndex(b).nearest(a)`` in that precision. ``device``, ``workers``,
     ``cells``, ``strategy`` and ``return_stats`` are as for :func:`knn`."""
     x = _as_points(b, "b")
+    if x.shape[0] == 0:
+        raise ValueError("point set b is empty: give at least one point")
     q = _as_points(a, "a")
     dtype = _working_dtype(x, q)
     bound = _arrays.radius(max_distance, "max_distance", dtype)
@@ -1149,7 +1159,7 @@ def within(
     """Every data point within ``r`` (inclusive) of each query, as :class:`Within` rows of
     Dask arrays; bit for bit ``nearkit.PointIndex(data).within(queries, r)`` (sorted rows).
     ``device``, ``workers``, ``cells`` and ``strategy`` are as for :func:`knn`."""
-    x = _as_points(data, "data")
+    x = _as_data(data)
     q = _as_points(queries, "queries")
     dtype = _working_dtype(x)
     radius = _arrays.search_radius(r, "r", dtype)

@@ -43,8 +43,9 @@ impl UnitRay {
             return Err(format!("origin {:?} is not finite", r.origin));
         }
         let d = r.direction;
+        // Each component checked (`f64::max` would pass over a NaN).
         let m = d[0].abs().max(d[1].abs()).max(d[2].abs());
-        if !(m.is_finite() && m > 0.0) {
+        if !(d.iter().all(|v| v.is_finite()) && m > 0.0) {
             return Err(format!("direction {d:?} must be finite and not zero"));
         }
         if r.max_distance.is_nan() || r.max_distance < 0.0 {
