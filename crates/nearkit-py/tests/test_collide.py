@@ -371,3 +371,50 @@ def test_out_of_range_ints_are_value_errors():
     ):
         with pytest.raises(ValueError):
             call()
+
+
+def test_misuse_gets_a_plain_error_naming_it():
+    """An audit's findings (session 58): each misuse is an ordinary exception that says what
+    is wrong, not a panic, a silent miss or a numpy message."""
+    import copy
+    import threading
+
+    world = nearkit.World()
+    world.set_mesh([[-5, -5, 0], [5, -5, 0], [0, 5, 0]], [[0, 1, 2]])
+    collider = nearkit.Collider(device="cpu")
+    hits = collider.ray_casts(world, [[0, 0, 10]], [[0, 0, -1]])
+    assert hits.distance.tolist() == [10.0]
+    # A NaN in any component of a direction (x and y once passed as a miss).
+    for d in ([np.nan, 0, -1], [0, np.nan, -1], [0, 0, np.nan]):
+        with pytest.raises(ValueError, match="direction"):
+            collider.ray_casts(world, [[0, 0, 10]], [d])
+    with pytest.raises(ValueError, match="max_distance"):
+        collider.ray_casts(world, [[0, 0, 10]] * 2, [[0, 0, -1]] * 2, max_distance=[1, 2, 3])
+    with pytest.raises(TypeError, match="limit"):
+        collider.ray_casts(world, [[0, 0, 10]], [[0, 0, -1]], limit=2.7)
+    with pytest.raises(TypeError, match="nearkit.World"):
+        collider.contacts("world")
+    with pytest.raises(ValueError, match="center"):
+        world.add_body([0, 0], 1.0)
+    # Empty lists of ids change nothing.
+    world.remove_bodies([])
+    world.set_poses([], np.empty((0, 3)))
+    # A collider on another thread: a RuntimeError saying so.
+    caught = []
+
+    def other():
+        try:
+            collider.contacts(world)
+        except Exception as e:  # noqa: BLE001
+            # Not the exception itself: its frames would keep the collider alive until a
+            # collection on whatever thread runs it.
+            caught.append((type(e), str(e)))
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(caught) == 1 and caught[0][0] is RuntimeError and "thread" in caught[0][1], caught
+    # A copy would share the native world.
+    for f in (copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="cannot be copied"):
+            f(world)

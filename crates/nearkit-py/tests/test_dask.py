@@ -254,6 +254,14 @@ def test_bad_input(client):
         nkd.within(data, data, -1.0)
     with pytest.raises(FileNotFoundError):
         nkd.read_points(["/nonexistent/a.npy"])
+    with pytest.raises(FileNotFoundError, match="nonexistent"):
+        nkd.read_points("/nonexistent/*.npy")
+    # Mesh queries name the row in all the queries too.
+    v = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], np.float64)
+    for call in (nkd.closest_point, nkd.signed_distance):
+        with pytest.raises(ValueError, match="point 37: coordinate y is NaN"):
+            out = call(v, [[0, 1, 2]], chunked(bad, [30, 70]))
+            dask.compute(*out) if isinstance(out, tuple) else out.compute()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

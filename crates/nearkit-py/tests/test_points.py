@@ -371,3 +371,22 @@ def test_bad_k_is_a_value_error_naming_k(k):
     index = nearkit.PointIndex(np.random.default_rng(0).random((10, 3)), device="cpu")
     with pytest.raises(ValueError, match="k must be"):
         index.query([[0.0, 0, 0]], k=k)
+
+
+def test_indexes_pickle_as_their_data():
+    import pickle
+
+    rng = np.random.default_rng(58)
+    data, q = rng.random((500, 3)), rng.random((50, 3))
+    for dtype in (np.float32, np.float64):
+        index = nearkit.PointIndex(data.astype(dtype), device="cpu")
+        again = pickle.loads(pickle.dumps(index))
+        assert again.dtype == index.dtype and len(again) == 500
+        for a, b in zip(index.query(q, k=3), again.query(q, k=3)):
+            np.testing.assert_array_equal(a, b)
+    v = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float64)
+    f = np.array([[0, 1, 2], [0, 1, 3]])
+    mesh = nearkit.MeshIndex(v, f, device="cpu")
+    again = pickle.loads(pickle.dumps(mesh))
+    for a, b in zip(mesh.closest_point(q), again.closest_point(q)):
+        np.testing.assert_array_equal(a, b)

@@ -57,7 +57,7 @@ def _narrowed(a: np.ndarray, dtype: np.dtype, name: str) -> np.ndarray:
         at = np.unravel_index(int(np.argmax(lost)), a.shape)
         v = float(a[at])
         what = "which float32 rounds to 0" if b[at] == 0 else f"which float32 cannot hold (largest {np.finfo(dtype).max:.7g})"
-        raise ValueError(f"{name}{list(at)} is {v:g}, {what}: use float64 (an index built from float64 data)")
+        raise ValueError(f"{name}{[int(i) for i in at]} is {v:g}, {what}: use float64 (an index built from float64 data)")
     return b
 
 
@@ -156,6 +156,8 @@ def max_results(m: Any) -> Optional[int]:
 def ids(x: Any, name: str) -> np.ndarray:
     """Body ids (or vertex indices) as uint32, checked."""
     a = np.asarray(x)
+    if a.size == 0 and a.dtype.kind == "f":
+        a = a.astype(np.int64)  # [] is an empty list of ids, not of numbers
     if a.dtype.kind not in "iu":
         raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
     if a.size and (int(a.min()) < 0 or int(a.max()) >= 2**32 - 1):

@@ -3,6 +3,7 @@ and each other."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -118,6 +119,8 @@ def _broadcast(a: np.ndarray, name: str, n: int, cols: int) -> np.ndarray:
 
 def _u32(x: Any, name: str, n: int) -> np.ndarray:
     a = np.asarray(x)
+    if a.size == 0 and a.dtype.kind == "f":
+        a = a.astype(np.int64)  # [] holds no ids, not floats
     if a.dtype.kind not in "iu":
         raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
     if a.size and (int(a.min()) < 0 or int(a.max()) > 0xFFFFFFFF):
@@ -130,6 +133,8 @@ def _u32(x: Any, name: str, n: int) -> np.ndarray:
 
 def _body_ids(x: Any, name: str, n: int) -> np.ndarray:
     a = np.asarray(x)
+    if a.size == 0 and a.dtype.kind == "f":
+        a = a.astype(np.int64)  # [] holds no ids, not floats
     if a.dtype.kind not in "iu":
         raise TypeError(f"{name} must be body ids (integers; -1: none), got dtype {a.dtype}")
     if a.size and (int(a.min()) < -1 or int(a.max()) >= 0xFFFFFFFF):
@@ -241,9 +246,15 @@ class World:
         self, center: Any, radii: Any, orientation: Any = None, layer: int = 1, mask: int = _ALL_LAYERS
     ) -> int:
         """Adds one body (see :meth:`add_bodies`); returns its id."""
-        c = np.asarray(center, dtype=np.float64).reshape(1, 3)
-        q = None if orientation is None else np.asarray(orientation, dtype=np.float64).reshape(1, 4)
-        r = np.asarray(radii, dtype=np.float64).reshape(1, -1)
+        def one(x: Any, name: str, sizes: Tuple[int, ...]) -> np.ndarray:
+            a = np.asarray(x, dtype=np.float64)
+            if a.size not in sizes:
+                raise ValueError(f"{name} has shape {a.shape}; it must hold {' or '.join(map(str, sizes))} values")
+            return a.reshape(1, -1)
+
+        c = one(center, "center", (3,))
+        q = None if orientation is None else one(orientation, "orientation", (4,))
+        r = one(radii, "radii", (1, 3))
         return int(self.add_bodies(c, r, q, layer, mask)[0])
 
     def remove_bodies(self, ids: Any) -> None:
@@ -374,6 +385,25 @@ class World:
     def __repr__(self) -> str:
         return f"World(bodies={self.body_count}, triangles={self.triangle_count}, cell_size={self.cell_size})"
 
+    # A copy would share the native world (changing one would change the other).
+    def __copy__(self) -> "World":
+        raise TypeError(_NO_COPY)
+
+    def __deepcopy__(self, memo: Any) -> "World":
+        raise TypeError(_NO_COPY)
+
+    def __reduce__(self) -> Any:
+        raise TypeError(_NO_COPY)
+
+
+_NO_COPY = "a World cannot be copied or pickled: build another from the same mesh and bodies"
+
+
+def _world(world: Any) -> Any:
+    if not isinstance(world, World):
+        raise TypeError(f"world must be a nearkit.World, got {type(world).__name__}")
+    return world._native
+
 
 class Collider:
     """Finds a :class:`World`'s contacts and sweeps, on the CPU or a GPU: the same contacts,
@@ -388,7 +418,19 @@ class Collider:
     """
 
     def __init__(self, device: str = "auto") -> None:
-        self._native = _native.Collider(device)
+        self._made = _native.Collider(device)
+        self._thread = threading.get_ident()
+
+    @property
+    def _native(self) -> Any:
+        # The native collider may be used only on its own thread: say so, rather than let
+        # the binding's check panic.
+        if threading.get_ident() != self._thread:
+            raise RuntimeError(
+                "this Collider was made on another thread, and a collider stays on the thread "
+                "that made it: make one per thread"
+            )
+        return self._made
 
     @property
     def device(self) -> str:
@@ -409,7 +451,7 @@ class Collider:
     def contacts(self, world: World) -> np.ndarray:
         """One tick: every overlap of a body with the mesh or another body, exact, as a
         structured array of :data:`CONTACT_DTYPE`, sorted by (body, kind, other)."""
-        return self._native.contacts(world._native).view(CONTACT_DTYPE)
+        return self._native.contacts(_world(world)).view(CONTACT_DTYPE)
 
     def sweeps(
         self,
@@ -441,7 +483,7 @@ class Collider:
         n = s.shape[0]
         return SweepHits(
             *self._native.sweeps(
-                world._native,
+                _world(world),
                 np.ascontiguousarray(s),
                 _rows(ends, "ends", n, 3),
                 _radii(radii, n),
@@ -487,7 +529,7 @@ class Collider:
         n = c.shape[0]
         return OverlapHits(
             *self._native.overlaps(
-                world._native,
+                _world(world),
                 np.ascontiguousarray(c),
                 _radii(radii, n),
                 _rows(orientations, "orientations", n, 4, _IDENTITY),
@@ -524,13 +566,14 @@ class Collider:
         """
         o, _ = _arrays.points(origins, "origins", np.float64)
         n = o.shape[0]
-        limit = int(limit)
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit}")
-        d = np.broadcast_to(np.asarray(max_distance, dtype=np.float64), (n,))
+        limit = _arrays.uint32(limit, "limit", 1)
+        try:
+            d = np.broadcast_to(np.asarray(max_distance, dtype=np.float64), (n,))
+        except ValueError:
+            raise ValueError(f"max_distance has shape {np.shape(max_distance)}; it must be ({n},) or a scalar") from None
         return RayHits(
             *self._native.ray_casts(
-                world._native,
+                _world(world),
                 np.ascontiguousarray(o),
                 _rows(directions, "directions", n, 3),
                 np.ascontiguousarray(d),

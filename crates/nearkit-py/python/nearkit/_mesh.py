@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -20,6 +20,10 @@ class ClosestPoints(NamedTuple):
     point: np.ndarray
     triangle: np.ndarray
     barycentric: np.ndarray
+
+
+def _mesh_index(vertices: Any, faces: Any, device: str) -> "MeshIndex":
+    return MeshIndex(vertices, faces, device=device)
 
 
 class MeshIndex:
@@ -50,6 +54,7 @@ class MeshIndex:
     """
 
     def __init__(self, vertices: Any, faces: Any, *, device: str = "auto") -> None:
+        self._asked = device
         self._vertices, _ = _arrays.points(vertices, "vertices")
         self._faces = _arrays.faces(faces)
         self._native = _native.MeshIndex(self._vertices, self._faces, device)
@@ -79,6 +84,10 @@ class MeshIndex:
             f"MeshIndex(vertices={len(self._vertices)}, faces={len(self._faces)}, "
             f"dtype={self.dtype}, device={self.device!r})"
         )
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Pickled as its mesh and the device asked for; the index is built again where loaded.
+        return (_mesh_index, (self._vertices, self._faces, self._asked))
 
     def closest_point(
         self, x: Any, max_distance: Optional[float] = None, workers: Optional[int] = -1

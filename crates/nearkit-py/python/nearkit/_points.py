@@ -43,6 +43,10 @@ class Within(NamedTuple):
         return self.ids[s:e], self.distances[s:e]
 
 
+def _point_index(data: Any, device: str) -> "PointIndex":
+    return PointIndex(data, device=device)
+
+
 class PointIndex:
     """An exact index of 3-D points for nearest-neighbour queries, on the CPU or a GPU.
 
@@ -81,6 +85,7 @@ class PointIndex:
     """
 
     def __init__(self, data: Any, *, device: str = "auto") -> None:
+        self._asked = device
         if _cuda.is_cuda(data) and device != "cpu":
             rows = _cuda.rows(data, "data")
             if device == "auto":
@@ -124,6 +129,12 @@ class PointIndex:
 
     def __repr__(self) -> str:
         return f"PointIndex(n={self.n}, dtype={self.dtype}, device={self.device!r})"
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Pickled as its points and the device asked for (as scipy's trees pickle): the
+        # index is built again where it is loaded.
+        data = _cuda.to_host(self._data) if _cuda.is_cuda(self._data) else self._data
+        return (_point_index, (data, self._asked))
 
     def query(
         self,

@@ -1228,12 +1228,15 @@ def _mesh_index(token: str, vertices, faces, device) -> MeshIndex:
     return ix
 
 
-def _mesh_block(block, part, token, vertices, faces, device, workers, max_distance, what):
+def _mesh_block(block, part, offset, token, vertices, faces, device, workers, max_distance, what):
     device = _on_gpu(device, part)
     ix = _mesh_index(token + device, vertices, faces, device)
+    # A bad query is named by its row in all the queries, not in its chunk.
     if what == "signed":
-        return ix.signed_distance(block, max_distance=max_distance, workers=_threads(workers, device))
-    return tuple(ix.closest_point(block, max_distance=max_distance, workers=_threads(workers, device)))
+        call = lambda: ix.signed_distance(block, max_distance=max_distance, workers=_threads(workers, device))  # noqa: E731
+        return _checked(call, block, "queries", offset, ix.dtype)
+    call = lambda: tuple(ix.closest_point(block, max_distance=max_distance, workers=_threads(workers, device)))  # noqa: E731
+    return _checked(call, block, "queries", offset, ix.dtype)
 
 
 def _mesh_graph(vertices, faces, queries, device, workers, max_distance, what):
@@ -1243,8 +1246,11 @@ def _mesh_graph(vertices, faces, queries, device, workers, max_distance, what):
     vd, fd = dask.delayed(v, name="nearkit-mesh-vertices-" + token), dask.delayed(f, name="nearkit-mesh-faces-" + token)
     q = _as_points(queries, "queries")
     blocks = q.to_delayed().ravel()
+    starts = _offsets(q.chunks[0])
     outs = [
-        dask.delayed(_mesh_block, pure=True, nout=4 if what == "closest" else None)(b, j, token, vd, fd, device, workers, max_distance, what)
+        dask.delayed(_mesh_block, pure=True, nout=4 if what == "closest" else None)(
+            b, j, starts[j], token, vd, fd, device, workers, max_distance, what
+        )
         for j, b in enumerate(blocks)
     ]
     return v.dtype, q, outs
@@ -1308,6 +1314,7 @@ def read_points(paths: Any, columns: Sequence[str] = ("x", "y", "z")) -> da.Arra
     folder) whose ``columns`` hold x, y and z. Nothing is read until computed."""
     import glob
 
+    asked = paths
     if isinstance(paths, (str, os.PathLike)):
         p = os.fspath(paths)
         if os.path.isdir(p) or p.endswith(".parquet") or p.endswith(".pq"):
@@ -1315,7 +1322,7 @@ def read_points(paths: Any, columns: Sequence[str] = ("x", "y", "z")) -> da.Arra
         paths = sorted(glob.glob(p)) if any(ch in p for ch in "*?[") else [p]
     paths = [os.fspath(p) for p in paths]
     if not paths:
-        raise FileNotFoundError(f"no files match {paths!r}")
+        raise FileNotFoundError(f"no files match {asked!r}")
     if all(p.endswith((".parquet", ".pq")) for p in paths):
         return _read_parquet(paths, columns)
     shapes, dtypes = [], []

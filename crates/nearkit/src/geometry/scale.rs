@@ -90,13 +90,13 @@ impl Scale {
                 role,
                 detail: format!(
                     "nonzero coordinates range in magnitude from {} to {}, a ratio of 2^{}; {} compares distances \
-                     exactly only within a ratio of 2^{}: compute in f64{}",
+                     exactly only within a ratio of 2^{}: {}",
                     short(m.min_nonzero),
                     short(m.max),
                     max_e - min_e,
                     T::NAME,
                     hi - 1 - lo,
-                    if T::NAME == "f64" { " after removing the offset or outliers" } else { "" }
+                    if T::NAME == "f64" { "remove the offset or the outliers" } else { "compute in f64" }
                 ),
             });
         }
@@ -132,11 +132,12 @@ impl Scale {
             role,
             detail: format!(
                 "a coordinate of magnitude {} is too large for this index's {} distances (below {} they are \
-                 exact{}): compute in f64",
+                 exact{}): {}",
                 short(m.max),
                 T::NAME,
                 short(times_pow2(1.0, hi - self.exp)),
-                if self.exp == 0 { "" } else { ", at the scale its data needed" }
+                if self.exp == 0 { "" } else { ", at the scale its data needed" },
+                if T::NAME == "f64" { "query nearer the data" } else { "compute in f64" }
             ),
         })
     }
@@ -155,10 +156,11 @@ impl Scale {
             role: Role::Queries,
             detail: format!(
                 "a coordinate of magnitude {} is too far from a mesh of size {} for {} to compute its closest \
-                 point exactly: compute in f64",
+                 point exactly: {}",
                 short(m.max),
                 short(mesh_max),
-                T::NAME
+                T::NAME,
+                if T::NAME == "f64" { "query nearer the mesh" } else { "compute in f64" }
             ),
         })
     }
