@@ -3,6 +3,7 @@ and each other."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any, NamedTuple, Optional, Tuple
 
@@ -161,6 +162,25 @@ def heightfield_mesh(heights: Any, spacing: float = 1.0) -> Tuple[np.ndarray, np
     return _native.heightfield_mesh(np.ascontiguousarray(h), float(spacing))
 
 
+def _one_at_a_time(f: Any) -> Any:
+    """A World is changed only while no other thread uses it: the binding's borrow error,
+    where two threads met, said so in words of its own."""
+
+    @functools.wraps(f)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except RuntimeError as e:
+            if "lready" not in str(e) or "borrowed" not in str(e):
+                raise
+            raise RuntimeError(
+                "the World is in use on another thread (a query or a change is running there): "
+                "change a World only between queries, or guard it with a lock"
+            ) from None
+
+    return call
+
+
 class World:
     """A static triangle mesh and ellipsoid bodies, for a :class:`Collider` to find the
     contacts of. Coordinates are float64 (metres by convention); everything is exact.
@@ -188,12 +208,14 @@ class World:
     def __init__(self, cell_size: float = 1.0) -> None:
         self._native = _native.World(float(cell_size))
 
+    @_one_at_a_time
     def set_mesh(self, vertices: Any, faces: Any) -> None:
         """Sets the static mesh ((v, 3) corners, (f, 3) 0-based indices); degenerate
         triangles collide as segments."""
         v, _ = _arrays.points(vertices, "vertices", np.float64)
         self._native.set_mesh(np.ascontiguousarray(v), _arrays.faces(faces))
 
+    @_one_at_a_time
     def set_heightfield(self, heights: Any, spacing: float = 1.0, origin: Any = (0.0, 0.0)) -> None:
         """Sets the terrain, kept as its (rows, cols) grid of heights (rows along y): sample
         (r, c) at ``(origin[0] + c * spacing, origin[1] + r * spacing, heights[r, c])``. It
@@ -208,6 +230,7 @@ class World:
             raise ValueError(f"origin must be (x, y), got {origin!r}")
         self._native.set_heightfield(np.ascontiguousarray(h), float(spacing), (float(o[0]), float(o[1])))
 
+    @_one_at_a_time
     def add_bodies(
         self,
         centers: Any,
@@ -257,10 +280,12 @@ class World:
         r = one(radii, "radii", (1, 3))
         return int(self.add_bodies(c, r, q, layer, mask)[0])
 
+    @_one_at_a_time
     def remove_bodies(self, ids: Any) -> None:
         """Removes bodies; their ids become free for reuse."""
         self._native.remove_bodies(np.atleast_1d(_arrays.ids(ids, "ids")))
 
+    @_one_at_a_time
     def set_poses(self, ids: Any, centers: Any, orientations: Any = None) -> None:
         """The per-tick update: new centers ((n, 3)) and, if given, orientations ((n, 4)) of
         bodies ``ids``; bodies without new orientations keep theirs."""
@@ -269,6 +294,7 @@ class World:
         q = None if orientations is None else _rows(orientations, "orientations", len(i), 4)
         self._native.set_poses(i, c, q)
 
+    @_one_at_a_time
     def set_layers(self, ids: Any, layers: Any, masks: Any) -> None:
         """New layers and masks of bodies ``ids``."""
         i = np.atleast_1d(_arrays.ids(ids, "ids"))
@@ -279,6 +305,7 @@ class World:
         ``layers``, ``masks``."""
         return self._native.bodies()
 
+    @_one_at_a_time
     def add_shape(self, vertices: Any, faces: Any) -> int:
         """Adds a shape: a mesh in its own frame (``vertices`` (V, 3), ``faces`` (F, 3)) that
         :meth:`add_instances` places, gridded once however many times it is placed; returns
@@ -286,10 +313,12 @@ class World:
         v, _ = _arrays.points(vertices, "vertices", np.float64)
         return int(self._native.add_shape(np.ascontiguousarray(v), _arrays.faces(faces)))
 
+    @_one_at_a_time
     def remove_shape(self, shape: int) -> None:
         """Removes a shape no instance places."""
         self._native.remove_shape(_arrays.uint32(shape, "shape"))
 
+    @_one_at_a_time
     def add_instances(self, shapes: Any, positions: Any, orientations: Any = None, layers: Any = 1) -> np.ndarray:
         """Places shapes as rigid instances: ``shapes`` (scalar or (n,)) at ``positions``
         ((n, 3)), turned by ``orientations`` (quaternions (x, y, z, w), (n, 4) or (4,);
@@ -319,6 +348,7 @@ class World:
             _u32(layers, "layers", n),
         )
 
+    @_one_at_a_time
     def set_instances(self, ids: Any, positions: Any, orientations: Any = None) -> None:
         """Moves instances ``ids`` to ``positions`` ((n, 3)) and, if given, ``orientations``
         ((n, 4)); all or none."""
@@ -327,6 +357,7 @@ class World:
         q = None if orientations is None else _rows(orientations, "orientations", len(i), 4)
         self._native.set_instances(i, p, q)
 
+    @_one_at_a_time
     def remove_instances(self, ids: Any) -> None:
         """Removes instances; their ids become free for reuse."""
         self._native.remove_instances(np.atleast_1d(_arrays.ids(ids, "ids")))
@@ -448,11 +479,13 @@ class Collider:
     def __repr__(self) -> str:
         return f"Collider({self.describe()!r})"
 
+    @_one_at_a_time
     def contacts(self, world: World) -> np.ndarray:
         """One tick: every overlap of a body with the mesh or another body, exact, as a
         structured array of :data:`CONTACT_DTYPE`, sorted by (body, kind, other)."""
         return self._native.contacts(_world(world)).view(CONTACT_DTYPE)
 
+    @_one_at_a_time
     def sweeps(
         self,
         world: World,
@@ -493,6 +526,7 @@ class Collider:
             )
         )
 
+    @_one_at_a_time
     def overlaps(
         self,
         world: World,
@@ -539,6 +573,7 @@ class Collider:
             )
         )
 
+    @_one_at_a_time
     def ray_casts(
         self,
         world: World,
