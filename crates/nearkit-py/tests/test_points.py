@@ -57,7 +57,7 @@ def test_shapes_follow_ckdtree(rng):
             np.testing.assert_array_equal(i, si)
     d, i = index.query(rng.random(3))
     assert np.ndim(d) == 0 and np.ndim(i) == 0
-    assert isinstance(d, np.floating) and isinstance(i, np.integer)
+    assert type(d) is float and type(i) is int  # as cKDTree gives
 
 
 def test_missing_neighbours_are_inf_and_n(rng):
@@ -390,3 +390,11 @@ def test_indexes_pickle_as_their_data():
     again = pickle.loads(pickle.dumps(mesh))
     for a, b in zip(mesh.closest_point(q), again.closest_point(q)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_one_point_k1_gives_a_float_and_an_int_as_ckdtree():
+    data = np.random.default_rng(3).random((10, 3))
+    for dtype in (np.float32, np.float64):
+        d, i = nearkit.PointIndex(data.astype(dtype), device="cpu").query([0.5, 0.5, 0.5])
+        d0, i0 = cKDTree(data.astype(dtype)).query([0.5, 0.5, 0.5])
+        assert type(d) is float and type(i) is int and i == i0

@@ -214,7 +214,7 @@ class PointIndex:
         else:
             d, i = d.reshape(lead + (len(ranks),)), i.reshape(lead + (len(ranks),))
         if d.ndim == 0:
-            return d[()], i[()]
+            return d.item(), i.item()  # a float and an int, as cKDTree gives for one point
         return d, i
 
     def _query_cuda(self, x: Any, ranks: list, bound: Optional[float], squeeze: bool, workers: Any) -> Tuple[Any, Any]:
