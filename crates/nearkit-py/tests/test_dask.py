@@ -257,10 +257,11 @@ def test_bad_input(client):
     with pytest.raises(FileNotFoundError, match="nonexistent"):
         nkd.read_points("/nonexistent/*.npy")
     # Mesh queries name the row in all the queries too.
-    v = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0]], np.float64)
+    v = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float64)
+    f = [[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]]  # closed: signed distances need one
     for call in (nkd.closest_point, nkd.signed_distance):
         with pytest.raises(ValueError, match="point 37: coordinate y is NaN"):
-            out = call(v, [[0, 1, 2]], chunked(bad, [30, 70]))
+            out = call(v, f, chunked(bad, [30, 70]))
             dask.compute(*out) if isinstance(out, tuple) else out.compute()
 
 
