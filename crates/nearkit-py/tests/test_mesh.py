@@ -189,3 +189,9 @@ def test_bad_vertices_and_queries():
         index.closest_point([[np.inf, 0, 0]])
     with pytest.raises(ValueError, match="max_distance"):
         index.closest_point([[0, 0, 0]], max_distance=-1)
+
+
+def test_bad_vertices_are_named_vertices():
+    v = np.array([[0, 0, 0], [1, np.nan, 0], [0, 1, 0]], np.float64)
+    with pytest.raises(ValueError, match="vertices, point 1: coordinate y is NaN"):
+        nearkit.MeshIndex(v, [[0, 1, 2]], device="cpu")

@@ -13,6 +13,8 @@ pub enum Role {
     Data,
     /// A query set.
     Queries,
+    /// A mesh's vertices.
+    Vertices,
 }
 
 impl fmt::Display for Role {
@@ -22,6 +24,7 @@ impl fmt::Display for Role {
             Role::B => "B",
             Role::Data => "data",
             Role::Queries => "queries",
+            Role::Vertices => "vertices",
         })
     }
 }

@@ -209,7 +209,7 @@ impl<T: Real> MeshIndex<T> {
         }
         if !self.scale.is_identity() {
             return Err(Error::Magnitudes {
-                role: Role::Data,
+                role: Role::Vertices,
                 detail: "this mesh is scaled by a power of two inside the index (its coordinates are far from 1), \
                          which queries in GPU memory cannot be: give the queries from host memory"
                     .into(),

@@ -29,7 +29,7 @@ impl<T: Real> Mesh<T> {
                 "triangle {t} uses vertex {v}, but the mesh has {n} vertices (indices are 0-based)"
             )));
         }
-        self.vertices.validate(crate::Role::Data)
+        self.vertices.validate(crate::Role::Vertices)
     }
 
     /// The three corners of triangle `t`.
