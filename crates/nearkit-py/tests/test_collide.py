@@ -396,6 +396,8 @@ def test_misuse_gets_a_plain_error_naming_it():
         collider.contacts("world")
     with pytest.raises(ValueError, match="center"):
         world.add_body([0, 0], 1.0)
+    with pytest.raises(TypeError, match="cell_size"):
+        nearkit.World(cell_size="2")
     # Empty lists of ids change nothing.
     world.remove_bodies([])
     world.set_poses([], np.empty((0, 3)))

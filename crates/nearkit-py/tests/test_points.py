@@ -398,3 +398,11 @@ def test_one_point_k1_gives_a_float_and_an_int_as_ckdtree():
         d, i = nearkit.PointIndex(data.astype(dtype), device="cpu").query([0.5, 0.5, 0.5])
         d0, i0 = cKDTree(data.astype(dtype)).query([0.5, 0.5, 0.5])
         assert type(d) is float and type(i) is int and i == i0
+
+
+def test_a_radius_given_as_a_string_is_a_type_error():
+    index = nearkit.PointIndex(np.random.default_rng(4).random((20, 3)), device="cpu")
+    with pytest.raises(TypeError, match="r must be a number"):
+        index.query_ball_point([0.5, 0.5, 0.5], r="0.4")
+    with pytest.raises(TypeError, match="distance_upper_bound"):
+        index.query([0.5, 0.5, 0.5], distance_upper_bound="1")

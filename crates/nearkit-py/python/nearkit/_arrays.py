@@ -112,12 +112,22 @@ def workers(w: Optional[int]) -> int:
     raise ValueError(f"workers must be -1 (every core) or a positive number of threads, got {w!r}")
 
 
+def number(v: Any, name: str) -> float:
+    """A real number given as one (a string is not: float() would read it)."""
+    if isinstance(v, (str, bytes)) or np.ndim(v) != 0:
+        raise TypeError(f"{name} must be a number, got {v!r}")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {v!r}") from None
+
+
 def radius(r: Optional[float], name: str, dtype: Optional[np.dtype] = None) -> Optional[float]:
     """A distance bound: None or inf means none, and so does one beyond `dtype`'s range (no
     distance in it is larger); otherwise a finite number >= 0."""
     if r is None:
         return None
-    r = float(r)
+    r = number(r, name)
     if r == math.inf:
         return None
     if not (r >= 0 and math.isfinite(r)):
@@ -135,10 +145,7 @@ def search_radius(r: Any, name: str, dtype: np.dtype) -> float:
         raise ValueError(
             f"{name} must be a single number: a radius per query point is not supported (got shape {np.shape(r)})"
         )
-    try:
-        v = float(r)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {r!r}") from None
+    v = number(r, name)
     if not v >= 0:  # NaN too
         raise ValueError(f"{name} must be a number >= 0 (inf for every point), got {v}")
     return min(v, float(np.finfo(dtype).max))

@@ -206,7 +206,7 @@ class World:
     """
 
     def __init__(self, cell_size: float = 1.0) -> None:
-        self._native = _native.World(float(cell_size))
+        self._native = _native.World(_arrays.number(cell_size, "cell_size"))
 
     @_one_at_a_time
     def set_mesh(self, vertices: Any, faces: Any) -> None:
