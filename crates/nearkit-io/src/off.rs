@@ -34,15 +34,12 @@ fn read_off<T: Real, R: BufRead>(src: &mut Source<R>, path: &Path, faces: bool) 
     }
     // ST (texture coordinates), C (colours) and N (normals) add values after a vertex's x,
     // y, z, which are read alone; 4OFF and nOFF have other coordinates.
-    let prefix = &first[0][..first[0].len() - 3];
-    if !prefix.strip_prefix("ST").unwrap_or(prefix).chars().all(|c| c == 'C' || c == 'N') || prefix.contains("CC") {
+    const THREE_D: [&str; 8] = ["OFF", "COFF", "NOFF", "CNOFF", "STOFF", "STCOFF", "STNOFF", "STCNOFF"];
+    if !THREE_D.contains(&first[0].as_str()) {
         return Err(at(
             lines.number,
             format!("'{}' files are not supported: only OFF (and COFF, NOFF, STOFF: 3-D vertices)", first[0]),
         ));
-    }
-    if first.get(1).map(String::as_str) == Some("BINARY") {
-        return Err(at(lines.number, "binary OFF is not supported: only text OFF".into()));
     }
     // The counts may follow OFF on the same line.
     let counts: Vec<String> = if first.len() > 1 {

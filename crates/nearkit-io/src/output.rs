@@ -52,13 +52,7 @@ fn write_file(path: &Path, f: impl FnOnce(&mut BufWriter<std::fs::File>) -> io::
             return result.map_err(|e| write_error(path, &e));
         }
     }
-    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-    // A name of its own for each write, so threads writing the same path at once never write
-    // into one temporary file; created afresh (never an existing file or link).
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
+    let tmp = beside(&target, "tmp");
     let result = (|| {
         let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         // A replaced file keeps its permissions.
@@ -85,6 +79,16 @@ fn write_error(path: &Path, e: &io::Error) -> IoError {
     }
 }
 
+/// A name of its own beside `target` for one write (`.name.pid-n.kind`), so that threads
+/// writing the same path at once never share a temporary file.
+fn beside(target: &Path, kind: &str) -> PathBuf {
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!(".{name}.{}-{n}.{kind}", std::process::id()))
+}
+
 /// One file of [`write_together`]: where it goes, and how to write it (into the path given).
 pub type Part<'a> = (&'a Path, Box<dyn FnOnce(&Path) -> Result<()> + 'a>);
 
@@ -93,7 +97,6 @@ pub type Part<'a> = (&'a Path, Box<dyn FnOnce(&Path) -> Result<()> + 'a>);
 /// write fails, the fresh files are removed and every target is left as it was. (Targets that
 /// are not regular files, a pipe or `/dev/null`, are written straight to, after the others.)
 pub fn write_together(parts: Vec<Part<'_>>) -> Result<()> {
-    static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut staged: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut direct = Vec::new();
     let undo = |staged: &[(PathBuf, PathBuf)]| {
@@ -114,10 +117,7 @@ pub fn write_together(parts: Vec<Part<'_>>) -> Result<()> {
             }
             _ => {}
         }
-        let dir = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-        let n = STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let fresh = dir.join(format!(".{name}.{}-{n}.staged", std::process::id()));
+        let fresh = beside(&target, "staged");
         // The error names the file asked for, not the fresh one.
         if let Err(e) = write(&fresh).map_err(|e| IoError { path: path.to_path_buf(), ..e }) {
             let _ = std::fs::remove_file(&fresh);
